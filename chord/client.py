@@ -1,0 +1,55 @@
+"""A blocking client for inspecting live nodes: state, lookups, health."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from chord.ids import BITS
+from chord.node import to_ref
+from chord.proto import chord_pb2 as pb
+from chord.proto import chord_pb2_grpc as pb_grpc
+from chord.routing import NodeRef, RoutingTable
+
+
+def _call(address: str, method: str, request, timeout: float):
+    with grpc.insecure_channel(address) as channel:
+        return getattr(pb_grpc.ChordStub(channel), method)(request, timeout=timeout)
+
+
+def fetch_state(address: str, timeout: float = 1.0) -> pb.StateReply | None:
+    """The node's whole view, or None when it does not answer."""
+    try:
+        return _call(address, "GetState", pb.Empty(), timeout)
+    except grpc.RpcError:
+        return None
+
+
+def fetch_states(addresses: list[str], timeout: float = 1.0) -> dict[str, pb.StateReply | None]:
+    with ThreadPoolExecutor(max_workers=min(16, max(1, len(addresses)))) as pool:
+        return dict(zip(addresses, pool.map(lambda a: fetch_state(a, timeout), addresses)))
+
+
+def table_from_state(state: pb.StateReply, r: int) -> RoutingTable:
+    t = RoutingTable(to_ref(state.node), r=r)
+    t.predecessor = to_ref(state.predecessor) if state.HasField("predecessor") else None
+    t.successors = [to_ref(s) for s in state.successors]
+    t.fingers = [to_ref(f) for f in state.fingers][:BITS]
+    return t
+
+
+def lookup(address: str, key: int, timeout: float = 5.0) -> tuple[NodeRef, int]:
+    reply = _call(address, "Lookup", pb.LookupRequest(key=key), timeout)
+    return to_ref(reply.owner), reply.hops
+
+
+def serving(address: str, timeout: float = 1.0) -> bool:
+    try:
+        with grpc.insecure_channel(address) as channel:
+            reply = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=""), timeout=timeout)
+        return reply.status == health_pb2.HealthCheckResponse.SERVING
+    except grpc.RpcError:
+        return False

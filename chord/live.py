@@ -1,0 +1,159 @@
+"""The live shell: one ChordNode behind a grpc.aio server, with periodic maintenance.
+
+The server also carries the standard gRPC health service: NOT_SERVING until the node has
+joined, SERVING after. SIGTERM or SIGINT make the node leave gracefully (keys to its
+successor) before it exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import signal
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from chord.grpc_transport import GrpcTransport, chord_servicer, run_async
+from chord.ids import hash_id
+from chord.ledger import Ledger
+from chord.node import ChordNode, JoinError, Op, PeerUnreachable, to_info, to_ref
+from chord.proto import chord_pb2 as pb
+from chord.proto import chord_pb2_grpc as pb_grpc
+from chord.routing import NodeRef
+
+log = logging.getLogger("chord.live")
+
+SERVER_OPTIONS = [("grpc.so_reuseport", 0)]  # two nodes must never share a port
+
+
+class StartupError(Exception):
+    """The node cannot start; the message is meant for the operator."""
+
+
+@dataclass
+class Timing:
+    stabilize: float = 0.25
+    fix_fingers: float = 0.5
+    check_predecessor: float = 0.5
+    rpc_timeout: float = 1.0
+
+
+def check_port_free(host: str, port: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            raise StartupError(f"cannot listen on {host}:{port}: {e.strerror}") from None
+
+
+class LiveNode:
+    def __init__(self, host: str, port: int, node_id: int | None = None, r: int = 8,
+                 timing: Timing | None = None, advertise: str | None = None) -> None:
+        address = f"{advertise or host}:{port}"
+        self.host, self.port = host, port
+        self.node = ChordNode(NodeRef(hash_id(address) if node_id is None else node_id, address), r=r)
+        self.timing = timing or Timing()
+        self.ledger = Ledger()
+        self.transport = GrpcTransport(self.ledger, timeout=self.timing.rpc_timeout)
+        self.health = health.aio.HealthServicer()
+        self.server: grpc.aio.Server | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._stopping = asyncio.Event()
+
+    @property
+    def me(self) -> NodeRef:
+        return self.node.me
+
+    async def run_op(self, op: Op) -> Any:
+        return await run_async(self.node, op, self.transport)
+
+    async def dispatch(self, method: str, request: Any) -> Any:
+        if method == "Lookup":
+            owner, hops = await self.run_op(self.node.lookup(request.key))
+            return pb.LookupReply(owner=to_info(owner), hops=hops)
+        reply = self.node.handle(method, request)
+        if method == "GetState":
+            reply.ledger.extend(pb.LedgerEntry(kind=k, messages=c.messages, bytes=c.bytes)
+                                for k, c in self.ledger.snapshot().items())
+        return reply
+
+    async def start(self, join: str | None = None) -> None:
+        check_port_free(self.host, self.port)
+        self.server = grpc.aio.server(options=SERVER_OPTIONS)
+        pb_grpc.add_ChordServicer_to_server(chord_servicer(self.dispatch), self.server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        await self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+        try:
+            self.server.add_insecure_port(f"{self.host}:{self.port}")
+        except RuntimeError as e:
+            raise StartupError(f"cannot listen on {self.host}:{self.port}: {e}") from None
+        await self.server.start()
+        if join:
+            await self._join(join)
+        await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
+        loops = [(self.node.stabilize, self.timing.stabilize),
+                 (self.node.check_predecessor, self.timing.check_predecessor),
+                 (self.node.fix_fingers, self.timing.fix_fingers)]
+        self._tasks = [asyncio.create_task(self._every(op, period)) for op, period in loops]
+
+    async def _join(self, address: str) -> None:
+        probe = NodeRef(0, address)
+        try:
+            state = await self.transport.call(probe, "GetState", pb.Empty())
+        except PeerUnreachable:
+            raise StartupError(f"cannot reach {address} to join: no node answers there") from None
+        try:
+            await self.run_op(self.node.join(to_ref(state.node)))
+        except JoinError as e:
+            raise StartupError(str(e)) from None
+
+    async def _every(self, make_op, period: float) -> None:
+        rng = random.Random(self.me.id ^ hash(make_op.__name__))
+        while not self._stopping.is_set():
+            try:
+                await asyncio.wait_for(self._stopping.wait(), period * rng.uniform(0.5, 1.5))
+            except asyncio.TimeoutError:
+                pass
+            if self._stopping.is_set():
+                return
+            try:
+                await self.run_op(make_op())
+            except Exception:  # maintenance must outlive any one failed round
+                log.exception("%s failed", make_op.__name__)
+
+    async def stop(self, graceful: bool = True) -> None:
+        self._stopping.set()
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if graceful:
+            try:
+                await self.run_op(self.node.leave())
+            except PeerUnreachable as e:
+                log.warning("leave: %s; keys stay with this node", e)
+        if self.server is not None:
+            await self.server.stop(grace=0.5)
+        await self.transport.close()
+
+    async def serve_until_signalled(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stopping.set)
+        await self._stopping.wait()
+        await self.stop(graceful=True)
+
+
+async def serve(host: str, port: int, join: str | None, node_id: int | None, r: int,
+                timing: Timing, advertise: str | None = None) -> None:
+    node = LiveNode(host, port, node_id=node_id, r=r, timing=timing, advertise=advertise)
+    await node.start(join)
+    print(f"node {node.me.id:016x} serving on {node.me.address}"
+          + (f", joined through {join}" if join else ", new ring"), flush=True)
+    await node.serve_until_signalled()
+    print(f"node {node.me.address} left the ring", flush=True)

@@ -1,0 +1,280 @@
+"""The Chord node as I/O-free protocol code.
+
+Incoming requests are handled by `handle(method, request) -> reply`, which only reads and
+updates local state. Operations that talk to other nodes (join, stabilize, fix_fingers,
+check_predecessor, leave, lookup) are generators: each yields a `Call` and is resumed with
+the reply, or has `PeerUnreachable` thrown into it. A driver (chord.drive) runs them over
+a transport: synchronously in the simulator, with asyncio on a live node. The algorithms
+therefore exist once, whatever carries the messages.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any, Callable, Generator
+
+from chord.ids import BITS, in_open, in_open_closed
+from chord.proto import chord_pb2 as pb
+from chord.routing import NodeRef, RoutingTable
+from chord.store import KeyStore, SortedKeyStore
+
+
+class PeerUnreachable(Exception):
+    """A peer did not answer in time, or refused the connection."""
+
+    def __init__(self, peer: NodeRef, why: str = "") -> None:
+        super().__init__(f"{peer.address} unreachable{': ' + why if why else ''}")
+        self.peer = peer
+
+
+class JoinError(Exception):
+    """Joining the ring failed for a reason the operator must fix."""
+
+
+@dataclass(frozen=True)
+class Call:
+    peer: NodeRef
+    method: str
+    request: Any
+
+
+Op = Generator[Call, Any, Any]
+RegionListener = Callable[[NodeRef | None, NodeRef | None], None]
+
+
+def to_ref(info: pb.NodeInfo) -> NodeRef:
+    return NodeRef(info.id, info.address)
+
+
+def to_info(ref: NodeRef) -> pb.NodeInfo:
+    return pb.NodeInfo(id=ref.id, address=ref.address)
+
+
+def items_to_pb(items: list[tuple[int, bytes]]) -> list[pb.KeyItem]:
+    return [pb.KeyItem(key=k, value=v) for k, v in items]
+
+
+def items_from_pb(items) -> list[tuple[int, bytes]]:
+    return [(i.key, i.value) for i in items]
+
+
+class ChordNode:
+    def __init__(self, me: NodeRef, r: int = 8, store: KeyStore | None = None,
+                 seed: int | None = None) -> None:
+        self.table = RoutingTable(me, r=r)
+        self.store: KeyStore = store if store is not None else SortedKeyStore()
+        self.rng = random.Random(seed if seed is not None else me.id)
+        self.region_listeners: list[RegionListener] = []
+        self.handlers = {
+            "FindSuccessor": self._on_find_successor,
+            "GetNeighbors": self._on_get_neighbors,
+            "Notify": self._on_notify,
+            "Ping": lambda req: pb.Empty(),
+            "Leave": self._on_leave,
+            "GetState": self._on_get_state,
+        }
+
+    @property
+    def me(self) -> NodeRef:
+        return self.table.me
+
+    # ---- incoming requests: local state only ------------------------------------------
+
+    def handle(self, method: str, request: Any) -> Any:
+        try:
+            handler = self.handlers[method]
+        except KeyError:
+            raise ValueError(f"no handler for {method}") from None
+        return handler(request)
+
+    def step(self, key: int, avoid: frozenset[int] = frozenset()) -> tuple[bool, NodeRef]:
+        """One lookup step: (True, owner) when I can tell, else (False, next node to ask)."""
+        t = self.table
+        if t.owns(key):
+            return True, t.me
+        s = t.successor_covering(key)
+        if s is not None and s.id not in avoid:
+            return True, s
+        hop = t.next_hop(key, avoid)
+        if hop is None or hop == t.me:
+            return True, t.me
+        return False, hop
+
+    def _on_find_successor(self, req: pb.FindSuccessorRequest) -> pb.FindSuccessorReply:
+        done, node = self.step(req.key, frozenset(req.avoid))
+        return pb.FindSuccessorReply(done=done, node=to_info(node))
+
+    def _on_get_neighbors(self, req: pb.Empty) -> pb.NeighborsReply:
+        t = self.table
+        reply = pb.NeighborsReply(successors=[to_info(s) for s in t.successors])
+        if t.predecessor is not None:
+            reply.predecessor.CopyFrom(to_info(t.predecessor))
+        return reply
+
+    def _on_notify(self, req: pb.NotifyRequest) -> pb.NotifyReply:
+        n = to_ref(req.node)
+        t = self.table
+        if n == t.me:
+            return pb.NotifyReply()
+        if t.predecessor is None or in_open(n.id, t.predecessor.id, t.me.id):
+            self._set_predecessor(n)
+        if t.alone():
+            t.set_successors([n])
+        if t.predecessor != n:
+            return pb.NotifyReply()
+        # Everything not in (n, me] belongs to n or further back; n passes on what is not its own.
+        return pb.NotifyReply(items=items_to_pb(self.store.take_range(t.me.id, n.id)))
+
+    def _on_leave(self, req: pb.LeaveRequest) -> pb.Empty:
+        gone = to_ref(req.leaving)
+        t = self.table
+        if t.predecessor == gone:
+            pred = to_ref(req.predecessor) if req.HasField("predecessor") else None
+            self._set_predecessor(None if pred in (None, gone) else pred)
+            self.store.put_items(items_from_pb(req.items))
+        if t.successor == gone and req.successors:
+            t.set_successors([to_ref(s) for s in req.successors if to_ref(s) != gone])
+        t.forget(gone)
+        return pb.Empty()
+
+    def _on_get_state(self, req: pb.Empty) -> pb.StateReply:
+        t = self.table
+        reply = pb.StateReply(node=to_info(t.me), successors=[to_info(s) for s in t.successors],
+                              fingers=[to_info(f or t.me) for f in t.fingers], keys=len(self.store))
+        if t.predecessor is not None:
+            reply.predecessor.CopyFrom(to_info(t.predecessor))
+        return reply
+
+    def _set_predecessor(self, pred: NodeRef | None) -> None:
+        old = self.table.predecessor
+        self.table.predecessor = pred
+        if old != pred:
+            for listener in self.region_listeners:
+                listener(old, pred)
+
+    # ---- operations: generators of Calls ---------------------------------------------
+
+    def lookup(self, key: int) -> Op:
+        """Iterative lookup; returns (owner, hops), hops counting the nodes asked."""
+        done, node = self.step(key)
+        path: list[NodeRef] = []
+        avoid: set[int] = set()
+        hops = 0
+        while not done:
+            try:
+                reply = yield Call(node, "FindSuccessor",
+                                   pb.FindSuccessorRequest(key=key, avoid=sorted(avoid)))
+            except PeerUnreachable:
+                avoid.add(node.id)
+                self.table.forget(node)
+                if path:  # ask the last live node on the path again, around the dead one
+                    node = path.pop()
+                    continue
+                done, node = self.step(key, frozenset(avoid))
+                continue
+            hops += 1
+            path.append(node)
+            done, node = reply.done, to_ref(reply.node)
+        return node, hops
+
+    def join(self, bootstrap: NodeRef) -> Op:
+        """Find my successor through any ring member; stabilize does the rest."""
+        try:
+            reply = yield Call(bootstrap, "FindSuccessor", pb.FindSuccessorRequest(key=self.me.id))
+            done, node = reply.done, to_ref(reply.node)
+            while not done:
+                reply = yield Call(node, "FindSuccessor", pb.FindSuccessorRequest(key=self.me.id))
+                done, node = reply.done, to_ref(reply.node)
+        except PeerUnreachable as e:
+            raise JoinError(f"cannot join through {bootstrap.address}: {e}") from None
+        if node.id == self.me.id and node != self.me:
+            raise JoinError(f"id {self.me.id:016x} is already taken by {node.address}")
+        self._set_predecessor(None)
+        self.table.set_successors([node])
+        yield from self.stabilize()
+
+    def stabilize(self) -> Op:
+        """Check my successor's predecessor, refresh my successor list, notify my successor."""
+        t = self.table
+        while True:
+            succ = t.successor
+            try:
+                nbrs = yield Call(succ, "GetNeighbors", pb.Empty())
+                break
+            except PeerUnreachable:
+                t.forget(succ)
+                if t.alone():
+                    fallback = self._live_fallback_successor()
+                    if fallback is None:
+                        return
+                    t.set_successors([fallback])
+        if nbrs.HasField("predecessor"):
+            x = to_ref(nbrs.predecessor)
+            if x != t.me and in_open(x.id, t.me.id, succ.id):
+                try:
+                    nbrs = yield Call(x, "GetNeighbors", pb.Empty())
+                    succ = x
+                except PeerUnreachable:
+                    t.forget(x)
+        t.set_successors([succ] + [to_ref(s) for s in nbrs.successors])
+        if t.alone():
+            return
+        try:
+            reply = yield Call(t.successor, "Notify", pb.NotifyRequest(node=to_info(t.me)))
+        except PeerUnreachable:
+            return
+        self.store.put_items(items_from_pb(reply.items))
+
+    def _live_fallback_successor(self) -> NodeRef | None:
+        """All successors dead: the nearest other node I still know of takes over."""
+        t = self.table
+        known = t.neighbors() + ([t.predecessor] if t.predecessor else [])
+        return known[0] if known else None
+
+    def fix_fingers(self) -> Op:
+        """Refresh every finger; one lookup serves all fingers whose start it covers."""
+        t = self.table
+        i = 0
+        while i < BITS:
+            start = (t.me.id + (1 << i)) & ((1 << BITS) - 1)
+            owner, _ = yield from self.lookup(start)
+            t.fingers[i] = owner
+            i += 1
+            while i < BITS and in_open_closed((t.me.id + (1 << i)) & ((1 << BITS) - 1),
+                                              start, owner.id):
+                t.fingers[i] = owner
+                i += 1
+
+    def check_predecessor(self) -> Op:
+        pred = self.table.predecessor
+        if pred is None:
+            return
+        try:
+            yield Call(pred, "Ping", pb.Empty())
+        except PeerUnreachable:
+            if self.table.predecessor == pred:
+                self._set_predecessor(None)
+            self.table.forget(pred)
+
+    def leave(self) -> Op:
+        """Graceful leave: keys and predecessor to my successor, successors to my predecessor."""
+        t = self.table
+        if t.alone():
+            return
+        succ, pred = t.successor, t.predecessor
+        items = self.store.take_range(t.me.id, t.me.id)
+        to_succ = pb.LeaveRequest(leaving=to_info(t.me), items=items_to_pb(items))
+        if pred is not None:
+            to_succ.predecessor.CopyFrom(to_info(pred))
+        try:
+            yield Call(succ, "Leave", to_succ)
+        except PeerUnreachable:
+            self.store.put_items(items)  # nobody took them; keep them for a retry
+            raise
+        if pred is not None and pred != succ:
+            try:
+                yield Call(pred, "Leave", pb.LeaveRequest(
+                    leaving=to_info(t.me), successors=[to_info(s) for s in t.successors]))
+            except PeerUnreachable:
+                pass  # its stabilize will find my successor without me

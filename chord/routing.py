@@ -1,0 +1,120 @@
+"""A node's routing table and the next-hop rules built on it.
+
+`next_hop` is the paper's Algorithm 1 (lines 5-16) for a single id; `group_by_next_hop`
+applies it to a batch of ids, which is how the engine aggregates an announcement per
+neighbour. Lookups use the same rule, so an announcement travels the path a lookup takes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from chord.ids import BITS, distance, finger_start, in_open_closed, short
+
+
+@dataclass(frozen=True, order=True)
+class NodeRef:
+    id: int
+    address: str
+
+    def __str__(self) -> str:
+        return f"{short(self.id)}@{self.address}"
+
+
+@dataclass
+class RoutingTable:
+    me: NodeRef
+    r: int = 8
+    predecessor: NodeRef | None = None
+    successors: list[NodeRef] = field(default_factory=list)
+    fingers: list[NodeRef | None] = field(default_factory=lambda: [None] * BITS)
+
+    def __post_init__(self) -> None:
+        if not self.successors:
+            self.successors = [self.me]
+
+    @property
+    def successor(self) -> NodeRef:
+        return self.successors[0]
+
+    def alone(self) -> bool:
+        return self.successor == self.me
+
+    def owns(self, key: int) -> bool:
+        """Key in (predecessor, me]; a node that knows no predecessor owns only when alone."""
+        if self.predecessor is None:
+            return self.alone() or key == self.me.id
+        return in_open_closed(key, self.predecessor.id, self.me.id)
+
+    def neighbors(self) -> list[NodeRef]:
+        """Distinct successors and fingers other than me, in clockwise order."""
+        seen = {n for n in self.successors if n != self.me}
+        seen.update(f for f in self.fingers if f is not None and f != self.me)
+        return sorted(seen, key=lambda n: distance(self.me.id, n.id))
+
+    def successor_covering(self, key: int) -> NodeRef | None:
+        """The first successor whose id is equal to or follows key, if the list reaches it."""
+        if self.alone():
+            return self.me
+        for s in self.successors:
+            if in_open_closed(key, self.me.id, s.id):
+                return s
+        return None
+
+    def closest_preceding(self, key: int, avoid: frozenset[int] = frozenset()) -> NodeRef | None:
+        """The neighbour equal to or immediately preceding key (Algorithm 1, line 13)."""
+        best, best_d = None, -1
+        limit = distance(self.me.id, key)
+        for n in self.neighbors():
+            d = distance(self.me.id, n.id)
+            if n.id not in avoid and 0 < d <= limit and d > best_d:
+                best, best_d = n, d
+        return best
+
+    def next_hop(self, key: int, avoid: frozenset[int] = frozenset()) -> NodeRef | None:
+        """Where a message for key goes next; None when key is mine (Algorithm 1)."""
+        if self.owns(key):
+            return None
+        s = self.successor_covering(key)
+        if s is not None and s.id not in avoid:
+            return s
+        hop = self.closest_preceding(key, avoid)
+        if hop is None:  # everything closer is dead: the first live successor is the way on
+            hop = next((s for s in self.successors if s.id not in avoid and s != self.me), None)
+        return hop
+
+    def group_by_next_hop(self, keys: Iterable[int]) -> tuple[list[int], dict[NodeRef, list[int]]]:
+        """Split keys into those I own and those per next-hop neighbour, order kept."""
+        local: list[int] = []
+        groups: dict[NodeRef, list[int]] = {}
+        for k in keys:
+            hop = self.next_hop(k)
+            if hop is None or hop == self.me:
+                local.append(k)
+            else:
+                groups.setdefault(hop, []).append(k)
+        return local, groups
+
+    def set_successors(self, candidates: Iterable[NodeRef]) -> None:
+        """Successor list from candidates in ring order: distinct, stops before me, at most r."""
+        out: list[NodeRef] = []
+        for n in candidates:
+            if n == self.me:
+                break
+            if n not in out:
+                out.append(n)
+            if len(out) == self.r:
+                break
+        self.successors = out or [self.me]
+
+    def forget(self, dead: NodeRef) -> None:
+        """Drop a node found dead from every slot it occupies."""
+        if self.predecessor == dead:
+            self.predecessor = None
+        rest = [s for s in self.successors if s != dead]
+        self.successors = rest or [self.me]
+        self.fingers = [None if f == dead else f for f in self.fingers]
+
+    def finger_starts(self) -> list[int]:
+        return [finger_start(self.me.id, i) for i in range(BITS)]

@@ -1,0 +1,126 @@
+"""The simulator shell: the very same ChordNode objects, wired by an in-memory transport.
+
+Time is rounds: in each round every live node runs stabilize, check_predecessor and
+fix_fingers once, in an order drawn from the seeded generator (the randomized intervals of
+a live node, made reproducible). A ring is built by real joins plus rounds, or instantly
+from the oracle; both yield the same tables once converged.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Iterable
+
+from chord.ids import hash_id
+from chord.ledger import Ledger
+from chord.node import ChordNode, Op
+from chord.oracle import RingOracle, ring_problems
+from chord.routing import NodeRef
+from chord.transport import MemoryTransport, run_sync
+
+
+class Simulator:
+    def __init__(self, r: int = 8, seed: int = 0, ledger: Ledger | None = None) -> None:
+        self.r = r
+        self.rng = random.Random(seed)
+        self.transport = MemoryTransport(ledger)
+        self.nodes: dict[str, ChordNode] = {}
+
+    @property
+    def ledger(self) -> Ledger:
+        return self.transport.ledger
+
+    @staticmethod
+    def address(i: int) -> str:
+        return f"sim-{i}"
+
+    def new_node(self, address: str, node_id: int | None = None) -> ChordNode:
+        if address in self.nodes:
+            raise ValueError(f"address {address} already in the ring")
+        ref = NodeRef(hash_id(address) if node_id is None else node_id, address)
+        node = ChordNode(ref, r=self.r, seed=self.rng.getrandbits(64))
+        self.nodes[address] = node
+        self.transport.register(node)
+        return node
+
+    def run(self, node: ChordNode, op: Op) -> Any:
+        return run_sync(node, op, self.transport)
+
+    def live(self) -> list[ChordNode]:
+        return list(self.nodes.values())
+
+    # ---- building ---------------------------------------------------------------------
+
+    def build_instant(self, addresses: Iterable[str]) -> None:
+        """Every table set straight from the oracle: no messages, any size in seconds."""
+        for a in addresses:
+            self.new_node(a)
+        oracle = RingOracle(n.me for n in self.nodes.values())
+        for node in self.nodes.values():
+            want = oracle.table(node.me, self.r)
+            node.table.predecessor = want.predecessor
+            node.table.successors = want.successors
+            node.table.fingers = want.fingers
+
+    def join(self, address: str, via: str | None = None, node_id: int | None = None) -> ChordNode:
+        others = [a for a in self.nodes if a != address]
+        node = self.new_node(address, node_id)
+        if others:
+            bootstrap = self.nodes[via if via is not None else self.rng.choice(others)]
+            self.run(node, node.join(bootstrap.me))
+        return node
+
+    def build_by_joins(self, addresses: Iterable[str], rounds_between: int = 1,
+                       max_rounds: int = 200) -> int:
+        """Join one node at a time through a random member; return rounds to converge."""
+        for a in addresses:
+            self.join(a)
+            self.rounds(rounds_between)
+        return self.converge(max_rounds)
+
+    # ---- maintenance ------------------------------------------------------------------
+
+    def round(self) -> None:
+        nodes = self.live()
+        self.rng.shuffle(nodes)
+        for node in nodes:
+            if node.me.address in self.nodes:  # a node may leave mid-round in later tests
+                self.run(node, node.stabilize())
+                self.run(node, node.check_predecessor())
+                self.run(node, node.fix_fingers())
+
+    def rounds(self, k: int) -> None:
+        for _ in range(k):
+            self.round()
+
+    def problems(self) -> list[str]:
+        return ring_problems([n.table for n in self.nodes.values()], self.r)
+
+    def converge(self, max_rounds: int = 200) -> int:
+        for i in range(max_rounds + 1):
+            if not self.problems():
+                return i
+            self.round()
+        raise RuntimeError(f"ring did not converge in {max_rounds} rounds: {self.problems()[:3]}")
+
+    # ---- churn ------------------------------------------------------------------------
+
+    def leave(self, address: str) -> None:
+        node = self.nodes[address]
+        self.run(node, node.leave())
+        self.transport.unregister(address)
+        del self.nodes[address]
+
+    def fail(self, address: str) -> None:
+        """Crash: the node vanishes without a word; its keys are lost with it."""
+        self.transport.unregister(address)
+        del self.nodes[address]
+
+    # ---- queries ----------------------------------------------------------------------
+
+    def lookup(self, address: str, key: int) -> tuple[NodeRef, int]:
+        node = self.nodes[address]
+        return self.run(node, node.lookup(key))
+
+    def oracle(self) -> RingOracle:
+        return RingOracle(n.me for n in self.nodes.values())

@@ -1,0 +1,70 @@
+"""Transports carry the protocol core's Calls; both count every message in one Ledger.
+
+`MemoryTransport` is the simulator's: it delivers to in-process nodes and counts the
+serialized size of every request and reply. The gRPC transport (chord.grpc_transport)
+does the same over the network. Both round-trip messages through their wire form, so a
+handler never shares an object with its caller.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from chord.ledger import Ledger
+from chord.node import Call, Op, PeerUnreachable
+from chord.routing import NodeRef
+
+REPLY = ".reply"
+
+
+class Handler(Protocol):
+    me: NodeRef
+
+    def handle(self, method: str, request: Any) -> Any: ...
+
+
+class MemoryTransport:
+    def __init__(self, ledger: Ledger | None = None) -> None:
+        self.ledger = ledger if ledger is not None else Ledger()
+        self.nodes: dict[str, Handler] = {}
+
+    def register(self, node: Handler) -> None:
+        self.nodes[node.me.address] = node
+
+    def unregister(self, address: str) -> None:
+        self.nodes.pop(address, None)
+
+    def _deliver(self, peer: NodeRef, method: str, request: Any) -> Any:
+        data = request.SerializeToString()
+        self.ledger.record(method, len(data))
+        target = self.nodes.get(peer.address)
+        if target is None:
+            raise PeerUnreachable(peer, "no such node")
+        return target.handle(method, type(request).FromString(data))
+
+    def call(self, peer: NodeRef, method: str, request: Any) -> Any:
+        reply = self._deliver(peer, method, request)
+        data = reply.SerializeToString()
+        self.ledger.record(method + REPLY, len(data))
+        return type(reply).FromString(data)
+
+    def send(self, peer: NodeRef, method: str, request: Any) -> None:
+        """One-way: the reply, if the handler makes one, never crosses the wire."""
+        self._deliver(peer, method, request)
+
+
+def run_sync(node: Handler, op: Op, transport: MemoryTransport) -> Any:
+    """Drive an operation to completion; calls to oneself are handled without the wire."""
+    reply: Any = None
+    error: PeerUnreachable | None = None
+    while True:
+        try:
+            call: Call = op.throw(error) if error else op.send(reply)
+        except StopIteration as stop:
+            return stop.value
+        reply, error = None, None
+        try:
+            reply = (node.handle(call.method, call.request) if call.peer == node.me
+                     else transport.call(call.peer, call.method, call.request))
+        except PeerUnreachable as e:
+            error = e

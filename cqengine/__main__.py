@@ -1,0 +1,3 @@
+from cqengine.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,319 @@
+"""Running a ring on one machine: `ring up`, `ring status`, `ring down`, and the ring file.
+
+`ring up` starts one `cqengine node` process per node on loopback, waits until every
+successor, predecessor and finger is correct, and records the nodes (address, id, pid, log)
+in a JSON ring file that the other commands read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, TextIO
+
+from chord.client import fetch_states, serving, table_from_state
+from chord.ids import short
+from chord.live import Timing
+from chord.node import to_ref
+from chord.oracle import ring_problems
+
+HOST = "127.0.0.1"
+DEFAULT_RING_FILE = Path(".cqengine") / "ring.json"
+
+
+class RingError(Exception):
+    """A ring command cannot do what was asked; the message is one line for the operator."""
+
+
+@dataclass
+class NodeEntry:
+    address: str
+    port: int
+    pid: int
+    log: str
+    id: str = ""  # hex, filled in once the node answers
+
+
+@dataclass
+class RingFile:
+    path: Path
+    r: int = 8
+    nodes: list[NodeEntry] = field(default_factory=list)
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        data = {"r": self.r, "nodes": [asdict(n) for n in self.nodes]}
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=2) + "\n")
+        tmp.replace(self.path)
+
+    @classmethod
+    def load(cls, path: Path) -> "RingFile":
+        if not path.exists():
+            raise RingError(f"no ring file at {path}: start a ring with `cqengine ring up`")
+        try:
+            data = json.loads(path.read_text())
+            nodes = [NodeEntry(**n) for n in data["nodes"]]
+            return cls(path=path, r=int(data.get("r", 8)), nodes=nodes)
+        except (ValueError, KeyError, TypeError) as e:
+            raise RingError(f"ring file {path} is malformed ({e}); remove it and run `cqengine ring up`") from None
+
+    def addresses(self) -> list[str]:
+        return [n.address for n in self.nodes]
+
+
+# ---- processes ------------------------------------------------------------------------
+
+def pid_alive(pid: int, port: int | None = None) -> bool:
+    """True if pid is a running (not zombie) cqengine node, on `port` when given."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    if stat.rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+        return False
+    args = [a.decode(errors="replace") for a in cmdline]
+    if "cqengine" not in " ".join(args) or "node" not in args:
+        return False  # the pid was reused by something else
+    return port is None or str(port) in args
+
+
+def port_free(port: int, host: str = HOST) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+            return True
+        except OSError:
+            return False
+
+
+def free_ports(n: int, host: str = HOST) -> list[int]:
+    """n distinct ports the kernel says are free now."""
+    socks, ports = [], []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind((host, 0))
+            socks.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
+def node_command(port: int, join: str | None, r: int, timing: Timing) -> list[str]:
+    cmd = [sys.executable, "-m", "cqengine", "node", "--host", HOST, "--port", str(port),
+           "--successors", str(r), "--stabilize", str(timing.stabilize),
+           "--fix-fingers", str(timing.fix_fingers),
+           "--check-predecessor", str(timing.check_predecessor),
+           "--rpc-timeout", str(timing.rpc_timeout)]
+    return cmd + (["--join", join] if join else [])
+
+
+def spawn(port: int, join: str | None, r: int, timing: Timing, log_dir: Path) -> NodeEntry:
+    log_path = log_dir / f"node-{port}.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(node_command(port, join, r, timing), stdout=log,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)  # outlives `ring up`
+    return NodeEntry(address=f"{HOST}:{port}", port=port, pid=proc.pid, log=str(log_path))
+
+
+def log_tail(entry: NodeEntry, lines: int = 1) -> str:
+    try:
+        text = Path(entry.log).read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(text[-lines:])
+
+
+def stop_processes(entries: list[NodeEntry], grace: float = 5.0) -> int:
+    """SIGTERM (the node leaves gracefully), then SIGKILL after `grace`; returns how many ran."""
+    running = [e for e in entries if pid_alive(e.pid, e.port)]
+    for e in running:
+        try:
+            os.kill(e.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(pid_alive(e.pid, e.port) for e in running):
+        _reap()
+        time.sleep(0.05)
+    for e in running:
+        if pid_alive(e.pid, e.port):
+            try:
+                os.kill(e.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    _reap()
+    return len(running)
+
+
+def _reap() -> None:
+    """Collect exited children of this process (nodes started by an in-process `ring up`)."""
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass
+
+
+# ---- inspection -----------------------------------------------------------------------
+
+@dataclass
+class RingView:
+    states: dict  # address -> StateReply of every node that answered
+    down: list[str]
+    problems: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.states) and not self.problems
+
+
+def observe(addresses: list[str], r: int, timeout: float = 1.0) -> RingView:
+    """Ask every known node, and every node they point at, for its view; check the ring."""
+    known, states, down = list(addresses), {}, []
+    pending = list(addresses)
+    while pending:
+        for address, state in fetch_states(pending, timeout).items():
+            if state is None:
+                down.append(address)
+                continue
+            states[address] = state
+        pointed = {n.address for s in states.values()
+                   for n in [s.predecessor, *s.successors, *s.fingers] if n.address}
+        pending = sorted(pointed - set(known))
+        known += pending
+    tables = [table_from_state(s, r) for s in states.values()]
+    problems = ring_problems(tables, r) if tables else ["no node answers"]
+    # a node that answers but points at a dead one is a problem the table check names already
+    return RingView(states=states, down=sorted(set(down)), problems=problems)
+
+
+def wait_converged(addresses: list[str], r: int, timeout: float,
+                   progress: Callable[[str], None] = lambda s: None) -> RingView:
+    deadline = time.monotonic() + timeout
+    while True:
+        view = observe(addresses, r)
+        if view.ok and not view.down and len(view.states) == len(addresses):
+            return view
+        progress(f"converging: {len(view.states)}/{len(addresses)} nodes answer, "
+                 f"{len(view.problems)} problems left")
+        if time.monotonic() > deadline:
+            first = view.problems[0] if view.problems else f"down: {', '.join(view.down)}"
+            raise RingError(f"ring did not converge within {timeout:.0f}s ({first})")
+        time.sleep(0.3)
+
+
+def format_table(view: RingView, r: int) -> str:
+    rows = [("address", "id", "predecessor", "successor", "fingers ok", "keys")]
+    oracle_tables = {}
+    if view.states:
+        from chord.oracle import RingOracle
+        oracle = RingOracle(to_ref(s.node) for s in view.states.values())
+        oracle_tables = {a: oracle.table(to_ref(s.node), r) for a, s in view.states.items()}
+    for address, s in sorted(view.states.items(), key=lambda kv: kv[1].node.id):
+        t = table_from_state(s, r)
+        good = sum(a == b for a, b in zip(t.fingers, oracle_tables[address].fingers))
+        rows.append((address, short(t.me.id),
+                     t.predecessor.address if t.predecessor else "-",
+                     t.successor.address, f"{good}/{len(t.fingers)}", str(s.keys)))
+    for address in view.down:
+        rows.append((address, "-", "down", "-", "-", "-"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
+
+
+# ---- the three commands ---------------------------------------------------------------
+
+def ring_up(n: int, ring_path: Path, base_port: int | None = None, r: int = 8,
+            timing: Timing | None = None, timeout: float | None = None,
+            out: TextIO = sys.stdout, progress: Callable[[str], None] = lambda s: None) -> RingFile:
+    if n < 1:
+        raise RingError(f"a ring needs at least one node, not {n}")
+    timing = timing or Timing()
+    if ring_path.exists():
+        old = RingFile.load(ring_path)
+        if any(pid_alive(e.pid, e.port) for e in old.nodes):
+            raise RingError(f"a ring is already running from {ring_path}; `cqengine ring down` first")
+    if base_port is not None:
+        if not 0 < base_port <= 65535 - n + 1:
+            raise RingError(f"--base-port {base_port} leaves no room for {n} ports")
+        ports = list(range(base_port, base_port + n))
+        busy = [p for p in ports if not port_free(p)]
+        if busy:
+            raise RingError(f"port {busy[0]} is in use; choose another --base-port")
+    else:
+        ports = free_ports(n)
+    log_dir = ring_path.parent / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    ring = RingFile(path=ring_path, r=r)
+    try:
+        first = spawn(ports[0], None, r, timing, log_dir)
+        ring.nodes.append(first)
+        _wait_serving(first, timeout=20)
+        for port in ports[1:]:
+            ring.nodes.append(spawn(port, first.address, r, timing, log_dir))
+        ring.save()  # from here `ring down` can clean up even if we are interrupted
+        for entry in ring.nodes[1:]:
+            _wait_serving(entry, timeout=20)
+        view = wait_converged(ring.addresses(), r, timeout or 30 + n, progress)
+    except BaseException:
+        stop_processes(ring.nodes, grace=1.0)
+        ring_path.unlink(missing_ok=True)
+        raise
+    for entry in ring.nodes:
+        entry.id = short(view.states[entry.address].node.id)
+    ring.save()
+    print(format_table(view, r), file=out)
+    print(f"ring of {n} nodes converged; ring file {ring_path}", file=out)
+    return ring
+
+
+def _wait_serving(entry: NodeEntry, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not serving(entry.address, timeout=0.5):
+        if not pid_alive(entry.pid, entry.port):
+            _reap()
+            raise RingError(f"node {entry.address} exited: {log_tail(entry) or 'no output'}")
+        if time.monotonic() > deadline:
+            raise RingError(f"node {entry.address} did not start within {timeout:.0f}s")
+        time.sleep(0.1)
+
+
+def ring_status(ring_path: Path, out: TextIO = sys.stdout) -> bool:
+    ring = RingFile.load(ring_path)
+    view = observe(ring.addresses(), ring.r)
+    if not view.states:
+        raise RingError(f"no node of {ring_path} answers ({len(view.down)} down); "
+                        "`cqengine ring down` clears it")
+    print(format_table(view, ring.r), file=out)
+    if view.ok:
+        print(f"ring OK: {len(view.states)} nodes answer and form one correct ring"
+              + (f"; {len(view.down)} down" if view.down else ""), file=out)
+    else:
+        print(f"ring NOT converged: {len(view.problems)} problems", file=out)
+        for p in view.problems[:20]:
+            print(f"  {p}", file=out)
+    return view.ok
+
+
+def ring_down(ring_path: Path, out: TextIO = sys.stdout) -> int:
+    ring = RingFile.load(ring_path)
+    stopped = stop_processes(ring.nodes)
+    ring_path.unlink(missing_ok=True)
+    if stopped == 0:
+        raise RingError(f"no process of {ring_path} was running ({len(ring.nodes)} gone); removed the file")
+    print(f"stopped {stopped} of {len(ring.nodes)} nodes; removed {ring_path}", file=out)
+    return stopped
