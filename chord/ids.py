@@ -32,8 +32,7 @@ def distance(a: int, b: int) -> int:
 
 def in_open_closed(x: int, a: int, b: int) -> bool:
     """x in (a, b] clockwise; when a == b the interval is the whole circle."""
-    d = distance(a, x)
-    return 0 < d <= distance(a, b) or (a == b and x == a)
+    return a == b or 0 < distance(a, x) <= distance(a, b)
 
 
 def in_open(x: int, a: int, b: int) -> bool:

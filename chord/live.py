@@ -75,7 +75,7 @@ class LiveNode:
 
     async def dispatch(self, method: str, request: Any) -> Any:
         if method == "Lookup":
-            owner, hops = await self.run_op(self.node.lookup(request.key))
+            owner, hops = await self.run_op(self.node.lookup(request.key, verify=True))
             return pb.LookupReply(owner=to_info(owner), hops=hops)
         reply = self.node.handle(method, request)
         if method == "GetState":

@@ -93,8 +93,8 @@ class ChordNode:
         t = self.table
         if t.owns(key):
             return True, t.me
-        s = t.successor_covering(key)
-        if s is not None and s.id not in avoid:
+        s = t.successor_covering(key, avoid)
+        if s is not None:
             return True, s
         hop = t.next_hop(key, avoid)
         if hop is None or hop == t.me:
@@ -155,28 +155,44 @@ class ChordNode:
 
     # ---- operations: generators of Calls ---------------------------------------------
 
-    def lookup(self, key: int) -> Op:
-        """Iterative lookup; returns (owner, hops), hops counting the nodes asked."""
-        done, node = self.step(key)
+    def lookup(self, key: int, verify: bool = False) -> Op:
+        """Iterative lookup; returns (owner, hops), hops counting the nodes asked.
+
+        A dead hop is routed around. With `verify` the answer is pinged too, so a lookup
+        made before maintenance has noticed a crash still names a live owner.
+        """
         path: list[NodeRef] = []
         avoid: set[int] = set()
         hops = 0
-        while not done:
-            try:
-                reply = yield Call(node, "FindSuccessor",
-                                   pb.FindSuccessorRequest(key=key, avoid=sorted(avoid)))
-            except PeerUnreachable:
-                avoid.add(node.id)
-                self.table.forget(node)
-                if path:  # ask the last live node on the path again, around the dead one
-                    node = path.pop()
+        while True:
+            done, node = self.step(key, frozenset(avoid))
+            while not done:
+                try:
+                    reply = yield Call(node, "FindSuccessor",
+                                       pb.FindSuccessorRequest(key=key, avoid=sorted(avoid)))
+                except PeerUnreachable:
+                    self._avoid(node, avoid)
+                    if not path:
+                        break
+                    node = path.pop()  # ask the last live node on the path again
                     continue
-                done, node = self.step(key, frozenset(avoid))
-                continue
-            hops += 1
-            path.append(node)
-            done, node = reply.done, to_ref(reply.node)
-        return node, hops
+                hops += 1
+                path.append(node)
+                done, node = reply.done, to_ref(reply.node)
+            if not done:
+                continue  # the first hop died: start again from my own table
+            if not verify or node == self.me:
+                return node, hops
+            try:
+                yield Call(node, "Ping", pb.Empty())
+                return node, hops
+            except PeerUnreachable:
+                self._avoid(node, avoid)
+                path = []
+
+    def _avoid(self, dead: NodeRef, avoid: set[int]) -> None:
+        avoid.add(dead.id)
+        self.table.forget(dead)
 
     def join(self, bootstrap: NodeRef) -> Op:
         """Find my successor through any ring member; stabilize does the rest."""

@@ -53,12 +53,17 @@ class RoutingTable:
         seen.update(f for f in self.fingers if f is not None and f != self.me)
         return sorted(seen, key=lambda n: distance(self.me.id, n.id))
 
-    def successor_covering(self, key: int) -> NodeRef | None:
-        """The first successor whose id is equal to or follows key, if the list reaches it."""
+    def successor_covering(self, key: int, avoid: frozenset[int] = frozenset()) -> NodeRef | None:
+        """The first successor whose id is equal to or follows key, if the list reaches it.
+
+        A successor in `avoid` is dead: its keys now belong to the next live one after it.
+        """
         if self.alone():
             return self.me
+        covered = False
         for s in self.successors:
-            if in_open_closed(key, self.me.id, s.id):
+            covered = covered or in_open_closed(key, self.me.id, s.id)
+            if covered and s.id not in avoid:
                 return s
         return None
 
@@ -76,8 +81,8 @@ class RoutingTable:
         """Where a message for key goes next; None when key is mine (Algorithm 1)."""
         if self.owns(key):
             return None
-        s = self.successor_covering(key)
-        if s is not None and s.id not in avoid:
+        s = self.successor_covering(key, avoid)
+        if s is not None:
             return s
         hop = self.closest_preceding(key, avoid)
         if hop is None:  # everything closer is dead: the first live successor is the way on

@@ -118,9 +118,9 @@ class Simulator:
 
     # ---- queries ----------------------------------------------------------------------
 
-    def lookup(self, address: str, key: int) -> tuple[NodeRef, int]:
+    def lookup(self, address: str, key: int, verify: bool = False) -> tuple[NodeRef, int]:
         node = self.nodes[address]
-        return self.run(node, node.lookup(key))
+        return self.run(node, node.lookup(key, verify))
 
     def oracle(self) -> RingOracle:
         return RingOracle(n.me for n in self.nodes.values())

@@ -1,0 +1,40 @@
+# `make demo` and `make test` create .venv when missing and install what they need;
+# the install re-runs only when pyproject.toml changes.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test test-slow protos bench java clean
+
+demo: java $(STAMP)
+	$(VENV)/bin/cqengine demo
+
+test: java $(STAMP)
+	$(PY) -m pytest -q
+
+test-slow: java $(STAMP)
+	$(PY) -m pytest -q -m slow
+
+protos: $(STAMP)
+	$(PY) protos/generate.py
+
+bench: $(STAMP)
+	$(PY) experiments/bench_routing.py
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $(STAMP)
+
+# Spark (corpus preprocessing, workloads) runs on the JVM: say so before anything else fails.
+java:
+	@v=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9][0-9]*\).*/\1/p' | head -n 1); \
+	if [ -z "$$v" ] || [ "$$v" -lt 17 ]; then \
+	  echo "make: Java 17 or newer is required (Spark runs on it); found: $${v:-no java on PATH}." >&2; \
+	  echo "make: install it, e.g. 'apt-get install openjdk-17-jre-headless', and run make again." >&2; \
+	  exit 1; \
+	fi
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info

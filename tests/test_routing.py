@@ -1,0 +1,61 @@
+"""Next-hop grouping (the paper's Algorithm 1) and key hand-over ranges, as properties."""
+
+from hypothesis import given, settings, strategies as st
+
+from chord.ids import SPACE, distance, in_open_closed
+from chord.oracle import RingOracle
+from chord.routing import NodeRef
+from chord.store import SortedKeyStore
+
+ids = st.integers(min_value=0, max_value=SPACE - 1)
+rings = st.sets(ids, min_size=1, max_size=64).map(
+    lambda s: [NodeRef(i, f"n{k}") for k, i in enumerate(sorted(s))])
+
+
+def tables(nodes, r=8):
+    oracle = RingOracle(nodes)
+    return oracle, {n: oracle.table(n, r) for n in nodes}
+
+
+@settings(max_examples=150, deadline=None)
+@given(rings, st.lists(ids, min_size=1, max_size=20), st.data(), st.sampled_from([1, 2, 8]))
+def test_following_next_hops_reaches_the_owner(nodes, keys, data, r):
+    oracle, by_node = tables(nodes, r)
+    for key in keys:
+        at = data.draw(st.sampled_from(nodes))
+        for _ in range(len(nodes) + 1):
+            hop = by_node[at].next_hop(key)
+            if hop is None:
+                break
+            # every hop moves strictly closer to the key, without passing it
+            assert distance(hop.id, key) < distance(at.id, key) or hop == oracle.owner(key)
+            at = hop
+        assert at == oracle.owner(key)
+
+
+@settings(max_examples=150, deadline=None)
+@given(rings, st.lists(ids, max_size=60), st.data())
+def test_group_by_next_hop_partitions_ids(nodes, keys, data):
+    oracle, by_node = tables(nodes)
+    me = data.draw(st.sampled_from(nodes))
+    local, groups = by_node[me].group_by_next_hop(keys)
+    assert sorted(local + [k for g in groups.values() for k in g]) == sorted(keys)
+    assert all(oracle.owner(k) == me for k in local)
+    assert all(oracle.owner(k) != me for g in groups.values() for k in g)
+    neighbours = set(by_node[me].neighbors())
+    for hop, group in groups.items():
+        assert hop in neighbours
+        assert all(by_node[me].next_hop(k) == hop for k in group)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(ids, st.binary(max_size=3)), max_size=40), ids, ids)
+def test_take_range_removes_exactly_the_interval(items, lo, hi):
+    store = SortedKeyStore()
+    store.put_items(items)
+    taken = store.take_range(lo, hi)
+    inside = [(k, v) for k, v in items if in_open_closed(k, lo, hi)]
+    assert sorted(taken) == sorted(inside)
+    assert len(store) == len(items) - len(inside)
+    assert all(not in_open_closed(k, lo, hi) for k in store.keys())
+    assert store.keys() == sorted(store.keys())
