@@ -152,7 +152,11 @@ class LiveNode:
 async def serve(host: str, port: int, join: str | None, node_id: int | None, r: int,
                 timing: Timing, advertise: str | None = None) -> None:
     node = LiveNode(host, port, node_id=node_id, r=r, timing=timing, advertise=advertise)
-    await node.start(join)
+    try:
+        await node.start(join)
+    except BaseException:
+        await node.stop(graceful=False)
+        raise
     print(f"node {node.me.id:016x} serving on {node.me.address}"
           + (f", joined through {join}" if join else ", new ring"), flush=True)
     await node.serve_until_signalled()

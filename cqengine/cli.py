@@ -77,9 +77,17 @@ def ring_file_option(p: argparse.ArgumentParser) -> None:
                         f"or {DEFAULT_RING_FILE})")
 
 
+class Parser(argparse.ArgumentParser):
+    """Usage mistakes get the same one-line error as everything else, plus where to look."""
+
+    def error(self, message: str):
+        self.exit(2, f"cqengine: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="cqengine", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser = Parser(prog="cqengine", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=Parser)
 
     node = sub.add_parser("node", help="run one ring node in this process")
     node.add_argument("--port", type=port_number, required=True)
@@ -93,7 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     timing_options(node)
 
     ring = sub.add_parser("ring", help="start, inspect or stop a ring of local node processes")
-    ring_sub = ring.add_subparsers(dest="ring_command", required=True, metavar="ACTION")
+    ring_sub = ring.add_subparsers(dest="ring_command", required=True, metavar="ACTION",
+                                   parser_class=Parser)
     up = ring_sub.add_parser("up", help="start N nodes on loopback and wait until converged")
     up.add_argument("-n", "--nodes", type=int, required=True, metavar="N")
     up.add_argument("--base-port", type=port_number, help="ports P..P+N-1 (default: any free ports)")

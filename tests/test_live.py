@@ -1,0 +1,128 @@
+"""Live rings of node processes on loopback, checked against the global oracle."""
+
+import io
+import os
+import random
+import signal
+import time
+
+import pytest
+
+from chord.client import fetch_state, lookup
+from chord.node import to_ref
+from chord.oracle import RingOracle
+from conftest import FAST, assert_one_line_error, cqengine
+from cqengine.ring import RingFile, observe, pid_alive, ring_up, stop_processes, wait_converged
+
+
+@pytest.fixture
+def ring16(tmp_path):
+    path = tmp_path / "ring.json"
+    ring = ring_up(16, path, timing=FAST, out=io.StringIO())
+    try:
+        yield ring
+    finally:
+        stop_processes(ring.nodes, grace=2.0)
+
+
+def wait_gone(entries, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while any(pid_alive(e.pid, e.port) for e in entries):
+        assert time.monotonic() < deadline, "nodes did not exit"
+        try:
+            os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        time.sleep(0.05)
+
+
+def assert_lookups_from_every_node(addresses, rng, per_node=8):
+    view = observe(addresses, 8)
+    oracle = RingOracle(to_ref(s.node) for s in view.states.values())
+    assert sorted(oracle.nodes, key=lambda n: n.address) == sorted(
+        (to_ref(s.node) for s in view.states.values()), key=lambda n: n.address)
+    for address in addresses:
+        for _ in range(per_node):
+            key = rng.getrandbits(64)
+            owner, _ = lookup(address, key)
+            assert owner == oracle.owner(key), (address, key)
+
+
+def test_sixteen_nodes_converge_survive_leave_and_kill(ring16):
+    rng = random.Random(16)
+    addresses = ring16.addresses()
+    view = observe(addresses, 8)
+    assert view.ok and len(view.states) == 16 and not view.down
+    assert_lookups_from_every_node(addresses, rng)
+
+    # every node counted its maintenance traffic in its ledger
+    ledger = {e.kind: e for e in fetch_state(addresses[0]).ledger}
+    assert ledger["Notify"].messages > 0 and ledger["GetNeighbors.reply"].bytes > 0
+
+    leaving, killed = [], []
+    order = rng.sample(ring16.nodes, 8)
+    leaving, killed = order[:4], order[4:]
+    for e in leaving:
+        os.kill(e.pid, signal.SIGTERM)
+    wait_gone(leaving)
+    survivors = [e.address for e in ring16.nodes if e not in leaving]
+    view = wait_converged(survivors, 8, timeout=60)
+    assert len(view.states) == 12
+    assert_lookups_from_every_node(survivors, rng)
+
+    for e in killed:
+        os.kill(e.pid, signal.SIGKILL)
+    wait_gone(killed)
+    survivors = [a for a in survivors if a not in {e.address for e in killed}]
+    view = wait_converged(survivors, 8, timeout=60)
+    assert len(view.states) == 8
+    assert_lookups_from_every_node(survivors, rng)
+
+    # status lists the eight gone as down and still calls the ring correct
+    proc = cqengine("ring", "status", "--ring-file", ring16.path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    down_rows = [line for line in proc.stdout.splitlines() if line.split()[2:3] == ["down"]]
+    assert len(down_rows) == 8 and "ring OK: 8 nodes answer" in proc.stdout
+
+
+def test_cli_ring_up_status_down(tmp_path):
+    path = tmp_path / "ring.json"
+    up = cqengine("ring", "up", "-n", 3, "--ring-file", path, "--stabilize", FAST.stabilize,
+                  "--fix-fingers", FAST.fix_fingers, timeout=90)
+    ring = RingFile.load(path) if path.exists() else None
+    try:
+        assert up.returncode == 0, up.stderr
+        assert "ring of 3 nodes converged" in up.stdout
+        assert len(ring.nodes) == 3 and all(pid_alive(e.pid, e.port) for e in ring.nodes)
+        again = cqengine("ring", "up", "-n", 2, "--ring-file", path)
+        assert_one_line_error(again, "already running")
+        status = cqengine("ring", "status", "--ring-file", path)
+        assert status.returncode == 0 and "ring OK: 3 nodes" in status.stdout
+        down = cqengine("ring", "down", "--ring-file", path)
+        assert down.returncode == 0 and "stopped 3 of 3" in down.stdout
+        wait_gone(ring.nodes)
+        assert not path.exists()
+    finally:
+        if ring:
+            stop_processes(ring.nodes, grace=1.0)
+
+
+def test_status_fails_when_nodes_do_not_form_one_ring(tmp_path):
+    # two separate one-node rings recorded as one: both answer, but they are two rings
+    a = ring_up(1, tmp_path / "a.json", timing=FAST, out=io.StringIO())
+    b = ring_up(1, tmp_path / "b.json", timing=FAST, out=io.StringIO())
+    try:
+        both = RingFile(path=tmp_path / "both.json", nodes=a.nodes + b.nodes)
+        both.save()
+        proc = cqengine("ring", "status", "--ring-file", both.path)
+        assert proc.returncode == 1
+        assert "ring NOT converged" in proc.stdout and "successor ring holds 1 of 2" in proc.stdout
+    finally:
+        stop_processes(a.nodes + b.nodes, grace=1.0)
+
+
+def test_demo_command():
+    proc = cqengine("demo", "--nodes", 5, "--lookups", 10, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "50 of 50 lookups found the true owner" in proc.stdout
+    assert "ring stopped" in proc.stdout
