@@ -17,7 +17,11 @@ from chord.transport import REPLY, Handler
 UNREACHABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
                grpc.StatusCode.CANCELLED}
 
-CHANNEL_OPTIONS = [
+# Key hand-over carries a whole region's data in one message: lift gRPC's 4 MiB default.
+MAX_MESSAGE = 64 << 20
+SIZE_OPTIONS = [("grpc.max_send_message_length", MAX_MESSAGE),
+                ("grpc.max_receive_message_length", MAX_MESSAGE)]
+CHANNEL_OPTIONS = SIZE_OPTIONS + [
     # fail fast when a peer dies, instead of backing off for up to two minutes
     ("grpc.initial_reconnect_backoff_ms", 200),
     ("grpc.max_reconnect_backoff_ms", 1000),

@@ -18,7 +18,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from chord.grpc_transport import GrpcTransport, chord_servicer, run_async
+from chord.grpc_transport import SIZE_OPTIONS, GrpcTransport, chord_servicer, run_async
 from chord.ids import hash_id
 from chord.ledger import Ledger
 from chord.node import ChordNode, JoinError, Op, PeerUnreachable, to_info, to_ref
@@ -28,7 +28,7 @@ from chord.routing import NodeRef
 
 log = logging.getLogger("chord.live")
 
-SERVER_OPTIONS = [("grpc.so_reuseport", 0)]  # two nodes must never share a port
+SERVER_OPTIONS = SIZE_OPTIONS + [("grpc.so_reuseport", 0)]  # two nodes must never share a port
 
 
 class StartupError(Exception):

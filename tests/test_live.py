@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from chord.client import fetch_state, lookup
+from chord.client import fetch_state, lookup, serving
 from chord.node import to_ref
 from chord.oracle import RingOracle
 from conftest import FAST, assert_one_line_error, cqengine
@@ -53,6 +53,7 @@ def test_sixteen_nodes_converge_survive_leave_and_kill(ring16):
     addresses = ring16.addresses()
     view = observe(addresses, 8)
     assert view.ok and len(view.states) == 16 and not view.down
+    assert all(serving(a) for a in addresses)  # the standard gRPC health service
     assert_lookups_from_every_node(addresses, rng)
 
     # every node counted its maintenance traffic in its ledger

@@ -3,6 +3,7 @@
 import random
 
 import pytest
+from hypothesis import assume, given, settings, strategies as st
 
 from chord.ids import hash_id
 from chord.node import JoinError, PeerUnreachable
@@ -175,3 +176,23 @@ def test_ring_problems_empty_for_oracle_tables_of_random_rings():
         nodes = [NodeRef(rng.getrandbits(64), f"n{i}") for i in range(n)]
         oracle = RingOracle(nodes)
         assert ring_problems([oracle.table(x, 8) for x in nodes], 8) == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 48), st.integers(0, 2**32), st.data())
+def test_verified_lookups_route_around_fresh_crashes(n, seed, data):
+    """Right after crashes, before any maintenance, every verified lookup finds the live owner,
+    as long as fewer than r consecutive nodes died (r = 4 here, so the property bites)."""
+    sim = Simulator(r=4, seed=seed)
+    sim.build_instant([addr(i) for i in range(n)])
+    ordered = sorted(sim.nodes, key=lambda a: sim.nodes[a].me.id)
+    dead = data.draw(st.sets(st.sampled_from(ordered), max_size=n - 1))
+    runs = "".join("x" if a in dead else "." for a in ordered * 2)
+    assume("xxxx" not in runs)
+    for a in dead:
+        sim.fail(a)
+    oracle = sim.oracle()
+    rng = random.Random(seed)
+    for a in sim.nodes:
+        key = rng.getrandbits(64)
+        assert sim.lookup(a, key, verify=True)[0] == oracle.owner(key)
