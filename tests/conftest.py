@@ -1,9 +1,23 @@
+import importlib.util
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from chord.live import Timing
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_script(relative: str):
+    """Import a script that is not part of a package (benchmarks, generators) by path."""
+    path = ROOT / relative
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
 
 # Fast maintenance so live rings converge in seconds on a 2-core machine.
 FAST = Timing(stabilize=0.15, fix_fingers=0.3, check_predecessor=0.3, rpc_timeout=1.0)

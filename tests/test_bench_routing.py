@@ -1,20 +1,15 @@
 """The routing benchmark runs, checks every lookup, and shows Chord's ½·log2 N path length."""
 
-import importlib.util
 import json
 import math
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import load_script
 
 
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_routing", ROOT / "experiments" / "bench_routing.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("experiments/bench_routing.py")
 
 
 def run(tmp_path, sizes, lookups):

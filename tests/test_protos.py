@@ -1,16 +1,10 @@
 """The committed stubs are what `make protos` generates from protos/ now."""
 
-import importlib.util
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT, load_script
 
 
 def load_generator():
-    spec = importlib.util.spec_from_file_location("generate", ROOT / "protos" / "generate.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("protos/generate.py")
 
 
 def test_committed_stubs_are_fresh(tmp_path):
