@@ -1,15 +1,20 @@
-"""The live transport: Calls over grpc.aio, counted in the node's Ledger."""
+"""The live transport: Calls over grpc.aio, counted in the node's Ledger.
+
+Any number of protobuf services share it: a method is found by its name (names are
+unique across the services registered), so the protocol core never sees stubs.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterable
 
 import grpc
+from google.protobuf.descriptor import ServiceDescriptor
+from google.protobuf.message_factory import GetMessageClass
 
 from chord.ledger import Ledger
 from chord.node import Call, Op, PeerUnreachable
-from chord.proto import chord_pb2 as pb
-from chord.proto import chord_pb2_grpc as pb_grpc
+from chord.proto import chord_pb2
 from chord.routing import NodeRef
 from chord.transport import REPLY, Handler
 
@@ -27,25 +32,68 @@ CHANNEL_OPTIONS = SIZE_OPTIONS + [
     ("grpc.max_reconnect_backoff_ms", 1000),
 ]
 
-SERVICE = pb.DESCRIPTOR.services_by_name["Chord"]
+CHORD_SERVICE = chord_pb2.DESCRIPTOR.services_by_name["Chord"]
+
+
+class MethodTable:
+    """Method name -> (wire path, request class, reply class), over several services."""
+
+    def __init__(self, services: Iterable[ServiceDescriptor]) -> None:
+        self.services = list(services)
+        self.methods: dict[str, tuple[str, type, type]] = {}
+        for service in self.services:
+            for m in service.methods:
+                if m.client_streaming or m.server_streaming:
+                    continue
+                if m.name in self.methods:
+                    raise ValueError(f"method name {m.name} is defined by two services")
+                self.methods[m.name] = (f"/{service.full_name}/{m.name}",
+                                        GetMessageClass(m.input_type), GetMessageClass(m.output_type))
+
+    def generic_handlers(self, dispatch: Callable[[str, Any], Awaitable[Any]]) -> list:
+        """Server side: every unary method of every service goes through one dispatch."""
+
+        def rpc(name: str):
+            async def handler(request, context):
+                return await dispatch(name, request)
+            return handler
+
+        out = []
+        for service in self.services:
+            handlers = {}
+            for m in service.methods:
+                if m.name in self.methods:
+                    _, req, rep = self.methods[m.name]
+                    handlers[m.name] = grpc.unary_unary_rpc_method_handler(
+                        rpc(m.name), request_deserializer=req.FromString,
+                        response_serializer=rep.SerializeToString)
+            out.append(grpc.method_handlers_generic_handler(service.full_name, handlers))
+        return out
 
 
 class GrpcTransport:
-    def __init__(self, ledger: Ledger | None = None, timeout: float = 1.0) -> None:
+    def __init__(self, ledger: Ledger | None = None, timeout: float = 1.0,
+                 table: MethodTable | None = None) -> None:
         self.ledger = ledger if ledger is not None else Ledger()
         self.timeout = timeout
-        self._stubs: dict[str, tuple[grpc.aio.Channel, pb_grpc.ChordStub]] = {}
+        self.table = table or MethodTable([CHORD_SERVICE])
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._calls: dict[tuple[str, str], Any] = {}
 
-    def _stub(self, address: str) -> pb_grpc.ChordStub:
-        if address not in self._stubs:
-            channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
-            self._stubs[address] = (channel, pb_grpc.ChordStub(channel))
-        return self._stubs[address][1]
+    def _callable(self, address: str, method: str):
+        key = (address, method)
+        if key not in self._calls:
+            if address not in self._channels:
+                self._channels[address] = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+            path, req, rep = self.table.methods[method]
+            self._calls[key] = self._channels[address].unary_unary(
+                path, request_serializer=req.SerializeToString, response_deserializer=rep.FromString)
+        return self._calls[key]
 
     async def call(self, peer: NodeRef, method: str, request: Any) -> Any:
         self.ledger.record(method, request.ByteSize())
         try:
-            reply = await getattr(self._stub(peer.address), method)(request, timeout=self.timeout)
+            reply = await self._callable(peer.address, method)(request, timeout=self.timeout)
         except grpc.aio.AioRpcError as e:
             if e.code() in UNREACHABLE:
                 raise PeerUnreachable(peer, e.code().name) from None
@@ -54,9 +102,10 @@ class GrpcTransport:
         return reply
 
     async def close(self) -> None:
-        for channel, _ in self._stubs.values():
+        for channel in self._channels.values():
             await channel.close()
-        self._stubs.clear()
+        self._channels.clear()
+        self._calls.clear()
 
 
 async def run_async(node: Handler, op: Op, transport: GrpcTransport) -> Any:
@@ -74,15 +123,3 @@ async def run_async(node: Handler, op: Op, transport: GrpcTransport) -> Any:
                      else await transport.call(call.peer, call.method, call.request))
         except PeerUnreachable as e:
             error = e
-
-
-def chord_servicer(dispatch: Callable[[str, Any], Awaitable[Any]]) -> pb_grpc.ChordServicer:
-    """A servicer whose every RPC goes through one dispatch function."""
-
-    def method(name: str):
-        async def rpc(self, request, context):
-            return await dispatch(name, request)
-        return rpc
-
-    body = {name: method(name) for name in SERVICE.methods_by_name}
-    return type("ChordDispatch", (pb_grpc.ChordServicer,), body)()

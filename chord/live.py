@@ -13,18 +13,18 @@ import random
 import signal
 import socket
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Protocol
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from chord.grpc_transport import SIZE_OPTIONS, GrpcTransport, chord_servicer, run_async
+from chord.grpc_transport import CHORD_SERVICE, SIZE_OPTIONS, GrpcTransport, MethodTable, run_async
 from chord.ids import hash_id
 from chord.ledger import Ledger
 from chord.node import ChordNode, JoinError, Op, PeerUnreachable, to_info, to_ref
 from chord.proto import chord_pb2 as pb
-from chord.proto import chord_pb2_grpc as pb_grpc
 from chord.routing import NodeRef
+from chord.transport import Handler
 
 log = logging.getLogger("chord.live")
 
@@ -52,18 +52,35 @@ def check_port_free(host: str, port: int) -> None:
             raise StartupError(f"cannot listen on {host}:{port}: {e.strerror}") from None
 
 
+class App(Handler, Protocol):
+    """What rides on a node besides Chord (the engine): its services and a start hook."""
+
+    services: list  # protobuf ServiceDescriptors whose unary methods `handle` serves
+
+    async def on_start(self, live: "LiveNode", join: NodeRef | None) -> None: ...
+
+
+# builds the app around the node's ChordNode; the callable it is given runs an Op in the background
+AppFactory = Callable[[ChordNode, Callable[[Op], None]], App]
+
+
 class LiveNode:
     def __init__(self, host: str, port: int, node_id: int | None = None, r: int = 8,
-                 timing: Timing | None = None, advertise: str | None = None) -> None:
+                 timing: Timing | None = None, advertise: str | None = None,
+                 app: AppFactory | None = None) -> None:
         address = f"{advertise or host}:{port}"
         self.host, self.port = host, port
         self.node = ChordNode(NodeRef(hash_id(address) if node_id is None else node_id, address), r=r)
+        self.app: App | None = app(self.node, self.spawn) if app else None
+        self.handler: Handler = self.app or self.node
         self.timing = timing or Timing()
         self.ledger = Ledger()
-        self.transport = GrpcTransport(self.ledger, timeout=self.timing.rpc_timeout)
+        self.methods = MethodTable([CHORD_SERVICE] + (self.app.services if self.app else []))
+        self.transport = GrpcTransport(self.ledger, timeout=self.timing.rpc_timeout, table=self.methods)
         self.health = health.aio.HealthServicer()
         self.server: grpc.aio.Server | None = None
         self._tasks: list[asyncio.Task] = []
+        self._background: set[asyncio.Task] = set()
         self._stopping = asyncio.Event()
 
     @property
@@ -71,47 +88,65 @@ class LiveNode:
         return self.node.me
 
     async def run_op(self, op: Op) -> Any:
-        return await run_async(self.node, op, self.transport)
+        return await run_async(self.handler, op, self.transport)
+
+    def spawn(self, op: Op) -> None:
+        """Run an operation in the background (follow-ups a request handler starts)."""
+        task = asyncio.get_running_loop().create_task(self._guarded(op))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _guarded(self, op: Op) -> None:
+        try:
+            await self.run_op(op)
+        except Exception:
+            log.exception("background operation failed")
 
     async def dispatch(self, method: str, request: Any) -> Any:
         if method == "Lookup":
             owner, hops = await self.run_op(self.node.lookup(request.key, verify=True))
             return pb.LookupReply(owner=to_info(owner), hops=hops)
-        reply = self.node.handle(method, request)
+        reply = self.handler.handle(method, request)
         if method == "GetState":
             reply.ledger.extend(pb.LedgerEntry(kind=k, messages=c.messages, bytes=c.bytes)
                                 for k, c in self.ledger.snapshot().items())
         return reply
 
-    async def start(self, join: str | None = None) -> None:
+    async def start(self, join: str | None = None,
+                    add_services: Callable[[grpc.aio.Server], None] | None = None) -> None:
         check_port_free(self.host, self.port)
         self.server = grpc.aio.server(options=SERVER_OPTIONS)
-        pb_grpc.add_ChordServicer_to_server(chord_servicer(self.dispatch), self.server)
+        self.server.add_generic_rpc_handlers(self.methods.generic_handlers(self.dispatch))
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        if add_services:
+            add_services(self.server)
         await self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
         try:
             self.server.add_insecure_port(f"{self.host}:{self.port}")
         except RuntimeError as e:
             raise StartupError(f"cannot listen on {self.host}:{self.port}: {e}") from None
         await self.server.start()
-        if join:
-            await self._join(join)
+        bootstrap = await self._join(join) if join else None
+        if self.app:
+            await self.app.on_start(self, bootstrap)
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         loops = [(self.node.stabilize, self.timing.stabilize),
                  (self.node.check_predecessor, self.timing.check_predecessor),
                  (self.node.fix_fingers, self.timing.fix_fingers)]
         self._tasks = [asyncio.create_task(self._every(op, period)) for op, period in loops]
 
-    async def _join(self, address: str) -> None:
+    async def _join(self, address: str) -> NodeRef:
         probe = NodeRef(0, address)
         try:
             state = await self.transport.call(probe, "GetState", pb.Empty())
         except PeerUnreachable:
             raise StartupError(f"cannot reach {address} to join: no node answers there") from None
+        bootstrap = to_ref(state.node)
         try:
-            await self.run_op(self.node.join(to_ref(state.node)))
+            await self.run_op(self.node.join(bootstrap))
         except JoinError as e:
             raise StartupError(str(e)) from None
+        return bootstrap
 
     async def _every(self, make_op, period: float) -> None:
         rng = random.Random(self.me.id ^ hash(make_op.__name__))
@@ -132,6 +167,8 @@ class LiveNode:
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._background:
+            await asyncio.wait(list(self._background), timeout=2.0)
         if graceful:
             try:
                 await self.run_op(self.node.leave())
@@ -150,10 +187,11 @@ class LiveNode:
 
 
 async def serve(host: str, port: int, join: str | None, node_id: int | None, r: int,
-                timing: Timing, advertise: str | None = None) -> None:
-    node = LiveNode(host, port, node_id=node_id, r=r, timing=timing, advertise=advertise)
+                timing: Timing, advertise: str | None = None, app: AppFactory | None = None,
+                add_services: Callable[[LiveNode, grpc.aio.Server], None] | None = None) -> None:
+    node = LiveNode(host, port, node_id=node_id, r=r, timing=timing, advertise=advertise, app=app)
     try:
-        await node.start(join)
+        await node.start(join, (lambda server: add_services(node, server)) if add_services else None)
     except BaseException:
         await node.stop(graceful=False)
         raise

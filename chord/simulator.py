@@ -9,22 +9,31 @@ from the oracle; both yield the same tables once converged.
 from __future__ import annotations
 
 import random
-from typing import Any, Iterable
+from collections import deque
+from typing import Any, Callable, Iterable
 
 from chord.ids import hash_id
 from chord.ledger import Ledger
 from chord.node import ChordNode, Op
 from chord.oracle import RingOracle, ring_problems
 from chord.routing import NodeRef
-from chord.transport import MemoryTransport, run_sync
+from chord.transport import Handler, MemoryTransport, run_sync
+
+
+# builds an application (the engine) around a ChordNode; the callable it is given queues an Op
+AppFactory = Callable[[ChordNode, Callable[[Op], None]], Handler]
 
 
 class Simulator:
-    def __init__(self, r: int = 8, seed: int = 0, ledger: Ledger | None = None) -> None:
+    def __init__(self, r: int = 8, seed: int = 0, ledger: Ledger | None = None,
+                 app: AppFactory | None = None) -> None:
         self.r = r
         self.rng = random.Random(seed)
         self.transport = MemoryTransport(ledger)
         self.nodes: dict[str, ChordNode] = {}
+        self.apps: dict[str, Handler] = {}  # what answers at each address: the app, or the node
+        self.make_app = app
+        self.queue: deque[tuple[str, Op]] = deque()
 
     @property
     def ledger(self) -> Ledger:
@@ -40,11 +49,23 @@ class Simulator:
         ref = NodeRef(hash_id(address) if node_id is None else node_id, address)
         node = ChordNode(ref, r=self.r, seed=self.rng.getrandbits(64))
         self.nodes[address] = node
-        self.transport.register(node)
+        self.apps[address] = self.make_app(node, lambda op: self.queue.append((address, op))) \
+            if self.make_app else node
+        self.transport.register(self.apps[address])
         return node
 
     def run(self, node: ChordNode, op: Op) -> Any:
-        return run_sync(node, op, self.transport)
+        return run_sync(self.apps[node.me.address], op, self.transport)
+
+    def drain(self) -> int:
+        """Run queued background operations, and those they queue, until none is left."""
+        ran = 0
+        while self.queue:
+            address, op = self.queue.popleft()
+            if address in self.nodes:  # a node that left or failed runs nothing more
+                run_sync(self.apps[address], op, self.transport)
+                ran += 1
+        return ran
 
     def live(self) -> list[ChordNode]:
         return list(self.nodes.values())
@@ -110,11 +131,13 @@ class Simulator:
         self.run(node, node.leave())
         self.transport.unregister(address)
         del self.nodes[address]
+        del self.apps[address]
 
     def fail(self, address: str) -> None:
         """Crash: the node vanishes without a word; its keys are lost with it."""
         self.transport.unregister(address)
         del self.nodes[address]
+        del self.apps[address]
 
     # ---- queries ----------------------------------------------------------------------
 

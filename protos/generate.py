@@ -13,7 +13,7 @@ from pathlib import Path
 from grpc_tools import protoc
 
 ROOT = Path(__file__).resolve().parent.parent
-PROTOS = {"chord.proto": "chord/proto"}  # proto file -> package directory of its stubs
+PROTOS = {"chord.proto": "chord/proto", "cqengine.proto": "cqengine/proto"}  # proto file -> package directory of its stubs
 
 
 def generate(out_dir: Path = ROOT) -> list[Path]:

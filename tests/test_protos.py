@@ -17,13 +17,15 @@ def test_committed_stubs_are_fresh(tmp_path):
 
 def test_staleness_is_detected(tmp_path):
     generate = load_generator()
-    original = (ROOT / "protos" / "chord.proto").read_text()
     for fresh in generate.generate(tmp_path):
         assert fresh.stat().st_size > 0
     # a changed proto gives different stubs, so the check above can fail
     altered = tmp_path / "altered"
     protos = altered / "protos"
     protos.mkdir(parents=True)
+    for proto in generate.PROTOS:
+        (protos / proto).write_text((ROOT / "protos" / proto).read_text())
+    original = (protos / "chord.proto").read_text()
     (protos / "chord.proto").write_text(original.replace("bytes value = 2;", "bytes value = 2; uint32 extra = 3;"))
     generate.ROOT = altered
     out = generate.generate(altered)
