@@ -1,16 +1,19 @@
 """Key ownership hooks: what a node holds for the keys it owns, and how it hands them over.
 
 The ring calls `take_range` when its region shrinks (a new predecessor joined, or it is
-leaving) and `put_items` when it receives keys. The engine plugs in its own store (inverted
-lists); `SortedKeyStore` is the plain reference store the ring's tests use.
+leaving) and `put_items` when it receives keys. Items cross the wire as (key, bytes);
+`SortedKeyStore` keeps them as objects and encodes only on hand-over, so the engine can
+keep its inverted lists as parsed entries.
 """
 
 from __future__ import annotations
 
 import bisect
-from typing import Iterable, Protocol
+from typing import Any, Callable, Generic, Iterable, Protocol, TypeVar
 
 from chord.ids import distance
+
+V = TypeVar("V")
 
 
 class KeyStore(Protocol):
@@ -24,25 +27,47 @@ class KeyStore(Protocol):
         """Items held."""
 
 
-class SortedKeyStore:
+def _same(value: Any) -> Any:
+    return value
+
+
+class SortedKeyStore(Generic[V]):
     """A multimap key -> values with keys kept sorted, so range hand-over is a bisect."""
 
-    def __init__(self) -> None:
+    def __init__(self, encode: Callable[[V], bytes] = _same, decode: Callable[[bytes], V] = _same) -> None:
         self._keys: list[int] = []
-        self._values: dict[int, list[bytes]] = {}
+        self._values: dict[int, list[V]] = {}
+        self._count = 0
+        self.encode, self.decode = encode, decode
 
-    def put(self, key: int, value: bytes) -> None:
+    def put(self, key: int, value: V) -> None:
         if key not in self._values:
             bisect.insort(self._keys, key)
             self._values[key] = []
         self._values[key].append(value)
+        self._count += 1
 
     def put_items(self, items: Iterable[tuple[int, bytes]]) -> None:
-        for key, value in items:
-            self.put(key, value)
+        for key, data in items:
+            self.put(key, self.decode(data))
 
-    def get(self, key: int) -> list[bytes]:
+    def get(self, key: int) -> list[V]:
         return list(self._values.get(key, ()))
+
+    def remove(self, key: int, match: Callable[[V], bool]) -> int:
+        """Drop the values under key that match; returns how many went."""
+        values = self._values.get(key)
+        if not values:
+            return 0
+        kept = [v for v in values if not match(v)]
+        gone = len(values) - len(kept)
+        self._count -= gone
+        if kept:
+            self._values[key] = kept
+        else:
+            del self._values[key]
+            self._keys.pop(bisect.bisect_left(self._keys, key))
+        return gone
 
     def keys(self) -> list[int]:
         return list(self._keys)
@@ -61,7 +86,9 @@ class SortedKeyStore:
         gone = set(taken)
         self._keys = [k for k in self._keys if k not in gone]
         taken.sort(key=lambda k: distance(lo, k))
-        return [(k, v) for k in taken for v in self._values.pop(k)]
+        out = [(k, self.encode(v)) for k in taken for v in self._values.pop(k)]
+        self._count -= len(out)
+        return out
 
     def __len__(self) -> int:
-        return sum(len(v) for v in self._values.values())
+        return self._count

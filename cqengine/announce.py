@@ -1,0 +1,138 @@
+"""Document announcement and local-set pruning (paper section 5), as pure functions.
+
+An announcement carries *runs*: contiguous stretches of the document's term ids in ring
+order, each with the document ids just before (`prev`) and just after (`next`) it, and up
+to k piggybacked ids that follow its last id in increasing order (`succ`). The publishing
+node starts from one run holding every id; each hop splits runs by next hop (Algorithms 1
+and 3) and a sub-run inherits its neighbours as prev/next.
+
+Every pruning rule of the paper is then one fact: *between two ids the receiver knows, it
+knows exactly which document ids lie there*.
+- Observation 1: inside its region, between a run's prev and next, a QN has every id.
+  Because prev/next travel with the run, this holds even when a region's ids reach the
+  QN along several paths or through stale routing tables: it is provably safe.
+- Observation 2: no document id exceeds max_id.
+- Algorithm 4 (and 6): after a local id x, its k successors s_1..s_k are all the document
+  ids in (x, s_k].
+A query with a term id the QN knows to be absent cannot match, so it is dropped; a term
+id it knows to be present need not be asked about in resolution.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Hashable, Iterable, Sequence
+
+from chord.ids import in_open, in_open_closed
+from cqengine.proto import cqengine_pb2 as pb
+
+
+@dataclass
+class Run:
+    ids: list[int]  # ring order from the first id; wraps past zero at most once
+    prev: int
+    next: int
+    succ: list[int] = field(default_factory=list)
+
+    @classmethod
+    def whole(cls, sorted_ids: Sequence[int]) -> "Run":
+        """The document as one run: what the publishing node starts from."""
+        return cls(list(sorted_ids), prev=sorted_ids[-1], next=sorted_ids[0])
+
+    @classmethod
+    def from_pb(cls, r: pb.Run) -> "Run":
+        return cls(list(r.ids), r.prev, r.next, list(r.succ))
+
+    def to_pb(self) -> pb.Run:
+        return pb.Run(ids=self.ids, prev=self.prev, next=self.next, succ=self.succ)
+
+
+def successors(ids: Sequence[int], j: int, tail: Sequence[int], k: int) -> list[int]:
+    """Up to k document ids that follow ids[j] in increasing order (none past the largest)."""
+    out: list[int] = []
+    last = ids[j]
+    for y in ids[j + 1:]:
+        if len(out) == k or y <= last:  # y <= last: wrapped past the largest id
+            return out
+        out.append(y)
+        last = y
+    return out + list(tail[:k - len(out)])
+
+
+def split(run: Run, dests: Sequence[Hashable], k: int) -> list[tuple[Hashable, Run]]:
+    """Cut a run where the destination of consecutive ids changes; dests[i] is ids[i]'s."""
+    out = []
+    start = 0
+    ids = run.ids
+    for i in range(1, len(ids) + 1):
+        if i < len(ids) and dests[i] == dests[start]:
+            continue
+        prev = ids[start - 1] if start > 0 else run.prev
+        nxt = ids[i] if i < len(ids) else run.next
+        succ = successors(ids, i - 1, run.succ, k) if k else []
+        out.append((dests[start], Run(ids[start:i], prev, nxt, succ)))
+        start = i
+    return out
+
+
+def group_runs(runs: Iterable[Run], dest: Callable[[int], Hashable], k: int) -> dict[Hashable, list[Run]]:
+    """Algorithms 1 and 3 over runs: sub-runs per next hop (None: mine to process)."""
+    groups: dict[Hashable, list[Run]] = {}
+    for run in runs:
+        for d, sub in split(run, [dest(x) for x in run.ids], k):
+            groups.setdefault(d, []).append(sub)
+    return groups
+
+
+@dataclass
+class Knowledge:
+    """What a QN knows of the document from the runs it received."""
+
+    present: set[int]
+    max_id: int | None = None                       # Observation 2
+    region: tuple[int, int] | None = None           # (predecessor, me]: Observation 1's scope
+    run_arcs: list[tuple[int, int, int]] = field(default_factory=list)  # (prev, last, next)
+    piggy_arcs: list[tuple[int, int]] = field(default_factory=list)  # (x, s_k]
+
+    def absent(self, y: int) -> bool:
+        """True only when y is certainly not a document id."""
+        if y in self.present:
+            return False
+        if self.max_id is not None and y > self.max_id:
+            return True
+        if self.region is not None and in_open_closed(y, *self.region) and \
+                any(within_run(y, *arc) for arc in self.run_arcs):
+            return True
+        return any(in_open_closed(y, a, b) for a, b in self.piggy_arcs)
+
+
+def within_run(y: int, prev: int, last: int, nxt: int) -> bool:
+    """y lies clockwise between prev and next, on the side the run is on.
+
+    (prev, last] then (last, next): for a run holding the whole document prev == last, and
+    (last, last] is the whole circle, as it should be.
+    """
+    return in_open_closed(y, prev, last) or in_open(y, last, nxt)
+
+
+def knowledge(runs: Sequence[Run], max_id: int, region: tuple[int, int] | None, k: int,
+              obs1: bool = True, obs2: bool = True) -> Knowledge:
+    """The knowledge local runs give; `region` None (predecessor unknown) turns Observation 1 off."""
+    know = Knowledge(present=set(), max_id=max_id if obs2 else None,
+                     region=region if obs1 else None)
+    for run in runs:
+        know.present.update(run.ids)
+        know.present.update(run.succ)
+        know.present.update((run.prev, run.next))
+        know.run_arcs.append((run.prev, run.ids[-1], run.next))
+        if k:
+            for j, x in enumerate(run.ids):
+                after = successors(run.ids, j, run.succ, k)
+                if after:
+                    know.piggy_arcs.append((x, after[-1]))
+    return know
+
+
+def prune(entries: Iterable[pb.QueryEntry], know: Knowledge) -> list[pb.QueryEntry]:
+    """The candidates that may still match: none with a term id known to be absent."""
+    return [e for e in entries if not any(know.absent(y) for y in e.term_ids)]

@@ -1,0 +1,114 @@
+"""Ring-wide engine settings, and the files they may name (term statistics, popular terms).
+
+A ring's strategy, piggyback depth and resolution method are fixed when the ring starts;
+a node joining later asks its bootstrap node for them (Engine.GetConfig), so one ring
+never mixes strategies.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from cqengine.indexing import STRATEGIES
+from cqengine.proto import cqengine_pb2 as pb
+
+RESOLUTIONS = ("td", "bf")
+
+
+class SettingsError(ValueError):
+    """A setting or a file it names is unusable; the message says which and why."""
+
+
+@dataclass
+class Settings:
+    strategy: str = "mhi"
+    piggyback: int = 0
+    resolution: str = "td"
+    bloom_bits: int = 1024
+    bloom_hashes: int = 5
+    stats_path: str = ""
+    popular_path: str = ""
+    max_document_bytes: int = 1 << 20
+    seed: int = 0
+    dialogue_batch: int = 1
+    # experiments may switch the observations off to measure them; the live ring keeps both
+    obs1: bool = True
+    obs2: bool = True
+    df: dict[str, int] | None = field(default=None, repr=False)
+    popular: frozenset[str] | None = field(default=None, repr=False)
+
+    WIRE = ("strategy", "piggyback", "resolution", "bloom_bits", "bloom_hashes", "stats_path",
+            "popular_path", "max_document_bytes", "seed", "dialogue_batch")
+
+    def validate(self) -> "Settings":
+        if self.strategy not in STRATEGIES:
+            raise SettingsError(f"unknown strategy {self.strategy!r}; choose one of {', '.join(STRATEGIES)}")
+        if self.resolution not in RESOLUTIONS:
+            raise SettingsError(f"unknown resolution {self.resolution!r}; choose td or bf")
+        if not 0 <= self.piggyback <= 64:
+            raise SettingsError(f"piggyback depth {self.piggyback} is outside 0-64")
+        if self.bloom_bits <= 0 or self.bloom_bits % 8:
+            raise SettingsError(f"Bloom filter size {self.bloom_bits} must be a positive multiple of 8 bits")
+        if not 1 <= self.bloom_hashes <= 32:
+            raise SettingsError(f"Bloom hash count {self.bloom_hashes} is outside 1-32")
+        if self.max_document_bytes <= 0 or self.dialogue_batch <= 0:
+            raise SettingsError("document size limit and dialogue batch must be positive")
+        if self.stats_path and self.df is None:
+            self.df = load_stats(Path(self.stats_path))
+        if self.popular_path and self.popular is None:
+            self.popular = load_terms(Path(self.popular_path))
+        if self.strategy == "oi" and self.df is None:
+            raise SettingsError("strategy oi indexes by document frequency: give --stats FILE")
+        if self.strategy == "sap-mhi" and self.popular is None:
+            raise SettingsError("strategy sap-mhi avoids popular terms: give --popular FILE")
+        return self
+
+    def to_pb(self) -> pb.EngineConfig:
+        return pb.EngineConfig(**{name: getattr(self, name) for name in self.WIRE})
+
+    @classmethod
+    def from_pb(cls, msg: pb.EngineConfig) -> "Settings":
+        return cls(**{name: getattr(msg, name) for name in cls.WIRE}).validate()
+
+
+def load_stats(path: Path) -> dict[str, int]:
+    """Document frequencies: JSON {term: df}, or lines `term<TAB>df` (a header line and #-comments allowed)."""
+    text = _read(path)
+    if path.suffix == ".json":
+        try:
+            data = json.loads(text)
+            return {str(t): int(v) for t, v in data.items()}
+        except (ValueError, AttributeError, TypeError) as e:
+            raise SettingsError(f"{path}: not a JSON object of term -> document frequency ({e})") from None
+    out: dict[str, int] = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        parts = line.rstrip("\n").split("\t")
+        try:
+            out[parts[0]] = int(parts[-1])
+        except ValueError:
+            if n == 1:
+                continue  # a header
+            raise SettingsError(f"{path}:{n}: expected `term<TAB>document frequency`, got {line!r}") from None
+    return out
+
+
+def load_terms(path: Path) -> frozenset[str]:
+    """One term a line (analyzed form, as the synopsis holds it); #-comments allowed."""
+    return frozenset(line.split("\t")[0].strip() for line in _read(path).splitlines()
+                     if line.strip() and not line.startswith("#"))
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SettingsError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise SettingsError(f"{path}: cannot read ({e})") from None
+
+
+assert set(Settings.WIRE) <= {f.name for f in fields(Settings)}

@@ -1,0 +1,372 @@
+"""The engine node: query indexing, announcement, resolution and alerts, free of I/O.
+
+`EngineNode` rides on a ChordNode: it answers the Engine service's requests from local
+state (`handle`) and does everything that talks to other nodes as operations — generators
+of Calls, like the ring's own — run by whichever shell hosts it. A request whose handling
+needs more messages (an announcement to forward, matches to deliver) hands an operation to
+`spawn`, which the simulator queues and a live node runs as a task.
+
+A document's path: the publishing node (DN) analyzes it, stores it for resolution, and
+announces it as one run of ids (cqengine.announce) that every hop splits by next hop. A QN
+gathers the queries indexed under its local ids, prunes them, resolves the rest with the
+DN (cqengine.resolution) and reports matches to the DN, which sends one alert batch per
+subscriber home node. Home nodes put each (subscription, docno) on the stream once.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import random
+import secrets
+from collections import Counter, OrderedDict, deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+from chord.node import Call, ChordNode, Op, PeerUnreachable
+from chord.routing import NodeRef
+from chord.store import SortedKeyStore
+from cqengine.analysis import analyze, term_id
+from cqengine.announce import Run, group_runs, knowledge, prune
+from cqengine.bloom import BloomFilter
+from cqengine.config import Settings
+from cqengine.indexing import chooser
+from cqengine.proto import cqengine_pb2 as pb
+from cqengine.resolution import Resolution, pack_bits, unpack_bits
+
+log = logging.getLogger("cqengine.engine")
+
+ENGINE_SERVICE = pb.DESCRIPTOR.services_by_name["Engine"]
+MAX_QUERY_TERMS = 64
+MAX_DOCNO = 256
+SNIPPET = 200
+HOP_LIMIT = 160      # an announcement still travelling after this many hops is processed where it is
+PLACE_ATTEMPTS = 5   # lookups to place or remove a query while ownership moves
+DOC_CACHE = 20_000   # documents a DN keeps for resolution
+MAILBOX = 10_000     # undelivered alerts kept per subscription
+
+
+class EngineError(Exception):
+    """A request the engine refuses; `code` names the gRPC status it maps to."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class PublishedDoc:
+    key: int
+    docno: str
+    title: str
+    snippet: str
+    ids: frozenset[int]
+    _bloom: bytes | None = None
+
+    def bloom(self, bits: int, hashes: int) -> bytes:
+        if self._bloom is None:
+            self._bloom = BloomFilter.of(self.ids, bits, hashes).to_bytes()
+        return self._bloom
+
+
+@dataclass
+class Mailbox:
+    """A subscription's undelivered alerts; each docno enters once, ever."""
+
+    limit: int = MAILBOX
+    queue: deque = field(default_factory=deque)
+    seen: set[str] = field(default_factory=set)
+    dropped: int = 0
+
+    def offer(self, alert: pb.Alert) -> bool:
+        if alert.docno in self.seen:
+            return False
+        self.seen.add(alert.docno)
+        if len(self.queue) >= self.limit:
+            self.queue.popleft()
+            self.dropped += 1
+        self.queue.append(alert)
+        return True
+
+    def take(self) -> list[pb.Alert]:
+        out = list(self.queue)
+        self.queue.clear()
+        return out
+
+
+@dataclass
+class Subscription:
+    id: int
+    token: str
+    terms: list[str]
+    index_id: int
+    index_term: str
+    mailbox: Mailbox = field(default_factory=Mailbox)
+
+
+def entry_codec() -> SortedKeyStore:
+    return SortedKeyStore(encode=lambda e: e.SerializeToString(), decode=pb.QueryEntry.FromString)
+
+
+class EngineNode:
+    services = [ENGINE_SERVICE]
+
+    def __init__(self, chord: ChordNode, settings: Settings, spawn: Callable[[Op], None]) -> None:
+        self.chord = chord
+        self.settings = settings
+        self.spawn = spawn
+        self.index: SortedKeyStore = entry_codec()
+        chord.store = self.index  # inverted lists move with key ownership
+        self.choose = chooser(settings.strategy, settings.seed, settings.df, settings.popular)
+        self.rng = random.Random(settings.seed ^ chord.me.id)
+        self.docs: OrderedDict[int, PublishedDoc] = OrderedDict()
+        self.subscriptions: dict[int, Subscription] = {}
+        self.counters: Counter[str] = Counter()
+        self.alert_listeners: list[Callable[[int], None]] = []  # told the subscription id
+        self.handlers = {
+            "GetConfig": lambda req: self.settings.to_pb(),
+            "Index": self._on_index,
+            "Unindex": self._on_unindex,
+            "Announce": self._on_announce,
+            "GetBloom": self._on_get_bloom,
+            "TermDialogue": self._on_term_dialogue,
+            "Matched": self._on_matched,
+            "Deliver": self._on_deliver,
+        }
+
+    @property
+    def me(self) -> NodeRef:
+        return self.chord.me
+
+    def handle(self, method: str, request):
+        handler = self.handlers.get(method)
+        return handler(request) if handler else self.chord.handle(method, request)
+
+    def _peer(self, address: str) -> NodeRef:
+        return self.me if address == self.me.address else NodeRef(0, address)
+
+    # ---- subscribing -------------------------------------------------------------------
+
+    def subscribe(self, text: str) -> Op:
+        terms = analyze(text)
+        if not terms:
+            raise EngineError("INVALID_ARGUMENT", "the query has no terms left after stop-word "
+                                                  "removal and stemming")
+        if len(terms) > MAX_QUERY_TERMS:
+            raise EngineError("INVALID_ARGUMENT", f"the query has {len(terms)} terms; at most "
+                                                  f"{MAX_QUERY_TERMS} are allowed")
+        pairs = sorted((term_id(t), t) for t in terms)
+        sub_id = self.rng.getrandbits(64)
+        x, index_term = pairs[self.choose(pairs, sub_id)]
+        entry = pb.QueryEntry(subscription_id=sub_id, term_ids=[p[0] for p in pairs],
+                              terms=[p[1] for p in pairs], index_id=x, home=self.me.address)
+        sub = Subscription(sub_id, secrets.token_hex(16), terms, x, index_term)
+        self.subscriptions[sub_id] = sub  # before placing: an alert may come at once
+        try:
+            yield from self._at_owner(x, "Index", pb.IndexRequest(entry=entry))
+        except BaseException:
+            del self.subscriptions[sub_id]
+            raise
+        return pb.SubscribeReply(subscription_id=sub_id, token=sub.token, terms=terms,
+                                 index_term=index_term, home=self.me.address)
+
+    def unsubscribe(self, sub_id: int, token: str) -> Op:
+        sub = self.authorized(sub_id, token)
+        del self.subscriptions[sub_id]  # no alert reaches it from now on
+        yield from self._at_owner(sub.index_id, "Unindex",
+                                  pb.UnindexRequest(index_id=sub.index_id, subscription_id=sub_id))
+        return pb.UnsubscribeReply()
+
+    def authorized(self, sub_id: int, token: str) -> Subscription:
+        sub = self.subscriptions.get(sub_id)
+        if sub is None:
+            raise EngineError("NOT_FOUND", f"no subscription {sub_id:016x} at {self.me.address}")
+        if not hmac.compare_digest(sub.token.encode(), token.encode()):
+            raise EngineError("PERMISSION_DENIED", f"wrong token for subscription {sub_id:016x}")
+        return sub
+
+    def _at_owner(self, key: int, method: str, request) -> Op:
+        """Send an index change to the key's owner, looking again while ownership moves."""
+        for _ in range(PLACE_ATTEMPTS):
+            owner, _ = yield from self.chord.lookup(key, verify=True)
+            try:
+                reply = yield Call(owner, method, request)
+            except PeerUnreachable:
+                continue
+            if reply.owner:
+                return owner
+        raise EngineError("UNAVAILABLE", "the ring's ownership kept changing; try again")
+
+    def _on_index(self, req: pb.IndexRequest) -> pb.IndexReply:
+        e = req.entry
+        if not self.chord.table.owns(e.index_id):
+            return pb.IndexReply(owner=False)
+        self.index.remove(e.index_id, lambda old: old.subscription_id == e.subscription_id)
+        self.index.put(e.index_id, e)
+        return pb.IndexReply(owner=True)
+
+    def _on_unindex(self, req: pb.UnindexRequest) -> pb.IndexReply:
+        if not self.chord.table.owns(req.index_id):
+            return pb.IndexReply(owner=False)
+        self.index.remove(req.index_id, lambda e: e.subscription_id == req.subscription_id)
+        return pb.IndexReply(owner=True)
+
+    # ---- publishing and announcing -----------------------------------------------------
+
+    def publish(self, docno: str, text: bytes, title: str = "") -> Op:
+        doc = self._admit(docno, text, title)
+        self.counters["documents_published"] += 1
+        if doc.ids:
+            ids = sorted(doc.ids)
+            yield from self._announce(pb.Announcement(doc_key=doc.key, dn=self.me.address,
+                                                      max_id=ids[-1]), [Run.whole(ids)], hops=0)
+        return pb.PublishReply(accepted=True, terms=len(doc.ids), doc_key=doc.key)
+
+    def _admit(self, docno: str, text: bytes, title: str) -> PublishedDoc:
+        docno = docno.strip()
+        if not docno or len(docno) > MAX_DOCNO:
+            raise EngineError("INVALID_ARGUMENT", f"a document needs a docno of 1-{MAX_DOCNO} characters")
+        if len(text) > self.settings.max_document_bytes:
+            raise EngineError("INVALID_ARGUMENT", f"document {docno} has {len(text)} bytes; the limit "
+                                                  f"is {self.settings.max_document_bytes}")
+        try:
+            body = text.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise EngineError("INVALID_ARGUMENT", f"document {docno} is not UTF-8 (bad byte at "
+                                                  f"offset {e.start})") from None
+        ids = frozenset(term_id(t) for t in analyze(f"{title}\n{body}"))
+        snippet = " ".join(body.split())[:SNIPPET]
+        doc = PublishedDoc(self.rng.getrandbits(64), docno, title, snippet, ids)
+        self.docs[doc.key] = doc
+        while len(self.docs) > DOC_CACHE:
+            self.docs.popitem(last=False)
+        return doc
+
+    def _on_announce(self, msg: pb.Announcement) -> pb.Ack:
+        self.spawn(self._announce(msg, [Run.from_pb(r) for r in msg.runs], msg.hops))
+        return pb.Ack()
+
+    def _announce(self, msg: pb.Announcement, runs: list[Run], hops: int) -> Op:
+        """Algorithms 2 and 3: forward sub-runs per next hop, then process my own."""
+        k = self.settings.piggyback
+        local: list[Run] = []
+        while runs:
+            groups = group_runs(runs, self._next_hop if hops < HOP_LIMIT else (lambda x: None), k)
+            runs = []
+            local += groups.pop(None, [])
+            for hop, hop_runs in groups.items():
+                out = pb.Announcement(doc_key=msg.doc_key, dn=msg.dn, max_id=msg.max_id,
+                                      runs=[r.to_pb() for r in hop_runs], hops=hops + 1)
+                try:
+                    yield Call(hop, "Announce", out)
+                except PeerUnreachable:
+                    runs += hop_runs  # forgotten by the lookup layer: regroup around it
+                    self.chord.table.forget(hop)
+        if local:
+            yield from self._resolve(msg, local)
+
+    def _next_hop(self, x: int) -> NodeRef | None:
+        hop = self.chord.table.next_hop(x)
+        return None if hop == self.me else hop
+
+    # ---- resolving (QN side) -----------------------------------------------------------
+
+    def _resolve(self, msg: pb.Announcement, local: list[Run]) -> Op:
+        s = self.settings
+        pred = self.chord.table.predecessor
+        region = (pred.id, self.me.id) if pred is not None else \
+            ((self.me.id, self.me.id) if self.chord.table.alone() else None)
+        know = knowledge(local, msg.max_id, region, s.piggyback, s.obs1, s.obs2)
+        local_ids = sorted({x for run in local for x in run.ids})
+        candidates = prune((e for x in local_ids for e in self.index.get(x)), know)
+        self.counters["candidates"] += len(candidates)
+        if not candidates:
+            return
+        dn = self._peer(msg.dn)
+        res = Resolution(candidates, know, self._rarity(), s.dialogue_batch)
+        try:
+            if s.resolution == "bf" and res.pending:
+                reply = yield Call(dn, "GetBloom", pb.BloomRequest(doc_key=msg.doc_key))
+                self._require(reply.found, msg)
+                res.apply_bloom(BloomFilter(s.bloom_bits, s.bloom_hashes, reply.bits))
+            while question := res.question():
+                reply = yield Call(dn, "TermDialogue", pb.DialogueRequest(doc_key=msg.doc_key, ids=question))
+                self._require(reply.found, msg)
+                res.answer(question, unpack_bits(reply.present, len(question)))
+            if res.matched:
+                self.counters["matches"] += len(res.matched)
+                yield Call(dn, "Matched", pb.MatchedRequest(doc_key=msg.doc_key, matches=[
+                    pb.Match(subscription_id=e.subscription_id, home=e.home) for e in res.matched]))
+        except (PeerUnreachable, LookupError) as e:
+            self.counters["alerts_dropped"] += len(res.pending) + len(res.matched)
+            log.warning("resolution of document %016x with %s failed: %s", msg.doc_key, msg.dn, e)
+
+    def _rarity(self):
+        df = self.settings.df
+        return (lambda y, t: df.get(t, 0)) if df is not None else None
+
+    @staticmethod
+    def _require(found: bool, msg: pb.Announcement) -> None:
+        if not found:
+            raise LookupError(f"the publishing node no longer holds document {msg.doc_key:016x}")
+
+    # ---- answering resolution (DN side) ------------------------------------------------
+
+    def _on_get_bloom(self, req: pb.BloomRequest) -> pb.BloomReply:
+        doc = self.docs.get(req.doc_key)
+        if doc is None:
+            return pb.BloomReply(found=False)
+        return pb.BloomReply(found=True, bits=doc.bloom(self.settings.bloom_bits, self.settings.bloom_hashes))
+
+    def _on_term_dialogue(self, req: pb.DialogueRequest) -> pb.DialogueReply:
+        doc = self.docs.get(req.doc_key)
+        if doc is None:
+            return pb.DialogueReply(found=False)
+        return pb.DialogueReply(found=True, present=pack_bits([y in doc.ids for y in req.ids]))
+
+    def _on_matched(self, req: pb.MatchedRequest) -> pb.Ack:
+        doc = self.docs.get(req.doc_key)
+        if doc is not None:
+            self.spawn(self._deliver(doc, list(req.matches)))
+        return pb.Ack()
+
+    def _deliver(self, doc: PublishedDoc, matches: list[pb.Match]) -> Op:
+        by_home: dict[str, list[int]] = {}
+        for m in matches:
+            by_home.setdefault(m.home, []).append(m.subscription_id)
+        for home, subs in sorted(by_home.items()):
+            batch = pb.AlertBatch(docno=doc.docno, title=doc.title, snippet=doc.snippet,
+                                  subscription_ids=subs)
+            try:
+                yield Call(self._peer(home), "Deliver", batch)
+            except PeerUnreachable:
+                self.counters["alerts_dropped"] += len(subs)
+
+    # ---- alerts (home side) ------------------------------------------------------------
+
+    def _on_deliver(self, batch: pb.AlertBatch) -> pb.Ack:
+        for sub_id in batch.subscription_ids:
+            sub = self.subscriptions.get(sub_id)
+            if sub is None:
+                continue  # unsubscribed meanwhile
+            alert = pb.Alert(subscription_id=sub_id, docno=batch.docno, title=batch.title,
+                             snippet=batch.snippet)
+            if sub.mailbox.offer(alert):
+                self.counters["alerts_delivered"] += 1
+                for listener in self.alert_listeners:
+                    listener(sub_id)
+        return pb.Ack()
+
+    # ---- stats -------------------------------------------------------------------------
+
+    def stats(self, ledger) -> pb.StatsReply:
+        c = self.counters
+        return pb.StatsReply(
+            node=self.me.address, node_id=self.me.id,
+            ledger=[pb.Count(kind=k, messages=v.messages, bytes=v.bytes)
+                    for k, v in ledger.snapshot().items()],
+            index_entries=len(self.index), subscriptions=len(self.subscriptions),
+            documents_published=c["documents_published"], candidates=c["candidates"],
+            matches=c["matches"], alerts_delivered=c["alerts_delivered"],
+            alerts_dropped=c["alerts_dropped"] + sum(s.mailbox.dropped for s in self.subscriptions.values()),
+            config=self.settings.to_pb())

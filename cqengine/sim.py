@@ -1,0 +1,123 @@
+"""The engine on the simulator shell: the same EngineNode objects over an in-memory ring.
+
+Every message is counted in the ring's one ledger, so a document's cost is the ledger's
+growth while it is published and everything it set off has run.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from chord.ledger import Count, Ledger
+from chord.simulator import Simulator
+from cqengine.config import Settings
+from cqengine.engine import EngineNode
+from cqengine.proto import cqengine_pb2 as pb
+
+ANNOUNCE = ("Announce",)
+RESOLUTION = ("TermDialogue", "GetBloom")
+
+
+@dataclass
+class DocReport:
+    docno: str
+    dn: str
+    terms: int
+    candidates: int
+    matches: int
+    kinds: dict[str, Count] = field(default_factory=dict)  # ledger growth, by kind
+
+    def total(self, methods: Iterable[str]) -> Count:
+        """Messages and bytes of these methods, requests and replies together."""
+        out = Count()
+        for m in methods:
+            for kind in (m, m + ".reply"):
+                c = self.kinds.get(kind)
+                if c:
+                    out.messages += c.messages
+                    out.bytes += c.bytes
+        return out
+
+    @property
+    def announcement(self) -> Count:
+        return self.total(ANNOUNCE)
+
+    @property
+    def resolution(self) -> Count:
+        return self.total(RESOLUTION)
+
+
+def ledger_growth(before: dict[str, Count], after: dict[str, Count]) -> dict[str, Count]:
+    out = {}
+    for kind, c in after.items():
+        b = before.get(kind, Count())
+        if c.messages != b.messages:
+            out[kind] = Count(c.messages - b.messages, c.bytes - b.bytes)
+    return out
+
+
+class EngineSimulator:
+    def __init__(self, nodes: int, settings: Settings, seed: int = 0, r: int = 8,
+                 ledger: Ledger | None = None) -> None:
+        settings.validate()
+        self.settings = settings
+        self.rng = random.Random(seed)
+        self.ring = Simulator(r=r, seed=seed, ledger=ledger,
+                              app=lambda chord, spawn: EngineNode(chord, settings, spawn))
+        self.ring.build_instant([f"node-{i}" for i in range(nodes)])
+
+    @property
+    def engines(self) -> dict[str, EngineNode]:
+        return self.ring.apps  # type: ignore[return-value]
+
+    def _run(self, address: str, op):
+        result = self.ring.run(self.ring.nodes[address], op)
+        self.ring.drain()
+        return result
+
+    def pick(self) -> str:
+        return self.rng.choice(sorted(self.ring.nodes))
+
+    def subscribe(self, text: str, via: str | None = None) -> pb.SubscribeReply:
+        address = via or self.pick()
+        return self._run(address, self.engines[address].subscribe(text))
+
+    def unsubscribe(self, reply: pb.SubscribeReply) -> None:
+        self._run(reply.home, self.engines[reply.home].unsubscribe(reply.subscription_id, reply.token))
+
+    def publish(self, docno: str, text: str, title: str = "", via: str | None = None) -> DocReport:
+        address = via or self.pick()
+        before = self.ring.ledger.snapshot()
+        counts = self._counters()
+        reply = self._run(address, self.engines[address].publish(docno, text.encode("utf-8"), title))
+        after = self._counters()
+        return DocReport(docno=docno, dn=address, terms=reply.terms,
+                         candidates=after["candidates"] - counts["candidates"],
+                         matches=after["matches"] - counts["matches"],
+                         kinds=ledger_growth(before, self.ring.ledger.snapshot()))
+
+    def _counters(self):
+        total = {"candidates": 0, "matches": 0}
+        for e in self.engines.values():
+            for k in total:
+                total[k] += e.counters[k]
+        return total
+
+    def alerts(self) -> list[tuple[int, str]]:
+        """Every alert delivered so far, taken off the subscribers' streams."""
+        return [(a.subscription_id, a.docno) for e in self.engines.values()
+                for sub in e.subscriptions.values() for a in sub.mailbox.take()]
+
+    def load(self) -> list[int]:
+        """Query-index entries per node."""
+        return [len(e.index) for e in self.engines.values()]
+
+
+def percentiles(values: list[int], ps=(1, 50, 99)) -> tuple[float, ...]:
+    if len(values) == 1:
+        return tuple(float(values[0]) for _ in ps)
+    cuts = statistics.quantiles(values, n=100, method="inclusive")
+    return tuple(cuts[p - 1] for p in ps)
