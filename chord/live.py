@@ -53,11 +53,9 @@ def check_port_free(host: str, port: int) -> None:
 
 
 class App(Handler, Protocol):
-    """What rides on a node besides Chord (the engine): its services and a start hook."""
+    """What rides on a node besides Chord (the engine): it handles its services' requests."""
 
     services: list  # protobuf ServiceDescriptors whose unary methods `handle` serves
-
-    async def on_start(self, live: "LiveNode", join: NodeRef | None) -> None: ...
 
 
 # builds the app around the node's ChordNode; the callable it is given runs an Op in the background
@@ -126,16 +124,15 @@ class LiveNode:
         except RuntimeError as e:
             raise StartupError(f"cannot listen on {self.host}:{self.port}: {e}") from None
         await self.server.start()
-        bootstrap = await self._join(join) if join else None
-        if self.app:
-            await self.app.on_start(self, bootstrap)
+        if join:
+            await self._join(join)
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         loops = [(self.node.stabilize, self.timing.stabilize),
                  (self.node.check_predecessor, self.timing.check_predecessor),
                  (self.node.fix_fingers, self.timing.fix_fingers)]
         self._tasks = [asyncio.create_task(self._every(op, period)) for op, period in loops]
 
-    async def _join(self, address: str) -> NodeRef:
+    async def _join(self, address: str) -> None:
         probe = NodeRef(0, address)
         try:
             state = await self.transport.call(probe, "GetState", pb.Empty())
@@ -146,7 +143,6 @@ class LiveNode:
             await self.run_op(self.node.join(bootstrap))
         except JoinError as e:
             raise StartupError(str(e)) from None
-        return bootstrap
 
     async def _every(self, make_op, period: float) -> None:
         rng = random.Random(self.me.id ^ hash(make_op.__name__))

@@ -1,4 +1,7 @@
-"""The `cqengine` command line. Every failure the user can cause ends in one clear line."""
+"""cqengine: continuous keyword queries over a Chord ring.
+
+Every failure the user can cause ends in one clear line on stderr and a non-zero exit.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +10,30 @@ import asyncio
 import logging
 import os
 import sys
+import time
 from pathlib import Path
 
 from chord.ids import parse_id
-from chord.live import StartupError, Timing, serve
-from cqengine.ring import DEFAULT_RING_FILE, RingError, ring_down, ring_status, ring_up
+from chord.live import StartupError, Timing
+from cqengine.client import Client, ClientError
+from cqengine.config import RESOLUTIONS, Settings, SettingsError
+from cqengine.indexing import STRATEGIES
+from cqengine.ring import DEFAULT_RING_FILE, RingError, any_node, ring_down, ring_status, ring_up
+from cqengine.trec import TrecError
 
 
 class CliError(Exception):
     pass
 
+
+class Parser(argparse.ArgumentParser):
+    """Usage mistakes get the same one-line error as everything else, plus where to look."""
+
+    def error(self, message: str):
+        self.exit(2, f"cqengine: error: {message} (see `{self.prog} --help`)\n")
+
+
+# ---- argument types -----------------------------------------------------------------------
 
 def positive_float(text: str) -> float:
     try:
@@ -25,6 +42,16 @@ def positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return value
+
+
+def count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
     return value
 
 
@@ -53,21 +80,66 @@ def address(text: str) -> str:
     return text
 
 
+# ---- option groups ------------------------------------------------------------------------
+
 def timing_options(p: argparse.ArgumentParser) -> None:
     d = Timing()
-    g = p.add_argument_group("maintenance (seconds; each period is randomized by +-50%)")
+    g = p.add_argument_group("ring maintenance (seconds; each period is randomized by +-50%)")
     g.add_argument("--stabilize", type=positive_float, default=d.stabilize, metavar="S")
     g.add_argument("--fix-fingers", type=positive_float, default=d.fix_fingers, metavar="S")
     g.add_argument("--check-predecessor", type=positive_float, default=d.check_predecessor, metavar="S")
     g.add_argument("--rpc-timeout", type=positive_float, default=d.rpc_timeout, metavar="S",
                    help="a peer silent this long counts as failed (default %(default)s)")
-    p.add_argument("--successors", type=int, default=8, metavar="R",
+    g.add_argument("--successors", type=int, default=8, metavar="R",
                    help="successor list length r (default %(default)s)")
 
 
 def timing_from(args: argparse.Namespace) -> Timing:
     return Timing(stabilize=args.stabilize, fix_fingers=args.fix_fingers,
                   check_predecessor=args.check_predecessor, rpc_timeout=args.rpc_timeout)
+
+
+ENGINE_FLAGS = {  # option -> (Settings field, type, help)
+    "--strategy": ("strategy", str, f"query indexing: {' | '.join(STRATEGIES)} (default mhi)"),
+    "--stats": ("stats_path", str, "term statistics FILE (term<TAB>df lines, or JSON): OI, rarest-first dialogue"),
+    "--popular": ("popular_path", str, "popular terms FILE, one a line: SAP-MHI"),
+    "--piggyback": ("piggyback", count, "successor ids piggybacked per announced run, k (default 0)"),
+    "--resolution": ("resolution", str, f"query resolution: {' | '.join(RESOLUTIONS)} (default td)"),
+    "--bloom-bits": ("bloom_bits", count, "Bloom filter size in bits (default 1024)"),
+    "--bloom-hashes": ("bloom_hashes", count, "Bloom filter hash functions (default 5)"),
+    "--dialogue-batch": ("dialogue_batch", count, "ids asked per query per Term Dialogue round (default 1)"),
+    "--max-doc-bytes": ("max_document_bytes", count, "largest document accepted (default 1 MiB)"),
+    "--seed": ("seed", count, "seed of every random choice, e.g. RI's (default 0)"),
+}
+
+
+def engine_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("engine (ring-wide: set by the node that starts the ring)")
+    for flag, (_, kind, text) in ENGINE_FLAGS.items():
+        g.add_argument(flag, type=kind, default=None, help=text,
+                       metavar="FILE" if "path" in ENGINE_FLAGS[flag][0] else None)
+
+
+def given_engine_flags(args: argparse.Namespace) -> list[str]:
+    """The engine options on the command line, as arguments for a node process (paths absolute)."""
+    out = []
+    for flag, (name, _, _) in ENGINE_FLAGS.items():
+        value = getattr(args, flag[2:].replace("-", "_"))
+        if value is not None:
+            out += [flag, str(Path(value).resolve()) if name.endswith("_path") else str(value)]
+    return out
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    settings = Settings()
+    for flag, (name, _, _) in ENGINE_FLAGS.items():
+        value = getattr(args, flag[2:].replace("-", "_"))
+        if value is not None:
+            setattr(settings, name, value)
+    try:
+        return settings.validate()
+    except SettingsError as e:
+        raise CliError(str(e)) from None
 
 
 def ring_file_option(p: argparse.ArgumentParser) -> None:
@@ -77,49 +149,69 @@ def ring_file_option(p: argparse.ArgumentParser) -> None:
                         f"or {DEFAULT_RING_FILE})")
 
 
-class Parser(argparse.ArgumentParser):
-    """Usage mistakes get the same one-line error as everything else, plus where to look."""
+def node_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--node", type=address, metavar="HOST:PORT",
+                   help="the node to talk to (default: a node of the ring file that answers)")
+    ring_file_option(p)
 
-    def error(self, message: str):
-        self.exit(2, f"cqengine: error: {message} (see `{self.prog} --help`)\n")
 
+# ---- the parser ---------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="cqengine", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                                parser_class=Parser)
+    parser = Parser(prog="cqengine", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
 
     node = sub.add_parser("node", help="run one ring node in this process")
     node.add_argument("--port", type=port_number, required=True)
     node.add_argument("--host", default="127.0.0.1", help="address to listen on (default %(default)s)")
-    node.add_argument("--advertise", metavar="HOST",
-                      help="host other nodes reach this one at (default: --host)")
+    node.add_argument("--advertise", metavar="HOST", help="host other nodes reach this one at (default: --host)")
     node.add_argument("--join", type=address, metavar="HOST:PORT",
                       help="any node of the ring to join; omit to start a new ring")
     node.add_argument("--id", type=node_id, help="node id, decimal or 0x-hex (default: mmh3 of address)")
     node.add_argument("-v", "--verbose", action="store_true")
     timing_options(node)
+    engine_options(node)
 
     ring = sub.add_parser("ring", help="start, inspect or stop a ring of local node processes")
-    ring_sub = ring.add_subparsers(dest="ring_command", required=True, metavar="ACTION",
-                                   parser_class=Parser)
+    ring_sub = ring.add_subparsers(dest="ring_command", required=True, metavar="ACTION", parser_class=Parser)
     up = ring_sub.add_parser("up", help="start N nodes on loopback and wait until converged")
     up.add_argument("-n", "--nodes", type=int, required=True, metavar="N")
     up.add_argument("--base-port", type=port_number, help="ports P..P+N-1 (default: any free ports)")
     up.add_argument("--timeout", type=positive_float, help="seconds to wait for convergence (default 30+N)")
     ring_file_option(up)
     timing_options(up)
-    status = ring_sub.add_parser("status", help="each node's view; exit 0 only if the ring is correct")
-    ring_file_option(status)
-    down = ring_sub.add_parser("down", help="stop every node of the ring file")
-    ring_file_option(down)
+    engine_options(up)
+    ring_file_option(ring_sub.add_parser("status", help="each node's view; exit 0 only if the ring is correct"))
+    ring_file_option(ring_sub.add_parser("down", help="stop every node of the ring file"))
 
-    demo = sub.add_parser("demo", help="start a small ring, check lookups against the truth, stop")
+    s = sub.add_parser("subscribe", help="register a query and print its alerts as they arrive")
+    s.add_argument("query")
+    s.add_argument("--count", type=count, help="exit after this many alerts (default: until interrupted)")
+    node_option(s)
+
+    p = sub.add_parser("publish", help="publish TREC files (plain or .gz), or one text")
+    p.add_argument("files", nargs="*", type=Path, metavar="FILE")
+    p.add_argument("--text", help="publish this text instead of files")
+    p.add_argument("--docno", help="docno for --text (default: derived from the text)")
+    p.add_argument("--title", default="", help="title for --text")
+    node_option(p)
+
+    st = sub.add_parser("stats", help="a node's message ledger and counters")
+    st.add_argument("--all", action="store_true", help="sum over every node of the ring file")
+    node_option(st)
+
+    a = sub.add_parser("analyze", help="print the terms the engine makes of a text, one a line")
+    a.add_argument("text")
+
+    demo = sub.add_parser("demo", help="a live ring per strategy: workload, corpus, alerts checked, costs compared")
     demo.add_argument("-n", "--nodes", type=int, default=8)
-    demo.add_argument("--lookups", type=int, default=20, help="lookups per node (default %(default)s)")
+    demo.add_argument("--queries", type=int, default=300)
+    demo.add_argument("--docs", type=int, default=60)
     demo.add_argument("--seed", type=int, default=1)
     return parser
 
+
+# ---- commands -----------------------------------------------------------------------------
 
 def progress_printer():
     """Progress on one rewritten stderr line when it is a terminal, silence otherwise."""
@@ -128,37 +220,155 @@ def progress_printer():
     return lambda s: print(f"\r{s}\033[K", end="", file=sys.stderr, flush=True)
 
 
-def run(args: argparse.Namespace) -> int:
-    if args.command == "node":
-        if args.host in ("0.0.0.0", "::") and not args.advertise:
-            raise CliError(f"--host {args.host} listens everywhere; say with --advertise how peers reach this node")
-        logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                            format="%(asctime)s %(name)s %(levelname)s %(message)s")
-        asyncio.run(serve(args.host, args.port, args.join, args.id, args.successors,
-                          timing_from(args), args.advertise))
+def cmd_node(args: argparse.Namespace) -> int:
+    from cqengine.service import serve_engine
+    if args.host in ("0.0.0.0", "::") and not args.advertise:
+        raise CliError(f"--host {args.host} listens everywhere; say with --advertise how peers reach this node")
+    if args.join and given_engine_flags(args):
+        raise CliError("engine options belong to the ring: a joining node takes them from the node it joins")
+    settings = None if args.join else settings_from(args)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    asyncio.run(serve_engine(args.host, args.port, args.join, args.id, args.successors,
+                             timing_from(args), settings, args.advertise))
+    return 0
+
+
+def cmd_ring(args: argparse.Namespace) -> int:
+    if args.ring_command == "up":
+        settings_from(args)  # refuse bad settings here, before any process starts
+        progress = progress_printer()
+        ring_up(args.nodes, args.ring_file, args.base_port, r=args.successors, timing=timing_from(args),
+                timeout=args.timeout, progress=progress, engine=given_engine_flags(args))
+        progress("")
         return 0
-    if args.command == "ring":
-        if args.ring_command == "up":
-            progress = progress_printer()
-            ring_up(args.nodes, args.ring_file, args.base_port, r=args.successors,
-                    timing=timing_from(args), timeout=args.timeout, progress=progress)
-            progress("")
+    if args.ring_command == "status":
+        return 0 if ring_status(args.ring_file) else 1
+    ring_down(args.ring_file)
+    return 0
+
+
+def target(args: argparse.Namespace) -> str:
+    return args.node or any_node(args.ring_file)
+
+
+def cmd_subscribe(args: argparse.Namespace) -> int:
+    with Client(target(args)) as client:
+        sub = client.subscribe(args.query)
+        print(f"subscription {sub.subscription_id:016x}: terms {' '.join(sub.terms)}; indexed under "
+              f"{sub.index_term!r}; alerts from {sub.home}", file=sys.stderr, flush=True)
+        seen = 0
+        try:
+            if args.count == 0:
+                return 0
+            for alert in client.alerts(sub):
+                print(f"{alert.docno}\t{alert.title}", flush=True)
+                seen += 1
+                if args.count is not None and seen >= args.count:
+                    break
+        except KeyboardInterrupt:
+            pass
+        finally:
+            try:
+                client.unsubscribe(sub.subscription_id, sub.token)
+            except ClientError:
+                pass  # the home node is gone; so is the subscription
+    return 0
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    from cqengine.progress import Progress
+    from cqengine.trec import iter_trec
+    if bool(args.files) == bool(args.text):
+        raise CliError("give FILEs to publish, or --text, not both or neither")
+    with Client(target(args)) as client:
+        if args.text is not None:
+            docno = args.docno or f"text-{abs(hash(args.text)) % 10**12:012d}"
+            reply = client.publish(docno, args.text, args.title)
+            print(f"published {docno}: {reply.terms} terms")
             return 0
-        if args.ring_command == "status":
-            return 0 if ring_status(args.ring_file) else 1
-        ring_down(args.ring_file)
-        return 0
-    if args.command == "demo":
-        from cqengine.demo import run_demo
-        return 0 if run_demo(args.nodes, args.lookups, args.seed) else 1
-    raise CliError(f"unknown command {args.command}")
+        for f in args.files:
+            if not f.is_file():
+                raise CliError(f"{f}: no such file")
+        total = sum(f.stat().st_size for f in args.files)
+        progress, n, terms, start, done_bytes = Progress("publishing", total), 0, 0, time.monotonic(), 0
+        for f in args.files:
+            for doc in iter_trec(f):
+                terms += client.publish(doc.docno, doc.text, doc.title).terms
+                n += 1
+                progress.update(n, done_bytes)
+            done_bytes += f.stat().st_size  # progress moves a file at a time
+            progress.update(n, done_bytes)
+        progress.close()
+        elapsed = time.monotonic() - start
+        print(f"published {n} documents ({terms / max(n, 1):.0f} terms each) in {elapsed:.1f}s "
+              f"({n / max(elapsed, 1e-9):.0f} docs/s)")
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from cqengine.ring import RingFile
+    addresses = [target(args)]
+    if args.all:
+        addresses = RingFile.load(args.ring_file).addresses()
+    replies = []
+    for a in addresses:
+        with Client(a, timeout=5) as client:
+            try:
+                replies.append(client.stats())
+            except ClientError:
+                if not args.all:
+                    raise
+    print_stats(replies)
+    return 0
+
+
+def print_stats(replies) -> None:
+    ledger: dict[str, list[int]] = {}
+    fields = ("index_entries", "subscriptions", "documents_published", "candidates", "matches",
+              "alerts_delivered", "alerts_dropped")
+    sums = dict.fromkeys(fields, 0)
+    for r in replies:
+        for c in r.ledger:
+            ledger.setdefault(c.kind, [0, 0])
+            ledger[c.kind][0] += c.messages
+            ledger[c.kind][1] += c.bytes
+        for f in fields:
+            sums[f] += getattr(r, f)
+    cfg = replies[0].config
+    print(f"nodes: {', '.join(r.node for r in replies)}")
+    print(f"engine: strategy {cfg.strategy}, resolution {cfg.resolution}, piggyback {cfg.piggyback}")
+    for f in fields:
+        print(f"{f.replace('_', ' '):20} {sums[f]}")
+    docs = sums["documents_published"]
+    if docs:
+        print(f"{'candidates/doc':20} {sums['candidates'] / docs:.2f}")
+    print(f"\n{'message kind':24} {'messages':>10} {'bytes':>14}")
+    for kind, (m, b) in sorted(ledger.items()):
+        print(f"{kind:24} {m:>10} {b:>14}")
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from cqengine.analysis import analyze
+    for term in analyze(args.text):
+        print(term)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from cqengine.demo import run_demo
+    return 0 if run_demo(args.nodes, args.queries, args.docs, args.seed) else 1
+
+
+COMMANDS = {"node": cmd_node, "ring": cmd_ring, "subscribe": cmd_subscribe, "publish": cmd_publish,
+            "stats": cmd_stats, "analyze": cmd_analyze, "demo": cmd_demo}
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return run(args)
-    except (CliError, RingError, StartupError) as e:
+        return COMMANDS[args.command](args)
+    except (CliError, RingError, StartupError, ClientError, TrecError, SettingsError) as e:
         print(f"cqengine: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -1,4 +1,12 @@
-"""`cqengine demo`: a small live ring, lookups from every node, checked against the truth."""
+"""`cqengine demo`: the whole system, live, once per indexing strategy.
+
+For each of RI, OI, MHI and SAP-MHI: start a ring of node processes on loopback, check
+lookups from every node against the true owners, register a generated Skew workload
+through random nodes, publish the bundled sample corpus, collect every alert from the
+subscribers' streams and compare them with a brute-force matcher. Then print what each
+strategy cost per document: candidates presented to resolution, announcement and
+resolution bytes.
+"""
 
 from __future__ import annotations
 
@@ -6,36 +14,146 @@ import io
 import random
 import sys
 import tempfile
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 from chord.client import lookup
 from chord.node import to_ref
 from chord.oracle import RingOracle
+from cqengine.analysis import analyze
+from cqengine.client import Client
+from cqengine.matcher import document_terms, matches
 from cqengine.ring import observe, ring_down, ring_up
+from cqengine.trec import TrecDoc, iter_trec
+from cqengine.workload import generate_queries
+
+SAMPLE = "sample.trec.gz"
+# the bundled corpus is generated text (cqengine.corpus), so it may be shipped freely;
+# tests/test_demo.py checks it is what this recipe makes
+SAMPLE_RECIPE = dict(n_docs=120, seed=7, vocab_size=2500, mean_terms=60.0)
+STRATEGIES = ("ri", "oi", "mhi", "sap-mhi")
 
 
-def run_demo(nodes: int = 8, lookups: int = 20, seed: int = 1) -> bool:
-    rng = random.Random(seed)
+def sample_corpus() -> list[TrecDoc]:
+    with resources.as_file(resources.files("cqengine") / "data" / SAMPLE) as path:
+        return list(iter_trec(path))
+
+
+@dataclass
+class Outcome:
+    strategy: str
+    alerts: int
+    expected: int
+    correct: bool
+    candidates: float
+    announce_bytes: float
+    resolution_bytes: float
+    entries: list[int]
+
+
+def document_frequencies(docs: list[TrecDoc]) -> Counter:
+    df: Counter = Counter()
+    for d in docs:
+        df.update(document_terms(d.text, d.title))
+    return df
+
+
+def check_lookups(addresses: list[str], r: int, rng: random.Random, per_node: int = 10) -> bool:
+    view = observe(addresses, r)
+    oracle = RingOracle(to_ref(s.node) for s in view.states.values())
+    keys = [rng.getrandbits(64) for _ in range(per_node)]
+    wrong = sum(lookup(a, k)[0] != oracle.owner(k) for a in addresses for k in keys)
+    print(f"  lookups: {len(addresses) * per_node - wrong} of {len(addresses) * per_node} "
+          f"from every node found the true owner")
+    return wrong == 0
+
+
+def wait_quiet(addresses: list[str], timeout: float = 30.0) -> None:
+    """Until every confirmed match has been delivered or dropped, and nothing moves."""
+    deadline, last = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        stats = [Client(a, timeout=5).stats() for a in addresses]
+        now = (sum(s.matches for s in stats), sum(s.alerts_delivered + s.alerts_dropped for s in stats))
+        if now == last and now[0] == now[1]:
+            return
+        last = now
+        time.sleep(0.3)
+
+
+def drain(sub) -> list[tuple[int, str]]:
+    with Client(sub.home) as client:
+        return [(a.subscription_id, a.docno) for a in client.alerts(sub, timeout=0.25)]
+
+
+def run_strategy(strategy: str, nodes: int, queries: list[str], docs: list[TrecDoc],
+                 files: dict[str, Path], rng: random.Random) -> Outcome:
     with tempfile.TemporaryDirectory(prefix="cqengine-demo-") as tmp:
         ring_path = Path(tmp) / "ring.json"
-        print(f"starting a {nodes}-node ring on loopback ...", flush=True)
-        ring = ring_up(nodes, ring_path)
+        engine = ["--strategy", strategy, "--stats", str(files["stats"]), "--popular", str(files["popular"])]
+        ring = ring_up(nodes, ring_path, out=io.StringIO(), engine=engine)
         try:
-            view = observe(ring.addresses(), ring.r)
-            oracle = RingOracle(to_ref(s.node) for s in view.states.values())
-            print(f"\n{lookups} random-key lookups from each node, compared with the true owner:")
-            wrong = 0
-            for address in ring.addresses():
-                hops = []
-                for _ in range(lookups):
-                    key = rng.getrandbits(64)
-                    owner, h = lookup(address, key)
-                    wrong += owner != oracle.owner(key)
-                    hops.append(h)
-                print(f"  from {address}: mean {sum(hops) / len(hops):.2f} hops, max {max(hops)}")
-            total = nodes * lookups
-            print(f"{total - wrong} of {total} lookups found the true owner")
+            addresses = ring.addresses()
+            print(f"{strategy.upper()}: {nodes} nodes up")
+            lookups_ok = check_lookups(addresses, ring.r, rng)
+            clients = {a: Client(a) for a in addresses}
+            subs = [clients[rng.choice(addresses)].subscribe(q) for q in queries]
+            for d in docs:
+                clients[rng.choice(addresses)].publish(d.docno, d.text, d.title)
+            wait_quiet(addresses)
+            with ThreadPoolExecutor(32) as pool:
+                got = [pair for pairs in pool.map(drain, subs) for pair in pairs]
+            stats = [c.stats() for c in clients.values()]
+            for c in clients.values():
+                c.close()
         finally:
             ring_down(ring_path, out=io.StringIO())
-            print("ring stopped")
-    return wrong == 0
+    want = matches({s.subscription_id: s.terms for s in subs},
+                   {d.docno: document_terms(d.text, d.title) for d in docs})
+    correct = lookups_ok and len(got) == len(set(got)) and set(got) == want
+    print(f"  {len(subs)} subscriptions, {len(docs)} documents: {len(got)} alerts, "
+          f"matcher expects {len(want)}: {'OK' if correct else 'MISMATCH'}")
+    ledger = Counter()
+    for s in stats:
+        for c in s.ledger:
+            ledger[c.kind] += c.bytes
+    n = len(docs)
+    return Outcome(strategy, len(got), len(want), correct,
+                   sum(s.candidates for s in stats) / n,
+                   ledger["Announce"] / n,
+                   sum(ledger[k] for k in ("TermDialogue", "TermDialogue.reply", "GetBloom", "GetBloom.reply")) / n,
+                   sorted(s.index_entries for s in stats))
+
+
+def write_inputs(docs: list[TrecDoc], directory: Path) -> dict[str, Path]:
+    df = document_frequencies(docs)
+    stats, popular = directory / "stats.tsv", directory / "popular.txt"
+    stats.write_text("term\tdf\n" + "".join(f"{t}\t{n}\n" for t, n in sorted(df.items())))
+    top = sorted(df, key=lambda t: (-df[t], t))[:max(1, len(df) // 20)]  # the top 5%
+    popular.write_text("".join(f"{t}\n" for t in top))
+    return {"stats": stats, "popular": popular}
+
+
+def run_demo(nodes: int = 8, n_queries: int = 300, n_docs: int = 60, seed: int = 1) -> bool:
+    docs = sample_corpus()[:n_docs]
+    df = document_frequencies(docs)
+    queries = [" ".join(q) for q in generate_queries(df, n_queries, "skew", mean_size=2.0, seed=seed)]
+    print(f"sample corpus: {len(docs)} documents, {len(df)} terms; workload: {len(queries)} "
+          f"Skew queries (mean 2 terms)\n")
+    outcomes = []
+    with tempfile.TemporaryDirectory(prefix="cqengine-inputs-") as tmp:
+        files = write_inputs(docs, Path(tmp))
+        for strategy in STRATEGIES:
+            outcomes.append(run_strategy(strategy, nodes, queries, docs, files, random.Random(seed)))
+    print(f"\n{'strategy':10} {'alerts':>7} {'candidates/doc':>15} {'announce B/doc':>15} "
+          f"{'resolution B/doc':>17}  index entries per node (min/median/max)")
+    for o in outcomes:
+        e = o.entries
+        print(f"{o.strategy:10} {o.alerts:>7} {o.candidates:>15.1f} {o.announce_bytes:>15.0f} "
+              f"{o.resolution_bytes:>17.0f}  {e[0]}/{e[len(e) // 2]}/{e[-1]}")
+    ok = all(o.correct for o in outcomes)
+    print("\nevery alert matched the brute-force matcher" if ok else "\nSOME ALERTS WERE WRONG", file=sys.stdout)
+    return ok

@@ -46,10 +46,11 @@ class RingFile:
     path: Path
     r: int = 8
     nodes: list[NodeEntry] = field(default_factory=list)
+    engine: list[str] = field(default_factory=list)  # the engine options the ring started with
 
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        data = {"r": self.r, "nodes": [asdict(n) for n in self.nodes]}
+        data = {"r": self.r, "engine": self.engine, "nodes": [asdict(n) for n in self.nodes]}
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(data, indent=2) + "\n")
         tmp.replace(self.path)
@@ -61,7 +62,8 @@ class RingFile:
         try:
             data = json.loads(path.read_text())
             nodes = [NodeEntry(**n) for n in data["nodes"]]
-            return cls(path=path, r=int(data.get("r", 8)), nodes=nodes)
+            return cls(path=path, r=int(data.get("r", 8)), nodes=nodes,
+                       engine=[str(a) for a in data.get("engine", [])])
         except (ValueError, KeyError, TypeError) as e:
             raise RingError(f"ring file {path} is malformed ({e}); remove it and run `cqengine ring up`") from None
 
@@ -111,19 +113,22 @@ def free_ports(n: int, host: str = HOST) -> list[int]:
     return ports
 
 
-def node_command(port: int, join: str | None, r: int, timing: Timing) -> list[str]:
+def node_command(port: int, join: str | None, r: int, timing: Timing,
+                 engine: list[str] = ()) -> list[str]:
     cmd = [sys.executable, "-m", "cqengine", "node", "--host", HOST, "--port", str(port),
            "--successors", str(r), "--stabilize", str(timing.stabilize),
            "--fix-fingers", str(timing.fix_fingers),
            "--check-predecessor", str(timing.check_predecessor),
            "--rpc-timeout", str(timing.rpc_timeout)]
-    return cmd + (["--join", join] if join else [])
+    # a joining node takes the engine settings from the ring; the first node sets them
+    return cmd + (["--join", join] if join else list(engine))
 
 
-def spawn(port: int, join: str | None, r: int, timing: Timing, log_dir: Path) -> NodeEntry:
+def spawn(port: int, join: str | None, r: int, timing: Timing, log_dir: Path,
+          engine: list[str] = ()) -> NodeEntry:
     log_path = log_dir / f"node-{port}.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(node_command(port, join, r, timing), stdout=log,
+        proc = subprocess.Popen(node_command(port, join, r, timing, engine), stdout=log,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)  # outlives `ring up`
     return NodeEntry(address=f"{HOST}:{port}", port=port, pid=proc.pid, log=str(log_path))
@@ -239,7 +244,8 @@ def format_table(view: RingView, r: int) -> str:
 
 def ring_up(n: int, ring_path: Path, base_port: int | None = None, r: int = 8,
             timing: Timing | None = None, timeout: float | None = None,
-            out: TextIO = sys.stdout, progress: Callable[[str], None] = lambda s: None) -> RingFile:
+            out: TextIO = sys.stdout, progress: Callable[[str], None] = lambda s: None,
+            engine: list[str] = ()) -> RingFile:
     if n < 1:
         raise RingError(f"a ring needs at least one node, not {n}")
     timing = timing or Timing()
@@ -258,9 +264,9 @@ def ring_up(n: int, ring_path: Path, base_port: int | None = None, r: int = 8,
         ports = free_ports(n)
     log_dir = ring_path.parent / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
-    ring = RingFile(path=ring_path, r=r)
+    ring = RingFile(path=ring_path, r=r, engine=list(engine))
     try:
-        first = spawn(ports[0], None, r, timing, log_dir)
+        first = spawn(ports[0], None, r, timing, log_dir, engine)
         ring.nodes.append(first)
         _wait_serving(first, timeout=20)
         for port in ports[1:]:
@@ -279,6 +285,15 @@ def ring_up(n: int, ring_path: Path, base_port: int | None = None, r: int = 8,
     print(format_table(view, r), file=out)
     print(f"ring of {n} nodes converged; ring file {ring_path}", file=out)
     return ring
+
+
+def any_node(ring_path: Path) -> str:
+    """The address of a node of the ring file that answers."""
+    ring = RingFile.load(ring_path)
+    for entry in ring.nodes:
+        if serving(entry.address, timeout=1.0):
+            return entry.address
+    raise RingError(f"no node of {ring_path} answers; `cqengine ring status` shows the ring")
 
 
 def _wait_serving(entry: NodeEntry, timeout: float) -> None:

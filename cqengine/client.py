@@ -1,0 +1,93 @@
+"""`cqengine.client.Client`: the Python client of a ring (any node accepts any call).
+
+    with Client("127.0.0.1:7000") as c:
+        sub = c.subscribe("hurricane levee")
+        c.publish("DOC-1", "The levee held as the hurricane passed.")
+        for alert in c.alerts(sub):
+            print(alert.docno)
+
+The node a client subscribes through is the subscription's home: its alerts stream from
+there (`alerts` connects to the home node by itself).
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import grpc
+
+from cqengine.proto import cqengine_pb2 as pb
+from cqengine.proto import cqengine_pb2_grpc as pb_grpc
+
+
+class ClientError(Exception):
+    """The ring refused a call, or could not be reached; `code` is the gRPC status name."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _error(e: grpc.RpcError, address: str) -> ClientError:
+    code = e.code().name
+    if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return ClientError(code, f"node {address} does not answer ({code.lower()})")
+    return ClientError(code, e.details() or code)
+
+
+class Client:
+    def __init__(self, address: str, timeout: float = 30.0) -> None:
+        self.address, self.timeout = address, timeout
+        self._channel = grpc.insecure_channel(address, options=[
+            ("grpc.max_send_message_length", 64 << 20), ("grpc.max_receive_message_length", 64 << 20)])
+        self._stub = pb_grpc.CQEngineStub(self._channel)
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def _call(self, method: str, request):
+        try:
+            return getattr(self._stub, method)(request, timeout=self.timeout)
+        except grpc.RpcError as e:
+            raise _error(e, self.address) from None
+
+    def subscribe(self, query: str) -> pb.SubscribeReply:
+        return self._call("Subscribe", pb.SubscribeRequest(query=query))
+
+    def unsubscribe(self, subscription_id: int, token: str) -> None:
+        self._call("Unsubscribe", pb.UnsubscribeRequest(subscription_id=subscription_id, token=token))
+
+    def publish(self, docno: str, text: str | bytes, title: str = "") -> pb.PublishReply:
+        body = text.encode("utf-8") if isinstance(text, str) else text
+        return self._call("Publish", pb.PublishRequest(docno=docno, text=body, title=title))
+
+    def stats(self) -> pb.StatsReply:
+        return self._call("Stats", pb.StatsRequest())
+
+    def alerts(self, sub: pb.SubscribeReply | tuple[int, str], home: str | None = None,
+               timeout: float | None = None) -> Iterator[pb.Alert]:
+        """Alerts as they arrive, until the stream ends, the iterator is closed or `timeout` s pass."""
+        if isinstance(sub, pb.SubscribeReply):
+            sub_id, token, home = sub.subscription_id, sub.token, home or sub.home
+        else:
+            sub_id, token = sub
+        client = Client(home) if home and home != self.address else self
+        stream = client._stub.StreamAlerts(pb.StreamRequest(subscription_id=sub_id, token=token),
+                                           timeout=timeout)
+        try:
+            for alert in stream:
+                yield alert
+        except grpc.RpcError as e:
+            ended = {grpc.StatusCode.CANCELLED} | ({grpc.StatusCode.DEADLINE_EXCEEDED} if timeout else set())
+            if e.code() not in ended:
+                raise _error(e, client.address) from None
+        finally:
+            stream.cancel()
+            if client is not self:
+                client.close()
