@@ -1,0 +1,185 @@
+"""The engine on a live loopback ring: alerts equal the brute-force matcher; bad input is refused."""
+
+import io
+import random
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from conftest import FAST, assert_one_line_error, cqengine
+from cqengine.client import Client, ClientError
+from cqengine.corpus import generate_corpus
+from cqengine.demo import document_frequencies, wait_quiet
+from cqengine.matcher import document_terms, matches
+from cqengine.ring import free_ports, ring_up, stop_processes, wait_converged
+from cqengine.trec import write_trec
+from cqengine.workload import generate_queries
+
+
+@pytest.fixture(scope="module")
+def ring(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ring") / "ring.json"
+    ring = ring_up(8, path, timing=FAST, out=io.StringIO(),
+                   engine=["--strategy", "mhi", "--piggyback", "2", "--resolution", "bf",
+                           "--max-doc-bytes", "200000"])
+    try:
+        yield ring
+    finally:
+        stop_processes(ring.nodes, grace=2.0)
+
+
+def drain(sub):
+    with Client(sub.home) as c:
+        return [(a.subscription_id, a.docno) for a in c.alerts(sub, timeout=0.3)]
+
+
+def test_thousand_subscriptions_two_hundred_documents_match_the_oracle(ring):
+    rng = random.Random(8)
+    docs = list(generate_corpus(200, seed=8, vocab_size=3000, mean_terms=50))
+    df = document_frequencies(docs)
+    queries = [" ".join(q) for q in generate_queries(df, 1000, "skew", mean_size=2.0, seed=8)]
+    clients = {a: Client(a) for a in ring.addresses()}
+    subs = [clients[rng.choice(ring.addresses())].subscribe(q) for q in queries]
+    for d in docs:
+        clients[rng.choice(ring.addresses())].publish(d.docno, d.text, d.title)
+    wait_quiet(ring.addresses())
+    with ThreadPoolExecutor(32) as pool:
+        got = [p for pairs in pool.map(drain, subs) for p in pairs]
+    want = matches({s.subscription_id: s.terms for s in subs},
+                   {d.docno: document_terms(d.text, d.title) for d in docs})
+    assert len(want) > 500  # the workload really exercises matching
+    assert len(got) == len(set(got)), "an alert arrived twice"
+    assert set(got) == want
+    stats = [c.stats() for c in clients.values()]
+    assert sum(s.index_entries for s in stats) == 1000  # every query indexed exactly once
+    assert sum(s.documents_published for s in stats) == 200
+    assert sum(s.alerts_delivered for s in stats) == len(want)
+    assert sum(s.alerts_dropped for s in stats) == 0
+    for c in clients.values():
+        c.close()
+
+
+def test_bad_input_is_refused_and_changes_nothing(ring):
+    address = ring.addresses()[0]
+    with Client(address) as c:
+        before = c.stats()
+        for query in ("", "the and of", " ".join(f"w{i}x" for i in range(70))):
+            with pytest.raises(ClientError) as e:
+                c.subscribe(query)
+            assert e.value.code == "INVALID_ARGUMENT"
+        with pytest.raises(ClientError, match="limit is 200000") as e:
+            c.publish("BIG", "word " * 50000)
+        assert e.value.code == "INVALID_ARGUMENT"
+        with pytest.raises(ClientError, match="not UTF-8") as e:
+            c.publish("BAD", b"caf\xe9 au lait")
+        with pytest.raises(ClientError, match="docno"):
+            c.publish("  ", "text")
+        sub = c.subscribe("hurricane levee")
+        for call in (lambda: c.unsubscribe(sub.subscription_id, "wrong"),
+                     lambda: list(c.alerts((sub.subscription_id, "wrong"), timeout=1))):
+            with pytest.raises(ClientError) as e:
+                call()
+            assert e.value.code == "PERMISSION_DENIED"
+        with pytest.raises(ClientError) as e:
+            c.unsubscribe(12345, "x")
+        assert e.value.code == "NOT_FOUND"
+        c.unsubscribe(sub.subscription_id, sub.token)
+        after = c.stats()
+        assert after.subscriptions == before.subscriptions
+        assert after.documents_published == before.documents_published
+
+
+def test_unsubscribed_queries_get_no_alerts_and_streams_end(ring):
+    a, b = ring.addresses()[:2]
+    with Client(a) as c:
+        keep = c.subscribe("zebra crossing")
+        gone = c.subscribe("zebra stripes")
+        c.unsubscribe(gone.subscription_id, gone.token)
+        c.publish("Z1", "the zebra stripes at the zebra crossing")
+        wait_quiet(ring.addresses())
+        assert [x.docno for x in c.alerts(keep, timeout=0.5)] == ["Z1"]
+        with pytest.raises(ClientError) as e:
+            list(c.alerts(gone, timeout=0.5))
+        assert e.value.code == "NOT_FOUND"
+        c.unsubscribe(keep.subscription_id, keep.token)
+
+
+def test_a_joining_node_takes_the_ring_settings_and_keys(ring, tmp_path):
+    port = free_ports(1)[0]
+    bad = cqengine("node", "--port", port, "--join", ring.addresses()[0], "--strategy", "ri")
+    assert_one_line_error(bad, "engine options belong to the ring")
+    proc = subprocess.Popen([sys.executable, "-m", "cqengine", "node", "--port", str(port),
+                             "--join", ring.addresses()[0], "--stabilize", "0.15", "--fix-fingers", "0.3"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        address = f"127.0.0.1:{port}"
+        wait_converged(ring.addresses() + [address], 8, timeout=60)
+        with Client(address) as c:
+            cfg = c.stats().config
+            assert (cfg.strategy, cfg.piggyback, cfg.resolution) == ("mhi", 2, "bf")
+            sub = c.subscribe("quokka smile")
+            c.publish("Q1", "a quokka has a famous smile")
+            wait_quiet(ring.addresses() + [address])
+            assert [x.docno for x in c.alerts(sub, timeout=0.5)] == ["Q1"]
+            c.unsubscribe(sub.subscription_id, sub.token)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        wait_converged(ring.addresses(), 8, timeout=60)
+
+
+def test_cli_subscribe_publish_stats_analyze(ring, tmp_path):
+    rf = ("--ring-file", ring.path)
+    listener = subprocess.Popen([sys.executable, "-m", "cqengine", "subscribe", "volcanic ash", "--count", "1",
+                                 "--ring-file", str(ring.path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+    try:
+        deadline = time.monotonic() + 30
+        corpus = tmp_path / "c.trec"
+        from cqengine.trec import TrecDoc
+        write_trec([TrecDoc("V1", "Volcanic ash grounded flights.", "Ash cloud"),
+                    TrecDoc("V2", "Nothing to see.", "")], corpus)
+        while time.monotonic() < deadline:  # publish until the subscription is in place
+            pub = cqengine("publish", corpus, *rf)
+            assert pub.returncode == 0, pub.stderr
+            assert "published 2 documents" in pub.stdout
+            try:
+                out, err = listener.communicate(timeout=1.5)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        assert out.strip() == "V1\tAsh cloud", (out, err)
+        assert "terms volcan ash" in err
+    finally:
+        listener.kill()
+    stats = cqengine("stats", "--all", *rf)
+    assert stats.returncode == 0 and "Announce" in stats.stdout and "documents published" in stats.stdout
+    analyzed = cqengine("analyze", "The Hurricanes and THE levees")
+    assert analyzed.stdout.split() == ["hurrican", "leve"]
+
+
+def test_cli_publish_reports_malformed_trec_with_its_line(ring, tmp_path):
+    bad = tmp_path / "bad.trec"
+    bad.write_text("<DOC>\n<DOCNO> A </DOCNO>\n<TEXT>\nfine\n</TEXT>\n</DOC>\n<DOC>\n<TEXT>\nno docno\n</TEXT>\n</DOC>\n")
+    proc = cqengine("publish", bad, "--ring-file", ring.path)
+    assert_one_line_error(proc, f"{bad}:7:")
+    missing = cqengine("publish", tmp_path / "nope.trec", "--ring-file", ring.path)
+    assert_one_line_error(missing, "no such file")
+    both = cqengine("publish", bad, "--text", "x", "--ring-file", ring.path)
+    assert_one_line_error(both, "not both")
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["ring", "up", "-n", "2", "--strategy", "best"], "unknown strategy 'best'"),
+    (["ring", "up", "-n", "2", "--strategy", "oi"], "give --stats FILE"),
+    (["ring", "up", "-n", "2", "--strategy", "oi", "--stats", "/nonexistent.tsv"], "no such file"),
+    (["ring", "up", "-n", "2", "--resolution", "xx"], "choose td or bf"),
+    (["ring", "up", "-n", "2", "--bloom-bits", "1001"], "multiple of 8"),
+])
+def test_bad_engine_settings_are_refused_before_starting(args, fragment, tmp_path):
+    proc = cqengine(*args, "--ring-file", tmp_path / "r.json")
+    assert_one_line_error(proc, fragment)
+    assert not (tmp_path / "r.json").exists()
