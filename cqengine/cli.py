@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from chord.ids import parse_id
+from chord.ids import hash_id, parse_id
 from chord.live import StartupError, Timing
 from cqengine.client import Client, ClientError
 from cqengine.config import RESOLUTIONS, Settings, SettingsError
@@ -283,7 +283,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
         raise CliError("give FILEs to publish, or --text, not both or neither")
     with Client(target(args)) as client:
         if args.text is not None:
-            docno = args.docno or f"text-{abs(hash(args.text)) % 10**12:012d}"
+            docno = args.docno or f"text-{hash_id(args.text):016x}"  # same text, same docno
             reply = client.publish(docno, args.text, args.title)
             print(f"published {docno}: {reply.terms} terms")
             return 0

@@ -72,3 +72,10 @@ def test_base_port_in_use(tmp_path):
         proc = cqengine("ring", "up", "-n", 2, "--base-port", port - 1, "--ring-file", tmp_path / "r.json")
     assert_one_line_error(proc, f"port {port} is in use")
     assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize("command", [["subscribe", "some query"], ["publish", "--text", "x"], ["stats"]])
+def test_client_commands_against_an_unreachable_node(command):
+    dead = free_ports(1)[0]
+    proc = cqengine(*command, "--node", f"127.0.0.1:{dead}", timeout=60)
+    assert_one_line_error(proc, f"node 127.0.0.1:{dead} does not answer")
