@@ -129,10 +129,12 @@ class ChordNode:
     def _on_leave(self, req: pb.LeaveRequest) -> pb.Empty:
         gone = to_ref(req.leaving)
         t = self.table
+        # Keep the leaver's keys even if a newer node now sits between us: the next Notify
+        # from that node hands it whatever is not mine, so nothing is lost to the race.
+        self.store.put_items(items_from_pb(req.items))
         if t.predecessor == gone:
             pred = to_ref(req.predecessor) if req.HasField("predecessor") else None
             self._set_predecessor(None if pred in (None, gone) else pred)
-            self.store.put_items(items_from_pb(req.items))
         if t.successor == gone and req.successors:
             t.set_successors([to_ref(s) for s in req.successors if to_ref(s) != gone])
         t.forget(gone)

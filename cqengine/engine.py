@@ -226,8 +226,9 @@ class EngineNode:
         docno = docno.strip()
         if not docno or len(docno) > MAX_DOCNO:
             raise EngineError("INVALID_ARGUMENT", f"a document needs a docno of 1-{MAX_DOCNO} characters")
-        if len(text) > self.settings.max_document_bytes:
-            raise EngineError("INVALID_ARGUMENT", f"document {docno} has {len(text)} bytes; the limit "
+        size = len(text) + len(title.encode("utf-8"))
+        if size > self.settings.max_document_bytes:
+            raise EngineError("INVALID_ARGUMENT", f"document {docno} has {size} bytes; the limit "
                                                   f"is {self.settings.max_document_bytes}")
         try:
             body = text.decode("utf-8")
