@@ -26,7 +26,7 @@ from chord.node import to_ref
 from chord.oracle import RingOracle
 from cqengine.analysis import analyze
 from cqengine.client import Client
-from cqengine.matcher import document_terms, matches
+from cqengine.matcher import document_frequencies, document_terms, matches
 from cqengine.ring import observe, ring_down, ring_up
 from cqengine.trec import TrecDoc, iter_trec
 from cqengine.workload import generate_queries
@@ -55,13 +55,6 @@ class Outcome:
     entries: list[int]
 
 
-def document_frequencies(docs: list[TrecDoc]) -> Counter:
-    df: Counter = Counter()
-    for d in docs:
-        df.update(document_terms(d.text, d.title))
-    return df
-
-
 def check_lookups(addresses: list[str], r: int, rng: random.Random, per_node: int = 10) -> bool:
     view = observe(addresses, r)
     oracle = RingOracle(to_ref(s.node) for s in view.states.values())
@@ -76,7 +69,10 @@ def wait_quiet(addresses: list[str], timeout: float = 30.0) -> None:
     """Until every confirmed match has been delivered or dropped, and nothing moves."""
     deadline, last = time.monotonic() + timeout, None
     while time.monotonic() < deadline:
-        stats = [Client(a, timeout=5).stats() for a in addresses]
+        stats = []
+        for a in addresses:
+            with Client(a, timeout=5) as client:
+                stats.append(client.stats())
         now = (sum(s.matches for s in stats), sum(s.alerts_delivered + s.alerts_dropped for s in stats))
         if now == last and now[0] == now[1]:
             return
@@ -128,8 +124,7 @@ def run_strategy(strategy: str, nodes: int, queries: list[str], docs: list[TrecD
                    sorted(s.index_entries for s in stats))
 
 
-def write_inputs(docs: list[TrecDoc], directory: Path) -> dict[str, Path]:
-    df = document_frequencies(docs)
+def write_inputs(df: Counter, directory: Path) -> dict[str, Path]:
     stats, popular = directory / "stats.tsv", directory / "popular.txt"
     stats.write_text("term\tdf\n" + "".join(f"{t}\t{n}\n" for t, n in sorted(df.items())))
     top = sorted(df, key=lambda t: (-df[t], t))[:max(1, len(df) // 20)]  # the top 5%
@@ -145,7 +140,7 @@ def run_demo(nodes: int = 8, n_queries: int = 300, n_docs: int = 60, seed: int =
           f"Skew queries (mean 2 terms)\n")
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="cqengine-inputs-") as tmp:
-        files = write_inputs(docs, Path(tmp))
+        files = write_inputs(df, Path(tmp))
         for strategy in STRATEGIES:
             outcomes.append(run_strategy(strategy, nodes, queries, docs, files, random.Random(seed)))
     print(f"\n{'strategy':10} {'alerts':>7} {'candidates/doc':>15} {'announce B/doc':>15} "

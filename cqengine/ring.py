@@ -22,7 +22,7 @@ from chord.client import fetch_states, serving, table_from_state
 from chord.ids import short
 from chord.live import Timing
 from chord.node import to_ref
-from chord.oracle import ring_problems
+from chord.oracle import RingOracle, ring_problems
 
 HOST = "127.0.0.1"
 DEFAULT_RING_FILE = Path(".cqengine") / "ring.json"
@@ -225,7 +225,6 @@ def format_table(view: RingView, r: int) -> str:
     rows = [("address", "id", "predecessor", "successor", "fingers ok", "keys")]
     oracle_tables = {}
     if view.states:
-        from chord.oracle import RingOracle
         oracle = RingOracle(to_ref(s.node) for s in view.states.values())
         oracle_tables = {a: oracle.table(to_ref(s.node), r) for a, s in view.states.items()}
     for address, s in sorted(view.states.items(), key=lambda kv: kv[1].node.id):

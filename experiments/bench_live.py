@@ -29,8 +29,7 @@ from pathlib import Path
 import grpc
 
 from cqengine.corpus import generate_corpus
-from cqengine.demo import document_frequencies
-from cqengine.matcher import document_terms, matches
+from cqengine.matcher import document_frequencies, document_terms, matches
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.proto import cqengine_pb2_grpc as pb_grpc
 from cqengine.ring import ring_down, ring_up

@@ -12,8 +12,8 @@ import pytest
 from conftest import FAST, assert_one_line_error, cqengine
 from cqengine.client import Client, ClientError
 from cqengine.corpus import generate_corpus
-from cqengine.demo import document_frequencies, wait_quiet
-from cqengine.matcher import document_terms, matches
+from cqengine.demo import wait_quiet
+from cqengine.matcher import document_frequencies, document_terms, matches
 from cqengine.ring import free_ports, ring_up, stop_processes, wait_converged
 from cqengine.trec import write_trec
 from cqengine.workload import generate_queries
