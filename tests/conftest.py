@@ -42,3 +42,14 @@ def assert_one_line_error(proc, *fragments):
 @pytest.fixture
 def fast():
     return FAST
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One embedded Spark for the whole run (a JVM takes seconds to start)."""
+    from cqengine.spark import session
+    s = session("local[2]", app="cqengine-tests")
+    try:
+        yield s
+    finally:
+        s.stop()
