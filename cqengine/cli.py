@@ -155,6 +155,12 @@ def node_option(p: argparse.ArgumentParser) -> None:
     ring_file_option(p)
 
 
+def spark_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--master", metavar="URL",
+                   help="Spark master, e.g. spark://host:7077 (default $CQENGINE_SPARK_MASTER or local[*])")
+    p.add_argument("--partitions", type=count, help="partitions to spread the work over")
+
+
 # ---- the parser ---------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
@@ -202,6 +208,36 @@ def build_parser() -> argparse.ArgumentParser:
 
     a = sub.add_parser("analyze", help="print the terms the engine makes of a text, one a line")
     a.add_argument("text")
+
+    pr = sub.add_parser("prep", help="Spark: analyze a corpus into documents, term statistics and a summary")
+    pr.add_argument("--input", nargs="+", type=Path, required=True, metavar="PATH",
+                    help="TREC files (plain/.gz), JSON Lines (docno, text), or directories of them "
+                         "or of plain-text files")
+    pr.add_argument("--out", type=Path, required=True, metavar="DIR")
+    pr.add_argument("--skip-bad", action="store_true", help="skip and count malformed documents")
+    spark_options(pr)
+
+    w = sub.add_parser("workload", help="Spark: generate a query workload from term statistics")
+    w.add_argument("--stats", type=Path, required=True, metavar="DIR", help="output of `cqengine prep`")
+    w.add_argument("--kind", choices=("uniform", "skew", "inverskew"), required=True)
+    w.add_argument("--queries", type=int, required=True, metavar="N")
+    w.add_argument("--mean-size", type=positive_float, default=5.0, metavar="V",
+                   help="mean query size; sizes ~ Normal(V, 0.3V) (default %(default)s)")
+    w.add_argument("--seed", type=count, default=1)
+    w.add_argument("--out", type=Path, required=True, metavar="DIR",
+                   help="writes queries.parquet, queries.jsonl and summary.json here")
+    spark_options(w)
+
+    g = sub.add_parser("gen-corpus", help="write a synthetic TREC corpus (Zipfian pseudo-words)")
+    g.add_argument("--docs", type=count, required=True, metavar="N")
+    g.add_argument("--out", type=Path, required=True,
+                   help="a file (.gz for gzip), or with --files a directory of part files")
+    g.add_argument("--files", type=count, default=1, help="split over this many gzip files (default 1)")
+    g.add_argument("--seed", type=count, default=1)
+    g.add_argument("--vocab", type=count, default=46654, help="vocabulary size (default: TREC-AP's)")
+    g.add_argument("--mean-terms", type=positive_float, default=178.0,
+                   help="mean unique terms per document (default: TREC-AP's)")
+    g.add_argument("--zipf", type=positive_float, default=1.0, help="Zipf exponent of term popularity")
 
     demo = sub.add_parser("demo", help="a live ring per strategy: workload, corpus, alerts checked, costs compared")
     demo.add_argument("-n", "--nodes", type=int, default=8)
@@ -355,13 +391,78 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def spark_session(args: argparse.Namespace):
+    from cqengine.spark import session
+    try:
+        return session(args.master)
+    except Exception as e:  # the JVM failed to start: say what to check, not a Py4J trace
+        raise CliError(f"Spark could not start ({type(e).__name__}); it needs Java 17+ on PATH "
+                       f"and a reachable master") from None
+
+
+def cmd_prep(args: argparse.Namespace) -> int:
+    import json
+    from cqengine.prep import PrepError, run_prep
+    for path in args.input:  # before the JVM starts
+        if not path.exists():
+            raise CliError(f"{path}: no such file or directory")
+    spark = spark_session(args)
+    try:
+        summary = run_prep(spark, args.input, args.out, args.skip_bad, args.partitions)
+    except PrepError as e:
+        raise CliError(str(e)) from None
+    finally:
+        spark.stop()
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def cmd_workload(args: argparse.Namespace) -> int:
+    import json
+    from cqengine.workload_job import WorkloadError, run_workload
+    if not (args.stats / "terms.parquet").exists():  # before the JVM starts
+        raise CliError(f"{args.stats}: no terms.parquet here; run `cqengine prep` first")
+    spark = spark_session(args)
+    try:
+        summary = run_workload(spark, args.stats, args.kind, args.queries, args.mean_size, args.seed,
+                               args.out, args.partitions)
+    except WorkloadError as e:
+        raise CliError(str(e)) from None
+    finally:
+        spark.stop()
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def cmd_gen_corpus(args: argparse.Namespace) -> int:
+    from cqengine.corpus import write_corpus_files, write_corpus
+    from cqengine.progress import Progress
+    if args.docs == 0 or args.files == 0 or args.vocab == 0:
+        raise CliError("--docs, --files and --vocab must be positive")
+    kw = dict(seed=args.seed, vocab_size=args.vocab, mean_terms=args.mean_terms, zipf_s=args.zipf)
+    start = time.monotonic()
+    if args.files == 1:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        write_corpus(args.out, args.docs, **kw)
+        where = str(args.out)
+    else:
+        progress = Progress("generating", args.docs)
+        paths = write_corpus_files(args.out, args.docs, args.files,
+                                   progress=lambda k: progress.update(k, k), **kw)
+        progress.close()
+        where = f"{len(paths)} files in {args.out}"
+    print(f"wrote {args.docs} documents ({where}) in {time.monotonic() - start:.1f}s")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from cqengine.demo import run_demo
     return 0 if run_demo(args.nodes, args.queries, args.docs, args.seed) else 1
 
 
 COMMANDS = {"node": cmd_node, "ring": cmd_ring, "subscribe": cmd_subscribe, "publish": cmd_publish,
-            "stats": cmd_stats, "analyze": cmd_analyze, "demo": cmd_demo}
+            "stats": cmd_stats, "analyze": cmd_analyze, "demo": cmd_demo, "prep": cmd_prep,
+            "workload": cmd_workload, "gen-corpus": cmd_gen_corpus}
 
 
 def main(argv: list[str] | None = None) -> int:

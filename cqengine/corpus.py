@@ -21,9 +21,10 @@ from __future__ import annotations
 import math
 import random
 from bisect import bisect
-from collections.abc import Iterator
-from itertools import accumulate
+from collections.abc import Callable, Iterator
+from itertools import accumulate, islice
 from os import PathLike
+from pathlib import Path
 
 from cqengine.analysis import analyze
 from cqengine.trec import TrecDoc, write_trec
@@ -111,3 +112,21 @@ def generate_corpus(n_docs: int, seed: int = 1, vocab_size: int = 46654,
 def write_corpus(path: str | PathLike[str], n_docs: int, seed: int = 1, **kw: float) -> int:
     """Generate a corpus straight into a TREC file (gzip for .gz); returns the count."""
     return write_trec(generate_corpus(n_docs, seed=seed, **kw), path)  # type: ignore[arg-type]
+
+
+def write_corpus_files(directory: str | PathLike[str], n_docs: int, files: int, seed: int = 1,
+                       progress: Callable[[int], None] | None = None, **kw: float) -> list[Path]:
+    """The same corpus split over `files` gzip TREC files (part-00000.trec.gz, ...), so a
+    Spark job can read them in parallel; `progress` hears the documents written so far."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    docs = generate_corpus(n_docs, seed=seed, **kw)
+    paths, written = [], 0
+    for k in range(files):
+        share = n_docs // files + (k < n_docs % files)
+        path = out / f"part-{k:05d}.trec.gz"
+        written += write_trec(islice(docs, share), path)
+        paths.append(path)
+        if progress:
+            progress(written)
+    return paths
