@@ -7,12 +7,14 @@ document each, docno = path below the directory given). Files are parsed in the 
 (one task per file), documents are spread over the cluster and analyzed with
 `cqengine.analysis.analyze` — the function the live engine applies — and written as:
 
-    OUT/documents.parquet   docno, title, terms array<string>, term_ids array<decimal(20,0)>
-    OUT/terms.parquet       term, term_id decimal(20,0), df long (documents holding the term)
+    OUT/documents.parquet   docno, title, terms array<string>, term_ids array<long>
+    OUT/terms.parquet       term, term_id long, df long (documents holding the term)
     OUT/stats.tsv           term<TAB>df, most frequent first: the engine's --stats file
     OUT/summary.json        documents, vocabulary, unique terms per document (mean, spread)
 
-Term ids are unsigned 64-bit, so Parquet holds them as decimal(20,0), exactly.
+Term ids are unsigned 64-bit; Parquet holds them as int64, two's complement (`signed`),
+and `unsigned` turns a stored value back into the engine's id. (decimal(20,0) was exact
+too, but made the job several times slower: Python Decimals are costly to ship to the JVM.)
 A malformed document stops the job naming its file and line, unless `skip_bad` is set:
 then it is skipped and counted.
 """
@@ -23,16 +25,26 @@ import gzip
 import json
 import math
 import shutil
-from decimal import Decimal
 from pathlib import Path
 from typing import Iterator
 
+from chord.ids import MASK
 from cqengine.analysis import analyze, term_id
 from cqengine.spark import stage
 from cqengine.trec import TrecError, iter_trec
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz")
 SNIFF = 4096
+
+
+def signed(x: int) -> int:
+    """An unsigned 64-bit id as Parquet's int64 holds it."""
+    return x - (1 << 64) if x >> 63 else x
+
+
+def unsigned(x: int) -> int:
+    """The engine's id of a stored int64."""
+    return x & MASK
 
 
 class PrepError(ValueError):
@@ -130,47 +142,56 @@ def _read_text(path: Path, base: Path) -> Iterator[tuple]:
 
 
 def analyzed(record: tuple) -> tuple:
+    """A document record analyzed (kind, docno, title, terms, ids); a "bad" record as it is."""
+    if record[0] != "doc":
+        return record
     _, docno, title, text = record
     terms = analyze(f"{title}\n{text}")
-    return docno, title, terms, [Decimal(term_id(t)) for t in terms]
+    return "doc", docno, title, terms, [signed(term_id(t)) for t in terms]
 
 
 # ---- the job ------------------------------------------------------------------------------
 
-DOC_SCHEMA = "docno string, title string, terms array<string>, term_ids array<decimal(20,0)>"
-TERM_SCHEMA = "term string, term_id decimal(20,0), df long"
+DOC_SCHEMA = "docno string, title string, terms array<string>, term_ids array<long>"
+TERM_SCHEMA = "term string, term_id long, df long"
 
 
 def run_prep(spark, inputs: list[Path], out: Path, skip_bad: bool = False,
              partitions: int | None = None, quiet: bool = False) -> dict:
+    from pyspark import StorageLevel
     sc = spark.sparkContext
     files = discover(inputs)
     if not files:
         raise PrepError(f"no input files in {', '.join(map(str, inputs))}")
     parts = partitions or max(2, sc.defaultParallelism * 2)
-    with stage(f"reading {len(files)} files", quiet):
-        records = sc.parallelize(files, len(files)).flatMap(read_file).persist()
-        bad = records.filter(lambda r: r[0] == "bad")
+    with stage(f"reading and analyzing {len(files)} files", quiet):
+        parsed = sc.parallelize(files, len(files)).flatMap(read_file)
+        if len(files) < parts:  # too few files to keep every core busy: spread the documents
+            parsed = parsed.repartition(parts)
+        rows = parsed.map(analyzed).persist(StorageLevel.MEMORY_AND_DISK)
+        bad = rows.filter(lambda r: r[0] == "bad")
         n_bad = bad.count()
         first_bad = bad.takeOrdered(5, key=lambda r: (r[1], r[2])) if n_bad else []
-    if n_bad and not skip_bad:
-        records.unpersist()
-        raise PrepError(first_bad[0][3] + (f" (and {n_bad - 1} more; --skip-bad skips them)" if n_bad > 1 else ""))
-    with stage("analyzing documents", quiet):
-        docs = spark.createDataFrame(records.filter(lambda r: r[0] == "doc").repartition(parts).map(analyzed),
-                                     DOC_SCHEMA).persist()
+        if n_bad and not skip_bad:
+            rows.unpersist()
+            raise PrepError(first_bad[0][3] + (f" (and {n_bad - 1} more; --skip-bad skips them)"
+                                               if n_bad > 1 else ""))
+        docs = spark.createDataFrame(rows.filter(lambda r: r[0] == "doc").map(lambda r: r[1:]),
+                                     DOC_SCHEMA, verifySchema=False).persist(StorageLevel.MEMORY_AND_DISK)
         n_docs = docs.count()
-    records.unpersist()
+        rows.unpersist()
     if n_docs == 0:
+        docs.unpersist()
         raise PrepError(f"no documents in {', '.join(map(str, inputs))}")
     if out.exists():
         shutil.rmtree(out)
     with stage("writing documents and term statistics", quiet):
         docs.write.parquet(str(out / "documents.parquet"))
-        terms = _term_statistics(spark, docs)
-        terms.write.parquet(str(out / "terms.parquet"))
-        vocabulary = _write_stats_tsv(terms, out / "stats.tsv")
-        summary = _summary(docs, n_docs, vocabulary, n_bad, files, inputs)
+        df = _document_frequencies(docs)
+        spark.createDataFrame([(t, signed(term_id(t)), n) for t, n in df], TERM_SCHEMA) \
+            .write.parquet(str(out / "terms.parquet"))
+        _write_stats_tsv(df, out / "stats.tsv")
+        summary = _summary(docs, n_docs, len(df), n_bad, files, inputs)
     docs.unpersist()
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     if n_bad and not quiet:
@@ -178,17 +199,17 @@ def run_prep(spark, inputs: list[Path], out: Path, skip_bad: bool = False,
     return summary
 
 
-def _term_statistics(spark, docs):
-    counts = docs.rdd.flatMap(lambda row: [(t, 1) for t in row.terms]).reduceByKey(lambda a, b: a + b)
-    return spark.createDataFrame(counts.map(lambda p: (p[0], Decimal(term_id(p[0])), p[1])), TERM_SCHEMA)
+def _document_frequencies(docs) -> list[tuple[str, int]]:
+    """(term, df), most frequent first; counted in the JVM, collected (a vocabulary fits)."""
+    from pyspark.sql import functions as F
+    counts = docs.select(F.explode("terms").alias("term")).groupBy("term").count()
+    return sorted(((r["term"], r["count"]) for r in counts.toLocalIterator()), key=lambda p: (-p[1], p[0]))
 
 
-def _write_stats_tsv(terms, path: Path) -> int:
-    rows = sorted(((r.term, r.df) for r in terms.toLocalIterator()), key=lambda p: (-p[1], p[0]))
+def _write_stats_tsv(df: list[tuple[str, int]], path: Path) -> None:
     with open(path, "w", encoding="utf-8") as f:
         f.write("term\tdf\n")
-        f.writelines(f"{t}\t{df}\n" for t, df in rows)
-    return len(rows)
+        f.writelines(f"{t}\t{n}\n" for t, n in df)
 
 
 def _summary(docs, n_docs: int, vocabulary: int, n_bad: int, files, inputs) -> dict:

@@ -41,6 +41,9 @@ def session(master: str | None = None, app: str = "cqengine"):
         master = master or os.environ.get("CQENGINE_SPARK_MASTER", DEFAULT_MASTER)
         if master.startswith("local"):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # an embedded Spark stays on loopback
+            # local mode runs the executors inside the driver: give it room for a corpus
+            builder = builder.config("spark.driver.memory",
+                                     os.environ.get("CQENGINE_SPARK_DRIVER_MEMORY", "2g"))
         builder = builder.master(master)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")

@@ -2,7 +2,6 @@
 
 import gzip
 import json
-from decimal import Decimal
 
 import pytest
 
@@ -10,7 +9,7 @@ from chord.ids import hash_id
 from conftest import assert_one_line_error, cqengine
 from cqengine.analysis import analyze
 from cqengine.config import load_stats
-from cqengine.prep import PrepError, run_prep
+from cqengine.prep import PrepError, run_prep, signed, unsigned
 
 
 def trec(*docs):
@@ -49,12 +48,13 @@ def test_document_frequencies_are_the_hand_counted_ones(spark, corpus, tmp_path)
                   term("zebra"): 1, term("news"): 1, term("fruit"): 1}
     # term ids are the engine's, exact beyond 2**63
     for r in read(spark, out, "terms.parquet"):
-        assert r.term_id == Decimal(hash_id(r.term))
+        assert unsigned(r.term_id) == hash_id(r.term) and signed(hash_id(r.term)) == r.term_id
+    assert any(hash_id(t) >= 2**63 for t in df)  # the two's complement case is exercised
     docs = {r.docno: r for r in read(spark, out, "documents.parquet")}
     assert set(docs) == {"A1", "A2", "B1", "C1", "C2"}
     assert docs["A1"].title == "Zebra news" and docs["A1"].terms == analyze("Zebra news\napple banana apple")
     assert docs["B1"].terms == [term("banana")]
-    assert [int(x) for x in docs["C1"].term_ids] == [hash_id(t) for t in docs["C1"].terms]
+    assert [unsigned(x) for x in docs["C1"].term_ids] == [hash_id(t) for t in docs["C1"].terms]
     assert summary["documents"] == 5 and summary["vocabulary"] == 7 and summary["files"] == 3
     sizes = [len(d.terms) for d in docs.values()]
     mean = sum(sizes) / 5
@@ -116,6 +116,6 @@ def test_prep_command_end_to_end(tmp_path, corpus):
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["documents"] == 5 and summary["vocabulary"] == 7
-    assert "[analyzing documents] done" in proc.stderr
+    assert "[reading and analyzing 3 files] done" in proc.stderr
     assert "INFO" not in proc.stderr  # Spark's console noise is kept to warnings
     assert_one_line_error(cqengine("prep", "--input", tmp_path / "nope", "--out", out), "no such file")

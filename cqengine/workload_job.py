@@ -1,0 +1,136 @@
+"""Spark job: a query workload (paper section 7.1) drawn from a corpus's term statistics.
+
+The driver reads the vocabulary and document frequencies that `cqengine prep` wrote
+(STATS_DIR/terms.parquet), builds one `cqengine.workload.Sampler` and broadcasts it; the
+workers draw the queries of `spark.range(queries)`, each in its own partition.
+
+Determinism: `Sampler.query(i)` seeds a fresh generator with (seed, i) and depends on
+nothing else, so query i is the same whichever worker draws it, in whatever order, over
+however many partitions -- the job's output equals
+`cqengine.workload.generate_queries(df, queries, kind, mean_size, seed)` run in one
+process. queries.jsonl and summary.json are written by the driver in query_id order, so
+they are byte-for-byte the same for any partitioning too (except the `partitions` field).
+
+Output, in OUT (replaced if it exists):
+  queries.parquet  query_id long, size int, terms array<string> (terms in draw order)
+  queries.jsonl    {"query_id": i, "terms": [...]} per line, ordered by query_id
+  summary.json     kind, queries, seed, requested and measured size statistics, ...
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from cqengine.spark import stage
+from cqengine.workload import KINDS, Sampler
+
+QUERY_SCHEMA = "query_id long, size int, terms array<string>"
+
+
+class WorkloadError(ValueError):
+    """A workload request that cannot be carried out; the message is one plain line."""
+
+
+def run_workload(spark, stats_dir: Path, kind: str, queries: int, mean_size: float, seed: int,
+                 out: Path, partitions: int | None = None, quiet: bool = False) -> dict:
+    """Draw `queries` queries of `kind` into OUT; returns the summary also written there."""
+    stats_dir, out = Path(stats_dir).absolute(), Path(out).absolute()
+    _validate(stats_dir, kind, queries, mean_size, out, partitions)
+    with stage("reading term statistics", quiet):
+        df = read_term_df(spark, stats_dir)
+    partitions = partitions or spark.sparkContext.defaultParallelism
+    out.mkdir(parents=True, exist_ok=True)
+    with stage(f"drawing {queries} {kind} queries over {partitions} partitions", quiet):
+        _draw(spark, Sampler(df, kind, mean_size, seed), queries, partitions, out)
+    with stage("writing queries.jsonl and summary.json", quiet):
+        sizes = _write_jsonl(spark, out)
+        summary = _summary(kind, queries, seed, mean_size, sizes, len(df), partitions)
+        _write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def _validate(stats_dir: Path, kind: str, queries: int, mean_size: float, out: Path,
+              partitions: int | None) -> None:
+    """Everything checkable before Spark does any work, so a bad request writes nothing."""
+    if kind not in KINDS:
+        raise WorkloadError(f"unknown workload kind {kind!r}; choose one of {', '.join(KINDS)}")
+    if queries < 1:
+        raise WorkloadError(f"the number of queries must be at least 1, not {queries}")
+    if not (math.isfinite(mean_size) and mean_size > 0):
+        raise WorkloadError(f"the mean query size must be a positive number, not {mean_size}")
+    if partitions is not None and partitions < 1:
+        raise WorkloadError(f"partitions must be at least 1, not {partitions}")
+    if not (stats_dir / "terms.parquet").is_dir():
+        raise WorkloadError(f"{stats_dir}: no terms.parquet here; run `cqengine prep` first")
+    if out.exists() and not out.is_dir():
+        raise WorkloadError(f"{out}: exists and is not a directory")
+
+
+def read_term_df(spark, stats_dir: Path) -> dict[str, int]:
+    """term -> document frequency, from STATS_DIR/terms.parquet, in the driver."""
+    from pyspark.errors import AnalysisException
+
+    path = stats_dir / "terms.parquet"
+    try:
+        table = spark.read.parquet(str(path))
+    except AnalysisException as e:  # e.g. a directory without parquet files
+        raise WorkloadError(f"{path}: not readable as term statistics "
+                            f"({str(e).splitlines()[0]})") from None
+    missing = {"term", "df"} - set(table.columns)
+    if missing:
+        raise WorkloadError(f"{path}: missing column(s) {', '.join(sorted(missing))}; "
+                            "rerun `cqengine prep`")
+    rows = table.where("term IS NOT NULL AND df > 0").select("term", "df").collect()
+    if not rows:
+        raise WorkloadError(f"{path}: no terms; was the corpus empty?")
+    return {row.term: int(row.df) for row in rows}
+
+
+def _draw(spark, sampler: Sampler, queries: int, partitions: int, out: Path) -> None:
+    """Workers draw their share of query ids with the broadcast sampler; parquet out."""
+    shared = spark.sparkContext.broadcast(sampler)
+    try:
+        ids = spark.range(queries, numPartitions=partitions).rdd.map(lambda row: row.id)
+        rows = ids.mapPartitions(lambda part: _draw_queries(shared.value, part))
+        table = spark.createDataFrame(rows, QUERY_SCHEMA)
+        table.write.mode("overwrite").parquet(str(out / "queries.parquet"))
+    finally:
+        shared.unpersist()
+
+
+def _draw_queries(sampler: Sampler, ids: Iterable[int]) -> Iterator[tuple[int, int, list[str]]]:
+    for i in ids:
+        terms = sampler.query(i)
+        yield i, len(terms), terms
+
+
+def _write_jsonl(spark, out: Path) -> list[int]:
+    """queries.jsonl in query_id order, streamed through the driver; returns the sizes."""
+    table = spark.read.parquet(str(out / "queries.parquet")).orderBy("query_id")
+    sizes = []
+    tmp = out / "queries.jsonl.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        for row in table.toLocalIterator():
+            f.write(json.dumps({"query_id": row.query_id, "terms": list(row.terms)}) + "\n")
+            sizes.append(row.size)
+    os.replace(tmp, out / "queries.jsonl")
+    return sizes
+
+
+def _summary(kind: str, queries: int, seed: int, mean_size: float, sizes: list[int],
+             vocabulary: int, partitions: int) -> dict:
+    return {"kind": kind, "queries": queries, "seed": seed, "mean_size": mean_size,
+            "measured_mean_size": statistics.fmean(sizes),
+            "measured_size_stdev": statistics.stdev(sizes) if len(sizes) > 1 else 0.0,
+            "vocabulary_size": vocabulary, "partitions": partitions}
+
+
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
