@@ -22,6 +22,7 @@ protos: $(STAMP)
 bench: $(STAMP)
 	$(PY) experiments/bench_routing.py
 	$(PY) experiments/bench_live.py
+	$(PY) experiments/bench_prep.py
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)

@@ -37,7 +37,7 @@ def session(master: str | None = None, app: str = "cqengine"):
                .config("spark.driver.extraJavaOptions", log)
                .config("spark.executor.extraJavaOptions", log)
                .config("spark.sql.session.timeZone", "UTC"))
-    if "SPARK_SUBMIT" not in " ".join(sys.argv) and not os.environ.get("SPARK_ENV_LOADED"):
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):  # set when spark-submit launched us
         master = master or os.environ.get("CQENGINE_SPARK_MASTER", DEFAULT_MASTER)
         if master.startswith("local"):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # an embedded Spark stays on loopback
