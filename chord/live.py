@@ -57,6 +57,9 @@ class App(Handler, Protocol):
 
     services: list  # protobuf ServiceDescriptors whose unary methods `handle` serves
 
+    def periodic(self) -> list[tuple[Callable[[], Op], float]]:
+        """Operations to run on a timer beside the ring's maintenance, with their periods."""
+
 
 # builds the app around the node's ChordNode; the callable it is given runs an Op in the background
 AppFactory = Callable[[ChordNode, Callable[[Op], None]], App]
@@ -130,6 +133,7 @@ class LiveNode:
         loops = [(self.node.stabilize, self.timing.stabilize),
                  (self.node.check_predecessor, self.timing.check_predecessor),
                  (self.node.fix_fingers, self.timing.fix_fingers)]
+        loops += self.app.periodic() if self.app else []
         self._tasks = [asyncio.create_task(self._every(op, period)) for op, period in loops]
 
     async def _join(self, address: str) -> None:

@@ -110,6 +110,9 @@ ENGINE_FLAGS = {  # option -> (Settings field, type, help)
     "--dialogue-batch": ("dialogue_batch", count, "ids asked per query per Term Dialogue round (default 1)"),
     "--max-doc-bytes": ("max_document_bytes", count, "largest document accepted (default 1 MiB)"),
     "--seed": ("seed", count, "seed of every random choice, e.g. RI's (default 0)"),
+    "--synopsis-k": ("synopsis_k", count, "SAP-MHI without --popular: popular terms learnt by gossip, K (default 3000)"),
+    "--synopsis-hashes": ("synopsis_hashes", count, "coin-toss registers per synopsis term (default 1, exact merging)"),
+    "--gossip": ("gossip_period", positive_float, "seconds between synopsis gossip rounds (default 1)"),
 }
 
 

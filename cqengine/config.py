@@ -33,14 +33,19 @@ class Settings:
     max_document_bytes: int = 1 << 20
     seed: int = 0
     dialogue_batch: int = 1
+    synopsis_k: int = 3000
+    synopsis_y: int = 32
+    synopsis_hashes: int = 1
+    gossip_period: float = 1.0
     # experiments may switch the observations off to measure them; the live ring keeps both
     obs1: bool = True
     obs2: bool = True
     df: dict[str, int] | None = field(default=None, repr=False)
-    popular: frozenset[str] | None = field(default=None, repr=False)
+    popular: frozenset[str] | None = field(default=None, repr=False)  # terms; None: gossip them
 
     WIRE = ("strategy", "piggyback", "resolution", "bloom_bits", "bloom_hashes", "stats_path",
-            "popular_path", "max_document_bytes", "seed", "dialogue_batch")
+            "popular_path", "max_document_bytes", "seed", "dialogue_batch", "synopsis_k",
+            "synopsis_y", "synopsis_hashes", "gossip_period")
 
     def validate(self) -> "Settings":
         if self.strategy not in STRATEGIES:
@@ -61,9 +66,16 @@ class Settings:
             self.popular = load_terms(Path(self.popular_path))
         if self.strategy == "oi" and self.df is None:
             raise SettingsError("strategy oi indexes by document frequency: give --stats FILE")
-        if self.strategy == "sap-mhi" and self.popular is None:
-            raise SettingsError("strategy sap-mhi avoids popular terms: give --popular FILE")
+        if not 1 <= self.synopsis_k or not 1 <= self.synopsis_y <= 64 or not 1 <= self.synopsis_hashes <= 16:
+            raise SettingsError("synopsis size must be positive, coin tosses 1-64 and registers 1-16")
+        if self.gossip_period <= 0:
+            raise SettingsError("the gossip period must be positive")
         return self
+
+    @property
+    def gossiped(self) -> bool:
+        """SAP-MHI without a fixed popular list learns popular terms by gossip."""
+        return self.strategy == "sap-mhi" and self.popular is None
 
     def to_pb(self) -> pb.EngineConfig:
         return pb.EngineConfig(**{name: getattr(self, name) for name in self.WIRE})

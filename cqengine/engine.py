@@ -33,6 +33,7 @@ from cqengine.config import Settings
 from cqengine.indexing import chooser
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.resolution import Resolution, pack_bits, unpack_bits
+from cqengine.synopsis import Synopsis
 
 log = logging.getLogger("cqengine.engine")
 
@@ -117,7 +118,12 @@ class EngineNode:
         self.spawn = spawn
         self.index: SortedKeyStore = entry_codec()
         chord.store = self.index  # inverted lists move with key ownership
-        self.choose = chooser(settings.strategy, settings.seed, settings.df, settings.popular)
+        self.synopsis = Synopsis(settings.synopsis_k, settings.synopsis_y, settings.synopsis_hashes)
+        self.told: dict[NodeRef, int] = {}  # neighbour -> synopsis clock it was last gossiped
+        self.indexed_with: frozenset[int] = frozenset()  # the popular set entries were last placed by
+        fixed = frozenset(term_id(t) for t in settings.popular) if settings.popular is not None else None
+        self.choose = chooser(settings.strategy, settings.seed, settings.df,
+                              (lambda: fixed) if fixed is not None else self.synopsis.popular)
         self.rng = random.Random(settings.seed ^ chord.me.id)
         self.docs: OrderedDict[int, PublishedDoc] = OrderedDict()
         self.subscriptions: dict[int, Subscription] = {}
@@ -132,6 +138,7 @@ class EngineNode:
             "TermDialogue": self._on_term_dialogue,
             "Matched": self._on_matched,
             "Deliver": self._on_deliver,
+            "Gossip": self._on_gossip,
         }
 
     @property
@@ -173,8 +180,10 @@ class EngineNode:
     def unsubscribe(self, sub_id: int, token: str) -> Op:
         sub = self.authorized(sub_id, token)
         del self.subscriptions[sub_id]  # no alert reaches it from now on
-        yield from self._at_owner(sub.index_id, "Unindex",
-                                  pb.UnindexRequest(index_id=sub.index_id, subscription_id=sub_id))
+        # a gossiped synopsis may have moved the entry under any of the query's terms
+        keys = sorted({term_id(t) for t in sub.terms}) if self.settings.gossiped else [sub.index_id]
+        for key in keys:
+            yield from self._at_owner(key, "Unindex", pb.UnindexRequest(index_id=key, subscription_id=sub_id))
         return pb.UnsubscribeReply()
 
     def authorized(self, sub_id: int, token: str) -> Subscription:
@@ -239,6 +248,8 @@ class EngineNode:
         snippet = " ".join(body.split())[:SNIPPET]
         doc = PublishedDoc(self.rng.getrandbits(64), docno, title, snippet, ids)
         self.docs[doc.key] = doc
+        if self.settings.gossiped:
+            self.synopsis.add_document(docno, ids)  # the DN stores, so counts, what it announces
         while len(self.docs) > DOC_CACHE:
             self.docs.popitem(last=False)
         return doc
@@ -358,6 +369,59 @@ class EngineNode:
                     listener(sub_id)
         return pb.Ack()
 
+    # ---- synopsis gossip and re-indexing (paper section 8) ------------------------------
+
+    def gossip(self) -> Op:
+        """Push to each successor and finger what changed since it was last told."""
+        for nb in self.chord.table.neighbors():
+            delta = self.synopsis.since(self.told.get(nb, 0))
+            if not delta:
+                continue
+            msg = pb.GossipRequest(term_ids=[t for t, _ in delta], hashes=self.synopsis.hashes,
+                                   values=b"".join(bytes(v) for _, v in delta))
+            clock = self.synopsis.clock
+            try:
+                yield Call(nb, "Gossip", msg)
+                self.told[nb] = clock
+            except PeerUnreachable:
+                self.told.pop(nb, None)
+        yield from self.reindex()
+
+    def _on_gossip(self, req: pb.GossipRequest) -> pb.Ack:
+        h = req.hashes or 1
+        values = req.values
+        self.synopsis.merge((t, tuple(values[i * h:(i + 1) * h])) for i, t in enumerate(req.term_ids))
+        return pb.Ack()
+
+    def reindex(self) -> Op:
+        """Move the entries held here whose SAP-MHI term changed with the synopsis.
+
+        The entry is placed at its new key before it leaves the old one, so a document
+        announced meanwhile finds it at least once; the home node drops a second alert.
+        """
+        if not self.settings.gossiped or self.synopsis.popular() == self.indexed_with:
+            return
+        self.indexed_with = self.synopsis.popular()
+        for key in self.index.keys():
+            for e in self.index.get(key):
+                pairs = list(zip(e.term_ids, e.terms))
+                new_key = pairs[self.choose(pairs, e.subscription_id)][0]
+                if new_key == key:
+                    continue
+                moved = pb.QueryEntry()
+                moved.CopyFrom(e)
+                moved.index_id = new_key
+                try:
+                    yield from self._at_owner(new_key, "Index", pb.IndexRequest(entry=moved))
+                except EngineError:
+                    continue  # ownership in flux: it stays where it is, still found
+                self.index.remove(key, lambda old: old.subscription_id == e.subscription_id)
+                self.counters["reindexed"] += 1
+
+    def periodic(self) -> list[tuple[Callable[[], Op], float]]:
+        """Operations a live node runs on a timer, with their periods."""
+        return [(self.gossip, self.settings.gossip_period)] if self.settings.gossiped else []
+
     # ---- stats -------------------------------------------------------------------------
 
     def stats(self, ledger) -> pb.StatsReply:
@@ -370,4 +434,5 @@ class EngineNode:
             documents_published=c["documents_published"], candidates=c["candidates"],
             matches=c["matches"], alerts_delivered=c["alerts_delivered"],
             alerts_dropped=c["alerts_dropped"] + sum(s.mailbox.dropped for s in self.subscriptions.values()),
-            config=self.settings.to_pb())
+            config=self.settings.to_pb(), synopsis_size=len(self.synopsis.entries),
+            synopsis_digest=self.synopsis.digest(), reindexed=c["reindexed"])

@@ -28,13 +28,14 @@ def min_hash_index(pairs: Pairs) -> int:
     return 0
 
 
-def sampled_min_hash_index(pairs: Pairs, popular: frozenset[str] | set[str]) -> int:
-    """Algorithm 5: the first term by id that the synopsis does not list; MHI's if all are."""
-    return next((i for i, (_, term) in enumerate(pairs) if term not in popular), 0)
+def sampled_min_hash_index(pairs: Pairs, popular: frozenset[int] | set[int]) -> int:
+    """Algorithm 5: the first term by id that the synopsis (term ids) does not list; MHI's if all are."""
+    return next((i for i, (x, _) in enumerate(pairs) if x not in popular), 0)
 
 
 def chooser(strategy: str, seed: int, df: Mapping[str, int] | None,
-            popular: frozenset[str] | None) -> Callable[[Pairs, int], int]:
+            popular: Callable[[], frozenset[int]] | None) -> Callable[[Pairs, int], int]:
+    """`popular` gives the current popular term ids (a synopsis changes; so may the choice)."""
     """A function (pairs, subscription id) -> position of the indexing term."""
     if strategy == "ri":
         return lambda pairs, sub: random_index(pairs, random.Random(seed * 0x9E3779B97F4A7C15 ^ sub))
@@ -46,6 +47,6 @@ def chooser(strategy: str, seed: int, df: Mapping[str, int] | None,
         return lambda pairs, sub: min_hash_index(pairs)
     if strategy == "sap-mhi":
         if popular is None:
-            raise ValueError("SAP-MHI indexing needs a set of popular terms (--popular FILE)")
-        return lambda pairs, sub: sampled_min_hash_index(pairs, popular)
+            raise ValueError("SAP-MHI indexing needs a source of popular terms")
+        return lambda pairs, sub: sampled_min_hash_index(pairs, popular())
     raise ValueError(f"unknown indexing strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")

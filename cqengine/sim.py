@@ -106,6 +106,14 @@ class EngineSimulator:
                 total[k] += e.counters[k]
         return total
 
+    def gossip_round(self) -> None:
+        """Every node gossips its synopsis once (and re-indexes if it changed), in a seeded order."""
+        addresses = sorted(self.ring.nodes)
+        self.rng.shuffle(addresses)
+        for a in addresses:
+            self.ring.run(self.ring.nodes[a], self.engines[a].gossip())
+        self.ring.drain()
+
     def alerts(self) -> list[tuple[int, str]]:
         """Every alert delivered so far, taken off the subscribers' streams."""
         return [(a.subscription_id, a.docno) for e in self.engines.values()

@@ -326,6 +326,11 @@ class EngineStub:
                 request_serializer=cqengine_dot_proto_dot_cqengine__pb2.AlertBatch.SerializeToString,
                 response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.Ack.FromString,
                 _registered_method=True)
+        self.Gossip = channel.unary_unary(
+                '/cqengine.Engine/Gossip',
+                request_serializer=cqengine_dot_proto_dot_cqengine__pb2.GossipRequest.SerializeToString,
+                response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.Ack.FromString,
+                _registered_method=True)
 
 
 class EngineServicer:
@@ -381,6 +386,12 @@ class EngineServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Gossip(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EngineServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -422,6 +433,11 @@ def add_EngineServicer_to_server(servicer, server):
             'Deliver': grpc.unary_unary_rpc_method_handler(
                     servicer.Deliver,
                     request_deserializer=cqengine_dot_proto_dot_cqengine__pb2.AlertBatch.FromString,
+                    response_serializer=cqengine_dot_proto_dot_cqengine__pb2.Ack.SerializeToString,
+            ),
+            'Gossip': grpc.unary_unary_rpc_method_handler(
+                    servicer.Gossip,
+                    request_deserializer=cqengine_dot_proto_dot_cqengine__pb2.GossipRequest.FromString,
                     response_serializer=cqengine_dot_proto_dot_cqengine__pb2.Ack.SerializeToString,
             ),
     }
@@ -642,6 +658,33 @@ class Engine:
             target,
             '/cqengine.Engine/Deliver',
             cqengine_dot_proto_dot_cqengine__pb2.AlertBatch.SerializeToString,
+            cqengine_dot_proto_dot_cqengine__pb2.Ack.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Gossip(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cqengine.Engine/Gossip',
+            cqengine_dot_proto_dot_cqengine__pb2.GossipRequest.SerializeToString,
             cqengine_dot_proto_dot_cqengine__pb2.Ack.FromString,
             options,
             channel_credentials,
