@@ -113,6 +113,7 @@ ENGINE_FLAGS = {  # option -> (Settings field, type, help)
     "--synopsis-k": ("synopsis_k", count, "SAP-MHI without --popular: popular terms learnt by gossip, K (default 3000)"),
     "--synopsis-hashes": ("synopsis_hashes", count, "coin-toss registers per synopsis term (default 1, exact merging)"),
     "--gossip": ("gossip_period", positive_float, "seconds between synopsis gossip rounds (default 1)"),
+    "--reindex-grace": ("reindex_grace", positive_float, "seconds a re-indexed query stays at its old key (default 5)"),
 }
 
 

@@ -37,6 +37,8 @@ class Settings:
     synopsis_y: int = 32
     synopsis_hashes: int = 1
     gossip_period: float = 1.0
+    # a re-indexed entry stays at its old key this long, for documents already on their way
+    reindex_grace: float = 5.0
     # experiments may switch the observations off to measure them; the live ring keeps both
     obs1: bool = True
     obs2: bool = True
@@ -45,7 +47,7 @@ class Settings:
 
     WIRE = ("strategy", "piggyback", "resolution", "bloom_bits", "bloom_hashes", "stats_path",
             "popular_path", "max_document_bytes", "seed", "dialogue_batch", "synopsis_k",
-            "synopsis_y", "synopsis_hashes", "gossip_period")
+            "synopsis_y", "synopsis_hashes", "gossip_period", "reindex_grace")
 
     def validate(self) -> "Settings":
         if self.strategy not in STRATEGIES:
@@ -68,8 +70,8 @@ class Settings:
             raise SettingsError("strategy oi indexes by document frequency: give --stats FILE")
         if not 1 <= self.synopsis_k or not 1 <= self.synopsis_y <= 64 or not 1 <= self.synopsis_hashes <= 16:
             raise SettingsError("synopsis size must be positive, coin tosses 1-64 and registers 1-16")
-        if self.gossip_period <= 0:
-            raise SettingsError("the gossip period must be positive")
+        if self.gossip_period <= 0 or self.reindex_grace < 0:
+            raise SettingsError("the gossip period must be positive and the re-index grace not negative")
         return self
 
     @property

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import time
 import random
 import secrets
 from collections import Counter, OrderedDict, deque
@@ -112,7 +113,8 @@ def entry_codec() -> SortedKeyStore:
 class EngineNode:
     services = [ENGINE_SERVICE]
 
-    def __init__(self, chord: ChordNode, settings: Settings, spawn: Callable[[Op], None]) -> None:
+    def __init__(self, chord: ChordNode, settings: Settings, spawn: Callable[[Op], None],
+                 now: Callable[[], float] = time.monotonic) -> None:
         self.chord = chord
         self.settings = settings
         self.spawn = spawn
@@ -121,6 +123,8 @@ class EngineNode:
         self.synopsis = Synopsis(settings.synopsis_k, settings.synopsis_y, settings.synopsis_hashes)
         self.told: dict[NodeRef, int] = {}  # neighbour -> synopsis clock it was last gossiped
         self.indexed_with: frozenset[int] = frozenset()  # the popular set entries were last placed by
+        self.retiring: list[tuple[float, int, pb.QueryEntry]] = []  # (until, old key, entry) after a move
+        self.now = now
         fixed = frozenset(term_id(t) for t in settings.popular) if settings.popular is not None else None
         self.choose = chooser(settings.strategy, settings.seed, settings.df,
                               (lambda: fixed) if fixed is not None else self.synopsis.popular)
@@ -396,14 +400,20 @@ class EngineNode:
     def reindex(self) -> Op:
         """Move the entries held here whose SAP-MHI term changed with the synopsis.
 
-        The entry is placed at its new key before it leaves the old one, so a document
-        announced meanwhile finds it at least once; the home node drops a second alert.
+        The entry is placed at its new key first and leaves the old one only after
+        `reindex_grace` seconds: a document whose announcement reached the new owner before
+        the entry and reaches the old one after the move still finds it. Meanwhile both
+        copies may match; the home node drops the second alert.
         """
+        self._retire()
         if not self.settings.gossiped or self.synopsis.popular() == self.indexed_with:
             return
         self.indexed_with = self.synopsis.popular()
+        leaving = {id(e) for _, _, e in self.retiring}
         for key in self.index.keys():
             for e in self.index.get(key):
+                if id(e) in leaving:
+                    continue
                 pairs = list(zip(e.term_ids, e.terms))
                 new_key = pairs[self.choose(pairs, e.subscription_id)][0]
                 if new_key == key:
@@ -415,8 +425,21 @@ class EngineNode:
                     yield from self._at_owner(new_key, "Index", pb.IndexRequest(entry=moved))
                 except EngineError:
                     continue  # ownership in flux: it stays where it is, still found
-                self.index.remove(key, lambda old: old.subscription_id == e.subscription_id)
+                self.retiring.append((self.now() + self.settings.reindex_grace, key, e))
                 self.counters["reindexed"] += 1
+        self._retire()
+
+    def _retire(self) -> None:
+        """Drop moved entries whose grace period is over (the very object: a newer entry
+        for the same subscription at that key stays)."""
+        due = self.now()
+        keep = []
+        for until, key, e in self.retiring:
+            if until <= due:
+                self.index.remove(key, lambda old, e=e: old is e)
+            else:
+                keep.append((until, key, e))
+        self.retiring = keep
 
     def periodic(self) -> list[tuple[Callable[[], Op], float]]:
         """Operations a live node runs on a timer, with their periods."""

@@ -1,0 +1,136 @@
+"""Synopsis gossip converges to the central synopsis; re-indexing loses and duplicates nothing."""
+
+import io
+import math
+import random
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from conftest import FAST
+from cqengine.analysis import term_id
+from cqengine.client import Client
+from cqengine.config import Settings
+from cqengine.corpus import generate_corpus
+from cqengine.demo import wait_quiet
+from cqengine.matcher import document_frequencies, document_terms, matches
+from cqengine.ring import ring_up, stop_processes
+from cqengine.sim import EngineSimulator
+from cqengine.synopsis import Synopsis
+from cqengine.workload import generate_queries
+
+
+def central(docs, k, y=32, hashes=1) -> Synopsis:
+    s = Synopsis(k, y, hashes)
+    for d in docs:
+        s.add_document(d.docno, [term_id(t) for t in document_terms(d.text, d.title)])
+    return s
+
+
+def test_gossip_converges_to_the_central_synopsis_in_log_n_rounds():
+    n, k = 256, 150
+    settings = Settings(strategy="sap-mhi", synopsis_k=k)
+    sim = EngineSimulator(n, settings, seed=5)
+    docs = list(generate_corpus(400, seed=5, vocab_size=2000, mean_terms=30))
+    for d in docs:
+        sim.publish(d.docno, d.text, d.title)
+    for d in docs[:50]:  # the same documents again, elsewhere: duplicates must not inflate
+        sim.publish(d.docno, d.text, d.title)
+    want = central(docs, k).entries
+    before = sim.ring.ledger.total("Gossip")
+    rounds = 0
+    while any(e.synopsis.entries != want for e in sim.engines.values()):
+        sim.gossip_round()
+        rounds += 1
+        assert rounds <= 2 * math.log2(n) + 2, "gossip did not converge in O(log N) rounds"
+    spent = sim.ring.ledger.total("Gossip")
+    assert spent.messages > before.messages
+    sim.gossip_round()  # converged: nothing changes, so nothing more is sent
+    assert sim.ring.ledger.total("Gossip").messages == spent.messages
+
+
+def run_reindexing(hashes: int):
+    rng = random.Random(9)
+    docs = list(generate_corpus(240, seed=9, vocab_size=400, mean_terms=25))
+    df = document_frequencies(docs)
+    queries = [" ".join(q) for q in generate_queries(df, 400, "skew", mean_size=2.5, seed=9)]
+    # the simulator runs one operation at a time: no document is in flight during a move
+    sim = EngineSimulator(24, Settings(strategy="sap-mhi", synopsis_k=40, synopsis_hashes=hashes,
+                                       piggyback=2, reindex_grace=0), seed=9)
+    subs = [sim.subscribe(q) for q in queries]
+    got = []
+    for i, d in enumerate(docs):  # synopses grow and gossip while documents keep coming
+        sim.publish(d.docno, d.text, d.title, via=rng.choice(sorted(sim.ring.nodes)))
+        if i % 20 == 19:
+            sim.gossip_round()
+            got += sim.alerts()
+    for _ in range(12):
+        sim.gossip_round()
+    got += sim.alerts()
+    return sim, subs, docs, got
+
+
+@pytest.mark.parametrize("hashes", [1, 3])
+def test_reindexing_during_publishing_loses_and_duplicates_no_alert(hashes):
+    sim, subs, docs, got = run_reindexing(hashes)
+    want = matches({s.subscription_id: s.terms for s in subs},
+                   {d.docno: document_terms(d.text, d.title) for d in docs})
+    assert len(want) > 300
+    assert len(got) == len(set(got)) and set(got) == want
+    assert sum(e.counters["reindexed"] for e in sim.engines.values()) > 0
+    assert sum(sim.load()) == len(subs)  # every query indexed exactly once after the moves
+    oracle = sim.ring.oracle()
+    for address, engine in sim.engines.items():
+        popular = engine.synopsis.popular()
+        for key in engine.index.keys():
+            assert oracle.owner(key).address == address
+            for e in engine.index.get(key):
+                # Algorithm 5 with the converged synopsis: the first non-popular term by id
+                expect = next((x for x in e.term_ids if x not in popular), e.term_ids[0])
+                assert key == expect
+    for s in subs[:50]:  # unsubscribing finds entries wherever they moved
+        sim.unsubscribe(s)
+    assert sum(sim.load()) == len(subs) - 50
+
+
+def drain(sub):
+    with Client(sub.home) as c:
+        return [(a.subscription_id, a.docno) for a in c.alerts(sub, timeout=0.3)]
+
+
+def test_live_ring_gossips_and_reindexes_while_documents_arrive(tmp_path):
+    docs = list(generate_corpus(80, seed=3, vocab_size=500, mean_terms=30))
+    df = document_frequencies(docs)
+    queries = [" ".join(q) for q in generate_queries(df, 300, "skew", mean_size=2.5, seed=3)]
+    ring = ring_up(8, tmp_path / "ring.json", timing=FAST, out=io.StringIO(),
+                   engine=["--strategy", "sap-mhi", "--synopsis-k", "40", "--gossip", "0.1",
+                           "--reindex-grace", "1"])
+    try:
+        rng = random.Random(3)
+        clients = {a: Client(a) for a in ring.addresses()}
+        subs = [clients[rng.choice(ring.addresses())].subscribe(q) for q in queries]
+        for d in docs:  # gossip rounds and re-indexing run between and during these
+            clients[rng.choice(ring.addresses())].publish(d.docno, d.text, d.title)
+            time.sleep(0.02)
+        want_digest = central(docs, 40).digest()
+        deadline = time.monotonic() + 30
+        while {c.stats().synopsis_digest for c in clients.values()} != {want_digest}:
+            assert time.monotonic() < deadline, "synopses did not converge in 30 s"
+            time.sleep(0.2)
+        wait_quiet(ring.addresses())
+        with ThreadPoolExecutor(32) as pool:
+            got = [p for pairs in pool.map(drain, subs) for p in pairs]
+        want = matches({s.subscription_id: s.terms for s in subs},
+                       {d.docno: document_terms(d.text, d.title) for d in docs})
+        assert len(want) > 200
+        assert len(got) == len(set(got)) and set(got) == want
+        stats = [c.stats() for c in clients.values()]
+        assert sum(s.reindexed for s in stats) > 0
+        time.sleep(1.5)  # the grace period (1 s here) ends; the next gossip round retires old copies
+        assert sum(c.stats().index_entries for c in clients.values()) == len(subs)
+        assert sum(e.bytes for s in stats for e in s.ledger if e.kind == "Gossip") > 0
+        for c in clients.values():
+            c.close()
+    finally:
+        stop_processes(ring.nodes, grace=2.0)
