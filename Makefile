@@ -23,6 +23,7 @@ bench: $(STAMP)
 	$(PY) experiments/bench_routing.py
 	$(PY) experiments/bench_live.py
 	$(PY) experiments/bench_prep.py
+	$(PY) experiments/bench_synopsis.py
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
