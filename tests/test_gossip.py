@@ -50,14 +50,14 @@ def test_gossip_converges_to_the_central_synopsis_in_log_n_rounds():
     assert sim.ring.ledger.total("Gossip").messages == spent.messages
 
 
-def run_reindexing(hashes: int):
+def run_reindexing(hashes: int, piggyback: int):
     rng = random.Random(9)
     docs = list(generate_corpus(240, seed=9, vocab_size=400, mean_terms=25))
     df = document_frequencies(docs)
     queries = [" ".join(q) for q in generate_queries(df, 400, "skew", mean_size=2.5, seed=9)]
     # the simulator runs one operation at a time: no document is in flight during a move
     sim = EngineSimulator(24, Settings(strategy="sap-mhi", synopsis_k=40, synopsis_hashes=hashes,
-                                       piggyback=2, reindex_grace=0), seed=9)
+                                       piggyback=piggyback, reindex_grace=0), seed=9)
     subs = [sim.subscribe(q) for q in queries]
     got = []
     for i, d in enumerate(docs):  # synopses grow and gossip while documents keep coming
@@ -71,9 +71,9 @@ def run_reindexing(hashes: int):
     return sim, subs, docs, got
 
 
-@pytest.mark.parametrize("hashes", [1, 3])
-def test_reindexing_during_publishing_loses_and_duplicates_no_alert(hashes):
-    sim, subs, docs, got = run_reindexing(hashes)
+@pytest.mark.parametrize("hashes,piggyback", [(1, 0), (1, 1), (1, 3), (3, 2)])
+def test_reindexing_during_publishing_loses_and_duplicates_no_alert(hashes, piggyback):
+    sim, subs, docs, got = run_reindexing(hashes, piggyback)
     want = matches({s.subscription_id: s.terms for s in subs},
                    {d.docno: document_terms(d.text, d.title) for d in docs})
     assert len(want) > 300
