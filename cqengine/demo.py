@@ -24,7 +24,6 @@ from pathlib import Path
 from chord.client import lookup
 from chord.node import to_ref
 from chord.oracle import RingOracle
-from cqengine.analysis import analyze
 from cqengine.client import Client
 from cqengine.matcher import document_frequencies, document_terms, matches
 from cqengine.ring import observe, ring_down, ring_up
@@ -80,9 +79,30 @@ def wait_quiet(addresses: list[str], timeout: float = 30.0) -> None:
         time.sleep(0.3)
 
 
-def drain(sub) -> list[tuple[int, str]]:
+def drain(sub, timeout: float = 0.5) -> list[tuple[int, str]]:
     with Client(sub.home) as client:
-        return [(a.subscription_id, a.docno) for a in client.alerts(sub, timeout=0.25)]
+        return [(a.subscription_id, a.docno) for a in client.alerts(sub, timeout=timeout)]
+
+
+def collect_alerts(subs, addresses: list[str], attempts: int = 6) -> list[tuple[int, str]]:
+    """Every alert waiting on the subscribers' streams, once the ring is quiet.
+
+    Streams are read with a short deadline; one that runs out early leaves its alerts in
+    the mailbox, so this drains again until it holds as many alerts as the home nodes
+    report delivered.
+    """
+    wait_quiet(addresses)
+    expected = 0
+    for a in addresses:
+        with Client(a, timeout=5) as client:
+            expected += client.stats().alerts_delivered
+    got: list[tuple[int, str]] = []
+    with ThreadPoolExecutor(32) as pool:
+        for _ in range(attempts):
+            got += [pair for pairs in pool.map(drain, subs) for pair in pairs]
+            if len(got) >= expected:
+                break
+    return got
 
 
 def run_strategy(strategy: str, nodes: int, queries: list[str], docs: list[TrecDoc],
@@ -99,9 +119,7 @@ def run_strategy(strategy: str, nodes: int, queries: list[str], docs: list[TrecD
             subs = [clients[rng.choice(addresses)].subscribe(q) for q in queries]
             for d in docs:
                 clients[rng.choice(addresses)].publish(d.docno, d.text, d.title)
-            wait_quiet(addresses)
-            with ThreadPoolExecutor(32) as pool:
-                got = [pair for pairs in pool.map(drain, subs) for pair in pairs]
+            got = collect_alerts(subs, addresses)
             stats = [c.stats() for c in clients.values()]
             for c in clients.values():
                 c.close()

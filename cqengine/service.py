@@ -62,8 +62,11 @@ class ClientAPI(pb_grpc.CQEngineServicer):
             old.set()  # a newer stream takes over; the old one ends
         try:
             while True:
-                for alert in sub.mailbox.take():
-                    yield alert
+                while sub.mailbox.queue:
+                    # leave the alert in the mailbox until the stream took it: a stream
+                    # cancelled mid-send leaves it for the next one instead of losing it
+                    yield sub.mailbox.queue[0]
+                    sub.mailbox.queue.popleft()
                 await event.wait()
                 event.clear()
                 if self.waiters.get(sub.id) is not event or sub.id not in self.engine.subscriptions:

@@ -4,7 +4,6 @@ import io
 import math
 import random
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -13,7 +12,7 @@ from cqengine.analysis import term_id
 from cqengine.client import Client
 from cqengine.config import Settings
 from cqengine.corpus import generate_corpus
-from cqengine.demo import wait_quiet
+from cqengine.demo import collect_alerts
 from cqengine.matcher import document_frequencies, document_terms, matches
 from cqengine.ring import ring_up, stop_processes
 from cqengine.sim import EngineSimulator
@@ -94,11 +93,6 @@ def test_reindexing_during_publishing_loses_and_duplicates_no_alert(hashes, pigg
     assert sum(sim.load()) == len(subs) - 50
 
 
-def drain(sub):
-    with Client(sub.home) as c:
-        return [(a.subscription_id, a.docno) for a in c.alerts(sub, timeout=0.3)]
-
-
 def test_live_ring_gossips_and_reindexes_while_documents_arrive(tmp_path):
     docs = list(generate_corpus(80, seed=3, vocab_size=500, mean_terms=30))
     df = document_frequencies(docs)
@@ -118,9 +112,7 @@ def test_live_ring_gossips_and_reindexes_while_documents_arrive(tmp_path):
         while {c.stats().synopsis_digest for c in clients.values()} != {want_digest}:
             assert time.monotonic() < deadline, "synopses did not converge in 30 s"
             time.sleep(0.2)
-        wait_quiet(ring.addresses())
-        with ThreadPoolExecutor(32) as pool:
-            got = [p for pairs in pool.map(drain, subs) for p in pairs]
+        got = collect_alerts(subs, ring.addresses())
         want = matches({s.subscription_id: s.terms for s in subs},
                        {d.docno: document_terms(d.text, d.title) for d in docs})
         assert len(want) > 200

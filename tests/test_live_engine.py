@@ -5,14 +5,13 @@ import random
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from conftest import FAST, assert_one_line_error, cqengine
 from cqengine.client import Client, ClientError
 from cqengine.corpus import generate_corpus
-from cqengine.demo import wait_quiet
+from cqengine.demo import collect_alerts, wait_quiet
 from cqengine.matcher import document_frequencies, document_terms, matches
 from cqengine.ring import free_ports, ring_up, stop_processes, wait_converged
 from cqengine.trec import write_trec
@@ -31,11 +30,6 @@ def ring(tmp_path_factory):
         stop_processes(ring.nodes, grace=2.0)
 
 
-def drain(sub):
-    with Client(sub.home) as c:
-        return [(a.subscription_id, a.docno) for a in c.alerts(sub, timeout=0.3)]
-
-
 def test_thousand_subscriptions_two_hundred_documents_match_the_oracle(ring):
     rng = random.Random(8)
     docs = list(generate_corpus(200, seed=8, vocab_size=3000, mean_terms=50))
@@ -45,9 +39,7 @@ def test_thousand_subscriptions_two_hundred_documents_match_the_oracle(ring):
     subs = [clients[rng.choice(ring.addresses())].subscribe(q) for q in queries]
     for d in docs:
         clients[rng.choice(ring.addresses())].publish(d.docno, d.text, d.title)
-    wait_quiet(ring.addresses())
-    with ThreadPoolExecutor(32) as pool:
-        got = [p for pairs in pool.map(drain, subs) for p in pairs]
+    got = collect_alerts(subs, ring.addresses())
     want = matches({s.subscription_id: s.terms for s in subs},
                    {d.docno: document_terms(d.text, d.title) for d in docs})
     assert len(want) > 500  # the workload really exercises matching

@@ -3,7 +3,7 @@
 import random
 from collections import Counter
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, strategies as st
 
 from cqengine.synopsis import Synopsis, coin_tosses, merge, top_k
 
