@@ -7,6 +7,7 @@ neighbour. Lookups use the same rule, so an announcement travels the path a look
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -30,6 +31,8 @@ class RoutingTable:
     successors: list[NodeRef] = field(default_factory=list)
     fingers: list[NodeRef | None] = field(default_factory=lambda: [None] * BITS)
 
+    _cache: tuple = field(default=(), init=False, repr=False, compare=False)
+
     def __post_init__(self) -> None:
         if not self.successors:
             self.successors = [self.me]
@@ -49,9 +52,20 @@ class RoutingTable:
 
     def neighbors(self) -> list[NodeRef]:
         """Distinct successors and fingers other than me, in clockwise order."""
+        return list(self._sorted_neighbors()[0])
+
+    def _sorted_neighbors(self) -> tuple[list[NodeRef], list[int]]:
+        """Neighbours and their clockwise distances, sorted; recomputed only when the table's
+        contents change (tables are assigned to directly, so the contents are the key)."""
+        key = (tuple(self.successors), tuple(self.fingers))
+        if self._cache and self._cache[0] == key:
+            return self._cache[1], self._cache[2]
         seen = {n for n in self.successors if n != self.me}
         seen.update(f for f in self.fingers if f is not None and f != self.me)
-        return sorted(seen, key=lambda n: distance(self.me.id, n.id))
+        nodes = sorted(seen, key=lambda n: distance(self.me.id, n.id))
+        dists = [distance(self.me.id, n.id) for n in nodes]
+        self._cache = (key, nodes, dists)
+        return nodes, dists
 
     def successor_covering(self, key: int, avoid: frozenset[int] = frozenset()) -> NodeRef | None:
         """The first successor whose id is equal to or follows key, if the list reaches it.
@@ -69,13 +83,11 @@ class RoutingTable:
 
     def closest_preceding(self, key: int, avoid: frozenset[int] = frozenset()) -> NodeRef | None:
         """The neighbour equal to or immediately preceding key (Algorithm 1, line 13)."""
-        best, best_d = None, -1
-        limit = distance(self.me.id, key)
-        for n in self.neighbors():
-            d = distance(self.me.id, n.id)
-            if n.id not in avoid and 0 < d <= limit and d > best_d:
-                best, best_d = n, d
-        return best
+        nodes, dists = self._sorted_neighbors()
+        i = bisect.bisect_right(dists, distance(self.me.id, key)) - 1
+        while i >= 0 and nodes[i].id in avoid:
+            i -= 1
+        return nodes[i] if i >= 0 else None
 
     def next_hop(self, key: int, avoid: frozenset[int] = frozenset()) -> NodeRef | None:
         """Where a message for key goes next; None when key is mine (Algorithm 1)."""
