@@ -404,38 +404,38 @@ def spark_session(args: argparse.Namespace):
                        f"and a reachable master") from None
 
 
-def cmd_prep(args: argparse.Namespace) -> int:
+def run_spark_job(args: argparse.Namespace, job) -> int:
+    """Start Spark, run one job on it, print the job's summary as JSON; a refusal is one line."""
     import json
-    from cqengine.prep import PrepError, run_prep
+    from cqengine.prep import PrepError
+    from cqengine.workload_job import WorkloadError
+    spark = spark_session(args)
+    try:
+        summary = job(spark)
+    except (PrepError, WorkloadError) as e:
+        raise CliError(str(e)) from None
+    finally:
+        spark.stop()
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def cmd_prep(args: argparse.Namespace) -> int:
+    from cqengine.prep import run_prep
     for path in args.input:  # before the JVM starts
         if not path.exists():
             raise CliError(f"{path}: no such file or directory")
-    spark = spark_session(args)
-    try:
-        summary = run_prep(spark, args.input, args.out, args.skip_bad, args.partitions)
-    except PrepError as e:
-        raise CliError(str(e)) from None
-    finally:
-        spark.stop()
-    print(json.dumps(summary, indent=2))
-    return 0
+    return run_spark_job(args, lambda spark: run_prep(spark, args.input, args.out, args.skip_bad,
+                                                        args.partitions))
 
 
 def cmd_workload(args: argparse.Namespace) -> int:
-    import json
-    from cqengine.workload_job import WorkloadError, run_workload
+    from cqengine.workload_job import run_workload
     if not (args.stats / "terms.parquet").exists():  # before the JVM starts
         raise CliError(f"{args.stats}: no terms.parquet here; run `cqengine prep` first")
-    spark = spark_session(args)
-    try:
-        summary = run_workload(spark, args.stats, args.kind, args.queries, args.mean_size, args.seed,
-                               args.out, args.partitions)
-    except WorkloadError as e:
-        raise CliError(str(e)) from None
-    finally:
-        spark.stop()
-    print(json.dumps(summary, indent=2))
-    return 0
+    return run_spark_job(args, lambda spark: run_workload(spark, args.stats, args.kind, args.queries,
+                                                            args.mean_size, args.seed, args.out,
+                                                            args.partitions))
 
 
 def cmd_gen_corpus(args: argparse.Namespace) -> int:
