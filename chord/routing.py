@@ -11,7 +11,7 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from chord.ids import BITS, distance, finger_start, in_open_closed, short
+from chord.ids import BITS, distance, in_open_closed, short
 
 
 @dataclass(frozen=True, order=True)
@@ -132,6 +132,3 @@ class RoutingTable:
         rest = [s for s in self.successors if s != dead]
         self.successors = rest or [self.me]
         self.fingers = [None if f == dead else f for f in self.fingers]
-
-    def finger_starts(self) -> list[int]:
-        return [finger_start(self.me.id, i) for i in range(BITS)]

@@ -7,7 +7,6 @@ growth while it is published and everything it set off has run.
 from __future__ import annotations
 
 import random
-import statistics
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -123,9 +122,3 @@ class EngineSimulator:
         """Query-index entries per node."""
         return [len(e.index) for e in self.engines.values()]
 
-
-def percentiles(values: list[int], ps=(1, 50, 99)) -> tuple[float, ...]:
-    if len(values) == 1:
-        return tuple(float(values[0]) for _ in ps)
-    cuts = statistics.quantiles(values, n=100, method="inclusive")
-    return tuple(cuts[p - 1] for p in ps)
