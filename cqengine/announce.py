@@ -21,9 +21,13 @@ id it knows to be present need not be asked about in resolution.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Callable, Hashable, Iterable, Sequence
 
-from chord.ids import in_open, in_open_closed
+import numpy as np
+
+from chord.ids import in_open_array, in_open_closed_array
+from cqengine.postings import Block
 from cqengine.proto import cqengine_pb2 as pb
 
 
@@ -94,25 +98,29 @@ class Knowledge:
     run_arcs: list[tuple[int, int, int]] = field(default_factory=list)  # (prev, last, next)
     piggy_arcs: list[tuple[int, int]] = field(default_factory=list)  # (x, s_k]
 
+    @cached_property
+    def present_array(self) -> np.ndarray:
+        """`present` as a sorted array (taken once, when the runs have all been read)."""
+        return np.array(sorted(self.present), dtype=np.uint64)
+
+    def absent_in(self, ys: np.ndarray) -> np.ndarray:
+        """Elementwise over a uint64 array: True only where y is certainly not a document id."""
+        out = np.zeros(ys.shape, dtype=bool)
+        if self.max_id is not None:
+            out |= ys > np.uint64(self.max_id)
+        if self.region is not None and self.run_arcs:
+            within = np.zeros(ys.shape, dtype=bool)
+            for prev, last, nxt in self.run_arcs:
+                # (prev, last] then (last, next): for a run holding the whole document
+                # prev == last, and (last, last] is the whole circle, as it should be
+                within |= in_open_closed_array(ys, prev, last) | in_open_array(ys, last, nxt)
+            out |= within & in_open_closed_array(ys, *self.region)
+        for a, b in self.piggy_arcs:
+            out |= in_open_closed_array(ys, a, b)
+        return out & ~np.isin(ys, self.present_array)
+
     def absent(self, y: int) -> bool:
-        """True only when y is certainly not a document id."""
-        if y in self.present:
-            return False
-        if self.max_id is not None and y > self.max_id:
-            return True
-        if self.region is not None and in_open_closed(y, *self.region) and \
-                any(within_run(y, *arc) for arc in self.run_arcs):
-            return True
-        return any(in_open_closed(y, a, b) for a, b in self.piggy_arcs)
-
-
-def within_run(y: int, prev: int, last: int, nxt: int) -> bool:
-    """y lies clockwise between prev and next, on the side the run is on.
-
-    (prev, last] then (last, next): for a run holding the whole document prev == last, and
-    (last, last] is the whole circle, as it should be.
-    """
-    return in_open_closed(y, prev, last) or in_open(y, last, nxt)
+        return bool(self.absent_in(np.array([y], dtype=np.uint64))[0])
 
 
 def knowledge(runs: Sequence[Run], max_id: int, region: tuple[int, int] | None, k: int,
@@ -133,6 +141,8 @@ def knowledge(runs: Sequence[Run], max_id: int, region: tuple[int, int] | None, 
     return know
 
 
-def prune(entries: Iterable[pb.QueryEntry], know: Knowledge) -> list[pb.QueryEntry]:
+def prune(block: Block, know: Knowledge) -> Block:
     """The candidates that may still match: none with a term id known to be absent."""
-    return [e for e in entries if not any(know.absent(y) for y in e.term_ids)]
+    if not len(block):
+        return block
+    return block.select(~know.absent_in(block.terms)[block.codes].any(axis=1))

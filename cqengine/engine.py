@@ -26,12 +26,12 @@ from typing import Callable
 
 from chord.node import Call, ChordNode, Op, PeerUnreachable
 from chord.routing import NodeRef
-from chord.store import SortedKeyStore
 from cqengine.analysis import analyze, term_id
 from cqengine.announce import Run, group_runs, knowledge, prune
 from cqengine.bloom import BloomFilter
 from cqengine.config import Settings
 from cqengine.indexing import chooser
+from cqengine.postings import Block, InvertedIndex
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.resolution import Resolution, pack_bits, unpack_bits
 from cqengine.synopsis import Synopsis
@@ -106,10 +106,6 @@ class Subscription:
     mailbox: Mailbox = field(default_factory=Mailbox)
 
 
-def entry_codec() -> SortedKeyStore:
-    return SortedKeyStore(encode=lambda e: e.SerializeToString(), decode=pb.QueryEntry.FromString)
-
-
 class EngineNode:
     services = [ENGINE_SERVICE]
 
@@ -118,7 +114,8 @@ class EngineNode:
         self.chord = chord
         self.settings = settings
         self.spawn = spawn
-        self.index: SortedKeyStore = entry_codec()
+        df = settings.df
+        self.index = InvertedIndex((lambda y, t: df.get(t, 0)) if df is not None else None)
         chord.store = self.index  # inverted lists move with key ownership
         self.synopsis = Synopsis(settings.synopsis_k, settings.synopsis_y, settings.synopsis_hashes)
         self.told: dict[NodeRef, int] = {}  # neighbour -> synopsis clock it was last gossiped
@@ -293,13 +290,15 @@ class EngineNode:
         region = (pred.id, self.me.id) if pred is not None else \
             ((self.me.id, self.me.id) if self.chord.table.alone() else None)
         know = knowledge(local, msg.max_id, region, s.piggyback, s.obs1, s.obs2)
-        local_ids = sorted({x for run in local for x in run.ids})
-        candidates = prune((e for x in local_ids for e in self.index.get(x)), know)
+        lists = [b for b in map(self.index.block, sorted({x for run in local for x in run.ids})) if b]
+        if not lists:
+            return
+        candidates = prune(Block.concat(lists), know)
         self.counters["candidates"] += len(candidates)
-        if not candidates:
+        if not len(candidates):
             return
         dn = self._peer(msg.dn)
-        res = Resolution(candidates, know, self._rarity(), s.dialogue_batch)
+        res = Resolution(candidates, know, s.dialogue_batch)
         try:
             if s.resolution == "bf" and res.pending:
                 reply = yield Call(dn, "GetBloom", pb.BloomRequest(doc_key=msg.doc_key))
@@ -314,12 +313,8 @@ class EngineNode:
                 yield Call(dn, "Matched", pb.MatchedRequest(doc_key=msg.doc_key, matches=[
                     pb.Match(subscription_id=e.subscription_id, home=e.home) for e in res.matched]))
         except (PeerUnreachable, LookupError) as e:
-            self.counters["alerts_dropped"] += len(res.pending) + len(res.matched)
+            self.counters["alerts_dropped"] += res.pending + len(res.matched)
             log.warning("resolution of document %016x with %s failed: %s", msg.doc_key, msg.dn, e)
-
-    def _rarity(self):
-        df = self.settings.df
-        return (lambda y, t: df.get(t, 0)) if df is not None else None
 
     @staticmethod
     def _require(found: bool, msg: pb.Announcement) -> None:

@@ -2,24 +2,24 @@
 
 Term Dialogue: the QN asks the publishing node about term ids, the DN answers with a bit
 vector. Asking is done in rounds: each round every unresolved query contributes its next
-`batch` unanswered ids, rarest first when document frequencies are known (a rare term is
-the likeliest to be absent, ending the query soonest), else in id order. An answer of
-"absent" drops a query; a query whose ids are all present is matched.
+`batch` unanswered ids, in the block's asking order (cqengine.postings: rarest first when
+document frequencies are known, else by id). An answer of "absent" drops a query; a query
+whose ids are all present is matched.
 Bloom filters: the DN's filter over all its term ids drops every query with an id the
 filter rules out; the survivors finish by Term Dialogue, since a filter can err "present".
 """
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Sequence
 
+import numpy as np
 from bitarray import bitarray
 
 from cqengine.announce import Knowledge
 from cqengine.bloom import BloomFilter
+from cqengine.postings import Block
 from cqengine.proto import cqengine_pb2 as pb
-
-Rarity = Callable[[int, str], float]  # (term id, term) -> document frequency
 
 
 def pack_bits(flags: Sequence[bool]) -> bytes:
@@ -35,47 +35,51 @@ def unpack_bits(data: bytes, n: int) -> list[bool]:
 
 
 class Resolution:
-    def __init__(self, candidates: Sequence[pb.QueryEntry], know: Knowledge,
-                 rarity: Rarity | None = None, batch: int = 1) -> None:
+    """One QN's resolution of a block of candidates.
+
+    What is known of each distinct term (asked? absent?) lives in arrays over the block's
+    terms; `rows` are the queries still undecided.
+    """
+
+    def __init__(self, block: Block, know: Knowledge, batch: int = 1) -> None:
         self.batch = max(1, batch)
-        self.answers: dict[int, bool] = {}
-        self.pending: dict[int, pb.QueryEntry] = {}
-        self.unknown: dict[int, list[int]] = {}
-        self.matched: list[pb.QueryEntry] = []
-        for e in candidates:
-            ids = [(y, t) for y, t in zip(e.term_ids, e.terms) if y not in know.present]
-            if rarity is not None:
-                ids.sort(key=lambda p: (rarity(*p), p[0]))
-            if ids:
-                self.pending[e.subscription_id] = e
-                self.unknown[e.subscription_id] = [y for y, _ in ids]
-            else:
-                self.matched.append(e)  # every term already known present
+        self.block = block
+        self.unknown = ~np.isin(block.terms, know.present_array)  # per term: not known present
+        self.asked = np.zeros(len(block.terms), dtype=bool)
+        self.absent = np.zeros(len(block.terms), dtype=bool)
+        open_rows = self.unknown[block.codes].any(axis=1)
+        self.matched: list[pb.QueryEntry] = block.entries[~open_rows].tolist()  # all known present
+        self.rows = np.flatnonzero(open_rows)
+
+    @property
+    def pending(self) -> int:
+        return len(self.rows)
 
     def apply_bloom(self, bloom: BloomFilter) -> int:
         """Drop queries the filter rules out; returns how many went."""
-        ruled_out = [s for s, ids in self.unknown.items() if any(y not in bloom for y in ids)]
-        for s in ruled_out:
-            self._drop(s)
-        return len(ruled_out)
+        used = np.zeros(len(self.block.terms), dtype=bool)
+        used[self.block.codes[self.rows]] = True
+        for i in np.flatnonzero(used & self.unknown).tolist():
+            self.absent[i] = int(self.block.terms[i]) not in bloom
+        out = self.absent[self.block.codes[self.rows]].any(axis=1)
+        self.rows = self.rows[~out]
+        return int(out.sum())
 
     def question(self) -> list[int]:
-        """The ids to ask about this round; empty when every query is decided."""
-        ask: set[int] = set()
-        for ids in self.unknown.values():
-            ask.update([y for y in ids if y not in self.answers][:self.batch])
-        return sorted(ask)
+        """The ids to ask about this round, sorted: each pending query's next `batch`
+        unasked unknown ids; empty when every query is decided."""
+        codes = self.block.codes[self.rows]
+        waiting = (self.unknown & ~self.asked)[codes]
+        ask = np.zeros(len(self.block.terms), dtype=bool)
+        ask[codes[waiting & (np.cumsum(waiting, axis=1) <= self.batch)]] = True
+        return self.block.terms[ask].tolist()
 
     def answer(self, ids: Sequence[int], present: Sequence[bool]) -> None:
-        self.answers.update(zip(ids, present))
-        for s in list(self.unknown):
-            told = [self.answers.get(y) for y in self.unknown[s]]
-            if False in told:
-                self._drop(s)
-            elif None not in told:
-                self.matched.append(self.pending.pop(s))
-                del self.unknown[s]
-
-    def _drop(self, s: int) -> None:
-        del self.pending[s]
-        del self.unknown[s]
+        at = np.searchsorted(self.block.terms, np.array(ids, dtype=np.uint64))
+        self.asked[at] = True
+        self.absent[at[~np.array(present, dtype=bool)]] = True
+        codes = self.block.codes[self.rows]
+        dropped = self.absent[codes].any(axis=1)
+        done = ~dropped & ~(self.unknown & ~self.asked)[codes].any(axis=1)
+        self.matched += self.block.entries[self.rows[done]].tolist()
+        self.rows = self.rows[~dropped & ~done]

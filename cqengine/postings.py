@@ -1,0 +1,110 @@
+"""Inverted lists compiled for bulk work: a block of queries as one matrix of term codes.
+
+A QN prunes and resolves every query under a document's local ids at once. Done a term
+at a time in Python that is the simulator's whole cost at paper scale (tens of thousands
+of candidates per document), so each key's list is kept, beside its entries, as a block:
+the distinct term ids of its queries (`terms`, sorted) and a (queries x width) matrix of
+indices into them (`codes`), each row a query's terms in the order Term Dialogue asks them
+(rarest first when document frequencies are known, else by id). Whatever is learnt of a
+term is then learnt once, in an array over `terms`, and read for every query by indexing.
+A short row is padded by repeating its own first code, which changes nothing: a term
+counts once however often a row holds it. A key's block is built when its list is first
+consulted after a change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from chord.store import SortedKeyStore
+from cqengine.proto import cqengine_pb2 as pb
+
+Rarity = Callable[[int, str], float]  # (term id, term) -> document frequency
+
+
+def ask_order(entry: pb.QueryEntry, rarity: Rarity | None) -> list[int]:
+    """The entry's term ids in the order resolution asks them: a rare term is the likeliest
+    to be absent, ending the query soonest."""
+    if rarity is None:
+        return list(entry.term_ids)
+    return [y for _, y in sorted((rarity(y, t), y) for y, t in zip(entry.term_ids, entry.terms))]
+
+
+def objects(items: Sequence) -> np.ndarray:
+    out = np.empty(len(items), dtype=object)
+    out[:] = list(items)
+    return out
+
+
+@dataclass
+class Block:
+    entries: np.ndarray  # of pb.QueryEntry
+    terms: np.ndarray    # uint64, sorted, distinct
+    codes: np.ndarray    # (len(entries), width) intp into terms
+
+    @classmethod
+    def of(cls, entries: Sequence[pb.QueryEntry], rarity: Rarity | None = None) -> "Block":
+        rows = [ask_order(e, rarity) for e in entries]
+        width = max((len(r) for r in rows), default=1)
+        ids = np.array([r + r[:1] * (width - len(r)) for r in rows], dtype=np.uint64)
+        terms, codes = np.unique(ids, return_inverse=True)
+        return cls(objects(entries), terms, codes.reshape(len(rows), width))
+
+    @classmethod
+    def concat(cls, blocks: Sequence["Block"]) -> "Block":
+        if len(blocks) == 1:
+            return blocks[0]
+        terms, inverse = np.unique(np.concatenate([b.terms for b in blocks]), return_inverse=True)
+        width = max(b.codes.shape[1] for b in blocks)
+        parts, start = [], 0
+        for b in blocks:
+            parts.append(widen(inverse[start:start + len(b.terms)][b.codes], width))
+            start += len(b.terms)
+        return cls(np.concatenate([b.entries for b in blocks]), terms, np.vstack(parts))
+
+    def select(self, rows: np.ndarray) -> "Block":
+        """The queries of a row mask (the terms stay: a superset is harmless)."""
+        return Block(self.entries[rows], self.terms, self.codes[rows])
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+def widen(codes: np.ndarray, width: int) -> np.ndarray:
+    if codes.shape[1] == width:
+        return codes
+    return np.hstack([codes, np.repeat(codes[:, :1], width - codes.shape[1], axis=1)])
+
+
+class InvertedIndex(SortedKeyStore):
+    """The engine's inverted lists: key -> QueryEntry, plus each key's compiled block."""
+
+    def __init__(self, rarity: Rarity | None = None) -> None:
+        super().__init__(encode=lambda e: e.SerializeToString(), decode=pb.QueryEntry.FromString)
+        self.rarity = rarity
+        self._blocks: dict[int, Block] = {}
+
+    def block(self, key: int) -> Block | None:
+        """The key's list as a block; None when nothing is indexed under it."""
+        b = self._blocks.get(key)
+        if b is None:
+            entries = self._values.get(key)
+            if not entries:
+                return None
+            b = self._blocks[key] = Block.of(entries, self.rarity)
+        return b
+
+    def put(self, key: int, value: pb.QueryEntry) -> None:
+        self._blocks.pop(key, None)
+        super().put(key, value)
+
+    def remove(self, key: int, match) -> int:
+        self._blocks.pop(key, None)
+        return super().remove(key, match)
+
+    def take_range(self, lo: int, hi: int) -> list[tuple[int, bytes]]:
+        self._blocks.clear()  # rare (a join or a leave): no need to find which keys went
+        return super().take_range(lo, hi)
