@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable
 
-from chord.ids import BITS, distance, in_open_closed, short
+from chord.ids import BITS, MASK, SPACE, distance, in_open_closed, short
 
 
 @dataclass(frozen=True, order=True)
@@ -32,6 +32,7 @@ class RoutingTable:
     fingers: list[NodeRef | None] = field(default_factory=lambda: [None] * BITS)
 
     _cache: tuple = field(default=(), init=False, repr=False, compare=False)
+    _router: tuple = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.successors:
@@ -100,6 +101,37 @@ class RoutingTable:
         if hop is None:  # everything closer is dead: the first live successor is the way on
             hop = next((s for s in self.successors if s.id not in avoid and s != self.me), None)
         return hop
+
+    def router(self) -> Callable[[int], NodeRef | None]:
+        """`next_hop` (avoiding nobody) for the table as it is now, as a bisect per key.
+
+        Algorithm 1's answer only changes where a key passes the predecessor, a successor
+        or a finger: at such a point or just after it. So next_hop itself is asked once at
+        each point and once just after it, and a key takes the answer of the last probe at
+        or below its clockwise distance from me. An announcement routes every id it
+        carries; this is its cost at scale.
+        """
+        key = (self.predecessor, tuple(self.successors), tuple(self.fingers))
+        if self._router and self._router[0] == key:
+            return self._router[1]
+        me = self.me.id
+        marks = {distance(me, n.id) for n in (self.predecessor, *self.successors, *self.fingers)
+                 if n is not None}
+        probes = sorted({1} | {q for b in marks for q in (b, b + 1) if 0 < q < SPACE})
+        starts: list[int] = []
+        hops: list[NodeRef | None] = []
+        for q in probes:
+            hop = self.next_hop((me + q) & MASK)
+            if not hops or hop != hops[-1]:
+                starts.append(q)
+                hops.append(hop)
+
+        def route(x: int) -> NodeRef | None:
+            d = (x - me) & MASK
+            return None if d == 0 else hops[bisect.bisect_right(starts, d) - 1]
+
+        self._router = (key, route)
+        return route
 
     def group_by_next_hop(self, keys: Iterable[int]) -> tuple[list[int], dict[NodeRef, list[int]]]:
         """Split keys into those I own and those per next-hop neighbour, order kept."""

@@ -27,7 +27,7 @@ from typing import Callable, Hashable, Iterable, Sequence
 import numpy as np
 
 from chord.ids import in_open_array, in_open_closed_array
-from cqengine.postings import Block
+from cqengine.postings import Block, member
 from cqengine.proto import cqengine_pb2 as pb
 
 
@@ -117,7 +117,7 @@ class Knowledge:
             out |= within & in_open_closed_array(ys, *self.region)
         for a, b in self.piggy_arcs:
             out |= in_open_closed_array(ys, a, b)
-        return out & ~np.isin(ys, self.present_array)
+        return out & ~member(ys, self.present_array)
 
     def absent(self, y: int) -> bool:
         return bool(self.absent_in(np.array([y], dtype=np.uint64))[0])

@@ -264,7 +264,7 @@ class EngineNode:
         k = self.settings.piggyback
         local: list[Run] = []
         while runs:
-            groups = group_runs(runs, self._next_hop if hops < HOP_LIMIT else (lambda x: None), k)
+            groups = group_runs(runs, self._router() if hops < HOP_LIMIT else (lambda x: None), k)
             runs = []
             local += groups.pop(None, [])
             for hop, hop_runs in groups.items():
@@ -278,9 +278,10 @@ class EngineNode:
         if local:
             yield from self._resolve(msg, local)
 
-    def _next_hop(self, x: int) -> NodeRef | None:
-        hop = self.chord.table.next_hop(x)
-        return None if hop == self.me else hop
+    def _router(self) -> Callable[[int], NodeRef | None]:
+        """Each id's next hop by the table as it is now (a failed hop changes it); None: mine."""
+        route, me = self.chord.table.router(), self.me
+        return lambda x: None if (hop := route(x)) == me else hop
 
     # ---- resolving (QN side) -----------------------------------------------------------
 

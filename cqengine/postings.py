@@ -33,6 +33,14 @@ def ask_order(entry: pb.QueryEntry, rarity: Rarity | None) -> list[int]:
     return [y for _, y in sorted((rarity(y, t), y) for y, t in zip(entry.term_ids, entry.terms))]
 
 
+def member(xs: np.ndarray, sorted_ids: np.ndarray) -> np.ndarray:
+    """Elementwise: is x among sorted_ids? (np.isin's set-up costs more than small sets need.)"""
+    if not len(sorted_ids):
+        return np.zeros(xs.shape, dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_ids, xs), len(sorted_ids) - 1)
+    return sorted_ids[at] == xs
+
+
 def objects(items: Sequence) -> np.ndarray:
     out = np.empty(len(items), dtype=object)
     out[:] = list(items)

@@ -18,7 +18,7 @@ from bitarray import bitarray
 
 from cqengine.announce import Knowledge
 from cqengine.bloom import BloomFilter
-from cqengine.postings import Block
+from cqengine.postings import Block, member
 from cqengine.proto import cqengine_pb2 as pb
 
 
@@ -44,7 +44,7 @@ class Resolution:
     def __init__(self, block: Block, know: Knowledge, batch: int = 1) -> None:
         self.batch = max(1, batch)
         self.block = block
-        self.unknown = ~np.isin(block.terms, know.present_array)  # per term: not known present
+        self.unknown = ~member(block.terms, know.present_array)  # per term: not known present
         self.asked = np.zeros(len(block.terms), dtype=bool)
         self.absent = np.zeros(len(block.terms), dtype=bool)
         open_rows = self.unknown[block.codes].any(axis=1)
@@ -71,7 +71,10 @@ class Resolution:
         codes = self.block.codes[self.rows]
         waiting = (self.unknown & ~self.asked)[codes]
         ask = np.zeros(len(self.block.terms), dtype=bool)
-        ask[codes[waiting & (np.cumsum(waiting, axis=1) <= self.batch)]] = True
+        if self.batch == 1:  # the common case, without a cumulative sum
+            ask[codes[np.arange(len(codes)), waiting.argmax(axis=1)][waiting.any(axis=1)]] = True
+        else:
+            ask[codes[waiting & (np.cumsum(waiting, axis=1) <= self.batch)]] = True
         return self.block.terms[ask].tolist()
 
     def answer(self, ids: Sequence[int], present: Sequence[bool]) -> None:

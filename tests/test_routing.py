@@ -2,9 +2,9 @@
 
 from hypothesis import given, settings, strategies as st
 
-from chord.ids import SPACE, distance, in_open_closed
+from chord.ids import BITS, SPACE, distance, in_open_closed
 from chord.oracle import RingOracle
-from chord.routing import NodeRef
+from chord.routing import NodeRef, RoutingTable
 from chord.store import SortedKeyStore
 
 ids = st.integers(min_value=0, max_value=SPACE - 1)
@@ -31,6 +31,32 @@ def test_following_next_hops_reaches_the_owner(nodes, keys, data, r):
             assert distance(hop.id, key) < distance(at.id, key) or hop == oracle.owner(key)
             at = hop
         assert at == oracle.owner(key)
+
+
+def scrambled_table(nodes, me, data):
+    """A table as churn may leave it: any predecessor, successors in any order, holes."""
+    t = RoutingTable(me, r=8)
+    t.predecessor = data.draw(st.one_of(st.none(), st.sampled_from(nodes)))
+    t.successors = data.draw(st.lists(st.sampled_from(nodes), max_size=8)) or [me]
+    t.fingers = [data.draw(st.one_of(st.none(), st.sampled_from(nodes))) for _ in range(BITS)]
+    return t
+
+
+@settings(max_examples=200, deadline=None)
+@given(rings, st.data(), st.booleans())
+def test_router_answers_as_next_hop(nodes, data, scrambled):
+    """The precomputed router equals Algorithm 1 everywhere, at and beside every node id,
+    for converged tables and for tables in any state churn may leave them in."""
+    _, by_node = tables(nodes)
+    me = data.draw(st.sampled_from(nodes))
+    t = scrambled_table(nodes, me, data) if scrambled else by_node[me]
+    route = t.router()
+    keys = data.draw(st.lists(ids, max_size=30))
+    keys += [(n.id + d) % SPACE for n in nodes for d in (-1, 0, 1)]
+    for key in keys:
+        assert route(key) == t.next_hop(key)
+    t.fingers = list(reversed(t.fingers))  # a changed table is routed afresh
+    assert all(t.router()(key) == t.next_hop(key) for key in keys)
 
 
 @settings(max_examples=150, deadline=None)
