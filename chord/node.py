@@ -90,6 +90,11 @@ class ChordNode:
 
     def step(self, key: int, avoid: frozenset[int] = frozenset()) -> tuple[bool, NodeRef]:
         """One lookup step: (True, owner) when I can tell, else (False, next node to ask)."""
+        if not avoid:
+            return self.table.piecewise("step", self._step)(key)
+        return self._step(key, avoid)
+
+    def _step(self, key: int, avoid: frozenset[int] = frozenset()) -> tuple[bool, NodeRef]:
         t = self.table
         if t.owns(key):
             return True, t.me

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, TypeVar
 
 from chord.ids import BITS, MASK, SPACE, distance, in_open_closed, short
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, order=True)
@@ -32,7 +34,7 @@ class RoutingTable:
     fingers: list[NodeRef | None] = field(default_factory=lambda: [None] * BITS)
 
     _cache: tuple = field(default=(), init=False, repr=False, compare=False)
-    _router: tuple = field(default=(), init=False, repr=False, compare=False)
+    _compiled: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.successors:
@@ -104,34 +106,38 @@ class RoutingTable:
 
     def router(self) -> Callable[[int], NodeRef | None]:
         """`next_hop` (avoiding nobody) for the table as it is now, as a bisect per key.
+        An announcement routes every id it carries: this is its cost at scale."""
+        return self.piecewise("next_hop", self.next_hop)
 
-        Algorithm 1's answer only changes where a key passes the predecessor, a successor
-        or a finger: at such a point or just after it. So next_hop itself is asked once at
-        each point and once just after it, and a key takes the answer of the last probe at
-        or below its clockwise distance from me. An announcement routes every id it
-        carries; this is its cost at scale.
+    def piecewise(self, name: str, rule: Callable[[int], T]) -> Callable[[int], T]:
+        """A rule of this table's (Algorithm 1, a lookup step) precomputed as a bisect per key.
+
+        Such a rule only changes where a key passes the predecessor, a successor or a
+        finger: at such a point or just after it. So it is asked once at each point and
+        once just after it, and a key takes the answer of the last probe at or below its
+        clockwise distance from me. Kept (under `name`) until the table changes.
         """
         key = (self.predecessor, tuple(self.successors), tuple(self.fingers))
-        if self._router and self._router[0] == key:
-            return self._router[1]
+        cached = self._compiled.get(name)
+        if cached is not None and cached[0] == key:
+            return cached[1]
         me = self.me.id
         marks = {distance(me, n.id) for n in (self.predecessor, *self.successors, *self.fingers)
                  if n is not None}
-        probes = sorted({1} | {q for b in marks for q in (b, b + 1) if 0 < q < SPACE})
+        probes = sorted({0, 1} | {q for b in marks for q in (b, b + 1) if q < SPACE})
         starts: list[int] = []
-        hops: list[NodeRef | None] = []
+        answers: list = []
         for q in probes:
-            hop = self.next_hop((me + q) & MASK)
-            if not hops or hop != hops[-1]:
+            answer = rule((me + q) & MASK)
+            if not answers or answer != answers[-1]:
                 starts.append(q)
-                hops.append(hop)
+                answers.append(answer)
 
-        def route(x: int) -> NodeRef | None:
-            d = (x - me) & MASK
-            return None if d == 0 else hops[bisect.bisect_right(starts, d) - 1]
+        def compiled(x: int) -> T:
+            return answers[bisect.bisect_right(starts, (x - me) & MASK) - 1]
 
-        self._router = (key, route)
-        return route
+        self._compiled[name] = (key, compiled)
+        return compiled
 
     def group_by_next_hop(self, keys: Iterable[int]) -> tuple[list[int], dict[NodeRef, list[int]]]:
         """Split keys into those I own and those per next-hop neighbour, order kept."""

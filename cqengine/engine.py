@@ -211,14 +211,14 @@ class EngineNode:
         e = req.entry
         if not self.chord.table.owns(e.index_id):
             return pb.IndexReply(owner=False)
-        self.index.remove(e.index_id, lambda old: old.subscription_id == e.subscription_id)
-        self.index.put(e.index_id, e)
+        self.index.replace(e.index_id, e)
         return pb.IndexReply(owner=True)
 
     def _on_unindex(self, req: pb.UnindexRequest) -> pb.IndexReply:
         if not self.chord.table.owns(req.index_id):
             return pb.IndexReply(owner=False)
-        self.index.remove(req.index_id, lambda e: e.subscription_id == req.subscription_id)
+        if self.index.holds(req.index_id, req.subscription_id):
+            self.index.remove(req.index_id, lambda e: e.subscription_id == req.subscription_id)
         return pb.IndexReply(owner=True)
 
     # ---- publishing and announcing -----------------------------------------------------

@@ -88,12 +88,14 @@ def widen(codes: np.ndarray, width: int) -> np.ndarray:
 
 
 class InvertedIndex(SortedKeyStore):
-    """The engine's inverted lists: key -> QueryEntry, plus each key's compiled block."""
+    """The engine's inverted lists: key -> QueryEntry, plus each key's compiled block and
+    the subscriptions it holds (a popular term's list is long: no scans to find one)."""
 
     def __init__(self, rarity: Rarity | None = None) -> None:
         super().__init__(encode=lambda e: e.SerializeToString(), decode=pb.QueryEntry.FromString)
         self.rarity = rarity
         self._blocks: dict[int, Block] = {}
+        self._subs: dict[int, set[int]] = {}
 
     def block(self, key: int) -> Block | None:
         """The key's list as a block; None when nothing is indexed under it."""
@@ -105,14 +107,36 @@ class InvertedIndex(SortedKeyStore):
             b = self._blocks[key] = Block.of(entries, self.rarity)
         return b
 
+    def holds(self, key: int, subscription_id: int) -> bool:
+        return subscription_id in self._subs.get(key, ())
+
+    def replace(self, key: int, entry: pb.QueryEntry) -> None:
+        """Index the entry under key, instead of any entry of its subscription there."""
+        if self.holds(key, entry.subscription_id):
+            self.remove(key, lambda old: old.subscription_id == entry.subscription_id)
+        self.put(key, entry)
+
     def put(self, key: int, value: pb.QueryEntry) -> None:
         self._blocks.pop(key, None)
+        self._subs.setdefault(key, set()).add(value.subscription_id)
         super().put(key, value)
 
     def remove(self, key: int, match) -> int:
-        self._blocks.pop(key, None)
-        return super().remove(key, match)
+        gone = super().remove(key, match)
+        if gone:
+            self._changed(key)
+        return gone
 
     def take_range(self, lo: int, hi: int) -> list[tuple[int, bytes]]:
-        self._blocks.clear()  # rare (a join or a leave): no need to find which keys went
-        return super().take_range(lo, hi)
+        items = super().take_range(lo, hi)
+        for key in {k for k, _ in items}:
+            self._changed(key)
+        return items
+
+    def _changed(self, key: int) -> None:
+        self._blocks.pop(key, None)
+        left = self._values.get(key)
+        if left:
+            self._subs[key] = {e.subscription_id for e in left}
+        else:
+            self._subs.pop(key, None)

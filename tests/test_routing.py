@@ -4,6 +4,7 @@ from hypothesis import given, settings, strategies as st
 
 from chord.ids import BITS, SPACE, distance, in_open_closed
 from chord.oracle import RingOracle
+from chord.node import ChordNode
 from chord.routing import NodeRef, RoutingTable
 from chord.store import SortedKeyStore
 
@@ -44,19 +45,22 @@ def scrambled_table(nodes, me, data):
 
 @settings(max_examples=200, deadline=None)
 @given(rings, st.data(), st.booleans())
-def test_router_answers_as_next_hop(nodes, data, scrambled):
-    """The precomputed router equals Algorithm 1 everywhere, at and beside every node id,
-    for converged tables and for tables in any state churn may leave them in."""
+def test_precomputed_rules_answer_as_the_rules(nodes, data, scrambled):
+    """The precomputed router and lookup step equal Algorithm 1 and ChordNode._step
+    everywhere, at and beside every node id, for converged tables and for tables in any
+    state churn may leave them in."""
     _, by_node = tables(nodes)
     me = data.draw(st.sampled_from(nodes))
-    t = scrambled_table(nodes, me, data) if scrambled else by_node[me]
-    route = t.router()
+    node = ChordNode(me)
+    node.table = t = scrambled_table(nodes, me, data) if scrambled else by_node[me]
     keys = data.draw(st.lists(ids, max_size=30))
     keys += [(n.id + d) % SPACE for n in nodes for d in (-1, 0, 1)]
     for key in keys:
-        assert route(key) == t.next_hop(key)
+        assert t.router()(key) == t.next_hop(key)
+        assert node.step(key) == node._step(key)
     t.fingers = list(reversed(t.fingers))  # a changed table is routed afresh
     assert all(t.router()(key) == t.next_hop(key) for key in keys)
+    assert all(node.step(key) == node._step(key) for key in keys)
 
 
 @settings(max_examples=150, deadline=None)

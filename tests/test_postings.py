@@ -1,0 +1,89 @@
+"""Compiled inverted lists hold exactly what the entries say, through every change."""
+
+from hypothesis import given, settings, strategies as st
+
+from cqengine.postings import Block, InvertedIndex, ask_order, member
+from cqengine.proto import cqengine_pb2 as pb
+
+import numpy as np
+
+KEYS = st.integers(0, 5)
+IDS = st.one_of(st.integers(0, 40), st.integers(2**64 - 3, 2**64 - 1))
+
+
+def entry(sub: int, ids) -> pb.QueryEntry:
+    ids = sorted(ids)
+    return pb.QueryEntry(subscription_id=sub, term_ids=ids, terms=[f"t{y}" for y in ids])
+
+
+def rows(block: Block) -> list[tuple[int, list[int]]]:
+    """Each query's terms as the block holds them, padding dropped."""
+    out = []
+    for e, codes in zip(block.entries, block.codes):
+        ids = [int(block.terms[c]) for c in codes]
+        out.append((e.subscription_id, list(dict.fromkeys(ids))))
+    return out
+
+
+entries = st.lists(st.tuples(st.integers(0, 10**6), st.sets(IDS, min_size=1, max_size=6)), max_size=12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(entries, min_size=1, max_size=4), st.booleans())
+def test_blocks_hold_their_entries_in_asking_order(groups, by_rarity):
+    rarity = (lambda y, t: -y) if by_rarity else None
+    made = [[entry(s, ids) for s, ids in g] for g in groups]
+    blocks = [Block.of(m, rarity) for m in made]
+    want = [(e.subscription_id, ask_order(e, rarity)) for m in made for e in m]
+    assert rows(Block.concat(blocks)) == want
+    for b in blocks:
+        assert list(b.terms) == sorted(set(int(t) for t in b.terms))  # sorted and distinct
+    keep = np.array([i % 2 == 0 for i in range(len(want))], dtype=bool)
+    assert rows(Block.concat(blocks).select(keep)) == [w for w, k in zip(want, keep) if k]
+
+
+ops = st.lists(st.one_of(
+    st.tuples(st.just("put"), KEYS, st.integers(0, 6), st.sets(IDS, min_size=1, max_size=4)),
+    st.tuples(st.just("replace"), KEYS, st.integers(0, 6), st.sets(IDS, min_size=1, max_size=4)),
+    st.tuples(st.just("remove"), KEYS, st.integers(0, 6)),
+    st.tuples(st.just("take"), KEYS, KEYS),
+), max_size=30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops)
+def test_index_blocks_and_subscriptions_follow_every_change(program):
+    index = InvertedIndex()
+    model: dict[int, list[pb.QueryEntry]] = {}
+    for op in program:
+        if op[0] in ("put", "replace"):
+            _, key, sub, ids = op
+            e = entry(sub, ids)
+            if op[0] == "replace":
+                index.replace(key, e)
+                model[key] = [x for x in model.get(key, []) if x.subscription_id != sub]
+            else:
+                index.put(key, e)
+            model.setdefault(key, []).append(e)
+        elif op[0] == "remove":
+            _, key, sub = op
+            index.remove(key, lambda x, sub=sub: x.subscription_id == sub)
+            model[key] = [x for x in model.get(key, []) if x.subscription_id != sub]
+        else:
+            _, lo, hi = op
+            taken = index.take_range(lo, hi)
+            index.put_items(taken)  # handed back, as a node that rejoins would get them
+        for key in range(6):
+            b = index.block(key)
+            held = model.get(key, [])
+            assert (b is None) == (not held)
+            if b is not None:
+                assert sorted(rows(b)) == sorted((e.subscription_id, list(e.term_ids)) for e in held)
+            for sub in range(7):
+                assert index.holds(key, sub) == any(e.subscription_id == sub for e in held)
+
+
+@given(st.lists(IDS, max_size=20), st.sets(IDS, max_size=8))
+def test_member_is_set_membership(xs, members):
+    got = member(np.array(xs, dtype=np.uint64), np.array(sorted(members), dtype=np.uint64))
+    assert got.tolist() == [x in members for x in xs]
