@@ -110,7 +110,7 @@ class EngineNode:
     services = [ENGINE_SERVICE]
 
     def __init__(self, chord: ChordNode, settings: Settings, spawn: Callable[[Op], None],
-                 now: Callable[[], float] = time.monotonic) -> None:
+                 now: Callable[[], float] = time.monotonic, tally: Counter | None = None) -> None:
         self.chord = chord
         self.settings = settings
         self.spawn = spawn
@@ -129,6 +129,7 @@ class EngineNode:
         self.docs: OrderedDict[int, PublishedDoc] = OrderedDict()
         self.subscriptions: dict[int, Subscription] = {}
         self.counters: Counter[str] = Counter()
+        self.tally = tally  # the simulator's ring-wide sum of every node's counters
         self.alert_listeners: list[Callable[[int], None]] = []  # told the subscription id
         self.handlers = {
             "GetConfig": lambda req: self.settings.to_pb(),
@@ -141,6 +142,11 @@ class EngineNode:
             "Deliver": self._on_deliver,
             "Gossip": self._on_gossip,
         }
+
+    def count(self, name: str, n: int = 1) -> None:
+        self.counters[name] += n
+        if self.tally is not None:
+            self.tally[name] += n
 
     @property
     def me(self) -> NodeRef:
@@ -156,7 +162,10 @@ class EngineNode:
     # ---- subscribing -------------------------------------------------------------------
 
     def subscribe(self, text: str) -> Op:
-        terms = analyze(text)
+        return (yield from self.subscribe_terms(analyze(text)))
+
+    def subscribe_terms(self, terms: list[str]) -> Op:
+        """Subscribe a query already analyzed (by `analyze`, here or in a Spark job)."""
         if not terms:
             raise EngineError("INVALID_ARGUMENT", "the query has no terms left after stop-word "
                                                   "removal and stemming")
@@ -224,18 +233,25 @@ class EngineNode:
     # ---- publishing and announcing -----------------------------------------------------
 
     def publish(self, docno: str, text: bytes, title: str = "") -> Op:
-        doc = self._admit(docno, text, title)
-        self.counters["documents_published"] += 1
+        body = self._admit(docno, text, title)
+        return (yield from self.publish_terms(docno, analyze(f"{title}\n{body}"), title,
+                                              " ".join(body.split())[:SNIPPET]))
+
+    def publish_terms(self, docno: str, terms: list[str], title: str = "", snippet: str = "") -> Op:
+        """Publish a document already analyzed (by `analyze`, here or in a Spark job)."""
+        docno = docno.strip()
+        if not docno or len(docno) > MAX_DOCNO:
+            raise EngineError("INVALID_ARGUMENT", f"a document needs a docno of 1-{MAX_DOCNO} characters")
+        doc = self._store(docno, frozenset(term_id(t) for t in terms), title, snippet)
+        self.count("documents_published")
         if doc.ids:
             ids = sorted(doc.ids)
             yield from self._announce(pb.Announcement(doc_key=doc.key, dn=self.me.address,
                                                       max_id=ids[-1]), [Run.whole(ids)], hops=0)
         return pb.PublishReply(accepted=True, terms=len(doc.ids), doc_key=doc.key)
 
-    def _admit(self, docno: str, text: bytes, title: str) -> PublishedDoc:
-        docno = docno.strip()
-        if not docno or len(docno) > MAX_DOCNO:
-            raise EngineError("INVALID_ARGUMENT", f"a document needs a docno of 1-{MAX_DOCNO} characters")
+    def _admit(self, docno: str, text: bytes, title: str) -> str:
+        """The text of a document fit to publish, or the reason it is not."""
         size = len(text) + len(title.encode("utf-8"))
         if size > self.settings.max_document_bytes:
             raise EngineError("INVALID_ARGUMENT", f"document {docno} has {size} bytes; the limit "
@@ -245,8 +261,10 @@ class EngineNode:
         except UnicodeDecodeError as e:
             raise EngineError("INVALID_ARGUMENT", f"document {docno} is not UTF-8 (bad byte at "
                                                   f"offset {e.start})") from None
-        ids = frozenset(term_id(t) for t in analyze(f"{title}\n{body}"))
-        snippet = " ".join(body.split())[:SNIPPET]
+        return body
+
+    def _store(self, docno: str, ids: frozenset[int], title: str, snippet: str) -> PublishedDoc:
+        """Keep the document for resolution (the DN answers for it) and count it in the synopsis."""
         doc = PublishedDoc(self.rng.getrandbits(64), docno, title, snippet, ids)
         self.docs[doc.key] = doc
         if self.settings.gossiped:
@@ -295,7 +313,7 @@ class EngineNode:
         if not lists:
             return
         candidates = prune(Block.concat(lists), know)
-        self.counters["candidates"] += len(candidates)
+        self.count("candidates", len(candidates))
         if not len(candidates):
             return
         dn = self._peer(msg.dn)
@@ -310,11 +328,11 @@ class EngineNode:
                 self._require(reply.found, msg)
                 res.answer(question, unpack_bits(reply.present, len(question)))
             if res.matched:
-                self.counters["matches"] += len(res.matched)
+                self.count("matches", len(res.matched))
                 yield Call(dn, "Matched", pb.MatchedRequest(doc_key=msg.doc_key, matches=[
                     pb.Match(subscription_id=e.subscription_id, home=e.home) for e in res.matched]))
         except (PeerUnreachable, LookupError) as e:
-            self.counters["alerts_dropped"] += res.pending + len(res.matched)
+            self.count("alerts_dropped", res.pending + len(res.matched))
             log.warning("resolution of document %016x with %s failed: %s", msg.doc_key, msg.dn, e)
 
     @staticmethod
@@ -352,7 +370,7 @@ class EngineNode:
             try:
                 yield Call(self._peer(home), "Deliver", batch)
             except PeerUnreachable:
-                self.counters["alerts_dropped"] += len(subs)
+                self.count("alerts_dropped", len(subs))
 
     # ---- alerts (home side) ------------------------------------------------------------
 
@@ -364,7 +382,7 @@ class EngineNode:
             alert = pb.Alert(subscription_id=sub_id, docno=batch.docno, title=batch.title,
                              snippet=batch.snippet)
             if sub.mailbox.offer(alert):
-                self.counters["alerts_delivered"] += 1
+                self.count("alerts_delivered")
                 for listener in self.alert_listeners:
                     listener(sub_id)
         return pb.Ack()
@@ -422,7 +440,7 @@ class EngineNode:
                 except EngineError:
                     continue  # ownership in flux: it stays where it is, still found
                 self.retiring.append((self.now() + self.settings.reindex_grace, key, e))
-                self.counters["reindexed"] += 1
+                self.count("reindexed")
         self._retire()
 
     def _retire(self) -> None:

@@ -7,6 +7,7 @@ growth while it is published and everything it set off has run.
 from __future__ import annotations
 
 import random
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -27,6 +28,7 @@ class DocReport:
     terms: int
     candidates: int
     matches: int
+    alerts: int
     kinds: dict[str, Count] = field(default_factory=dict)  # ledger growth, by kind
 
     def total(self, methods: Iterable[str]) -> Count:
@@ -64,8 +66,9 @@ class EngineSimulator:
         settings.validate()
         self.settings = settings
         self.rng = random.Random(seed)
+        self.tally: Counter[str] = Counter()  # every node's counters, summed as they grow
         self.ring = Simulator(r=r, seed=seed, ledger=ledger,
-                              app=lambda chord, spawn: EngineNode(chord, settings, spawn))
+                              app=lambda chord, spawn: EngineNode(chord, settings, spawn, tally=self.tally))
         self.ring.build_instant([f"node-{i}" for i in range(nodes)])
 
     @property
@@ -84,26 +87,28 @@ class EngineSimulator:
         address = via or self.pick()
         return self._run(address, self.engines[address].subscribe(text))
 
+    def subscribe_terms(self, terms: list[str], via: str) -> pb.SubscribeReply:
+        return self._run(via, self.engines[via].subscribe_terms(terms))
+
     def unsubscribe(self, reply: pb.SubscribeReply) -> None:
         self._run(reply.home, self.engines[reply.home].unsubscribe(reply.subscription_id, reply.token))
 
     def publish(self, docno: str, text: str, title: str = "", via: str | None = None) -> DocReport:
         address = via or self.pick()
-        before = self.ring.ledger.snapshot()
-        counts = self._counters()
-        reply = self._run(address, self.engines[address].publish(docno, text.encode("utf-8"), title))
-        after = self._counters()
-        return DocReport(docno=docno, dn=address, terms=reply.terms,
-                         candidates=after["candidates"] - counts["candidates"],
-                         matches=after["matches"] - counts["matches"],
-                         kinds=ledger_growth(before, self.ring.ledger.snapshot()))
+        return self._report(docno, address, self.engines[address].publish(docno, text.encode("utf-8"), title))
 
-    def _counters(self):
-        total = {"candidates": 0, "matches": 0}
-        for e in self.engines.values():
-            for k in total:
-                total[k] += e.counters[k]
-        return total
+    def publish_terms(self, docno: str, terms: list[str], via: str) -> DocReport:
+        return self._report(docno, via, self.engines[via].publish_terms(docno, terms))
+
+    def _report(self, docno: str, address: str, op) -> DocReport:
+        """Publish, run everything it sets off, and read its cost off the ledger and tally."""
+        before, counts = self.ring.ledger.snapshot(), self.tally.copy()
+        reply = self._run(address, op)
+        return DocReport(docno=docno, dn=address, terms=reply.terms,
+                         candidates=self.tally["candidates"] - counts["candidates"],
+                         matches=self.tally["matches"] - counts["matches"],
+                         alerts=self.tally["alerts_delivered"] - counts["alerts_delivered"],
+                         kinds=ledger_growth(before, self.ring.ledger.snapshot()))
 
     def gossip_round(self) -> None:
         """Every node gossips its synopsis once (and re-indexes if it changed), in a seeded order."""

@@ -561,3 +561,22 @@ def test_the_title_counts_toward_the_document_size_limit():
                      sim.engines[address].publish("T1", b"short text", "headline " * 30))
     assert sum(e.counters["documents_published"] for e in sim.engines.values()) == 0
     assert sim.publish("T2", "short text", "a headline").terms > 0
+
+
+def test_analyzed_input_alerts_as_text_does_and_the_tally_sums_the_nodes():
+    """subscribe_terms/publish_terms (what prep output feeds) equal the matcher, and the
+    simulator's ring-wide tally equals the sum of every node's counters."""
+    w = workload(1)
+    sim = EngineSimulator(16, Settings(strategy="mhi", resolution="bf", piggyback=1), seed=3)
+    addresses = sorted(sim.engines)
+    subs = {}
+    for i, q in enumerate(w.queries):
+        reply = sim.subscribe_terms(analyze(q), via=addresses[i % len(addresses)])
+        subs[reply.subscription_id] = analyze(q)
+    reports = [sim.publish_terms(d.docno, sorted(w.terms[d.docno]), via=addresses[i % 5])
+               for i, d in enumerate(w.docs)]
+    assert set(sim.alerts()) == w.oracle(subs)
+    assert sum(r.alerts for r in reports) == len(w.oracle(subs))
+    for name in ("candidates", "matches", "alerts_delivered", "documents_published"):
+        assert sim.tally[name] == sum(e.counters[name] for e in sim.engines.values())
+    assert sim.tally["candidates"] == sum(r.candidates for r in reports)
