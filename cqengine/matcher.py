@@ -7,7 +7,7 @@ analyzed terms. No index, no pruning, no network: just sets.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 from cqengine.analysis import analyze
 
@@ -34,3 +34,16 @@ def matches(queries: Mapping[int, Iterable[str]], docs: Mapping[str, frozenset[s
             continue
         out.update((q, docno) for docno, have in docs.items() if need <= have)
     return out
+
+
+def match_documents(queries: Sequence[Sequence[str]], docs: Sequence[frozenset[str]]) -> list[list[int]]:
+    """For each document, the positions of the queries it matches, ascending: `matches`'
+    answer, fast enough for 100,000 queries by 10,000 documents. Each query is filed under
+    its rarest term (in these documents), so a document only looks at the queries filed
+    under its own terms — and still tests every one of their terms."""
+    df: Counter = Counter(t for have in docs for t in have)
+    filed: dict[str, list[tuple[int, frozenset[str]]]] = {}
+    for i, q in enumerate(queries):
+        if q:
+            filed.setdefault(min(q, key=lambda t: (df[t], t)), []).append((i, frozenset(q)))
+    return [sorted(i for t in have for i, need in filed.get(t, ()) if need <= have) for have in docs]
