@@ -243,6 +243,26 @@ def build_parser() -> argparse.ArgumentParser:
                    help="mean unique terms per document (default: TREC-AP's)")
     g.add_argument("--zipf", type=positive_float, default=1.0, help="Zipf exponent of term popularity")
 
+    x = sub.add_parser("experiment", help="reproduce the paper's evaluation on the simulator: report, JSON, plots")
+    x.add_argument("name", choices=("table2", "piggyback", "synopsis", "breakdown", "all"),
+                   help="table2 (Table 2), piggyback (Figure 3), synopsis (Figures 4, 5), breakdown "
+                        "(Figure 6), or all of them")
+    x.add_argument("--corpus", type=Path, metavar="DIR", help="output of `cqengine prep` (optional with --quick)")
+    x.add_argument("--out", type=Path, required=True, metavar="DIR",
+                   help="writes NAME.md, NAME.json and the figures' PNGs here")
+    x.add_argument("--nodes", type=int, default=1000, help="ring size (default %(default)s)")
+    x.add_argument("--queries", type=int, default=100_000, help="queries per workload (default %(default)s)")
+    x.add_argument("--docs", type=int, default=10_000,
+                   help="documents published, the first by docno; synopses sample the first half (default %(default)s)")
+    x.add_argument("--mean-size", type=positive_float, default=5.0, metavar="V",
+                   help="mean query size; sizes ~ Normal(V, 0.3V) (default %(default)s)")
+    x.add_argument("--seed", type=count, default=1)
+    x.add_argument("--workers", type=int, help="processes publishing in parallel (default: one per core)")
+    x.add_argument("--quick", action="store_true",
+                   help="every run small (64 nodes, 2,000 queries, 300 documents, K scaled to the vocabulary), "
+                        "on a generated corpus unless --corpus is given: a minute or two")
+    x.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+
     demo = sub.add_parser("demo", help="a live ring per strategy: workload, corpus, alerts checked, costs compared")
     demo.add_argument("-n", "--nodes", type=int, default=8)
     demo.add_argument("--queries", type=int, default=300)
@@ -459,6 +479,27 @@ def cmd_gen_corpus(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_experiment(args: argparse.Namespace) -> int:
+    from cqengine.evaluation import EvaluationError
+    from cqengine.evaluation.evaluate import corpus_for, default_workers, evaluate, quick_scale
+    from cqengine.evaluation.runs import Scale
+    workers = args.workers or default_workers()
+    if args.quick:
+        scale = quick_scale(args.seed, workers)
+    else:
+        scale = Scale(nodes=args.nodes, queries=args.queries, docs=args.docs, seed=args.seed,
+                      mean_size=args.mean_size, workers=workers)
+    command = "cqengine " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["experiment"] else f"cqengine experiment {args.name}"
+    try:
+        corpus = corpus_for(args.corpus, args.quick, args.seed)
+        files = evaluate(args.name, corpus, scale, args.out, command, args.quick, args.quiet)
+    except EvaluationError as e:
+        raise CliError(str(e)) from None
+    for f in files:
+        print(f)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from cqengine.demo import run_demo
     return 0 if run_demo(args.nodes, args.queries, args.docs, args.seed) else 1
@@ -466,7 +507,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 COMMANDS = {"node": cmd_node, "ring": cmd_ring, "subscribe": cmd_subscribe, "publish": cmd_publish,
             "stats": cmd_stats, "analyze": cmd_analyze, "demo": cmd_demo, "prep": cmd_prep,
-            "workload": cmd_workload, "gen-corpus": cmd_gen_corpus}
+            "workload": cmd_workload, "gen-corpus": cmd_gen_corpus, "experiment": cmd_experiment}
 
 
 def main(argv: list[str] | None = None) -> int:

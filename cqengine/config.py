@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from pathlib import Path
+
+from cqengine.analysis import term_id
 
 from cqengine.indexing import STRATEGIES
 from cqengine.proto import cqengine_pb2 as pb
@@ -73,6 +76,11 @@ class Settings:
         if self.gossip_period <= 0 or self.reindex_grace < 0:
             raise SettingsError("the gossip period must be positive and the re-index grace not negative")
         return self
+
+    @cached_property
+    def popular_ids(self) -> frozenset[int] | None:
+        """The popular terms' ids (computed once: every node of a simulated ring shares them)."""
+        return frozenset(term_id(t) for t in self.popular) if self.popular is not None else None
 
     @property
     def gossiped(self) -> bool:

@@ -122,7 +122,7 @@ class EngineNode:
         self.indexed_with: frozenset[int] = frozenset()  # the popular set entries were last placed by
         self.retiring: list[tuple[float, int, pb.QueryEntry]] = []  # (until, old key, entry) after a move
         self.now = now
-        fixed = frozenset(term_id(t) for t in settings.popular) if settings.popular is not None else None
+        fixed = settings.popular_ids
         self.choose = chooser(settings.strategy, settings.seed, settings.df,
                               (lambda: fixed) if fixed is not None else self.synopsis.popular)
         self.rng = random.Random(settings.seed ^ chord.me.id)

@@ -1,0 +1,376 @@
+"""Runs: one indexed ring per (strategy, workload, synopsis); documents published on forks.
+
+A run is one point of the evaluation: an indexing strategy over a workload, a resolution
+method, a piggyback depth, and the documents measured (all, or the second half as in the
+paper's section 8.4). Where a query is indexed depends on neither resolution nor
+piggyback, so a ring is indexed once per IndexSpec — through the engine, subscription by
+subscription, each placed by a real lookup — and every run publishes on forked copies of
+it: publishing never touches the indexed ring, so each run starts from the same state a
+freshly built ring with that run's settings would have (tests/test_evaluation.py checks
+this). A run's documents are shared out among worker processes (the machine's cores);
+each document's publishing node is a seeded hash of its docno, so results do not depend
+on the number of workers.
+
+Every alert a worker sees is checked against the matcher: the subscriber's mailbox is
+emptied after each document (as a stream would) and the queries alerted must be exactly
+the queries the matcher says the document matches.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing as mp
+import os
+import resource
+import sys
+import time
+import traceback
+from collections import Counter
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait
+
+import mmh3
+import numpy as np
+
+from cqengine.config import Settings
+from cqengine.evaluation import EvaluationError
+from cqengine.evaluation.inputs import Corpus, oracle, popular_ranking, workload
+from cqengine.progress import Progress
+from cqengine.sim import EngineSimulator
+
+RESOLUTION = ("TermDialogue", "GetBloom")
+ANNOUNCE = ("Announce",)
+
+
+@dataclass(frozen=True, order=True)
+class IndexSpec:
+    strategy: str
+    workload: str
+    synopsis_k: int = 0  # SAP-MHI: this many popular terms, sampled from the first half
+
+    @property
+    def name(self) -> str:
+        k = f"(K={self.synopsis_k})" if self.synopsis_k else ""
+        return f"{self.strategy}{k}/{self.workload}"
+
+
+@dataclass(frozen=True, order=True)
+class RunSpec:
+    index: IndexSpec
+    resolution: str
+    piggyback: int = 0
+    documents: str = "all"  # or "second": only the second half is published and measured
+
+    @property
+    def name(self) -> str:
+        return f"{self.index.name}/{self.resolution}/k={self.piggyback}"
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "strategy": self.index.strategy, "workload": self.index.workload,
+                "synopsis_k": self.index.synopsis_k, "resolution": self.resolution,
+                "piggyback": self.piggyback}
+
+
+@dataclass
+class Scale:
+    nodes: int = 1000
+    queries: int = 100_000
+    docs: int = 10_000
+    seed: int = 1
+    mean_size: float = 5.0
+    workers: int = 2
+    bloom_bits: int = 1024
+    bloom_hashes: int = 5
+
+    def check(self, corpus: Corpus) -> None:
+        if self.nodes < 1 or self.queries < 1 or self.docs < 2 or self.workers < 1:
+            raise EvaluationError("--nodes, --queries and --workers must be positive and --docs at least 2")
+
+
+def place(seed: int, what: str, name: object, n: int) -> int:
+    """A seeded, process-independent choice among n (a query's home, a document's DN)."""
+    return mmh3.hash64(f"{seed}:{what}:{name}".encode(), signed=False)[0] % n
+
+
+@dataclass
+class RunResult:
+    spec: RunSpec
+    positions: np.ndarray              # the corpus positions published, ascending
+    per_doc: dict[str, np.ndarray]     # candidates, matches, alerts, and KIND:messages / KIND:bytes
+    ledger: dict[str, list[int]]       # the ring ledger's growth over the run: kind -> [messages, bytes]
+    load: list[int]                    # query-index entries per node
+    oracle: dict[str, int]
+    seconds: dict[str, float]
+    half: int                          # first position of the second half
+
+    def measure(self, documents: str = "all") -> dict:
+        """The paper's metrics over all documents or the second half, with the ledger they
+        come from (requests and replies: `.reply` kinds)."""
+        mask = self.positions >= self.half if documents == "second" else np.ones(len(self.positions), bool)
+        n = int(mask.sum())
+        if n == 0:
+            raise EvaluationError(f"run {self.spec.name} published none of the {documents} documents")
+        kinds = {k[:-len(":messages")]: [int(self.per_doc[k][mask].sum()),
+                                         int(self.per_doc[k[:-len("messages")] + "bytes"][mask].sum())]
+                 for k in sorted(self.per_doc) if k.endswith(":messages")}
+
+        def total(methods):
+            picked = [c for k, c in kinds.items() if k.split(".")[0] in methods]
+            return sum(c[0] for c in picked), sum(c[1] for c in picked)
+
+        res_m, res_b = total(RESOLUTION)
+        ann_m, ann_b = total(ANNOUNCE)
+        return {
+            "documents": n,
+            "queries_per_doc": float(self.per_doc["candidates"][mask].mean()),
+            "resolution_bytes_per_doc": res_b / n, "resolution_messages_per_doc": res_m / n,
+            "announce_bytes_per_doc": ann_b / n, "announce_messages_per_doc": ann_m / n,
+            "bloom_filters_per_doc": kinds.get("GetBloom", [0, 0])[0] / n,
+            "matches_per_doc": float(self.per_doc["matches"][mask].mean()),
+            "alerts_per_doc": float(self.per_doc["alerts"][mask].mean()),
+            "ledger": kinds,
+        }
+
+    def load_percentiles(self) -> list[int]:
+        return percentiles(self.load)
+
+
+def percentiles(load: list[int]) -> list[int]:
+    """1st, 50th and 99th percentile of index entries per node (nearest rank): the paper's
+    load distribution."""
+    return [int(v) for v in np.percentile(load, [1, 50, 99], method="nearest")]
+
+
+class Lab:
+    """Runs specs at a scale on a corpus, each once, sharing workloads, oracles and rings."""
+
+    def __init__(self, corpus: Corpus, scale: Scale, quiet: bool = False) -> None:
+        scale.check(corpus)
+        self.corpus = corpus.head(scale.docs)
+        self.scale = scale
+        self.half = scale.docs // 2
+        self.quiet = quiet
+        self._workloads: dict[str, list[list[str]]] = {}
+        self._oracles: dict[str, list[list[int]]] = {}
+        self._popular: tuple[int, list[str]] = (0, [])
+        self.err = open(os.devnull, "w") if quiet else sys.stderr  # progress bars go here
+        self.results: dict[tuple, RunResult] = {}
+        self.timings: dict[str, float] = Counter()
+
+    def say(self, text: str) -> None:
+        if not self.quiet:
+            print(text, file=sys.stderr, flush=True)
+
+    # ---- what runs share ----------------------------------------------------------------
+
+    def workload(self, kind: str) -> list[list[str]]:
+        if kind not in self._workloads:
+            t = time.perf_counter()
+            s = self.scale
+            self._workloads[kind] = workload(self.corpus, kind, s.queries, s.mean_size, s.seed)
+            self.timings["workloads"] += time.perf_counter() - t
+        return self._workloads[kind]
+
+    def oracle(self, kind: str) -> list[list[int]]:
+        if kind not in self._oracles:
+            t = time.perf_counter()
+            self.say(f"matching {self.scale.queries} {kind} queries against {len(self.corpus)} documents (the oracle)")
+            self._oracles[kind] = oracle(self.corpus, self.workload(kind))
+            self.timings["oracle"] += time.perf_counter() - t
+        return self._oracles[kind]
+
+    def popular(self, k: int, k_max: int) -> frozenset[str]:
+        """The K most popular terms of the first half, by coin-toss synopsis (one ranking of
+        the largest K serves every smaller one)."""
+        if self._popular[0] < k:
+            t = time.perf_counter()
+            self._popular = (max(k, k_max), popular_ranking(self.corpus, range(self.half), max(k, k_max)))
+            self.timings["synopsis"] += time.perf_counter() - t
+        return frozenset(self._popular[1][:k])
+
+    # ---- running ------------------------------------------------------------------------
+
+    def run(self, specs: list[RunSpec]) -> dict[RunSpec, RunResult]:
+        """Results for every spec. A spec measuring the second half is served by a run that
+        published all documents when one is wanted anyway."""
+        wanted: dict[tuple, str] = {}
+        for s in specs:
+            key = (s.index, s.resolution, s.piggyback)
+            wanted[key] = "all" if "all" in (s.documents, wanted.get(key)) else "second"
+        todo = sorted(k for k in wanted if k not in self.results or
+                      (wanted[k] == "all" and self.results[k].spec.documents != "all"))
+        k_max = max([k[0].synopsis_k for k in wanted] + [1])
+        by_index: dict[IndexSpec, list[tuple]] = {}
+        for key in todo:
+            by_index.setdefault(key[0], []).append(key)
+        done = 0
+        for index, keys in by_index.items():
+            ring = IndexedRing(self, index, k_max, f"[{done + 1}-{done + len(keys)}/{len(todo)}]")
+            for key in keys:
+                done += 1
+                spec = RunSpec(*key, documents=wanted[key])
+                self.results[key] = ring.publish(spec, f"[{done}/{len(todo)}]")
+            ring.close()
+        return {s: self.results[(s.index, s.resolution, s.piggyback)] for s in specs}
+
+    def memory(self) -> dict[str, float]:
+        """Peak resident memory, MiB: this process, and the largest worker."""
+        return {"main_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "worker_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
+
+
+class IndexedRing:
+    """A simulated ring holding one workload's queries, indexed by one strategy."""
+
+    def __init__(self, lab: Lab, index: IndexSpec, k_max: int, label: str) -> None:
+        self.lab, self.index = lab, index
+        s = lab.scale
+        popular = lab.popular(index.synopsis_k, k_max) if index.strategy == "sap-mhi" else None
+        settings = Settings(strategy=index.strategy, df=lab.corpus.df, popular=popular, seed=s.seed,
+                            bloom_bits=s.bloom_bits, bloom_hashes=s.bloom_hashes).validate()
+        queries = lab.workload(index.workload)
+        self.oracle = lab.oracle(index.workload)
+        t = time.perf_counter()
+        self.sim = EngineSimulator(s.nodes, settings, seed=s.seed)
+        self.addresses = sorted(self.sim.engines)
+        self.query_of: dict[int, int] = {}
+        progress = Progress(f"{label} indexing {index.name}", len(queries), unit="queries",
+                            out=lab.err)
+        for i, q in enumerate(queries):
+            home = self.addresses[place(s.seed, "query", i, s.nodes)]
+            self.query_of[self.sim.subscribe_terms(q, via=home).subscription_id] = i
+            if i % 256 == 0:
+                progress.update(i, i)
+        progress.close()
+        self.load = self.sim.load()
+        self.seconds = time.perf_counter() - t
+        lab.timings["indexing"] += self.seconds
+        lab.say(f"{label} indexed {len(queries)} queries by {index.name} in {self.seconds:.1f}s; "
+                f"entries per node (1st, 50th, 99th percentile) {percentiles(self.load)}")
+        gc.collect()
+        gc.freeze()  # forked workers then share these pages instead of copying them for GC
+
+    def close(self) -> None:
+        del self.sim
+        gc.unfreeze()
+        gc.collect()
+
+    def publish(self, spec: RunSpec, label: str) -> RunResult:
+        lab = self.lab
+        first = lab.half if spec.documents == "second" else 0
+        positions = list(range(first, len(lab.corpus)))
+        workers = max(1, min(lab.scale.workers, len(positions)))
+        t = time.perf_counter()
+        chunks = self._fork(spec, positions, workers, label)
+        seconds = time.perf_counter() - t
+        lab.timings["publishing"] += seconds
+        result = merge(spec, chunks, self.load, lab.half, {"index": self.seconds, "publish": seconds})
+        o = result.oracle
+        if o["missing"] or o["unexpected"] or o["wrong_docno"]:
+            raise EvaluationError(f"run {spec.name}: alerts differ from the matcher's: {o}")
+        m = result.measure(spec.documents)
+        lab.say(f"{label} {spec.name}: {len(positions)} documents in {seconds:.1f}s; "
+                f"{m['queries_per_doc']:.0f} queries/doc, {m['resolution_bytes_per_doc']:.0f} resolution "
+                f"bytes/doc; {o['alerted']} alerts = matcher")
+        return result
+
+    def _fork(self, spec: RunSpec, positions: list[int], workers: int, label: str) -> list[dict]:
+        ctx = mp.get_context("fork")
+        counts = [ctx.Value("q", 0, lock=False) for _ in range(workers)]
+        pipes = [ctx.Pipe(duplex=False) for _ in range(workers)]
+        procs = [ctx.Process(target=self._work, args=(spec, positions[w::workers], counts[w], pipes[w][1]),
+                             daemon=True) for w in range(workers)]
+        for p in procs:
+            p.start()
+        for _, send in pipes:
+            send.close()
+        progress = Progress(f"{label} publishing {spec.name}", len(positions),
+                            out=self.lab.err)
+        waiting = {recv: w for w, (recv, _) in enumerate(pipes)}
+        chunks: list[dict] = []
+        try:
+            while waiting:
+                for recv in wait(list(waiting), timeout=0.2):
+                    try:
+                        status, payload = recv.recv()
+                    except EOFError:
+                        status, payload = "error", f"worker {waiting[recv]} died without a word"
+                    del waiting[recv]
+                    if status != "ok":
+                        raise EvaluationError(f"run {spec.name}: a worker failed:\n{payload}")
+                    chunks.append(payload)
+                done = sum(c.value for c in counts)
+                progress.update(done, done)
+        finally:
+            progress.close()
+            for p in procs:
+                p.join(timeout=5 if not waiting else 0)
+                if p.is_alive():
+                    p.kill()
+        return chunks
+
+    def _work(self, spec: RunSpec, positions: list[int], count, conn) -> None:
+        """A worker: publish my share of the documents on my copy of the ring."""
+        try:
+            conn.send(("ok", self._publish_share(spec, positions, count)))
+        except BaseException:
+            conn.send(("error", traceback.format_exc()))
+        finally:
+            conn.close()
+            os._exit(0)  # no need to tear down a copy of the whole ring
+
+    def _publish_share(self, spec: RunSpec, positions: list[int], count) -> dict:
+        sim, corpus, seed = self.sim, self.lab.corpus, self.lab.scale.seed
+        sim.settings.resolution, sim.settings.piggyback = spec.resolution, spec.piggyback
+        alerted: list[tuple] = []
+        for e in sim.engines.values():
+            e.alert_listeners.append(lambda sub, e=e: alerted.append((e, sub)))
+        before = sim.ring.ledger.snapshot()
+        rows: list[tuple] = []
+        tally = Counter()
+        for j in positions:
+            docno = corpus.docnos[j]
+            alerted.clear()
+            report = sim.publish_terms(docno, corpus.terms[j],
+                                       via=self.addresses[place(seed, "doc", docno, len(self.addresses))])
+            got = set()
+            for e, sub in alerted:
+                for alert in e.subscriptions[sub].mailbox.take():  # what the stream would carry
+                    tally["wrong_docno"] += alert.docno != docno
+                got.add(self.query_of[sub])
+            want = set(self.oracle[j])
+            tally["expected"] += len(want)
+            tally["alerted"] += len(got)
+            tally["missing"] += len(want - got)
+            tally["unexpected"] += len(got - want)
+            rows.append((j, report.candidates, report.matches, report.alerts,
+                         {k: (c.messages, c.bytes) for k, c in report.kinds.items()}))
+            count.value += 1
+        after = sim.ring.ledger.snapshot()
+        growth = {k: [c.messages - before[k].messages if k in before else c.messages,
+                      c.bytes - before[k].bytes if k in before else c.bytes] for k, c in after.items()}
+        return {"rows": rows, "ledger": {k: v for k, v in growth.items() if v[0]}, "oracle": dict(tally)}
+
+
+def merge(spec: RunSpec, chunks: list[dict], load: list[int], half: int, seconds: dict) -> RunResult:
+    rows = sorted(r for c in chunks for r in c["rows"])
+    kinds = sorted({k for r in rows for k in r[4]})
+    per_doc = {"candidates": np.array([r[1] for r in rows], dtype=np.int64),
+               "matches": np.array([r[2] for r in rows], dtype=np.int64),
+               "alerts": np.array([r[3] for r in rows], dtype=np.int64)}
+    for k in kinds:
+        per_doc[f"{k}:messages"] = np.array([r[4].get(k, (0, 0))[0] for r in rows], dtype=np.int64)
+        per_doc[f"{k}:bytes"] = np.array([r[4].get(k, (0, 0))[1] for r in rows], dtype=np.int64)
+    ledger: dict[str, list[int]] = {}
+    for c in chunks:
+        for k, (m, b) in c["ledger"].items():
+            ledger.setdefault(k, [0, 0])
+            ledger[k][0] += m
+            ledger[k][1] += b
+    oracle_tally = Counter()
+    for c in chunks:
+        oracle_tally.update(c["oracle"])
+    for k in ("expected", "alerted", "missing", "unexpected", "wrong_docno"):
+        oracle_tally.setdefault(k, 0)
+    return RunResult(spec, np.array([r[0] for r in rows], dtype=np.int64), per_doc, dict(sorted(ledger.items())),
+                     load, dict(oracle_tally), seconds, half)
