@@ -102,6 +102,7 @@ class RunResult:
     oracle: dict[str, int]
     seconds: dict[str, float]
     half: int                          # first position of the second half
+    longest: list[dict] = field(default_factory=list)  # the longest inverted lists: term, df, entries
 
     def measure(self, documents: str = "all") -> dict:
         """The paper's metrics over all documents or the second half, with the ledger they
@@ -243,6 +244,7 @@ class IndexedRing:
                 progress.update(i, i)
         progress.close()
         self.load = self.sim.load()
+        self.longest = longest_lists(self.sim, lab.corpus.df)
         self.seconds = time.perf_counter() - t
         lab.timings["indexing"] += self.seconds
         lab.say(f"{label} indexed {len(queries)} queries by {index.name} in {self.seconds:.1f}s; "
@@ -265,6 +267,7 @@ class IndexedRing:
         seconds = time.perf_counter() - t
         lab.timings["publishing"] += seconds
         result = merge(spec, chunks, self.load, lab.half, {"index": self.seconds, "publish": seconds})
+        result.longest = self.longest
         o = result.oracle
         if o["missing"] or o["unexpected"] or o["wrong_docno"]:
             raise EvaluationError(f"run {spec.name}: alerts differ from the matcher's: {o}")
@@ -350,6 +353,19 @@ class IndexedRing:
         growth = {k: [c.messages - before[k].messages if k in before else c.messages,
                       c.bytes - before[k].bytes if k in before else c.bytes] for k, c in after.items()}
         return {"rows": rows, "ledger": {k: v for k, v in growth.items() if v[0]}, "oracle": dict(tally)}
+
+
+def longest_lists(sim: EngineSimulator, df: dict[str, int], n: int = 5) -> list[dict]:
+    """The n longest inverted lists: a popular term that is often its queries' indexing term
+    is what makes MHI's load (and candidates) uneven."""
+    sizes = sorted(((len(e.index.get(key)), key, e) for e in sim.engines.values() for key in e.index.keys()),
+                   reverse=True, key=lambda t: t[0])[:n]
+    out = []
+    for size, key, e in sizes:
+        entry = e.index.get(key)[0]
+        term = entry.terms[list(entry.term_ids).index(key)]
+        out.append({"term": term, "df": df.get(term, 0), "entries": size})
+    return out
 
 
 def merge(spec: RunSpec, chunks: list[dict], load: list[int], half: int, seconds: dict) -> RunResult:

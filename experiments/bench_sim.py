@@ -1,0 +1,81 @@
+"""How long does one paper-scale configuration take on the simulator, and how much memory?
+
+One configuration: a 1,000-node ring, 100,000 queries (mean size 5) indexed by one
+strategy, 10,000 documents published with one resolution method — exactly what
+`cqengine experiment` runs per point, checked against the matcher. Reported per stage:
+corpus loading, workload, oracle, indexing, publishing (workers = cores), and peak
+resident memory of the main process and of the largest worker.
+
+    python experiments/bench_sim.py [--corpus PREP_DIR] [--strategy mhi] [--workload skew]
+                                    [--resolution td] [--piggyback 0] [--docs 10000] [--workers N]
+
+Without --corpus it generates the TREC-AP-like corpus in-process (what `cqengine
+gen-corpus --docs 10000` writes, analyzed as `cqengine prep` would). Writes
+experiments/results/bench_sim.json (or --out FILE).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from cqengine.evaluation.evaluate import default_workers
+from cqengine.evaluation.inputs import generated, load_prep
+from cqengine.evaluation.runs import IndexSpec, Lab, RunSpec, Scale
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--corpus", type=Path, help="prep output (default: generate in-process)")
+    p.add_argument("--strategy", default="mhi")
+    p.add_argument("--workload", default="skew")
+    p.add_argument("--resolution", default="td")
+    p.add_argument("--piggyback", type=int, default=0)
+    p.add_argument("--synopsis-k", type=int, default=1000, help="SAP-MHI's K")
+    p.add_argument("--nodes", type=int, default=1000)
+    p.add_argument("--queries", type=int, default=100_000)
+    p.add_argument("--docs", type=int, default=10_000)
+    p.add_argument("--workers", type=int, default=default_workers())
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--out", type=Path, default=RESULTS / "bench_sim.json")
+    args = p.parse_args(argv)
+
+    t0 = time.perf_counter()
+    corpus = load_prep(args.corpus) if args.corpus else generated(args.docs, args.seed, 46654, 178.0)
+    t_corpus = time.perf_counter() - t0
+    scale = Scale(nodes=args.nodes, queries=args.queries, docs=args.docs, seed=args.seed, workers=args.workers)
+    lab = Lab(corpus, scale)
+    sk = args.synopsis_k if args.strategy == "sap-mhi" else 0
+    spec = RunSpec(IndexSpec(args.strategy, args.workload, sk), args.resolution, args.piggyback)
+    t1 = time.perf_counter()
+    result = lab.run([spec])[spec]
+    total = time.perf_counter() - t1
+    m = result.measure()
+    out = {
+        "benchmark": "bench_sim", "configuration": spec.to_json(),
+        "scale": {"nodes": args.nodes, "queries": args.queries, "docs": args.docs, "workers": args.workers,
+                  "seed": args.seed},
+        "corpus": lab.corpus.describe(),
+        "seconds": {"corpus": t_corpus, **dict(lab.timings), "configuration_total": total,
+                    "index": result.seconds["index"], "publish": result.seconds["publish"]},
+        "documents_per_second": m["documents"] / result.seconds["publish"],
+        "ms_per_document_per_worker": 1000 * result.seconds["publish"] * args.workers / m["documents"],
+        "subscriptions_per_second": args.queries / result.seconds["index"],
+        "peak_memory_mib": lab.memory(),
+        "metrics": {k: v for k, v in m.items() if k != "ledger"},
+        "oracle": result.oracle,
+        "load_percentiles": result.load_percentiles(),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=2) + "\n")
+    print(json.dumps({k: out[k] for k in ("seconds", "documents_per_second", "peak_memory_mib", "oracle")}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
