@@ -244,4 +244,4 @@ def write(experiment, plan: Plan, lab: Lab, numbers: dict, runs: dict[RunSpec, R
 def run_json(spec: RunSpec, r: RunResult) -> dict:
     return {"spec": spec.to_json(), "documents": spec.documents, "published": r.spec.documents,
             "metrics": r.measure(spec.documents), "load_percentiles": r.load_percentiles(),
-            "oracle": r.oracle, "seconds": r.seconds, "ledger_whole_run": r.ledger}
+            "oracle": r.oracle, "seconds": r.seconds, "longest_lists": r.longest, "ledger_whole_run": r.ledger}
