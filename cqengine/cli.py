@@ -492,6 +492,8 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     command = "cqengine " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["experiment"] else f"cqengine experiment {args.name}"
     try:
         corpus = corpus_for(args.corpus, args.quick, args.seed)
+        if args.quick:  # a small prep output is used whole
+            scale.docs = min(scale.docs, len(corpus))
         files = evaluate(args.name, corpus, scale, args.out, command, args.quick, args.quiet)
     except EvaluationError as e:
         raise CliError(str(e)) from None

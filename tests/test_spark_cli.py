@@ -1,4 +1,5 @@
-"""The Spark commands end to end, as a user runs them: gen-corpus -> prep -> workload."""
+"""The Spark commands end to end, as a user runs them: gen-corpus -> prep -> workload, and
+the experiment command on prep's output."""
 
 import json
 
@@ -25,6 +26,12 @@ def test_gen_corpus_prep_workload(tmp_path):
     queries = [json.loads(line) for line in lines]
     assert [q["query_id"] for q in queries] == list(range(500))
     assert all(q["terms"] and set(q["terms"]) <= vocab for q in queries)
+    exp = cqengine("experiment", "table2", "--quick", "--corpus", tmp_path / "prep", "--out", tmp_path / "t2",
+                   timeout=300)
+    assert exp.returncode == 0, exp.stderr[-2000:]
+    report = json.loads((tmp_path / "t2" / "table2.json").read_text())
+    assert report["corpus"]["documents"] == 200 and report["corpus"]["source"] == str(tmp_path / "prep")
+    assert all(r["oracle"]["missing"] == r["oracle"]["unexpected"] == 0 for r in report["runs"].values())
 
 
 def test_spark_commands_refuse_bad_input_before_starting_spark(tmp_path):

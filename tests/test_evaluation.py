@@ -1,0 +1,149 @@
+"""`cqengine experiment`: every experiment runs (--quick), its numbers follow from the ledger,
+every run's alerts equal the matcher's, and sharing an indexed ring among runs and workers
+changes nothing."""
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import assert_one_line_error, cqengine
+from cqengine.config import Settings
+from cqengine.evaluation.experiments import WORKLOADS, Plan, reduction
+from cqengine.evaluation.inputs import generated, popular_ranking
+from cqengine.evaluation.runs import IndexSpec, Lab, RunSpec, Scale, place
+from cqengine.sim import EngineSimulator
+
+FILES = {"table2": ["table2.png"], "piggyback": ["figure3.png"], "synopsis": ["figure4.png", "figure5.png"],
+         "breakdown": ["figure6.png"]}
+RESOLUTION = ("TermDialogue", "GetBloom")
+
+
+@pytest.fixture(scope="module")
+def quick_all(tmp_path_factory):
+    out = tmp_path_factory.mktemp("all")
+    proc = cqengine("experiment", "all", "--quick", "--out", out, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out, proc
+
+
+def reports(out):
+    return {name: json.loads((out / f"{name}.json").read_text()) for name in FILES}
+
+
+def test_all_quick_writes_every_report_figure_and_json(quick_all):
+    out, proc = quick_all
+    for name, pngs in FILES.items():
+        md = (out / f"{name}.md").read_text()
+        assert md.startswith("# ") and "## Differences from the paper" in md and "## Oracle" in md
+        for png in pngs:
+            assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+            assert f"{name}.json" in proc.stdout
+    assert "publishing" in proc.stderr and "indexing" in proc.stderr  # progress is shown
+
+
+def kinds_total(ledger, methods):
+    picked = [v for k, v in ledger.items() if k.split(".")[0] in methods]
+    return sum(v[0] for v in picked), sum(v[1] for v in picked)
+
+
+def test_every_run_agrees_with_the_ledger_and_the_matcher(quick_all):
+    for name, data in reports(quick_all[0]).items():
+        assert data["runs"], name
+        for run_name, run in data["runs"].items():
+            m = run["metrics"]
+            d = m["documents"]
+            msgs, nbytes = kinds_total(m["ledger"], RESOLUTION)
+            assert m["resolution_bytes_per_doc"] * d == pytest.approx(nbytes)
+            assert m["resolution_messages_per_doc"] * d == pytest.approx(msgs)
+            assert m["announce_bytes_per_doc"] * d == pytest.approx(kinds_total(m["ledger"], ("Announce",))[1])
+            assert m["bloom_filters_per_doc"] * d == pytest.approx(m["ledger"].get("GetBloom", [0, 0])[0])
+            if run["spec"]["resolution"] == "td":
+                assert "GetBloom" not in m["ledger"]
+            o = run["oracle"]
+            assert o["missing"] == o["unexpected"] == o["wrong_docno"] == 0 and o["alerted"] == o["expected"]
+            if run["published"] == run["documents"]:
+                # the per-document accounts add up to what the ring's ledger counted
+                assert m["ledger"] == {k: v for k, v in run["ledger_whole_run"].items()}, run_name
+                assert m["alerts_per_doc"] * d == pytest.approx(o["alerted"])
+
+
+def metric(data, name, key):
+    return data["runs"][name]["metrics"][key]
+
+
+def test_tables_follow_from_the_runs(quick_all):
+    r = reports(quick_all[0])
+    t2 = r["table2"]
+    for w in WORKLOADS:
+        rows = t2["results"]["workloads"][w]["rows"]
+        for s, row in rows.items():
+            assert row["queries_per_doc"] == metric(t2, row["runs"]["td"], "queries_per_doc") \
+                == metric(t2, row["runs"]["bf"], "queries_per_doc")
+            assert row["td_bytes_per_doc"] == metric(t2, row["runs"]["td"], "resolution_bytes_per_doc")
+            assert row["bf_bytes_per_doc"] == metric(t2, row["runs"]["bf"], "resolution_bytes_per_doc")
+            assert row["load"] == t2["runs"][row["runs"]["td"]]["load_percentiles"]
+        red = t2["results"]["workloads"][w]["reductions"]["MHI over RI"]
+        assert red["td"] == pytest.approx(reduction(rows["ri"]["td_bytes_per_doc"], rows["mhi"]["td_bytes_per_doc"]))
+    pig = r["piggyback"]["results"]
+    assert [row["k"] for row in pig["rows"]] == list(range(11))
+    for row in pig["rows"]:
+        assert row["saving_over_ri"]["bf"] == pytest.approx(
+            reduction(pig["ri"]["bf_bytes_per_doc"], row["mhi"]["bf_bytes_per_doc"]))
+    # more piggybacked ids never present more queries (Algorithm 4 only ever prunes)
+    presented = [row["mhi"]["queries_per_doc"] for row in pig["rows"]]
+    assert presented == sorted(presented, reverse=True)
+    syn = r["synopsis"]["results"]["workloads"]
+    for w in WORKLOADS:
+        for row in syn[w]["rows"]:
+            assert row["reduction_over_mhi"]["queries"] == pytest.approx(
+                reduction(syn[w]["mhi"]["queries_per_doc"], row["sap_mhi"]["queries_per_doc"]))
+    for w, parts in ((w, r["breakdown"]["results"]["workloads"][w]["parts"]) for w in WORKLOADS):
+        for p in parts.values():
+            assert p["mhi"] + p["sampling"] + p["piggybacking"] == pytest.approx(p["total"])
+
+
+def small_lab(workers):
+    corpus = generated(60, 5, 400, 25)
+    return Lab(corpus, Scale(nodes=12, queries=150, docs=60, seed=3, mean_size=3, workers=workers), quiet=True)
+
+
+def test_runs_do_not_depend_on_workers_or_on_sharing_the_indexed_ring():
+    specs = [RunSpec(IndexSpec("mhi", "skew"), "bf", 2), RunSpec(IndexSpec("ri", "skew"), "td", 0, "second")]
+    one, two = small_lab(1).run(specs), small_lab(2).run(specs)
+    for s in specs:
+        assert np.array_equal(one[s].positions, two[s].positions)
+        for k in one[s].per_doc:
+            assert np.array_equal(one[s].per_doc[k], two[s].per_doc[k]), k
+        assert one[s].oracle == two[s].oracle
+    # the shared, forked ring gives what a ring built afresh with the run's settings gives
+    lab = small_lab(2)
+    s = specs[0]
+    shared = lab.run([s])[s]
+    settings = Settings(strategy="mhi", resolution="bf", piggyback=2, df=lab.corpus.df, seed=3).validate()
+    sim = EngineSimulator(12, settings, seed=3)
+    addresses = sorted(sim.engines)
+    for i, q in enumerate(lab.workload("skew")):
+        sim.subscribe_terms(q, via=addresses[place(3, "query", i, 12)])
+    for j, docno in enumerate(lab.corpus.docnos):
+        rep = sim.publish_terms(docno, lab.corpus.terms[j], via=addresses[place(3, "doc", docno, 12)])
+        assert rep.candidates == shared.per_doc["candidates"][j]
+        assert {k: (c.messages, c.bytes) for k, c in rep.kinds.items()} == \
+            {k[:-9]: (int(shared.per_doc[k][j]), int(shared.per_doc[k[:-8] + "bytes"][j]))
+             for k in shared.per_doc if k.endswith(":messages") and shared.per_doc[k][j]}
+
+
+def test_synopsis_rankings_nest_and_k_scales_with_the_vocabulary():
+    corpus = generated(80, 2, 500, 30)
+    big = popular_ranking(corpus, range(40), 50)
+    assert popular_ranking(corpus, range(40), 20) == big[:20]
+    assert len(set(big)) == 50
+    plan = Plan.scaled(Scale(), 4665)
+    assert plan.synopsis_ks == (50, 100, 150, 200, 250, 300) and plan.synopsis_k == 100
+
+
+def test_bad_requests_fail_in_one_line(tmp_path):
+    assert_one_line_error(cqengine("experiment", "table2", "--out", tmp_path), "give --corpus DIR")
+    assert_one_line_error(cqengine("experiment", "table2", "--corpus", tmp_path, "--out", tmp_path),
+                          "no documents.parquet here")
+    assert_one_line_error(cqengine("experiment", "figure9", "--quick", "--out", tmp_path), "invalid choice")
