@@ -24,6 +24,7 @@ bench: $(STAMP)
 	$(PY) experiments/bench_live.py
 	$(PY) experiments/bench_prep.py
 	$(PY) experiments/bench_synopsis.py
+	$(PY) experiments/bench_sim.py
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
