@@ -26,12 +26,10 @@ def pack_bits(flags: Sequence[bool]) -> bytes:
     return bitarray(list(flags), endian="little").tobytes()
 
 
-def unpack_bits(data: bytes, n: int) -> list[bool]:
-    bits = bitarray(endian="little")
-    bits.frombytes(data)
-    if len(bits) < n:
-        raise ValueError(f"bit vector of {len(bits)} bits answers {n} ids")
-    return bits[:n].tolist()
+def unpack_bits(data: bytes, n: int) -> np.ndarray:
+    if len(data) * 8 < n:
+        raise ValueError(f"bit vector of {len(data) * 8} bits answers {n} ids")
+    return np.unpackbits(np.frombuffer(data, dtype=np.uint8), count=n, bitorder="little").astype(bool)
 
 
 class Resolution:
@@ -50,6 +48,8 @@ class Resolution:
         open_rows = self.unknown[block.codes].any(axis=1)
         self.matched: list[pb.QueryEntry] = block.entries[~open_rows].tolist()  # all known present
         self.rows = np.flatnonzero(open_rows)
+        self.codes = block.codes[open_rows]
+        self._asking, self._question = np.zeros(0, dtype=np.intp), None
 
     @property
     def pending(self) -> int:
@@ -58,31 +58,38 @@ class Resolution:
     def apply_bloom(self, bloom: BloomFilter) -> int:
         """Drop queries the filter rules out; returns how many went."""
         used = np.zeros(len(self.block.terms), dtype=bool)
-        used[self.block.codes[self.rows]] = True
+        used[self.codes] = True
         for i in np.flatnonzero(used & self.unknown).tolist():
             self.absent[i] = int(self.block.terms[i]) not in bloom
-        out = self.absent[self.block.codes[self.rows]].any(axis=1)
-        self.rows = self.rows[~out]
+        out = self.absent[self.codes].any(axis=1)
+        self._keep(~out)
         return int(out.sum())
 
     def question(self) -> list[int]:
         """The ids to ask about this round, sorted: each pending query's next `batch`
         unasked unknown ids; empty when every query is decided."""
-        codes = self.block.codes[self.rows]
-        waiting = (self.unknown & ~self.asked)[codes]
+        codes = self.codes
+        waiting = (self.unknown & ~self.asked)[codes]  # a pending query always has one
         ask = np.zeros(len(self.block.terms), dtype=bool)
         if self.batch == 1:  # the common case, without a cumulative sum
-            ask[codes[np.arange(len(codes)), waiting.argmax(axis=1)][waiting.any(axis=1)]] = True
+            ask[codes[np.arange(len(codes)), waiting.argmax(axis=1)]] = True
         else:
             ask[codes[waiting & (np.cumsum(waiting, axis=1) <= self.batch)]] = True
-        return self.block.terms[ask].tolist()
+        self._asking = np.flatnonzero(ask)
+        self._question = self.block.terms[self._asking].tolist()
+        return self._question
 
     def answer(self, ids: Sequence[int], present: Sequence[bool]) -> None:
-        at = np.searchsorted(self.block.terms, np.array(ids, dtype=np.uint64))
+        at = self._asking if ids is self._question else \
+            np.searchsorted(self.block.terms, np.array(ids, dtype=np.uint64))
         self.asked[at] = True
-        self.absent[at[~np.array(present, dtype=bool)]] = True
-        codes = self.block.codes[self.rows]
+        self.absent[at[~np.asarray(present, dtype=bool)]] = True
+        codes = self.codes
         dropped = self.absent[codes].any(axis=1)
         done = ~dropped & ~(self.unknown & ~self.asked)[codes].any(axis=1)
         self.matched += self.block.entries[self.rows[done]].tolist()
-        self.rows = self.rows[~dropped & ~done]
+        self._keep(~dropped & ~done)
+
+    def _keep(self, keep: np.ndarray) -> None:
+        self.rows = self.rows[keep]
+        self.codes = self.codes[keep]  # the pending rows' codes, kept in step with rows

@@ -69,7 +69,7 @@ def point(results: dict[RunSpec, RunResult], plan: Plan, strategy: str, workload
             "bf_messages_per_doc": bf["resolution_messages_per_doc"],
             "bloom_filters_per_doc": bf["bloom_filters_per_doc"],
             "announce_bytes_per_doc": td["announce_bytes_per_doc"],
-            "alerts_per_doc": td["alerts_per_doc"],
+            "alerts_per_doc": td["alerts_per_doc"], "longest_lists": runs["td"].longest,
             "runs": {r: runs[r].spec.name for r in RESOLUTIONS}}
 
 

@@ -61,7 +61,7 @@ def figure4(numbers: dict, out: Path) -> list[str]:
             ax.axhline(max(data["mhi"]["load"][i], 0.5), color=line.get_color(), ls="--", lw=0.8)
         ax.set_yscale("log")
         ax.set_xlabel("synopsis size K")
-        ax.set_ylabel("queries indexed per node")
+        ax.set_ylabel("queries indexed per node (0 drawn at 0.5)")
         ax.set_title(f"{w} (dashed: MHI)")
     axes[0].legend()
     return [_save(fig, out / "figure4.png")]
@@ -85,11 +85,16 @@ def figure6(numbers: dict, out: Path) -> list[str]:
     fig, axes = plt.subplots(1, 3, figsize=(13, 4))
     parts = (("mhi", "MHI"), ("sampling", "sampling"), ("piggybacking", "piggybacking"))
     for ax, (metric, label) in zip(axes, METRICS):
-        bottom = [0.0] * len(WORKLOADS)
+        up = [0.0] * len(WORKLOADS)    # gains stack upwards, losses downwards
+        down = [0.0] * len(WORKLOADS)
         for part, name in parts:
             values = [numbers["workloads"][w]["parts"][metric][part] for w in WORKLOADS]
-            ax.bar(WORKLOADS, values, bottom=bottom, label=name)
-            bottom = [b + v for b, v in zip(bottom, values)]
+            bottoms = [u if v >= 0 else d for v, u, d in zip(values, up, down)]
+            ax.bar(WORKLOADS, values, bottom=bottoms, label=name)
+            up = [u + max(v, 0) for u, v in zip(up, values)]
+            down = [d + min(v, 0) for d, v in zip(down, values)]
+        totals = [numbers["workloads"][w]["parts"][metric]["total"] for w in WORKLOADS]
+        ax.plot(WORKLOADS, totals, "kD", label="total")
         ax.axhline(0, color="black", lw=0.6)
         ax.set_ylabel("% reduction over RI")
         ax.set_title(label)
