@@ -312,6 +312,9 @@ class EngineNode:
         lists = [b for b in map(self.index.block, sorted({x for run in local for x in run.ids})) if b]
         if not lists:
             return
+        if s.resolution == "bf":  # a list's filter positions are worked out once, then kept with it
+            for b in lists:
+                b.bloom_positions(s.bloom_bits, s.bloom_hashes)
         candidates = prune(Block.concat(lists), know)
         self.count("candidates", len(candidates))
         if not len(candidates):

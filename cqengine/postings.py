@@ -20,6 +20,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from chord.store import SortedKeyStore
+from cqengine.bloom import positions_array
 from cqengine.proto import cqengine_pb2 as pb
 
 Rarity = Callable[[int, str], float]  # (term id, term) -> document frequency
@@ -52,6 +53,12 @@ class Block:
     entries: np.ndarray  # of pb.QueryEntry
     terms: np.ndarray    # uint64, sorted, distinct
     codes: np.ndarray    # (len(entries), width) intp into terms
+    _bloom: tuple = ()   # ((bits, hashes), each term's filter positions): a key's terms stay put
+
+    def bloom_positions(self, bits: int, hashes: int) -> np.ndarray:
+        if not self._bloom or self._bloom[0] != (bits, hashes):
+            self._bloom = ((bits, hashes), positions_array(self.terms, bits, hashes))
+        return self._bloom[1]
 
     @classmethod
     def of(cls, entries: Sequence[pb.QueryEntry], rarity: Rarity | None = None) -> "Block":
@@ -68,14 +75,24 @@ class Block:
         terms, inverse = np.unique(np.concatenate([b.terms for b in blocks]), return_inverse=True)
         width = max(b.codes.shape[1] for b in blocks)
         parts, start = [], 0
+        bloom = blocks[0]._bloom
+        positions = np.empty((len(terms), bloom[1].shape[1]), dtype=np.intp) if bloom else None
         for b in blocks:
-            parts.append(widen(inverse[start:start + len(b.terms)][b.codes], width))
+            mine = inverse[start:start + len(b.terms)]
+            parts.append(widen(mine[b.codes], width))
+            if positions is not None and b._bloom and b._bloom[0] == bloom[0]:
+                positions[mine] = b._bloom[1]
+            else:
+                positions = None
             start += len(b.terms)
-        return cls(np.concatenate([b.entries for b in blocks]), terms, np.vstack(parts))
+        merged = cls(np.concatenate([b.entries for b in blocks]), terms, np.vstack(parts))
+        if positions is not None:
+            merged._bloom = (bloom[0], positions)
+        return merged
 
     def select(self, rows: np.ndarray) -> "Block":
         """The queries of a row mask (the terms stay: a superset is harmless)."""
-        return Block(self.entries[rows], self.terms, self.codes[rows])
+        return Block(self.entries[rows], self.terms, self.codes[rows], self._bloom)
 
     def __len__(self) -> int:
         return len(self.entries)

@@ -59,8 +59,9 @@ class Resolution:
         """Drop queries the filter rules out; returns how many went."""
         used = np.zeros(len(self.block.terms), dtype=bool)
         used[self.codes] = True
-        for i in np.flatnonzero(used & self.unknown).tolist():
-            self.absent[i] = int(self.block.terms[i]) not in bloom
+        tested = np.flatnonzero(used & self.unknown)
+        positions = self.block.bloom_positions(bloom.bits, bloom.hashes)[tested]
+        self.absent[tested] = ~bloom.contains_array(self.block.terms[tested], positions)
         out = self.absent[self.codes].any(axis=1)
         self._keep(~out)
         return int(out.sum())

@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from cqengine.announce import Run, group_runs, knowledge, prune, successors
-from cqengine.bloom import BloomFilter
+from cqengine.bloom import BloomFilter, _positions, positions_array
 from cqengine.postings import Block
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.resolution import Resolution
@@ -99,3 +99,11 @@ def test_bloom_filter_has_no_false_negatives(members, others, byte_size):
     assert all(m in bf for m in members)
     copy = BloomFilter(byte_size * 8, 5, bf.to_bytes())
     assert all((x in copy) == (x in bf) for x in members | others)
+    probe = sorted(members | others | {0, 2**64 - 1})
+    assert copy.contains_array(np.array(probe, dtype=np.uint64)).tolist() == [x in bf for x in probe]
+
+
+@given(st.lists(big_ids, max_size=50), st.integers(1, 200), st.integers(1, 12))
+def test_bloom_positions_in_bulk_are_the_scalar_ones(term_ids, byte_size, hashes):
+    got = positions_array(np.array(term_ids, dtype=np.uint64), byte_size * 8, hashes)
+    assert got.tolist() == [_positions(t, byte_size * 8, hashes) for t in term_ids]
