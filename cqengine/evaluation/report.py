@@ -46,7 +46,10 @@ def setup(lab: Lab, plan: Plan, command: str) -> list[str]:
           "Dialogue asking each query's rarest unknown term first (document frequencies of the corpus), "
           "one term per query per round, and Bloom filters fetched once per QN. Byte figures are serialized "
           "protobuf sizes of requests and replies, counted by the ring's ledger. "
-          f"Seed {s.seed}; each document's publishing node and each query's home node are seeded choices.", ""]
+          f"Seed {s.seed}; each document's publishing node and each query's home node are seeded choices.", ""] + (
+          [] if (s.nodes, s.queries, s.docs) == (1000, 100_000, 10_000) else
+          [f"**This run's scale is not the paper's** ({s.nodes} nodes, {s.queries:,} queries, {s.docs:,} "
+           "documents): absolute numbers are not comparable with the paper's, relative ones only loosely.", ""])
 
 
 def oracle_note(runs: dict[RunSpec, RunResult]) -> list[str]:
@@ -89,8 +92,9 @@ def why_we_differ(lab: Lab) -> list[str]:
         "plus 8 bytes per id plus framing, its reply one bit per id; a Bloom filter reply is 128 bytes plus "
         "framing. Terms known present from the announcement are never asked. The paper counts 8 bytes per "
         "term id and does not detail its framing, so absolute bytes differ more than relative ones.",
-        "- **Dialogue order.** We ask each query's rarest unknown term first, one per round, which stops a "
-        "non-matching query after ~1 question; a dialogue asking terms in another order pays more.",
+        "- **Dialogue order.** We ask each query's rarest unknown term first, one per round, so a query "
+        "that does not match is usually dropped at its first question; a dialogue asking terms in another "
+        "order, or all at once, pays more.",
         ""]
 
 
