@@ -45,9 +45,14 @@ class Corpus:
                                   f"--docs asks for {n}")
         return Corpus(self.docnos[:n], self.terms[:n], self.source, self.dropped_duplicates)
 
+    @property
+    def generated(self) -> bool:
+        """Written by cqengine.corpus (`cqengine gen-corpus`), whose docnos say so."""
+        return bool(self.docnos) and all(d.startswith("GEN-") for d in self.docnos)
+
     def describe(self) -> dict:
         sizes = [len(t) for t in self.terms]
-        return {"source": self.source, "documents": len(self), "vocabulary": len(self.df),
+        return {"source": self.source, "generated": self.generated, "documents": len(self), "vocabulary": len(self.df),
                 "unique_terms_per_document": sum(sizes) / max(len(sizes), 1),
                 "duplicate_docnos_dropped": self.dropped_duplicates}
 
