@@ -33,7 +33,7 @@ from cqengine.config import Settings
 from cqengine.indexing import chooser
 from cqengine.postings import Block, InvertedIndex
 from cqengine.proto import cqengine_pb2 as pb
-from cqengine.resolution import Resolution, pack_bits, unpack_bits
+from cqengine.resolution import pack_bits, resolution, unpack_bits
 from cqengine.synopsis import Synopsis
 
 log = logging.getLogger("cqengine.engine")
@@ -320,7 +320,7 @@ class EngineNode:
         if not len(candidates):
             return
         dn = self._peer(msg.dn)
-        res = Resolution(candidates, know, s.dialogue_batch)
+        res = resolution(candidates, know, s.dialogue_batch)
         try:
             if s.resolution == "bf" and res.pending:
                 reply = yield Call(dn, "GetBloom", pb.BloomRequest(doc_key=msg.doc_key))

@@ -32,6 +32,60 @@ def unpack_bits(data: bytes, n: int) -> np.ndarray:
     return np.unpackbits(np.frombuffer(data, dtype=np.uint8), count=n, bitorder="little").astype(bool)
 
 
+SMALL = 16  # candidates up to which plain Python beats numpy's per-call cost
+
+
+def resolution(block: Block, know: Knowledge, batch: int = 1) -> "Resolution | SmallResolution":
+    """A QN's resolution of its candidates: in bulk, or for the few candidates most QNs
+    hold, the same rules on Python lists (asking the same questions in the same order)."""
+    return (SmallResolution if len(block) <= SMALL else Resolution)(block, know, batch)
+
+
+class SmallResolution:
+    """Resolution's rules on lists: each query's unknown ids in asking order, answers by id."""
+
+    def __init__(self, block: Block, know: Knowledge, batch: int = 1) -> None:
+        self.batch = max(1, batch)
+        self.answers: dict[int, bool] = {}
+        self.matched: list[pb.QueryEntry] = []
+        self.rows: list[tuple[pb.QueryEntry, list[int]]] = []
+        terms = block.terms.tolist()
+        for e, codes in zip(block.entries.tolist(), block.codes.tolist()):
+            unknown = [y for y in dict.fromkeys(terms[c] for c in codes) if y not in know.present]
+            if unknown:
+                self.rows.append((e, unknown))
+            else:
+                self.matched.append(e)
+
+    @property
+    def pending(self) -> int:
+        return len(self.rows)
+
+    def apply_bloom(self, bloom: BloomFilter) -> int:
+        before = len(self.rows)
+        self.rows = [(e, ids) for e, ids in self.rows if all(y in bloom for y in ids)]
+        return before - len(self.rows)
+
+    def question(self) -> list[int]:
+        ask: set[int] = set()
+        for _, ids in self.rows:
+            ask.update([y for y in ids if y not in self.answers][:self.batch])
+        return sorted(ask)
+
+    def answer(self, ids: Sequence[int], present: Sequence[bool]) -> None:
+        self.answers.update(zip(ids, map(bool, present)))
+        rows = []
+        for e, unknown in self.rows:
+            told = [self.answers.get(y) for y in unknown]
+            if False in told:
+                continue
+            if None in told:
+                rows.append((e, unknown))
+            else:
+                self.matched.append(e)
+        self.rows = rows
+
+
 class Resolution:
     """One QN's resolution of a block of candidates.
 

@@ -8,11 +8,11 @@ call a document id absent.
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from cqengine.announce import Run, group_runs, knowledge, prune, successors
+from cqengine.announce import Knowledge, Run, group_runs, knowledge, prune, successors
 from cqengine.bloom import BloomFilter, _positions, positions_array
 from cqengine.postings import Block
 from cqengine.proto import cqengine_pb2 as pb
-from cqengine.resolution import Resolution
+from cqengine.resolution import Resolution, SmallResolution
 
 SMALL = 2**16  # a small id space makes collisions between query and document ids common
 ids = st.integers(0, SMALL)
@@ -84,12 +84,18 @@ def test_prune_then_resolve_equals_brute_force(doc, queries, dest_seq, k, use_bl
         mine = [e for e in entries if e.term_ids[0] in local_ids]
         survivors = prune(Block.of(mine, rarity=lambda y, t: -y), know)
         assert {e.subscription_id for e in mine} & truth <= {e.subscription_id for e in survivors.entries}
-        res = Resolution(survivors, know, batch=batch)
+        # bulk and list resolution ask the same questions, in the same rounds, and agree
+        bulk, small = Resolution(survivors, know, batch=batch), SmallResolution(survivors, know, batch=batch)
         if use_bloom:
-            res.apply_bloom(BloomFilter.of(doc, bloom_bytes * 8, 3))
-        while q := res.question():
-            res.answer(q, [y in doc for y in q])
-        confirmed |= {e.subscription_id for e in res.matched}
+            bf = BloomFilter.of(doc, bloom_bytes * 8, 3)
+            assert bulk.apply_bloom(bf) == small.apply_bloom(bf)
+        while q := bulk.question():
+            assert q == small.question()
+            bulk.answer(q, [y in doc for y in q])
+            small.answer(q, [y in doc for y in q])
+        assert small.question() == [] and bulk.pending == small.pending == 0
+        assert sorted(e.subscription_id for e in bulk.matched) == sorted(e.subscription_id for e in small.matched)
+        confirmed |= {e.subscription_id for e in bulk.matched}
     assert confirmed == {i for i in truth if queries[i] and min(queries[i]) in doc}
 
 
@@ -107,3 +113,27 @@ def test_bloom_filter_has_no_false_negatives(members, others, byte_size):
 def test_bloom_positions_in_bulk_are_the_scalar_ones(term_ids, byte_size, hashes):
     got = positions_array(np.array(term_ids, dtype=np.uint64), byte_size * 8, hashes)
     assert got.tolist() == [_positions(t, byte_size * 8, hashes) for t in term_ids]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sets(ids, max_size=30), st.sets(ids, max_size=10), entries_strategy(), st.integers(1, 3),
+       st.booleans(), st.booleans())
+def test_bulk_and_list_resolution_ask_alike(doc, known, queries, batch, use_bloom, by_rarity):
+    """The two forms of resolution (numpy for many candidates, lists for few) ask the same
+    questions round by round and confirm the same queries: their bytes are the same."""
+    entries = [pb.QueryEntry(subscription_id=i, term_ids=sorted(q), terms=[str(y) for y in sorted(q)])
+               for i, q in enumerate(queries)]
+    block = Block.of(entries, rarity=(lambda y, t: y % 7) if by_rarity else None)
+    know = Knowledge(present=known & doc)
+    bulk, small = Resolution(block, know, batch), SmallResolution(block, know, batch)
+    if use_bloom:
+        bf = BloomFilter.of(doc, 64, 2)
+        assert bulk.apply_bloom(bf) == small.apply_bloom(bf)
+    while q := bulk.question():
+        assert q == small.question()
+        bulk.answer(q, [y in doc for y in q])
+        small.answer(q, [y in doc for y in q])
+    assert small.question() == [] and bulk.pending == small.pending == 0
+    got = sorted(e.subscription_id for e in bulk.matched)
+    assert got == sorted(e.subscription_id for e in small.matched)
+    assert got == [i for i, q in enumerate(queries) if q <= doc]
