@@ -66,3 +66,46 @@ def in_open_array(xs, a: int, b: int):
     """Elementwise x in (a, b) clockwise, for a uint64 array; a == b: the circle minus a."""
     d = xs - np.uint64(a)
     return (d > 0) if a == b else (d > 0) & (d < np.uint64(distance(a, b)))
+
+
+# ---- arcs as closed spans [lo, hi] of the line 0..MASK, to union and intersect them ------
+
+Span = tuple[int, int]
+
+
+def arc_spans(a: int, b: int, closed: bool = True) -> list[Span]:
+    """The clockwise arc (a, b], or (a, b) when not closed, as sorted spans (a == b: the
+    whole circle, or all of it but a)."""
+    length = (distance(a, b) or SPACE) - (0 if closed else 1)
+    if length <= 0:
+        return []
+    if length >= SPACE:
+        return [(0, MASK)]
+    lo, hi = (a + 1) & MASK, (a + length) & MASK
+    return [(lo, hi)] if lo <= hi else [(0, hi), (lo, MASK)]
+
+
+def union_spans(spans: list[Span]) -> list[Span]:
+    """Sorted, disjoint and not touching."""
+    out: list[Span] = []
+    for lo, hi in sorted(spans):
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def intersect_spans(xs: list[Span], ys: list[Span]) -> list[Span]:
+    """The common part of two unions of spans, each sorted and disjoint."""
+    out: list[Span] = []
+    i = j = 0
+    while i < len(xs) and j < len(ys):
+        lo, hi = max(xs[i][0], ys[j][0]), min(xs[i][1], ys[j][1])
+        if lo <= hi:
+            out.append((lo, hi))
+        if xs[i][1] < ys[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out

@@ -26,7 +26,7 @@ from typing import Callable, Hashable, Iterable, Sequence
 
 import numpy as np
 
-from chord.ids import in_open_array, in_open_closed_array
+from chord.ids import MASK, arc_spans, intersect_spans, union_spans
 from cqengine.postings import Block, member
 from cqengine.proto import cqengine_pb2 as pb
 
@@ -103,21 +103,34 @@ class Knowledge:
         """`present` as a sorted array (taken once, when the runs have all been read)."""
         return np.array(sorted(self.present), dtype=np.uint64)
 
+    @cached_property
+    def absent_spans(self) -> tuple[np.ndarray, np.ndarray]:
+        """Where every id is known not to be a document id (present ones aside), as sorted
+        disjoint spans: starts and ends. Worked out once per announcement, in Python on a
+        few arcs, so that testing a whole block of terms is one search."""
+        spans = []
+        if self.max_id is not None and self.max_id < MASK:
+            spans.append((self.max_id + 1, MASK))
+        if self.region is not None and self.run_arcs:
+            # (prev, last] then (last, next): for a run holding the whole document
+            # prev == last, and (last, last] is the whole circle, as it should be
+            within = union_spans([s for prev, last, nxt in self.run_arcs
+                                  for s in arc_spans(prev, last) + arc_spans(last, nxt, closed=False)])
+            spans += intersect_spans(within, arc_spans(*self.region))
+        for a, b in self.piggy_arcs:
+            spans += arc_spans(a, b)
+        merged = union_spans(spans)
+        return (np.array([lo for lo, _ in merged], dtype=np.uint64),
+                np.array([hi for _, hi in merged], dtype=np.uint64))
+
     def absent_in(self, ys: np.ndarray) -> np.ndarray:
         """Elementwise over a uint64 array: True only where y is certainly not a document id."""
-        out = np.zeros(ys.shape, dtype=bool)
-        if self.max_id is not None:
-            out |= ys > np.uint64(self.max_id)
-        if self.region is not None and self.run_arcs:
-            within = np.zeros(ys.shape, dtype=bool)
-            for prev, last, nxt in self.run_arcs:
-                # (prev, last] then (last, next): for a run holding the whole document
-                # prev == last, and (last, last] is the whole circle, as it should be
-                within |= in_open_closed_array(ys, prev, last) | in_open_array(ys, last, nxt)
-            out |= within & in_open_closed_array(ys, *self.region)
-        for a, b in self.piggy_arcs:
-            out |= in_open_closed_array(ys, a, b)
-        return out & ~member(ys, self.present_array)
+        starts, ends = self.absent_spans
+        if not len(starts):
+            return np.zeros(ys.shape, dtype=bool)
+        i = np.searchsorted(starts, ys, side="right") - 1
+        inside = (i >= 0) & (ys <= ends[np.maximum(i, 0)])
+        return inside & ~member(ys, self.present_array)
 
     def absent(self, y: int) -> bool:
         return bool(self.absent_in(np.array([y], dtype=np.uint64))[0])

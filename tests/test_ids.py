@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from chord.ids import (SPACE, distance, finger_start, hash_id, in_open, in_open_array, in_open_closed,
-                       in_open_closed_array, parse_id)
+from chord.ids import (SPACE, arc_spans, distance, finger_start, hash_id, in_open, in_open_array, in_open_closed,
+                       in_open_closed_array, intersect_spans, parse_id, union_spans)
 
 ids = st.integers(min_value=0, max_value=SPACE - 1)
 # small values and values near the wrap point, where mistakes live
@@ -43,6 +43,34 @@ def test_array_intervals_match_the_reference(xs, a, b):
     arr = np.array(xs, dtype=np.uint64)
     assert in_open_closed_array(arr, a, b).tolist() == [ref_open_closed(x, a, b) for x in xs]
     assert in_open_array(arr, a, b).tolist() == [ref_open(x, a, b) for x in xs]
+
+
+def covered(spans, x):
+    return any(lo <= x <= hi for lo, hi in spans)
+
+
+@given(edgy, edgy, st.lists(edgy, max_size=10))
+def test_arcs_as_spans_hold_the_same_points(a, b, xs):
+    probes = xs + [a, b, (a + 1) % SPACE, (b + 1) % SPACE, (a - 1) % SPACE, (b - 1) % SPACE, 0, SPACE - 1]
+    for closed, ref in ((True, ref_open_closed), (False, ref_open)):
+        spans = arc_spans(a, b, closed)
+        assert all(lo <= hi for lo, hi in spans) and spans == sorted(spans)
+        assert [covered(spans, x) for x in probes] == [ref(x, a, b) for x in probes]
+
+
+@given(st.lists(st.tuples(edgy, edgy), max_size=6), st.lists(st.tuples(edgy, edgy), max_size=6),
+       st.lists(edgy, max_size=20))
+def test_span_union_and_intersection(arcs1, arcs2, xs):
+    s1 = union_spans([s for a, b in arcs1 for s in arc_spans(a, b)])
+    s2 = union_spans([s for a, b in arcs2 for s in arc_spans(a, b, closed=False)])
+    for spans in (s1, s2):
+        assert all(spans[i][1] + 1 < spans[i + 1][0] for i in range(len(spans) - 1))  # sorted, apart
+    both = intersect_spans(s1, s2)
+    probes = xs + [p for lo, hi in s1 + s2 for p in (lo, hi, lo - 1, hi + 1) if 0 <= p < SPACE]
+    for x in probes:
+        in1 = any(ref_open_closed(x, a, b) for a, b in arcs1)
+        in2 = any(ref_open(x, a, b) for a, b in arcs2)
+        assert covered(s1, x) == in1 and covered(s2, x) == in2 and covered(both, x) == (in1 and in2)
 
 
 @given(edgy, edgy)

@@ -6,6 +6,8 @@ call a document id absent.
 """
 
 import numpy as np
+
+from chord.ids import in_open_array, in_open_closed_array
 from hypothesis import given, settings, strategies as st
 
 from cqengine.announce import Knowledge, Run, group_runs, knowledge, prune, successors
@@ -137,3 +139,32 @@ def test_bulk_and_list_resolution_ask_alike(doc, known, queries, batch, use_bloo
     got = sorted(e.subscription_id for e in bulk.matched)
     assert got == sorted(e.subscription_id for e in small.matched)
     assert got == [i for i, q in enumerate(queries) if q <= doc]
+
+
+def reference_absent(know, ys):
+    """Knowledge's rules written out arc by arc (the form absent_spans compiles)."""
+    out = np.zeros(ys.shape, dtype=bool)
+    if know.max_id is not None:
+        out |= ys > np.uint64(know.max_id)
+    if know.region is not None and know.run_arcs:
+        within = np.zeros(ys.shape, dtype=bool)
+        for prev, last, nxt in know.run_arcs:
+            within |= in_open_closed_array(ys, prev, last) | in_open_array(ys, last, nxt)
+        out |= within & in_open_closed_array(ys, *know.region)
+    for a, b in know.piggy_arcs:
+        out |= in_open_closed_array(ys, a, b)
+    return out & ~np.isin(ys, np.array(sorted(know.present), dtype=np.uint64))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sets(st.one_of(ids, big_ids), min_size=1, max_size=40),
+       st.lists(st.integers(0, 3), min_size=1, max_size=6), st.integers(0, 4),
+       st.tuples(big_ids, big_ids), st.booleans(), st.booleans(), st.lists(big_ids, max_size=30))
+def test_compiled_knowledge_equals_its_rules(doc, dest_seq, k, region, obs1, obs2, extra):
+    doc_sorted = sorted(doc)
+    for local in deliver([Run.whole(doc_sorted)], dest_seq, k):
+        know = knowledge(local, doc_sorted[-1], region, k, obs1, obs2)
+        edges = [v for r in local for v in (r.prev, r.next, r.ids[0], r.ids[-1])] + list(region)
+        probes = sorted({(v + d) % 2**64 for v in edges + doc_sorted for d in (-1, 0, 1)} | set(extra))
+        ys = np.array(probes, dtype=np.uint64)
+        assert (know.absent_in(ys) == reference_absent(know, ys)).all()
