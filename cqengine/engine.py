@@ -24,6 +24,8 @@ from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Callable
 
+import numpy as np
+
 from chord.node import Call, ChordNode, Op, PeerUnreachable
 from chord.routing import NodeRef
 from cqengine.analysis import analyze, term_id
@@ -31,7 +33,7 @@ from cqengine.announce import Run, group_runs, knowledge, prune
 from cqengine.bloom import BloomFilter
 from cqengine.config import Settings
 from cqengine.indexing import chooser
-from cqengine.postings import Block, InvertedIndex
+from cqengine.postings import Block, InvertedIndex, member
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.resolution import pack_bits, resolution, unpack_bits
 from cqengine.synopsis import Synopsis
@@ -64,11 +66,18 @@ class PublishedDoc:
     snippet: str
     ids: frozenset[int]
     _bloom: bytes | None = None
+    _sorted: np.ndarray | None = None
 
     def bloom(self, bits: int, hashes: int) -> bytes:
         if self._bloom is None:
             self._bloom = BloomFilter.of(self.ids, bits, hashes).to_bytes()
         return self._bloom
+
+    def holds(self, ids) -> np.ndarray:
+        """Which of these ids the document has (Term Dialogue's answer)."""
+        if self._sorted is None:
+            self._sorted = np.array(sorted(self.ids), dtype=np.uint64)
+        return member(np.array(ids, dtype=np.uint64), self._sorted)
 
 
 @dataclass
@@ -355,7 +364,7 @@ class EngineNode:
         doc = self.docs.get(req.doc_key)
         if doc is None:
             return pb.DialogueReply(found=False)
-        return pb.DialogueReply(found=True, present=pack_bits([y in doc.ids for y in req.ids]))
+        return pb.DialogueReply(found=True, present=pack_bits(doc.holds(req.ids)))
 
     def _on_matched(self, req: pb.MatchedRequest) -> pb.Ack:
         doc = self.docs.get(req.doc_key)

@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
-from bitarray import bitarray
 
 from cqengine.announce import Knowledge
 from cqengine.bloom import BloomFilter
@@ -23,7 +22,8 @@ from cqengine.proto import cqengine_pb2 as pb
 
 
 def pack_bits(flags: Sequence[bool]) -> bytes:
-    return bitarray(list(flags), endian="little").tobytes()
+    """Bit i (little-endian within bytes) = flags[i]."""
+    return np.packbits(np.asarray(flags, dtype=bool), bitorder="little").tobytes()
 
 
 def unpack_bits(data: bytes, n: int) -> np.ndarray:

@@ -14,7 +14,7 @@ from cqengine.announce import Knowledge, Run, group_runs, knowledge, prune, succ
 from cqengine.bloom import BloomFilter, _positions, positions_array
 from cqengine.postings import Block
 from cqengine.proto import cqengine_pb2 as pb
-from cqengine.resolution import Resolution, SmallResolution
+from cqengine.resolution import Resolution, SmallResolution, pack_bits, unpack_bits
 
 SMALL = 2**16  # a small id space makes collisions between query and document ids common
 ids = st.integers(0, SMALL)
@@ -168,3 +168,11 @@ def test_compiled_knowledge_equals_its_rules(doc, dest_seq, k, region, obs1, obs
         probes = sorted({(v + d) % 2**64 for v in edges + doc_sorted for d in (-1, 0, 1)} | set(extra))
         ys = np.array(probes, dtype=np.uint64)
         assert (know.absent_in(ys) == reference_absent(know, ys)).all()
+
+
+@given(st.lists(st.booleans(), max_size=70))
+def test_dialogue_bits_round_trip_little_endian(flags):
+    data = pack_bits(flags)
+    assert len(data) == (len(flags) + 7) // 8
+    assert all(bool(data[i // 8] >> (i % 8) & 1) == f for i, f in enumerate(flags))
+    assert unpack_bits(data, len(flags)).tolist() == flags
