@@ -36,10 +36,7 @@ from cqengine.config import Settings
 from cqengine.evaluation import EvaluationError
 from cqengine.evaluation.inputs import Corpus, oracle, popular_ranking, workload
 from cqengine.progress import Progress
-from cqengine.sim import EngineSimulator
-
-RESOLUTION = ("TermDialogue", "GetBloom")
-ANNOUNCE = ("Announce",)
+from cqengine.sim import ANNOUNCE, RESOLUTION, EngineSimulator
 
 
 @dataclass(frozen=True, order=True)
@@ -82,7 +79,7 @@ class Scale:
     bloom_bits: int = 1024
     bloom_hashes: int = 5
 
-    def check(self, corpus: Corpus) -> None:
+    def check(self) -> None:
         if self.nodes < 1 or self.queries < 1 or self.docs < 2 or self.workers < 1:
             raise EvaluationError("--nodes, --queries and --workers must be positive and --docs at least 2")
 
@@ -111,9 +108,11 @@ class RunResult:
         n = int(mask.sum())
         if n == 0:
             raise EvaluationError(f"run {self.spec.name} published none of the {documents} documents")
-        kinds = {k[:-len(":messages")]: [int(self.per_doc[k][mask].sum()),
-                                         int(self.per_doc[k[:-len("messages")] + "bytes"][mask].sum())]
-                 for k in sorted(self.per_doc) if k.endswith(":messages")}
+        kinds: dict[str, list[int]] = {}
+        for key in sorted(self.per_doc):
+            kind, _, what = key.rpartition(":")
+            if kind:
+                kinds.setdefault(kind, [0, 0])[what == "bytes"] += int(self.per_doc[key][mask].sum())
 
         def total(methods):
             picked = [c for k, c in kinds.items() if k.split(".")[0] in methods]
@@ -146,7 +145,7 @@ class Lab:
     """Runs specs at a scale on a corpus, each once, sharing workloads, oracles and rings."""
 
     def __init__(self, corpus: Corpus, scale: Scale, quiet: bool = False) -> None:
-        scale.check(corpus)
+        scale.check()
         self.corpus = corpus.head(scale.docs)
         self.scale = scale
         self.half = scale.docs // 2
