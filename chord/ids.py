@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import mmh3
-import numpy as np
 
 BITS = 64
 SPACE = 1 << BITS
@@ -50,22 +49,6 @@ def finger_start(node_id: int, i: int) -> int:
 def short(x: int) -> str:
     """A 16-hex-digit rendering for tables and logs."""
     return f"{x:016x}"
-
-
-# ---- the same intervals over arrays of ids (numpy uint64 wraps around as the circle does) ----
-
-def in_open_closed_array(xs, a: int, b: int):
-    """Elementwise x in (a, b] clockwise, for a uint64 array; a == b: the whole circle."""
-    if a == b:
-        return np.ones(xs.shape, dtype=bool)
-    d = xs - np.uint64(a)
-    return (d > 0) & (d <= np.uint64(distance(a, b)))
-
-
-def in_open_array(xs, a: int, b: int):
-    """Elementwise x in (a, b) clockwise, for a uint64 array; a == b: the circle minus a."""
-    d = xs - np.uint64(a)
-    return (d > 0) if a == b else (d > 0) & (d < np.uint64(distance(a, b)))
 
 
 # ---- arcs as closed spans [lo, hi] of the line 0..MASK, to union and intersect them ------
