@@ -58,6 +58,7 @@ def test_every_run_agrees_with_the_ledger_and_the_matcher(quick_all):
             assert m["resolution_messages_per_doc"] * d == pytest.approx(msgs)
             assert m["announce_bytes_per_doc"] * d == pytest.approx(kinds_total(m["ledger"], ("Announce",))[1])
             assert m["bloom_filters_per_doc"] * d == pytest.approx(m["ledger"].get("GetBloom", [0, 0])[0])
+            assert m["bloom_bytes_per_doc"] * d == pytest.approx(kinds_total(m["ledger"], ("GetBloom",))[1])
             if run["spec"]["resolution"] == "td":
                 assert "GetBloom" not in m["ledger"]
             o = run["oracle"]

@@ -68,7 +68,7 @@ def point(results: dict[RunSpec, RunResult], plan: Plan, strategy: str, workload
             "td_messages_per_doc": td["resolution_messages_per_doc"],
             "bf_messages_per_doc": bf["resolution_messages_per_doc"],
             "bloom_filters_per_doc": bf["bloom_filters_per_doc"],
-            "bloom_bytes_per_doc": sum(v[1] for k, v in bf["ledger"].items() if k.startswith("GetBloom")) / bf["documents"],
+            "bloom_bytes_per_doc": bf["bloom_bytes_per_doc"],
             "announce_bytes_per_doc": td["announce_bytes_per_doc"],
             "alerts_per_doc": td["alerts_per_doc"], "longest_lists": runs["td"].longest,
             "runs": {r: runs[r].spec.name for r in RESOLUTIONS}}

@@ -122,12 +122,14 @@ class RunResult:
 
         res_m, res_b = total(RESOLUTION)
         ann_m, ann_b = total(ANNOUNCE)
+        bloom_m, bloom_b = total(("GetBloom",))
         return {
             "documents": n,
             "queries_per_doc": float(self.per_doc["candidates"][mask].mean()),
             "resolution_bytes_per_doc": res_b / n, "resolution_messages_per_doc": res_m / n,
             "announce_bytes_per_doc": ann_b / n, "announce_messages_per_doc": ann_m / n,
             "bloom_filters_per_doc": kinds.get("GetBloom", [0, 0])[0] / n,
+            "bloom_bytes_per_doc": bloom_b / n,  # requests and the filters they fetch
             "matches_per_doc": float(self.per_doc["matches"][mask].mean()),
             "alerts_per_doc": float(self.per_doc["alerts"][mask].mean()),
             "ledger": kinds,
