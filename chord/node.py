@@ -37,6 +37,7 @@ class Call:
     peer: NodeRef
     method: str
     request: Any
+    tag: str = ""  # counted in the ledger as TAG:METHOD (a measurement told apart), not METHOD
 
 
 Op = Generator[Call, Any, Any]

@@ -45,6 +45,9 @@ class Settings:
     # experiments may switch the observations off to measure them; the live ring keeps both
     obs1: bool = True
     obs2: bool = True
+    # experiments may resolve every candidate set the other way too, to measure both methods
+    # in one pass: its messages are counted as METHOD:KIND and its matches must agree
+    shadow_resolution: str = ""
     df: dict[str, int] | None = field(default=None, repr=False)
     popular: frozenset[str] | None = field(default=None, repr=False)  # terms; None: gossip them
 
@@ -57,6 +60,9 @@ class Settings:
             raise SettingsError(f"unknown strategy {self.strategy!r}; choose one of {', '.join(STRATEGIES)}")
         if self.resolution not in RESOLUTIONS:
             raise SettingsError(f"unknown resolution {self.resolution!r}; choose td or bf")
+        if self.shadow_resolution not in ("",) + tuple(r for r in RESOLUTIONS if r != self.resolution):
+            raise SettingsError(f"shadow resolution {self.shadow_resolution!r} must be the method "
+                                f"other than {self.resolution}, or none")
         if not 0 <= self.piggyback <= 64:
             raise SettingsError(f"piggyback depth {self.piggyback} is outside 0-64")
         if self.bloom_bits <= 0 or self.bloom_bits % 8:

@@ -35,7 +35,7 @@ from cqengine.config import Settings
 from cqengine.indexing import chooser
 from cqengine.postings import Block, InvertedIndex, member
 from cqengine.proto import cqengine_pb2 as pb
-from cqengine.resolution import pack_bits, resolution, unpack_bits
+from cqengine.resolution import Resolution, SmallResolution, pack_bits, resolution, unpack_bits
 from cqengine.synopsis import Synopsis
 
 log = logging.getLogger("cqengine.engine")
@@ -307,21 +307,22 @@ class EngineNode:
 
     def _router(self) -> Callable[[int], NodeRef | None]:
         """Each id's next hop by the table as it is now (a failed hop changes it); None: mine."""
-        route, me = self.chord.table.router(), self.me
-        return lambda x: None if (hop := route(x)) == me else hop
+        table, me = self.chord.table, self.me
+        # compiled with the rule, so that no id pays for comparing its hop with me
+        return table.piecewise("announce", lambda x: None if (hop := table.next_hop(x)) == me else hop)
 
     # ---- resolving (QN side) -----------------------------------------------------------
 
     def _resolve(self, msg: pb.Announcement, local: list[Run]) -> Op:
+        lists = [b for b in map(self.index.block, sorted({x for run in local for x in run.ids})) if b]
+        if not lists:
+            return
         s = self.settings
         pred = self.chord.table.predecessor
         region = (pred.id, self.me.id) if pred is not None else \
             ((self.me.id, self.me.id) if self.chord.table.alone() else None)
         know = knowledge(local, msg.max_id, region, s.piggyback, s.obs1, s.obs2)
-        lists = [b for b in map(self.index.block, sorted({x for run in local for x in run.ids})) if b]
-        if not lists:
-            return
-        if s.resolution == "bf":  # a list's filter positions are worked out once, then kept with it
+        if "bf" in (s.resolution, s.shadow_resolution):  # a list's filter positions are worked out once
             for b in lists:
                 b.bloom_positions(s.bloom_bits, s.bloom_hashes)
         candidates = prune(Block.concat(lists), know)
@@ -331,14 +332,9 @@ class EngineNode:
         dn = self._peer(msg.dn)
         res = resolution(candidates, know, s.dialogue_batch)
         try:
-            if s.resolution == "bf" and res.pending:
-                reply = yield Call(dn, "GetBloom", pb.BloomRequest(doc_key=msg.doc_key))
-                self._require(reply.found, msg)
-                res.apply_bloom(BloomFilter(s.bloom_bits, s.bloom_hashes, reply.bits))
-            while question := res.question():
-                reply = yield Call(dn, "TermDialogue", pb.DialogueRequest(doc_key=msg.doc_key, ids=question))
-                self._require(reply.found, msg)
-                res.answer(question, unpack_bits(reply.present, len(question)))
+            yield from self._dialogue(res, s.resolution, msg, dn)
+            if s.shadow_resolution:
+                yield from self._shadow(candidates, know, msg, dn, res.matched)
             if res.matched:
                 self.count("matches", len(res.matched))
                 yield Call(dn, "Matched", pb.MatchedRequest(doc_key=msg.doc_key, matches=[
@@ -346,6 +342,30 @@ class EngineNode:
         except (PeerUnreachable, LookupError) as e:
             self.count("alerts_dropped", res.pending + len(res.matched))
             log.warning("resolution of document %016x with %s failed: %s", msg.doc_key, msg.dn, e)
+
+    def _dialogue(self, res: Resolution | SmallResolution, method: str, msg: pb.Announcement,
+                  dn: NodeRef, tag: str = "") -> Op:
+        """Resolve with the DN by `method`: for bf a filter first, then Term Dialogue."""
+        s = self.settings
+        if method == "bf" and res.pending:
+            reply = yield Call(dn, "GetBloom", pb.BloomRequest(doc_key=msg.doc_key), tag)
+            self._require(reply.found, msg)
+            res.apply_bloom(BloomFilter(s.bloom_bits, s.bloom_hashes, reply.bits))
+        while question := res.question():
+            reply = yield Call(dn, "TermDialogue", pb.DialogueRequest(doc_key=msg.doc_key, ids=question), tag)
+            self._require(reply.found, msg)
+            res.answer(question, unpack_bits(reply.present, len(question)))
+
+    def _shadow(self, candidates: Block, know, msg: pb.Announcement, dn: NodeRef,
+                matched: list[pb.QueryEntry]) -> Op:
+        """Resolve the candidates by the shadow method too, counted under its name: a run
+        then measures both methods (they differ in nothing before resolution), and must
+        find the same matches both ways."""
+        method = self.settings.shadow_resolution
+        res = resolution(candidates, know, self.settings.dialogue_batch)
+        yield from self._dialogue(res, method, msg, dn, tag=method)
+        if sorted(e.subscription_id for e in res.matched) != sorted(e.subscription_id for e in matched):
+            self.count("shadow_disagreements")
 
     @staticmethod
     def _require(found: bool, msg: pb.Announcement) -> None:

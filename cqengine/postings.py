@@ -124,6 +124,14 @@ class InvertedIndex(SortedKeyStore):
             b = self._blocks[key] = Block.of(entries, self.rarity)
         return b
 
+    def compile(self, bloom: tuple[int, int]) -> None:
+        """Build every key's block now, with its terms' filter positions for bloom (bits,
+        hashes): a simulated ring about to be forked for many runs builds them once."""
+        for key in self._values:
+            b = self.block(key)
+            if b is not None:
+                b.bloom_positions(*bloom)
+
     def holds(self, key: int, subscription_id: int) -> bool:
         return subscription_id in self._subs.get(key, ())
 

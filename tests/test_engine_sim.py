@@ -19,7 +19,7 @@ from hypothesis import example, given, settings as hsettings, strategies as st
 
 from cqengine.analysis import analyze, term_id
 from cqengine.bloom import BloomFilter
-from cqengine.config import Settings
+from cqengine.config import Settings, SettingsError
 from cqengine.corpus import generate_corpus
 from cqengine.engine import MAX_DOCNO, MAX_QUERY_TERMS, EngineError
 from cqengine.matcher import document_terms, matches
@@ -196,6 +196,40 @@ def test_small_bloom_filters_err_and_term_dialogue_catches_it():
         assert_exact(sim.alerts(), wl.oracle(subs))
         out[bits] = sum(r.total(["TermDialogue"]).messages for r in reports)
     assert out[64] > out[8192]  # false positives cost dialogue, but never a wrong alert
+
+
+@pytest.mark.parametrize("resolution,shadow", [("td", "bf"), ("bf", "td")])
+def test_a_shadow_resolution_costs_what_it_would_alone_and_agrees(resolution, shadow):
+    """Resolving by both methods (how experiments measure both in one pass) sends, under
+    SHADOW: kinds, exactly the resolution messages a ring of the shadow method sends, and
+    changes nothing else: 64-bit filters make the Bloom side need dialogue too."""
+    wl = workload(1)
+    kinds = {}
+    for res, sh in ((resolution, shadow), (resolution, ""), (shadow, "")):
+        sim = EngineSimulator(9, make_settings(wl, strategy="mhi", resolution=res, shadow_resolution=sh,
+                                               bloom_bits=64, piggyback=1, seed=4), seed=4)
+        subs = subscribe_all(sim, wl)
+        total = Counter()
+        for d in wl.docs:
+            for k, c in sim.publish(d.docno, d.text, d.title).kinds.items():
+                total[k, "messages"] += c.messages
+                total[k, "bytes"] += c.bytes
+        assert_exact(sim.alerts(), wl.oracle(subs))
+        assert sim.tally["shadow_disagreements"] == 0
+        kinds[res, sh] = total
+    both, tag = kinds[resolution, shadow], shadow + ":"
+    assert {k: v for k, v in both.items() if not k[0].startswith(tag)} == kinds[resolution, ""]
+    alone = {k: v for k, v in kinds[shadow, ""].items() if k[0].split(".")[0] in ("TermDialogue", "GetBloom")}
+    assert {(k[0][len(tag):], k[1]): v for k, v in both.items() if k[0].startswith(tag)} == alone
+    assert alone[("TermDialogue", "messages")] > 0  # either way the dialogue has work to do
+
+
+def test_the_shadow_resolution_must_be_the_other_method():
+    with pytest.raises(SettingsError, match="other than td"):
+        Settings(resolution="td", shadow_resolution="td").validate()
+    with pytest.raises(SettingsError, match="other than bf"):
+        Settings(resolution="bf", shadow_resolution="xx").validate()
+    assert Settings(resolution="bf", shadow_resolution="td").validate().shadow_resolution == "td"
 
 
 # ---- 2. observations ----------------------------------------------------------------------

@@ -148,3 +148,21 @@ def test_bad_requests_fail_in_one_line(tmp_path):
     assert_one_line_error(cqengine("experiment", "table2", "--corpus", tmp_path, "--out", tmp_path),
                           "no documents.parquet here")
     assert_one_line_error(cqengine("experiment", "figure9", "--quick", "--out", tmp_path), "invalid choice")
+
+
+def test_one_pass_measures_td_and_bf_as_runs_of_their_own_would():
+    specs = [RunSpec(IndexSpec("mhi", "skew"), r, 2) for r in ("td", "bf")] + \
+            [RunSpec(IndexSpec("ri", "uniform"), r, 0, "second") for r in ("bf", "td")]
+    together = small_lab(2).run(specs)
+    for s in specs:
+        alone = small_lab(2).run([s])[s]
+        both = together[s]
+        assert np.array_equal(both.positions, alone.positions)
+        assert both.per_doc.keys() == alone.per_doc.keys()
+        for k in alone.per_doc:
+            assert np.array_equal(both.per_doc[k], alone.per_doc[k]), (s.name, k)
+        assert both.ledger == alone.ledger and both.oracle == alone.oracle
+        assert both.measure(s.documents) == alone.measure(s.documents)
+    # and each pair really was one pass
+    for td, bf in ((specs[0], specs[1]), (specs[3], specs[2])):
+        assert together[td].seconds == together[bf].seconds

@@ -11,6 +11,12 @@ this). A run's documents are shared out among worker processes (the machine's co
 each document's publishing node is a seeded hash of its docno, so results do not depend
 on the number of workers.
 
+Term Dialogue and Bloom filter runs of one configuration differ only once a QN holds its
+candidates, so they are measured in one pass: every QN resolves its candidates both ways
+(the engine's shadow resolution, its messages counted under `bf:` kinds) and each run is
+read off the ledger as if it had been alone — which tests/test_evaluation.py checks against
+runs made separately. The two ways must match the same queries at every QN.
+
 Every alert a worker sees is checked against the matcher: the subscriber's mailbox is
 emptied after each document (as a stream would) and the queries alerted must be exactly
 the queries the matcher says the document matches.
@@ -32,7 +38,7 @@ from multiprocessing.connection import wait
 import mmh3
 import numpy as np
 
-from cqengine.config import Settings
+from cqengine.config import RESOLUTIONS, Settings
 from cqengine.evaluation import EvaluationError
 from cqengine.evaluation.inputs import Corpus, oracle, popular_ranking, workload
 from cqengine.progress import Progress
@@ -196,7 +202,8 @@ class Lab:
 
     def run(self, specs: list[RunSpec]) -> dict[RunSpec, RunResult]:
         """Results for every spec. A spec measuring the second half is served by a run that
-        published all documents when one is wanted anyway."""
+        published all documents when one is wanted anyway; the TD and BF runs of a
+        configuration are made in one pass."""
         wanted: dict[tuple, str] = {}
         for s in specs:
             key = (s.index, s.resolution, s.piggyback)
@@ -204,16 +211,24 @@ class Lab:
         todo = sorted(k for k in wanted if k not in self.results or
                       (wanted[k] == "all" and self.results[k].spec.documents != "all"))
         k_max = max([k[0].synopsis_k for k in wanted] + [1])
-        by_index: dict[IndexSpec, list[tuple]] = {}
+        passes: dict[tuple, list[RunSpec]] = {}  # (index, piggyback) -> its runs, TD first
         for key in todo:
-            by_index.setdefault(key[0], []).append(key)
+            passes.setdefault((key[0], key[2]), []).append(RunSpec(*key, documents=wanted[key]))
+        by_index: dict[IndexSpec, list[list[RunSpec]]] = {}
+        for (index, _), runs in sorted(passes.items()):
+            documents = "all" if any(r.documents == "all" for r in runs) else "second"
+            by_index.setdefault(index, []).append(
+                sorted((RunSpec(r.index, r.resolution, r.piggyback, documents) for r in runs),
+                       key=lambda r: RESOLUTIONS.index(r.resolution)))
         done = 0
-        for index, keys in by_index.items():
-            ring = IndexedRing(self, index, k_max, f"[{done + 1}-{done + len(keys)}/{len(todo)}]")
-            for key in keys:
-                done += 1
-                spec = RunSpec(*key, documents=wanted[key])
-                self.results[key] = ring.publish(spec, f"[{done}/{len(todo)}]")
+        for index, index_passes in by_index.items():
+            n = sum(map(len, index_passes))
+            ring = IndexedRing(self, index, k_max, f"[{done + 1}-{done + n}/{len(todo)}]")
+            for runs in index_passes:
+                done += len(runs)
+                label = f"[{done - len(runs) + 1}{'-' + str(done) if len(runs) > 1 else ''}/{len(todo)}]"
+                for spec, result in zip(runs, ring.publish(runs, label)):
+                    self.results[(spec.index, spec.resolution, spec.piggyback)] = result
             ring.close()
         return {s: self.results[(s.index, s.resolution, s.piggyback)] for s in specs}
 
@@ -246,6 +261,8 @@ class IndexedRing:
             if i % 256 == 0:
                 progress.update(i, i)
         progress.close()
+        for e in self.sim.engines.values():  # once here, not again in every run's workers
+            e.index.compile((s.bloom_bits, s.bloom_hashes))
         self.load = self.sim.load()
         self.longest = longest_lists(self.sim, lab.corpus.df)
         self.seconds = time.perf_counter() - t
@@ -260,37 +277,46 @@ class IndexedRing:
         gc.unfreeze()
         gc.collect()
 
-    def publish(self, spec: RunSpec, label: str) -> RunResult:
+    def publish(self, runs: list[RunSpec], label: str) -> list[RunResult]:
+        """One pass over the documents measuring these runs (one piggyback depth, TD and/or
+        BF: the first is the engine's resolution, a second its shadow)."""
         lab = self.lab
+        spec, shadow = runs[0], (runs[1].resolution if len(runs) > 1 else "")
         first = lab.half if spec.documents == "second" else 0
         positions = list(range(first, len(lab.corpus)))
         workers = max(1, min(lab.scale.workers, len(positions)))
+        name = " + ".join(r.name for r in runs)
         t = time.perf_counter()
-        chunks = self._fork(spec, positions, workers, label)
+        chunks = self._fork(spec, shadow, positions, workers, label, name)
         seconds = time.perf_counter() - t
         lab.timings["publishing"] += seconds
-        result = merge(spec, chunks, self.load, lab.half, {"index": self.seconds, "publish": seconds})
-        result.longest = self.longest
-        o = result.oracle
-        if o["missing"] or o["unexpected"] or o["wrong_docno"]:
-            raise EvaluationError(f"run {spec.name}: alerts differ from the matcher's: {o}")
-        m = result.measure(spec.documents)
-        lab.say(f"{label} {spec.name}: {len(positions)} documents in {seconds:.1f}s; "
-                f"{m['queries_per_doc']:.0f} queries/doc, {m['resolution_bytes_per_doc']:.0f} resolution "
-                f"bytes/doc; {o['alerted']} alerts = matcher")
-        return result
+        results = []
+        for run in runs:
+            result = merge(run, chunks, self.load, lab.half, {"index": self.seconds, "publish": seconds},
+                           lambda kinds, run=run: measured_as(kinds, run.resolution, shadow))
+            result.longest = self.longest
+            o = result.oracle
+            if o["missing"] or o["unexpected"] or o["wrong_docno"] or o["disagreements"]:
+                raise EvaluationError(f"run {run.name}: alerts differ from the matcher's: {o}")
+            m = result.measure(run.documents)
+            lab.say(f"{label} {run.name}: {len(positions)} documents in {seconds:.1f}s; "
+                    f"{m['queries_per_doc']:.0f} queries/doc, {m['resolution_bytes_per_doc']:.0f} resolution "
+                    f"bytes/doc; {o['alerted']} alerts = matcher")
+            results.append(result)
+        return results
 
-    def _fork(self, spec: RunSpec, positions: list[int], workers: int, label: str) -> list[dict]:
+    def _fork(self, spec: RunSpec, shadow: str, positions: list[int], workers: int, label: str,
+              name: str) -> list[dict]:
         ctx = mp.get_context("fork")
         counts = [ctx.Value("q", 0, lock=False) for _ in range(workers)]
         pipes = [ctx.Pipe(duplex=False) for _ in range(workers)]
-        procs = [ctx.Process(target=self._work, args=(spec, positions[w::workers], counts[w], pipes[w][1]),
+        procs = [ctx.Process(target=self._work, args=(spec, shadow, positions[w::workers], counts[w], pipes[w][1]),
                              daemon=True) for w in range(workers)]
         for p in procs:
             p.start()
         for _, send in pipes:
             send.close()
-        progress = Progress(f"{label} publishing {spec.name}", len(positions),
+        progress = Progress(f"{label} publishing {name}", len(positions),
                             out=self.lab.err)
         waiting = {recv: w for w, (recv, _) in enumerate(pipes)}
         chunks: list[dict] = []
@@ -303,7 +329,7 @@ class IndexedRing:
                         status, payload = "error", f"worker {waiting[recv]} died without a word"
                     del waiting[recv]
                     if status != "ok":
-                        raise EvaluationError(f"run {spec.name}: a worker failed:\n{payload}")
+                        raise EvaluationError(f"run {name}: a worker failed:\n{payload}")
                     chunks.append(payload)
                 done = sum(c.value for c in counts)
                 progress.update(done, done)
@@ -315,23 +341,25 @@ class IndexedRing:
                     p.kill()
         return chunks
 
-    def _work(self, spec: RunSpec, positions: list[int], count, conn) -> None:
+    def _work(self, spec: RunSpec, shadow: str, positions: list[int], count, conn) -> None:
         """A worker: publish my share of the documents on my copy of the ring."""
         # The ring is frozen out of the collector's reach; what a document allocates is
         # short-lived and nearly all acyclic, so the default young collections only cost
         # time (9% of a run's publishing, measured). Cycles are still collected, less often.
         gc.set_threshold(*WORKER_GC)
         try:
-            conn.send(("ok", self._publish_share(spec, positions, count)))
+            conn.send(("ok", self._publish_share(spec, shadow, positions, count)))
         except BaseException:
             conn.send(("error", traceback.format_exc()))
         finally:
             conn.close()
             os._exit(0)  # no need to tear down a copy of the whole ring
 
-    def _publish_share(self, spec: RunSpec, positions: list[int], count) -> dict:
+    def _publish_share(self, spec: RunSpec, shadow: str, positions: list[int], count) -> dict:
         sim, corpus, seed = self.sim, self.lab.corpus, self.lab.scale.seed
         sim.settings.resolution, sim.settings.piggyback = spec.resolution, spec.piggyback
+        sim.settings.shadow_resolution = shadow
+        disagreed = sim.tally["shadow_disagreements"]
         alerted: list[tuple] = []
         for e in sim.engines.values():
             e.alert_listeners.append(lambda sub, e=e: alerted.append((e, sub)))
@@ -356,6 +384,7 @@ class IndexedRing:
             rows.append((j, report.candidates, report.matches, report.alerts,
                          {k: (c.messages, c.bytes) for k, c in report.kinds.items()}))
             count.value += 1
+        tally["disagreements"] += sim.tally["shadow_disagreements"] - disagreed
         after = sim.ring.ledger.snapshot()
         growth = {k: [c.messages - before[k].messages if k in before else c.messages,
                       c.bytes - before[k].bytes if k in before else c.bytes] for k, c in after.items()}
@@ -375,8 +404,23 @@ def longest_lists(sim: EngineSimulator, df: dict[str, int], n: int = 5) -> list[
     return out
 
 
-def merge(spec: RunSpec, chunks: list[dict], load: list[int], half: int, seconds: dict) -> RunResult:
-    rows = sorted(r for c in chunks for r in c["rows"])
+def measured_as(kinds: dict, resolution: str, shadow: str) -> dict:
+    """A pass's ledger kinds as a run by `resolution` alone would have them: the shadow
+    method's resolution messages (SHADOW:KIND) are its own run's, the rest are shared."""
+    if not shadow:
+        return kinds
+    tag = shadow + ":"
+    if resolution != shadow:
+        return {k: v for k, v in kinds.items() if not k.startswith(tag)}
+    return {(k[len(tag):] if k.startswith(tag) else k): v for k, v in kinds.items()
+            if k.startswith(tag) or k.split(".")[0] not in RESOLUTION}
+
+
+def merge(spec: RunSpec, chunks: list[dict], load: list[int], half: int, seconds: dict,
+          view=lambda kinds: kinds) -> RunResult:
+    """One run's result from its workers' chunks; `view` reads its kinds out of a pass's."""
+    rows = sorted((j, cand, matches, alerts, view(kinds)) for c in chunks
+                  for j, cand, matches, alerts, kinds in c["rows"])
     kinds = sorted({k for r in rows for k in r[4]})
     per_doc = {"candidates": np.array([r[1] for r in rows], dtype=np.int64),
                "matches": np.array([r[2] for r in rows], dtype=np.int64),
@@ -386,14 +430,14 @@ def merge(spec: RunSpec, chunks: list[dict], load: list[int], half: int, seconds
         per_doc[f"{k}:bytes"] = np.array([r[4].get(k, (0, 0))[1] for r in rows], dtype=np.int64)
     ledger: dict[str, list[int]] = {}
     for c in chunks:
-        for k, (m, b) in c["ledger"].items():
+        for k, (m, b) in view(c["ledger"]).items():
             ledger.setdefault(k, [0, 0])
             ledger[k][0] += m
             ledger[k][1] += b
     oracle_tally = Counter()
     for c in chunks:
         oracle_tally.update(c["oracle"])
-    for k in ("expected", "alerted", "missing", "unexpected", "wrong_docno"):
+    for k in ("expected", "alerted", "missing", "unexpected", "wrong_docno", "disagreements"):
         oracle_tally.setdefault(k, 0)
     return RunResult(spec, np.array([r[0] for r in rows], dtype=np.int64), per_doc, dict(sorted(ledger.items())),
                      load, dict(oracle_tally), seconds, half)
