@@ -105,9 +105,11 @@ class RoutingTable:
         return hop
 
     def router(self) -> Callable[[int], NodeRef | None]:
-        """`next_hop` (avoiding nobody) for the table as it is now, as a bisect per key.
-        An announcement routes every id it carries: this is its cost at scale."""
-        return self.piecewise("next_hop", self.next_hop)
+        """`next_hop` (avoiding nobody) for the table as it is now, as a bisect per key, and
+        None where the hop would be me. An announcement routes every id it carries: this is
+        its cost at scale."""
+        me = self.me
+        return self.piecewise("router", lambda key: None if (hop := self.next_hop(key)) == me else hop)
 
     def piecewise(self, name: str, rule: Callable[[int], T]) -> Callable[[int], T]:
         """A rule of this table's (Algorithm 1, a lookup step) precomputed as a bisect per key.

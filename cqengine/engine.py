@@ -291,7 +291,8 @@ class EngineNode:
         k = self.settings.piggyback
         local: list[Run] = []
         while runs:
-            groups = group_runs(runs, self._router() if hops < HOP_LIMIT else (lambda x: None), k)
+            # each id's next hop by the table as it is now (a failed hop changes it); None: mine
+            groups = group_runs(runs, self.chord.table.router() if hops < HOP_LIMIT else (lambda x: None), k)
             runs = []
             local += groups.pop(None, [])
             for hop, hop_runs in groups.items():
@@ -304,12 +305,6 @@ class EngineNode:
                     self.chord.table.forget(hop)
         if local:
             yield from self._resolve(msg, local)
-
-    def _router(self) -> Callable[[int], NodeRef | None]:
-        """Each id's next hop by the table as it is now (a failed hop changes it); None: mine."""
-        table, me = self.chord.table, self.me
-        # compiled with the rule, so that no id pays for comparing its hop with me
-        return table.piecewise("announce", lambda x: None if (hop := table.next_hop(x)) == me else hop)
 
     # ---- resolving (QN side) -----------------------------------------------------------
 

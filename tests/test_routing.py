@@ -55,11 +55,14 @@ def test_precomputed_rules_answer_as_the_rules(nodes, data, scrambled):
     node.table = t = scrambled_table(nodes, me, data) if scrambled else by_node[me]
     keys = data.draw(st.lists(ids, max_size=30))
     keys += [(n.id + d) % SPACE for n in nodes for d in (-1, 0, 1)]
+    def hop(key):
+        h = t.next_hop(key)
+        return None if h == me else h
     for key in keys:
-        assert t.router()(key) == t.next_hop(key)
+        assert t.router()(key) == hop(key)
         assert node.step(key) == node._step(key)
     t.fingers = list(reversed(t.fingers))  # a changed table is routed afresh
-    assert all(t.router()(key) == t.next_hop(key) for key in keys)
+    assert all(t.router()(key) == hop(key) for key in keys)
     assert all(node.step(key) == node._step(key) for key in keys)
 
 
