@@ -46,7 +46,7 @@ class Settings:
     obs1: bool = True
     obs2: bool = True
     # experiments may resolve every candidate set the other way too, to measure both methods
-    # in one pass: its messages are counted as METHOD:KIND and its matches must agree
+    # in one pass: its messages are counted as SHADOW:METHOD (bf:GetBloom) and its matches must agree
     shadow_resolution: str = ""
     df: dict[str, int] | None = field(default=None, repr=False)
     popular: frozenset[str] | None = field(default=None, repr=False)  # terms; None: gossip them

@@ -29,7 +29,7 @@ import numpy as np
 from chord.node import Call, ChordNode, Op, PeerUnreachable
 from chord.routing import NodeRef
 from cqengine.analysis import analyze, term_id
-from cqengine.announce import Run, group_runs, knowledge, prune
+from cqengine.announce import Knowledge, Run, group_runs, knowledge, prune
 from cqengine.bloom import BloomFilter
 from cqengine.config import Settings
 from cqengine.indexing import chooser
@@ -351,7 +351,7 @@ class EngineNode:
             self._require(reply.found, msg)
             res.answer(question, unpack_bits(reply.present, len(question)))
 
-    def _shadow(self, candidates: Block, know, msg: pb.Announcement, dn: NodeRef,
+    def _shadow(self, candidates: Block, know: Knowledge, msg: pb.Announcement, dn: NodeRef,
                 matched: list[pb.QueryEntry]) -> Op:
         """Resolve the candidates by the shadow method too, counted under its name: a run
         then measures both methods (they differ in nothing before resolution), and must

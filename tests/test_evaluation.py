@@ -9,6 +9,7 @@ import pytest
 
 from conftest import assert_one_line_error, cqengine
 from cqengine.config import Settings
+from cqengine.evaluation import EvaluationError
 from cqengine.evaluation.experiments import WORKLOADS, Plan, reduction
 from cqengine.evaluation.inputs import generated, popular_ranking
 from cqengine.evaluation.runs import IndexSpec, Lab, RunSpec, Scale, place
@@ -166,3 +167,18 @@ def test_one_pass_measures_td_and_bf_as_runs_of_their_own_would():
     # and each pair really was one pass
     for td, bf in ((specs[0], specs[1]), (specs[3], specs[2])):
         assert together[td].seconds == together[bf].seconds
+
+
+def test_a_pass_whose_two_methods_disagree_stops(monkeypatch):
+    """Were the shadow resolution ever to match other queries than the engine's own, the
+    pass must fail rather than report either run (workers are forked: the patch reaches them)."""
+    from cqengine.engine import EngineNode
+    real = EngineNode._shadow
+
+    def disagreeing(self, *args):
+        yield from real(self, *args)
+        self.count("shadow_disagreements")
+    monkeypatch.setattr(EngineNode, "_shadow", disagreeing)
+    specs = [RunSpec(IndexSpec("ri", "skew"), r) for r in ("td", "bf")]
+    with pytest.raises(EvaluationError, match="TD and BF matched different queries"):
+        small_lab(2).run(specs)

@@ -296,8 +296,11 @@ class IndexedRing:
                            lambda kinds, run=run: measured_as(kinds, run.resolution, shadow))
             result.longest = self.longest
             o = result.oracle
-            if o["missing"] or o["unexpected"] or o["wrong_docno"] or o["disagreements"]:
+            if o["missing"] or o["unexpected"] or o["wrong_docno"]:
                 raise EvaluationError(f"run {run.name}: alerts differ from the matcher's: {o}")
+            if o["disagreements"]:
+                raise EvaluationError(f"run {name}: TD and BF matched different queries at "
+                                      f"{o['disagreements']} QNs")
             m = result.measure(run.documents)
             lab.say(f"{label} {run.name}: {len(positions)} documents in {seconds:.1f}s; "
                     f"{m['queries_per_doc']:.0f} queries/doc, {m['resolution_bytes_per_doc']:.0f} resolution "
