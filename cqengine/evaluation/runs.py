@@ -211,15 +211,12 @@ class Lab:
         todo = sorted(k for k in wanted if k not in self.results or
                       (wanted[k] == "all" and self.results[k].spec.documents != "all"))
         k_max = max([k[0].synopsis_k for k in wanted] + [1])
-        passes: dict[tuple, list[RunSpec]] = {}  # (index, piggyback) -> its runs, TD first
-        for key in todo:
-            passes.setdefault((key[0], key[2]), []).append(RunSpec(*key, documents=wanted[key]))
+        passes = sorted({(key[0], key[2]) for key in todo})  # (index, piggyback)
         by_index: dict[IndexSpec, list[list[RunSpec]]] = {}
-        for (index, _), runs in sorted(passes.items()):
-            documents = "all" if any(r.documents == "all" for r in runs) else "second"
-            by_index.setdefault(index, []).append(
-                sorted((RunSpec(r.index, r.resolution, r.piggyback, documents) for r in runs),
-                       key=lambda r: RESOLUTIONS.index(r.resolution)))
+        for index, piggyback in passes:
+            keys = [(index, r, piggyback) for r in RESOLUTIONS if (index, r, piggyback) in todo]  # TD first
+            documents = "all" if any(wanted[k] == "all" for k in keys) else "second"
+            by_index.setdefault(index, []).append([RunSpec(*k, documents=documents) for k in keys])
         done = 0
         for index, index_passes in by_index.items():
             n = sum(map(len, index_passes))
@@ -292,8 +289,7 @@ class IndexedRing:
         lab.timings["publishing"] += seconds
         results = []
         for run in runs:
-            result = merge(run, chunks, self.load, lab.half, {"index": self.seconds, "publish": seconds},
-                           lambda kinds, run=run: measured_as(kinds, run.resolution, shadow))
+            result = merge(run, chunks, self.load, lab.half, {"index": self.seconds, "publish": seconds}, shadow)
             result.longest = self.longest
             o = result.oracle
             if o["missing"] or o["unexpected"] or o["wrong_docno"]:
@@ -420,10 +416,10 @@ def measured_as(kinds: dict, resolution: str, shadow: str) -> dict:
 
 
 def merge(spec: RunSpec, chunks: list[dict], load: list[int], half: int, seconds: dict,
-          view=lambda kinds: kinds) -> RunResult:
-    """One run's result from its workers' chunks; `view` reads its kinds out of a pass's."""
-    rows = sorted((j, cand, matches, alerts, view(kinds)) for c in chunks
-                  for j, cand, matches, alerts, kinds in c["rows"])
+          shadow: str = "") -> RunResult:
+    """One run's result from its workers' chunks of a pass (with `shadow` resolution)."""
+    rows = sorted((j, cand, matches, alerts, measured_as(kinds, spec.resolution, shadow))
+                  for c in chunks for j, cand, matches, alerts, kinds in c["rows"])
     kinds = sorted({k for r in rows for k in r[4]})
     per_doc = {"candidates": np.array([r[1] for r in rows], dtype=np.int64),
                "matches": np.array([r[2] for r in rows], dtype=np.int64),
@@ -433,7 +429,7 @@ def merge(spec: RunSpec, chunks: list[dict], load: list[int], half: int, seconds
         per_doc[f"{k}:bytes"] = np.array([r[4].get(k, (0, 0))[1] for r in rows], dtype=np.int64)
     ledger: dict[str, list[int]] = {}
     for c in chunks:
-        for k, (m, b) in view(c["ledger"]).items():
+        for k, (m, b) in measured_as(c["ledger"], spec.resolution, shadow).items():
             ledger.setdefault(k, [0, 0])
             ledger[k][0] += m
             ledger[k][1] += b
