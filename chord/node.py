@@ -11,8 +11,7 @@ therefore exist once, whatever carries the messages.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
-from typing import Any, Callable, Generator
+from typing import Any, Callable, Generator, NamedTuple
 
 from chord.ids import BITS, in_open, in_open_closed
 from chord.proto import chord_pb2 as pb
@@ -32,8 +31,8 @@ class JoinError(Exception):
     """Joining the ring failed for a reason the operator must fix."""
 
 
-@dataclass(frozen=True)
-class Call:
+class Call(NamedTuple):
+    """What an operation asks of the shell that drives it (a tuple: made per message)."""
     peer: NodeRef
     method: str
     request: Any

@@ -128,9 +128,11 @@ class Knowledge:
         starts, ends = self.absent_spans
         if not len(starts):
             return np.zeros(ys.shape, dtype=bool)
-        i = np.searchsorted(starts, ys, side="right") - 1
+        i = starts.searchsorted(ys, side="right") - 1
         inside = (i >= 0) & (ys <= ends[np.maximum(i, 0)])
-        return inside & ~member(ys, self.present_array)
+        if inside.any():  # most terms lie outside every span: no membership test for them
+            inside &= ~member(ys, self.present_array)
+        return inside
 
     def absent(self, y: int) -> bool:
         return bool(self.absent_in(np.array([y], dtype=np.uint64))[0])
@@ -158,4 +160,8 @@ def prune(block: Block, know: Knowledge) -> Block:
     """The candidates that may still match: none with a term id known to be absent."""
     if not len(block):
         return block
-    return block.select(~know.absent_in(block.terms)[block.codes].any(axis=1))
+    absent = know.absent_in(block.terms)
+    if not absent.any():
+        return block
+    gone = absent[block.codes].any(axis=1)
+    return block.select(~gone) if gone.any() else block

@@ -29,7 +29,7 @@ import numpy as np
 from chord.node import Call, ChordNode, Op, PeerUnreachable
 from chord.routing import NodeRef
 from cqengine.analysis import analyze, term_id
-from cqengine.announce import Knowledge, Run, group_runs, knowledge, prune
+from cqengine.announce import Run, group_runs, knowledge, prune
 from cqengine.bloom import BloomFilter
 from cqengine.config import Settings
 from cqengine.indexing import chooser
@@ -326,10 +326,11 @@ class EngineNode:
             return
         dn = self._peer(msg.dn)
         res = resolution(candidates, know, s.dialogue_batch)
+        twin = res.copy() if s.shadow_resolution else None  # the same start, before any answer
         try:
             yield from self._dialogue(res, s.resolution, msg, dn)
-            if s.shadow_resolution:
-                yield from self._shadow(candidates, know, msg, dn, res.matched)
+            if twin is not None:
+                yield from self._shadow(twin, msg, dn, res.matched)
             if res.matched:
                 self.count("matches", len(res.matched))
                 yield Call(dn, "Matched", pb.MatchedRequest(doc_key=msg.doc_key, matches=[
@@ -351,15 +352,14 @@ class EngineNode:
             self._require(reply.found, msg)
             res.answer(question, unpack_bits(reply.present, len(question)))
 
-    def _shadow(self, candidates: Block, know: Knowledge, msg: pb.Announcement, dn: NodeRef,
+    def _shadow(self, res: Resolution | SmallResolution, msg: pb.Announcement, dn: NodeRef,
                 matched: list[pb.QueryEntry]) -> Op:
         """Resolve the candidates by the shadow method too, counted under its name: a run
         then measures both methods (they differ in nothing before resolution), and must
         find the same matches both ways."""
         method = self.settings.shadow_resolution
-        res = resolution(candidates, know, self.settings.dialogue_batch)
         yield from self._dialogue(res, method, msg, dn, tag=method)
-        if sorted(e.subscription_id for e in res.matched) != sorted(e.subscription_id for e in matched):
+        if {id(e) for e in res.matched} != {id(e) for e in matched}:  # the block's very entries
             self.count("shadow_disagreements")
 
     @staticmethod

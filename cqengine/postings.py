@@ -38,7 +38,8 @@ def member(xs: np.ndarray, sorted_ids: np.ndarray) -> np.ndarray:
     """Elementwise: is x among sorted_ids? (np.isin's set-up costs more than small sets need.)"""
     if not len(sorted_ids):
         return np.zeros(xs.shape, dtype=bool)
-    at = np.minimum(np.searchsorted(sorted_ids, xs), len(sorted_ids) - 1)
+    at = sorted_ids.searchsorted(xs)
+    np.minimum(at, len(sorted_ids) - 1, out=at)
     return sorted_ids[at] == xs
 
 

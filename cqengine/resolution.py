@@ -11,6 +11,7 @@ filter rules out; the survivors finish by Term Dialogue, since a filter can err 
 
 from __future__ import annotations
 
+import copy
 from typing import Sequence
 
 import numpy as np
@@ -46,6 +47,7 @@ class SmallResolution:
 
     def __init__(self, block: Block, know: Knowledge, batch: int = 1) -> None:
         self.batch = max(1, batch)
+        self.block = block
         self.answers: dict[int, bool] = {}
         self.matched: list[pb.QueryEntry] = []
         self.rows: list[tuple[pb.QueryEntry, list[int]]] = []
@@ -61,9 +63,21 @@ class SmallResolution:
     def pending(self) -> int:
         return len(self.rows)
 
+    def copy(self) -> "SmallResolution":
+        """An independent resolution in the same state (answers alone are mutated in place)."""
+        twin = copy.copy(self)
+        twin.answers, twin.matched = dict(self.answers), list(self.matched)
+        return twin
+
     def apply_bloom(self, bloom: BloomFilter) -> int:
         before = len(self.rows)
-        self.rows = [(e, ids) for e, ids in self.rows if all(y in bloom for y in ids)]
+        ids = sorted({y for _, unknown in self.rows for y in unknown})
+        if ids:  # each id tested once, at the filter positions the block already holds
+            ys = np.array(ids, dtype=np.uint64)
+            at = self.block.terms.searchsorted(ys)
+            held = dict(zip(ids, bloom.contains_array(
+                ys, self.block.bloom_positions(bloom.bits, bloom.hashes)[at]).tolist()))
+            self.rows = [(e, unknown) for e, unknown in self.rows if all(held[y] for y in unknown)]
         return before - len(self.rows)
 
     def question(self) -> list[int]:
@@ -101,7 +115,7 @@ class Resolution:
         self.absent = np.zeros(len(block.terms), dtype=bool)
         open_rows = self.unknown[block.codes].any(axis=1)
         self.matched: list[pb.QueryEntry] = block.entries[~open_rows].tolist()  # all known present
-        self.rows = np.flatnonzero(open_rows)
+        self.rows = open_rows.nonzero()[0]
         self.codes = block.codes[open_rows]
         self._asking, self._question = np.zeros(0, dtype=np.intp), None
 
@@ -109,11 +123,18 @@ class Resolution:
     def pending(self) -> int:
         return len(self.rows)
 
+    def copy(self) -> "Resolution":
+        """An independent resolution in the same state (`unknown` and the block are never
+        written; rows and codes are replaced, not written, as queries are decided)."""
+        twin = copy.copy(self)
+        twin.asked, twin.absent, twin.matched = self.asked.copy(), self.absent.copy(), list(self.matched)
+        return twin
+
     def apply_bloom(self, bloom: BloomFilter) -> int:
         """Drop queries the filter rules out; returns how many went."""
         used = np.zeros(len(self.block.terms), dtype=bool)
         used[self.codes] = True
-        tested = np.flatnonzero(used & self.unknown)
+        tested = (used & self.unknown).nonzero()[0]
         positions = self.block.bloom_positions(bloom.bits, bloom.hashes)[tested]
         self.absent[tested] = ~bloom.contains_array(self.block.terms[tested], positions)
         out = self.absent[self.codes].any(axis=1)
@@ -130,7 +151,7 @@ class Resolution:
             ask[codes[np.arange(len(codes)), waiting.argmax(axis=1)]] = True
         else:
             ask[codes[waiting & (np.cumsum(waiting, axis=1) <= self.batch)]] = True
-        self._asking = np.flatnonzero(ask)
+        self._asking = ask.nonzero()[0]
         self._question = self.block.terms[self._asking].tolist()
         return self._question
 

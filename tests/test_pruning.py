@@ -171,3 +171,33 @@ def test_dialogue_bits_round_trip_little_endian(flags):
     assert len(data) == (len(flags) + 7) // 8
     assert all(bool(data[i // 8] >> (i % 8) & 1) == f for i, f in enumerate(flags))
     assert unpack_bits(data, len(flags)).tolist() == flags
+
+
+def dialogue(res, doc, bf=None) -> tuple[list[list[int]], list[int]]:
+    """Resolve against the document: the questions asked, round by round, and the matches."""
+    if bf is not None:
+        res.apply_bloom(bf)
+    rounds = []
+    while q := res.question():
+        rounds.append(q)
+        res.answer(q, [y in doc for y in q])
+    return rounds, sorted(e.subscription_id for e in res.matched)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sets(ids, max_size=30), st.sets(ids, max_size=10), entries_strategy(), st.integers(1, 3))
+def test_a_copied_resolution_goes_its_own_way(doc, known, queries, batch):
+    """The engine's shadow resolution starts from a copy of the primary's: whatever one of
+    them is told, the other asks what a fresh resolution would ask, and both are right."""
+    entries = [pb.QueryEntry(subscription_id=i, term_ids=sorted(q), terms=[str(y) for y in sorted(q)])
+               for i, q in enumerate(queries)]
+    block = Block.of(entries)
+    know = Knowledge(present=known & doc)
+    bf = BloomFilter.of(doc, 64, 2)
+    truth = [i for i, q in enumerate(queries) if q <= doc]
+    for make in (Resolution, SmallResolution):
+        for first_bf, twin_bf in ((None, bf), (bf, None)):
+            first = make(block, know, batch)
+            twin = first.copy()
+            assert dialogue(first, doc, first_bf)[1] == truth
+            assert dialogue(twin, doc, twin_bf) == dialogue(make(block, know, batch), doc, twin_bf)
