@@ -163,5 +163,5 @@ def prune(block: Block, know: Knowledge) -> Block:
     absent = know.absent_in(block.terms)
     if not absent.any():
         return block
-    gone = absent[block.codes].any(axis=1)
+    gone = absent[block.codes].any(axis=0)
     return block.select(~gone) if gone.any() else block

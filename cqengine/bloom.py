@@ -28,9 +28,10 @@ def _fmix(k: np.ndarray) -> np.ndarray:
 
 
 def positions_array(term_ids: np.ndarray, bits: int, hashes: int) -> np.ndarray:
-    """`_positions` for a uint64 array at once, (len, hashes): MurmurHash3 x64-128 of the
-    8-byte little-endian id (what mmh3.hash64 computes), written out in numpy, so a QN
-    tests thousands of candidate terms against a filter without a Python call each."""
+    """`_positions` for a uint64 array at once, by hash: (hashes, len), column i the
+    positions of term_ids[i]. MurmurHash3 x64-128 of the 8-byte little-endian id (what
+    mmh3.hash64 computes), written out in numpy, so a QN tests thousands of candidate
+    terms against a filter without a Python call each."""
     k1 = term_ids.astype(np.uint64) * np.uint64(0x87C37B91114253D5)
     k1 = (k1 << np.uint64(31)) | (k1 >> np.uint64(33))
     k1 = k1 * np.uint64(0x4CF5AD432745937F)
@@ -42,7 +43,7 @@ def positions_array(term_ids: np.ndarray, bits: int, hashes: int) -> np.ndarray:
     h2 = h2 + h1
     # (h1 + i*h2) mod bits on unbounded integers, as _positions computes it
     b = np.uint64(bits)
-    return (((h1 % b)[:, None] + np.arange(hashes, dtype=np.uint64) * (h2 % b)[:, None]) % b).astype(np.intp)
+    return (((h1 % b)[None, :] + np.arange(hashes, dtype=np.uint64)[:, None] * (h2 % b)[None, :]) % b).astype(np.intp)
 
 
 class BloomFilter:
@@ -78,7 +79,7 @@ class BloomFilter:
         bits = np.unpackbits(np.frombuffer(self.array.tobytes(), dtype=np.uint8), bitorder="little").astype(bool)
         if positions is None:
             positions = positions_array(term_ids, self.bits, self.hashes)
-        return bits[positions].all(axis=1)
+        return bits[positions].all(axis=0)
 
     def to_bytes(self) -> bytes:
         return self.array.tobytes()

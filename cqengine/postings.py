@@ -3,13 +3,15 @@
 A QN prunes and resolves every query under a document's local ids at once. Done a term
 at a time in Python that is the simulator's whole cost at paper scale (tens of thousands
 of candidates per document), so each key's list is kept, beside its entries, as a block:
-the distinct term ids of its queries (`terms`, sorted) and a (queries x width) matrix of
-indices into them (`codes`), each row a query's terms in the order Term Dialogue asks them
-(rarest first when document frequencies are known, else by id). Whatever is learnt of a
-term is then learnt once, in an array over `terms`, and read for every query by indexing.
-A short row is padded by repeating its own first code, which changes nothing: a term
-counts once however often a row holds it. A key's block is built when its list is first
-consulted after a change.
+the distinct term ids of its queries (`terms`, sorted) and a (width x queries) matrix of
+indices into them (`codes`): column i is query i's terms in the order Term Dialogue asks
+them (rarest first when document frequencies are known, else by id). Whatever is learnt of
+a term is then learnt once, in an array over `terms`, and read for every query by
+indexing; a question about every query ("has it an absent term?") is then a reduction
+over the few rows, which numpy does as whole-vector operations (over the many columns it
+would go query by query). A short query is padded by repeating its own first code, which
+changes nothing: a term counts once however often a query holds it. A key's block is
+built when its list is first consulted after a change.
 """
 
 from __future__ import annotations
@@ -53,8 +55,8 @@ def objects(items: Sequence) -> np.ndarray:
 class Block:
     entries: np.ndarray  # of pb.QueryEntry
     terms: np.ndarray    # uint64, sorted, distinct
-    codes: np.ndarray    # (len(entries), width) intp into terms
-    _bloom: tuple = ()   # ((bits, hashes), each term's filter positions): a key's terms stay put
+    codes: np.ndarray    # (width, len(entries)) intp into terms: a column per query
+    _bloom: tuple = ()   # ((bits, hashes), the terms' filter positions by hash): a key's terms stay put
 
     def bloom_positions(self, bits: int, hashes: int) -> np.ndarray:
         if not self._bloom or self._bloom[0] != (bits, hashes):
@@ -67,42 +69,42 @@ class Block:
         width = max((len(r) for r in rows), default=1)
         ids = np.array([r + r[:1] * (width - len(r)) for r in rows], dtype=np.uint64)
         terms, codes = np.unique(ids, return_inverse=True)
-        return cls(objects(entries), terms, codes.reshape(len(rows), width))
+        return cls(objects(entries), terms, np.ascontiguousarray(codes.reshape(len(rows), width).T))
 
     @classmethod
     def concat(cls, blocks: Sequence["Block"]) -> "Block":
         if len(blocks) == 1:
             return blocks[0]
         terms, inverse = np.unique(np.concatenate([b.terms for b in blocks]), return_inverse=True)
-        width = max(b.codes.shape[1] for b in blocks)
+        width = max(b.codes.shape[0] for b in blocks)
         parts, start = [], 0
         bloom = blocks[0]._bloom
-        positions = np.empty((len(terms), bloom[1].shape[1]), dtype=np.intp) if bloom else None
+        positions = np.empty((bloom[1].shape[0], len(terms)), dtype=np.intp) if bloom else None
         for b in blocks:
             mine = inverse[start:start + len(b.terms)]
             parts.append(widen(mine[b.codes], width))
             if positions is not None and b._bloom and b._bloom[0] == bloom[0]:
-                positions[mine] = b._bloom[1]
+                positions[:, mine] = b._bloom[1]
             else:
                 positions = None
             start += len(b.terms)
-        merged = cls(np.concatenate([b.entries for b in blocks]), terms, np.vstack(parts))
+        merged = cls(np.concatenate([b.entries for b in blocks]), terms, np.hstack(parts))
         if positions is not None:
             merged._bloom = (bloom[0], positions)
         return merged
 
     def select(self, rows: np.ndarray) -> "Block":
-        """The queries of a row mask (the terms stay: a superset is harmless)."""
-        return Block(self.entries[rows], self.terms, self.codes[rows], self._bloom)
+        """The queries of a mask (the terms stay: a superset is harmless)."""
+        return Block(self.entries[rows], self.terms, self.codes.compress(rows, axis=1), self._bloom)
 
     def __len__(self) -> int:
         return len(self.entries)
 
 
 def widen(codes: np.ndarray, width: int) -> np.ndarray:
-    if codes.shape[1] == width:
+    if codes.shape[0] == width:
         return codes
-    return np.hstack([codes, np.repeat(codes[:, :1], width - codes.shape[1], axis=1)])
+    return np.vstack([codes, np.repeat(codes[:1], width - codes.shape[0], axis=0)])
 
 
 class InvertedIndex(SortedKeyStore):

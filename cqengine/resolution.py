@@ -52,7 +52,7 @@ class SmallResolution:
         self.matched: list[pb.QueryEntry] = []
         self.rows: list[tuple[pb.QueryEntry, list[int]]] = []
         terms = block.terms.tolist()
-        for e, codes in zip(block.entries.tolist(), block.codes.tolist()):
+        for e, codes in zip(block.entries.tolist(), block.codes.T.tolist()):
             unknown = [y for y in dict.fromkeys(terms[c] for c in codes) if y not in know.present]
             if unknown:
                 self.rows.append((e, unknown))
@@ -76,7 +76,7 @@ class SmallResolution:
             ys = np.array(ids, dtype=np.uint64)
             at = self.block.terms.searchsorted(ys)
             held = dict(zip(ids, bloom.contains_array(
-                ys, self.block.bloom_positions(bloom.bits, bloom.hashes)[at]).tolist()))
+                ys, self.block.bloom_positions(bloom.bits, bloom.hashes)[:, at]).tolist()))
             self.rows = [(e, unknown) for e, unknown in self.rows if all(held[y] for y in unknown)]
         return before - len(self.rows)
 
@@ -113,10 +113,10 @@ class Resolution:
         self.unknown = ~member(block.terms, know.present_array)  # per term: not known present
         self.asked = np.zeros(len(block.terms), dtype=bool)
         self.absent = np.zeros(len(block.terms), dtype=bool)
-        open_rows = self.unknown[block.codes].any(axis=1)
+        open_rows = self.unknown[block.codes].any(axis=0)
         self.matched: list[pb.QueryEntry] = block.entries[~open_rows].tolist()  # all known present
         self.rows = open_rows.nonzero()[0]
-        self.codes = block.codes[open_rows]
+        self.codes = block.codes.compress(open_rows, axis=1)
         self._asking, self._question = np.zeros(0, dtype=np.intp), None
 
     @property
@@ -135,9 +135,9 @@ class Resolution:
         used = np.zeros(len(self.block.terms), dtype=bool)
         used[self.codes] = True
         tested = (used & self.unknown).nonzero()[0]
-        positions = self.block.bloom_positions(bloom.bits, bloom.hashes)[tested]
+        positions = self.block.bloom_positions(bloom.bits, bloom.hashes).take(tested, axis=1)
         self.absent[tested] = ~bloom.contains_array(self.block.terms[tested], positions)
-        out = self.absent[self.codes].any(axis=1)
+        out = self.absent[self.codes].any(axis=0)
         self._keep(~out)
         return int(out.sum())
 
@@ -148,9 +148,9 @@ class Resolution:
         waiting = (self.unknown & ~self.asked)[codes]  # a pending query always has one
         ask = np.zeros(len(self.block.terms), dtype=bool)
         if self.batch == 1:  # the common case, without a cumulative sum
-            ask[codes[np.arange(len(codes)), waiting.argmax(axis=1)]] = True
+            ask[codes[waiting.T.argmax(axis=1), np.arange(codes.shape[1])]] = True
         else:
-            ask[codes[waiting & (np.cumsum(waiting, axis=1) <= self.batch)]] = True
+            ask[codes[waiting & (np.cumsum(waiting, axis=0) <= self.batch)]] = True
         self._asking = ask.nonzero()[0]
         self._question = self.block.terms[self._asking].tolist()
         return self._question
@@ -161,11 +161,11 @@ class Resolution:
         self.asked[at] = True
         self.absent[at[~np.asarray(present, dtype=bool)]] = True
         codes = self.codes
-        dropped = self.absent[codes].any(axis=1)
-        done = ~dropped & ~(self.unknown & ~self.asked)[codes].any(axis=1)
+        dropped = self.absent[codes].any(axis=0)
+        done = ~dropped & ~(self.unknown & ~self.asked)[codes].any(axis=0)
         self.matched += self.block.entries[self.rows[done]].tolist()
         self._keep(~dropped & ~done)
 
     def _keep(self, keep: np.ndarray) -> None:
         self.rows = self.rows[keep]
-        self.codes = self.codes[keep]  # the pending rows' codes, kept in step with rows
+        self.codes = self.codes.compress(keep, axis=1)  # the pending queries' codes, in step with rows

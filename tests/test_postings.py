@@ -19,7 +19,7 @@ def entry(sub: int, ids) -> pb.QueryEntry:
 def rows(block: Block) -> list[tuple[int, list[int]]]:
     """Each query's terms as the block holds them, padding dropped."""
     out = []
-    for e, codes in zip(block.entries, block.codes):
+    for e, codes in zip(block.entries, block.codes.T):
         ids = [int(block.terms[c]) for c in codes]
         out.append((e.subscription_id, list(dict.fromkeys(ids))))
     return out

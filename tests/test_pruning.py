@@ -106,7 +106,7 @@ def test_bloom_filter_has_no_false_negatives(members, others, byte_size):
 @given(st.lists(big_ids, max_size=50), st.integers(1, 200), st.integers(1, 12))
 def test_bloom_positions_in_bulk_are_the_scalar_ones(term_ids, byte_size, hashes):
     got = positions_array(np.array(term_ids, dtype=np.uint64), byte_size * 8, hashes)
-    assert got.tolist() == [_positions(t, byte_size * 8, hashes) for t in term_ids]
+    assert got.T.tolist() == [_positions(t, byte_size * 8, hashes) for t in term_ids]
 
 
 @settings(max_examples=300, deadline=None)
