@@ -93,9 +93,9 @@ class Block:
             merged._bloom = (bloom[0], positions)
         return merged
 
-    def select(self, rows: np.ndarray) -> "Block":
-        """The queries of a mask (the terms stay: a superset is harmless)."""
-        return Block(self.entries[rows], self.terms, self.codes.compress(rows, axis=1), self._bloom)
+    def select(self, keep: np.ndarray) -> "Block":
+        """The queries a boolean mask keeps (the terms stay: a superset is harmless)."""
+        return Block(self.entries[keep], self.terms, self.codes.compress(keep, axis=1), self._bloom)
 
     def __len__(self) -> int:
         return len(self.entries)
