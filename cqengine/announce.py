@@ -130,7 +130,7 @@ class Knowledge:
             return np.zeros(ys.shape, dtype=bool)
         i = starts.searchsorted(ys, side="right") - 1
         inside = (i >= 0) & (ys <= ends[np.maximum(i, 0)])
-        if inside.any():  # most terms lie outside every span: no membership test for them
+        if inside.any():  # often none lies in a span, and then nothing needs the membership test
             inside &= ~member(ys, self.present_array)
         return inside
 

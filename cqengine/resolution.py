@@ -64,7 +64,8 @@ class SmallResolution:
         return len(self.rows)
 
     def copy(self) -> "SmallResolution":
-        """An independent resolution in the same state (answers alone are mutated in place)."""
+        """An independent resolution in the same state (answers and matched grow in place;
+        rows is replaced)."""
         twin = copy.copy(self)
         twin.answers, twin.matched = dict(self.answers), list(self.matched)
         return twin
