@@ -51,6 +51,37 @@ class Run:
         return pb.Run(ids=self.ids, prev=self.prev, next=self.next, succ=self.succ)
 
 
+def truncated(runs: Sequence[Run], depth: int) -> list[Run]:
+    """The runs as an announcement piggybacking `depth` ids would carry them: for any
+    depth, a run's succ ids are the first of a deeper announcement's."""
+    return [Run(r.ids, r.prev, r.next, r.succ[:depth]) for r in runs]
+
+
+def _varint_size(v: int) -> int:
+    return max(1, (v.bit_length() + 6) // 7)
+
+
+def _succ_field_size(n: int) -> int:
+    """Wire bytes of n packed fixed64 succ ids (a one-byte tag and a length; none if empty)."""
+    return 1 + _varint_size(8 * n) + 8 * n if n else 0
+
+
+def bytes_saved(runs: Iterable[pb.Run], depths: Sequence[int]) -> list[int]:
+    """For each depth, how many bytes fewer an announcement's runs take on the wire with
+    their succ ids cut to that depth (each run is a length-prefixed field of it)."""
+    saved = [0] * len(depths)
+    for r in runs:
+        n = len(r.succ)
+        if not n:
+            continue
+        size = r.ByteSize()
+        for i, d in enumerate(depths):
+            if d < n:
+                cut = size - _succ_field_size(n) + _succ_field_size(d)
+                saved[i] += size + _varint_size(size) - cut - _varint_size(cut)
+    return saved
+
+
 def successors(ids: Sequence[int], j: int, tail: Sequence[int], k: int) -> list[int]:
     """Up to k document ids that follow ids[j] in increasing order (none past the largest)."""
     out: list[int] = []

@@ -48,6 +48,10 @@ class Settings:
     # experiments may resolve every candidate set the other way too, to measure both methods
     # in one pass: its messages are counted as SHADOW:METHOD (bf:GetBloom) and its matches must agree
     shadow_resolution: str = ""
+    # experiments may also prune and resolve every candidate set as these smaller piggyback
+    # depths would have (their succ ids are prefixes of ours): counted under kD: kinds and
+    # counters, with the announcement bytes depth D would have saved; matches must agree
+    shadow_piggyback: tuple[int, ...] = ()
     df: dict[str, int] | None = field(default=None, repr=False)
     popular: frozenset[str] | None = field(default=None, repr=False)  # terms; None: gossip them
 
@@ -65,6 +69,10 @@ class Settings:
                                 f"other than {self.resolution}, or none")
         if not 0 <= self.piggyback <= 64:
             raise SettingsError(f"piggyback depth {self.piggyback} is outside 0-64")
+        if len(set(self.shadow_piggyback)) != len(self.shadow_piggyback) or \
+                not all(0 <= d < self.piggyback for d in self.shadow_piggyback):
+            raise SettingsError(f"shadow piggyback depths {list(self.shadow_piggyback)} must be distinct "
+                                f"and below the piggyback depth {self.piggyback}")
         if self.bloom_bits <= 0 or self.bloom_bits % 8:
             raise SettingsError(f"Bloom filter size {self.bloom_bits} must be a positive multiple of 8 bits")
         if not 1 <= self.bloom_hashes <= 32:

@@ -29,7 +29,7 @@ import numpy as np
 from chord.node import Call, ChordNode, Op, PeerUnreachable
 from chord.routing import NodeRef
 from cqengine.analysis import analyze, term_id
-from cqengine.announce import Run, group_runs, knowledge, prune
+from cqengine.announce import Knowledge, Run, bytes_saved, group_runs, knowledge, prune, truncated
 from cqengine.bloom import BloomFilter
 from cqengine.config import Settings
 from cqengine.indexing import chooser
@@ -288,7 +288,8 @@ class EngineNode:
 
     def _announce(self, msg: pb.Announcement, runs: list[Run], hops: int) -> Op:
         """Algorithms 2 and 3: forward sub-runs per next hop, then process my own."""
-        k = self.settings.piggyback
+        k, depths = self.settings.piggyback, self.settings.shadow_piggyback
+        saved = [0] * len(depths)  # announcement bytes each shadow depth would not have sent
         local: list[Run] = []
         while runs:
             # each id's next hop by the table as it is now (a failed hop changes it); None: mine
@@ -298,11 +299,16 @@ class EngineNode:
             for hop, hop_runs in groups.items():
                 out = pb.Announcement(doc_key=msg.doc_key, dn=msg.dn, max_id=msg.max_id,
                                       runs=[r.to_pb() for r in hop_runs], hops=hops + 1)
+                if depths:
+                    saved = [a + b for a, b in zip(saved, bytes_saved(out.runs, depths))]
                 try:
                     yield Call(hop, "Announce", out)
                 except PeerUnreachable:
                     runs += hop_runs  # forgotten by the lookup layer: regroup around it
                     self.chord.table.forget(hop)
+        for d, n in zip(depths, saved):
+            if n:
+                self.count(f"k{d}:announce_bytes_saved", n)
         if local:
             yield from self._resolve(msg, local)
 
@@ -316,28 +322,46 @@ class EngineNode:
         pred = self.chord.table.predecessor
         region = (pred.id, self.me.id) if pred is not None else \
             ((self.me.id, self.me.id) if self.chord.table.alone() else None)
-        know = knowledge(local, msg.max_id, region, s.piggyback, s.obs1, s.obs2)
         if "bf" in (s.resolution, s.shadow_resolution):  # a list's filter positions are worked out once
             for b in lists:
                 b.bloom_positions(s.bloom_bits, s.bloom_hashes)
-        candidates = prune(Block.concat(lists), know)
-        self.count("candidates", len(candidates))
-        if not len(candidates):
-            return
+        block = Block.concat(lists)
         dn = self._peer(msg.dn)
-        res = resolution(candidates, know, s.dialogue_batch)
-        twin = res.copy() if s.shadow_resolution else None  # the same start, before any answer
+        res = self._candidates(block, knowledge(local, msg.max_id, region, s.piggyback, s.obs1, s.obs2))
         try:
-            yield from self._dialogue(res, s.resolution, msg, dn)
-            if twin is not None:
-                yield from self._shadow(twin, msg, dn, res.matched)
-            if res.matched:
-                self.count("matches", len(res.matched))
+            if res is not None:
+                yield from self._both_ways(res, msg, dn)
+            matched = res.matched if res is not None else []
+            for d in s.shadow_piggyback:  # the same candidates as depth d would have pruned them
+                know = knowledge(truncated(local, d), msg.max_id, region, d, s.obs1, s.obs2)
+                twin = self._candidates(block, know, f"k{d}")
+                if twin is not None:
+                    yield from self._both_ways(twin, msg, dn, f"k{d}")
+                if {id(e) for e in (twin.matched if twin is not None else [])} != {id(e) for e in matched}:
+                    self.count("shadow_disagreements")
+            if matched:
+                self.count("matches", len(matched))
                 yield Call(dn, "Matched", pb.MatchedRequest(doc_key=msg.doc_key, matches=[
-                    pb.Match(subscription_id=e.subscription_id, home=e.home) for e in res.matched]))
+                    pb.Match(subscription_id=e.subscription_id, home=e.home) for e in matched]))
         except (PeerUnreachable, LookupError) as e:
-            self.count("alerts_dropped", res.pending + len(res.matched))
+            if res is not None:
+                self.count("alerts_dropped", res.pending + len(res.matched))
             log.warning("resolution of document %016x with %s failed: %s", msg.doc_key, msg.dn, e)
+
+    def _candidates(self, block: Block, know: Knowledge, tag: str = "") -> "Resolution | SmallResolution | None":
+        """The block pruned by what the QN knows, ready to resolve (None: nothing left),
+        counted as candidates (TAG:candidates for a shadow depth)."""
+        candidates = prune(block, know)
+        self.count(f"{tag}:candidates" if tag else "candidates", len(candidates))
+        return resolution(candidates, know, self.settings.dialogue_batch) if len(candidates) else None
+
+    def _both_ways(self, res: Resolution | SmallResolution, msg: pb.Announcement, dn: NodeRef,
+                   tag: str = "") -> Op:
+        """Resolve by the ring's method and, if the settings ask, by the shadow method too."""
+        twin = res.copy() if self.settings.shadow_resolution else None  # the same start, before any answer
+        yield from self._dialogue(res, self.settings.resolution, msg, dn, tag)
+        if twin is not None:
+            yield from self._shadow(twin, msg, dn, res.matched, tag)
 
     def _dialogue(self, res: Resolution | SmallResolution, method: str, msg: pb.Announcement,
                   dn: NodeRef, tag: str = "") -> Op:
@@ -353,12 +377,12 @@ class EngineNode:
             res.answer(question, unpack_bits(reply.present, len(question)))
 
     def _shadow(self, res: Resolution | SmallResolution, msg: pb.Announcement, dn: NodeRef,
-                matched: list[pb.QueryEntry]) -> Op:
+                matched: list[pb.QueryEntry], tag: str = "") -> Op:
         """Resolve the candidates by the shadow method too, counted under its name: a run
         then measures both methods (they differ in nothing before resolution), and must
         find the same matches both ways."""
         method = self.settings.shadow_resolution
-        yield from self._dialogue(res, method, msg, dn, tag=method)
+        yield from self._dialogue(res, method, msg, dn, tag=f"{tag}/{method}" if tag else method)
         if {id(e) for e in res.matched} != {id(e) for e in matched}:  # the block's very entries
             self.count("shadow_disagreements")
 

@@ -30,6 +30,7 @@ class DocReport:
     matches: int
     alerts: int
     kinds: dict[str, Count] = field(default_factory=dict)  # ledger growth, by kind
+    counters: dict[str, int] = field(default_factory=dict)  # every node's counters' growth, by name
 
     def total(self, methods: Iterable[str]) -> Count:
         """Messages and bytes of these methods, requests and replies together."""
@@ -104,11 +105,10 @@ class EngineSimulator:
         """Publish, run everything it sets off, and read its cost off the ledger and tally."""
         before, counts = self.ring.ledger.snapshot(), self.tally.copy()
         reply = self._run(address, op)
-        return DocReport(docno=docno, dn=address, terms=reply.terms,
-                         candidates=self.tally["candidates"] - counts["candidates"],
-                         matches=self.tally["matches"] - counts["matches"],
-                         alerts=self.tally["alerts_delivered"] - counts["alerts_delivered"],
-                         kinds=ledger_growth(before, self.ring.ledger.snapshot()))
+        grown = {name: n - counts[name] for name, n in self.tally.items() if n != counts[name]}
+        return DocReport(docno=docno, dn=address, terms=reply.terms, candidates=grown.get("candidates", 0),
+                         matches=grown.get("matches", 0), alerts=grown.get("alerts_delivered", 0),
+                         kinds=ledger_growth(before, self.ring.ledger.snapshot()), counters=grown)
 
     def gossip_round(self) -> None:
         """Every node gossips its synopsis once (and re-indexes if it changed), in a seeded order."""

@@ -232,6 +232,13 @@ def test_the_shadow_resolution_must_be_the_other_method():
     assert Settings(resolution="bf", shadow_resolution="td").validate().shadow_resolution == "td"
 
 
+def test_shadow_depths_must_be_distinct_and_shallower():
+    for depths in ((3,), (1, 1), (-1,)):
+        with pytest.raises(SettingsError, match="below the piggyback depth 3"):
+            Settings(piggyback=3, shadow_piggyback=depths).validate()
+    assert Settings(piggyback=3, shadow_piggyback=(0, 2)).validate().shadow_piggyback == (0, 2)
+
+
 # ---- 2. observations ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("strategy,resolution,nodes", [

@@ -151,9 +151,10 @@ def test_bad_requests_fail_in_one_line(tmp_path):
     assert_one_line_error(cqengine("experiment", "figure9", "--quick", "--out", tmp_path), "invalid choice")
 
 
-def test_one_pass_measures_td_and_bf_as_runs_of_their_own_would():
-    specs = [RunSpec(IndexSpec("mhi", "skew"), r, 2) for r in ("td", "bf")] + \
-            [RunSpec(IndexSpec("ri", "uniform"), r, 0, "second") for r in ("bf", "td")]
+def test_one_pass_measures_every_method_and_depth_as_runs_of_their_own_would():
+    mhi = [RunSpec(IndexSpec("mhi", "skew"), r, k) for k in (0, 2, 5) for r in ("td", "bf")]
+    specs = mhi + [RunSpec(IndexSpec("mhi", "skew"), "td", 1)] + \
+        [RunSpec(IndexSpec("ri", "uniform"), r, 0, "second") for r in ("bf", "td")]
     together = small_lab(2).run(specs)
     for s in specs:
         alone = small_lab(2).run([s])[s]
@@ -164,9 +165,11 @@ def test_one_pass_measures_td_and_bf_as_runs_of_their_own_would():
             assert np.array_equal(both.per_doc[k], alone.per_doc[k]), (s.name, k)
         assert both.ledger == alone.ledger and both.oracle == alone.oracle
         assert both.measure(s.documents) == alone.measure(s.documents)
-    # and each pair really was one pass
-    for td, bf in ((specs[0], specs[1]), (specs[3], specs[2])):
-        assert together[td].seconds == together[bf].seconds
+    # the depths differ (else this proves little), and each ring's runs really were one pass
+    assert len({together[s].measure()["announce_bytes_per_doc"] for s in mhi}) == 3
+    assert len({together[s].measure()["queries_per_doc"] for s in mhi}) == 3
+    assert len({together[s].seconds["publish"] for s in specs[:7]}) == 1
+    assert together[specs[7]].seconds == together[specs[8]].seconds
 
 
 def test_a_pass_whose_two_methods_disagree_stops(monkeypatch):
@@ -180,5 +183,18 @@ def test_a_pass_whose_two_methods_disagree_stops(monkeypatch):
         self.count("shadow_disagreements")
     monkeypatch.setattr(EngineNode, "_shadow", disagreeing)
     specs = [RunSpec(IndexSpec("ri", "skew"), r) for r in ("td", "bf")]
-    with pytest.raises(EvaluationError, match="TD and BF matched different queries"):
+    with pytest.raises(EvaluationError, match="methods or depths matched different queries"):
+        small_lab(2).run(specs)
+
+
+def test_a_pass_whose_depths_disagree_stops(monkeypatch):
+    """Likewise for a shadow depth: here one that presents no candidates at all."""
+    from cqengine.engine import EngineNode
+    real = EngineNode._candidates
+
+    def none_at_shadow_depths(self, block, know, tag=""):
+        return None if tag else real(self, block, know, tag)
+    monkeypatch.setattr(EngineNode, "_candidates", none_at_shadow_depths)
+    specs = [RunSpec(IndexSpec("mhi", "skew"), "td", k) for k in (0, 3)]
+    with pytest.raises(EvaluationError, match="methods or depths matched different queries"):
         small_lab(2).run(specs)

@@ -10,7 +10,7 @@ import numpy as np
 from chord.ids import in_open, in_open_closed
 from hypothesis import given, settings, strategies as st
 
-from cqengine.announce import Knowledge, Run, group_runs, knowledge, prune, successors
+from cqengine.announce import Knowledge, Run, bytes_saved, group_runs, knowledge, prune, successors, truncated
 from cqengine.bloom import BloomFilter, _positions, positions_array
 from cqengine.postings import Block
 from cqengine.proto import cqengine_pb2 as pb
@@ -29,6 +29,31 @@ def deliver(runs, dest_seq, k, depth=3):
             yield sub
         else:
             yield from deliver(sub, dest_seq[1:] + dest_seq[:1], k, depth - 1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sets(st.one_of(ids, big_ids, st.just(0)), min_size=1, max_size=60),
+       st.lists(st.integers(0, 3), min_size=1, max_size=7), st.integers(1, 12), st.data())
+def test_a_shallower_announcement_is_a_deeper_one_cut_short(doc, dest_seq, deep, data):
+    """What shadow depths rely on: every hop's runs at depth k are the deeper runs with
+    their succ ids cut to k, and bytes_saved is the exact difference on the wire."""
+    k = data.draw(st.integers(0, deep - 1))
+    whole = [Run.whole(sorted(doc))]
+    deeper = list(deliver(whole, dest_seq, deep))
+    assert list(deliver(whole, dest_seq, k)) == [truncated(runs, k) for runs in deeper]
+    for runs in deeper:
+        msg = pb.Announcement(doc_key=7, dn="node-3", max_id=max(doc), runs=[r.to_pb() for r in runs], hops=2)
+        cut = pb.Announcement(doc_key=7, dn="node-3", max_id=max(doc), runs=[r.to_pb() for r in truncated(runs, k)],
+                              hops=2)
+        assert bytes_saved(msg.runs, [k, deep]) == [msg.ByteSize() - cut.ByteSize(), 0]
+
+
+def test_bytes_saved_counts_a_run_whose_length_prefix_shrinks():
+    run = Run(list(range(1, 13)), prev=20, next=0, succ=list(range(30, 40)))  # 189 bytes, 107 without succ: a one-byte length then
+    msg = pb.Announcement(doc_key=1, runs=[run.to_pb(), Run([50], 40, 60, [70]).to_pb()])
+    for k in range(11):
+        cut = pb.Announcement(doc_key=1, runs=[r.to_pb() for r in truncated([run, Run([50], 40, 60, [70])], k)])
+        assert bytes_saved(msg.runs, [k]) == [msg.ByteSize() - cut.ByteSize()]
 
 
 @settings(max_examples=300, deadline=None)

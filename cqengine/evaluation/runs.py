@@ -15,7 +15,13 @@ Term Dialogue and Bloom filter runs of one configuration differ only once a QN h
 candidates, so they are measured in one pass: every QN resolves its candidates both ways
 (the engine's shadow resolution, its messages counted under `bf:` kinds) and each run is
 read off the ledger as if it had been alone — which tests/test_evaluation.py checks against
-runs made separately. The two ways must match the same queries at every QN.
+runs made separately. Piggyback depths likewise differ only in what a QN knows of the
+document (the announcement's tree does not depend on k, and a shallower depth's succ ids
+are the first of a deeper one's), so a ring's runs over the same documents are one pass:
+the announcement carries the deepest depth and every QN also prunes and resolves as each
+shallower depth would have (the engine's shadow depths, under `kD:` kinds and counters,
+with the announcement bytes each would have saved). Every method and depth must match
+the same queries at every QN.
 
 Every alert a worker sees is checked against the matcher: the subscriber's mailbox is
 emptied after each document (as a stream would) and the queries alerted must be exactly
@@ -74,6 +80,38 @@ class RunSpec:
         return {"name": self.name, "strategy": self.index.strategy, "workload": self.index.workload,
                 "synopsis_k": self.index.synopsis_k, "resolution": self.resolution,
                 "piggyback": self.piggyback}
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One pass over the documents, measuring every (resolution, depth) of its methods and
+    depths as runs: the engine resolves by the first method (TD first) at the deepest
+    depth, by the other as its shadow resolution and at the other depths as its shadow
+    piggyback depths."""
+    index: IndexSpec
+    resolutions: tuple[str, ...]
+    depths: tuple[int, ...]  # ascending
+    documents: str
+
+    @property
+    def resolution(self) -> str:
+        return self.resolutions[0]
+
+    @property
+    def shadow(self) -> str:
+        return self.resolutions[1] if len(self.resolutions) > 1 else ""
+
+    @property
+    def piggyback(self) -> int:
+        return self.depths[-1]
+
+    @property
+    def runs(self) -> list[RunSpec]:
+        return [RunSpec(self.index, r, d, self.documents) for d in self.depths for r in self.resolutions]
+
+    @property
+    def name(self) -> str:
+        return f"{self.index.name}/{'+'.join(self.resolutions)}/k={','.join(map(str, self.depths))}"
 
 
 @dataclass
@@ -202,8 +240,8 @@ class Lab:
 
     def run(self, specs: list[RunSpec]) -> dict[RunSpec, RunResult]:
         """Results for every spec. A spec measuring the second half is served by a run that
-        published all documents when one is wanted anyway; the TD and BF runs of a
-        configuration are made in one pass."""
+        published all documents when one is wanted anyway; the runs of one ring that
+        measure the same documents are made in one pass (every method and depth)."""
         wanted: dict[tuple, str] = {}
         for s in specs:
             key = (s.index, s.resolution, s.piggyback)
@@ -211,20 +249,24 @@ class Lab:
         todo = sorted(k for k in wanted if k not in self.results or
                       (wanted[k] == "all" and self.results[k].spec.documents != "all"))
         k_max = max([k[0].synopsis_k for k in wanted] + [1])
-        passes = sorted({(key[0], key[2]) for key in todo})  # (index, piggyback)
-        by_index: dict[IndexSpec, list[list[RunSpec]]] = {}
-        for index, piggyback in passes:
-            keys = [(index, r, piggyback) for r in RESOLUTIONS if (index, r, piggyback) in todo]  # TD first
-            documents = "all" if any(wanted[k] == "all" for k in keys) else "second"
-            by_index.setdefault(index, []).append([RunSpec(*k, documents=documents) for k in keys])
+        groups: dict[tuple, list[tuple]] = {}
+        for key in todo:
+            groups.setdefault((key[0], wanted[key]), []).append(key)
+        by_index: dict[IndexSpec, list[Pass]] = {}
+        for (index, documents), keys in sorted(groups.items()):
+            methods = {k[1] for k in keys}
+            by_index.setdefault(index, []).append(Pass(
+                index, tuple(r for r in RESOLUTIONS if r in methods),  # TD first
+                tuple(sorted({k[2] for k in keys})), documents))
+        total = sum(len(p.runs) for passes in by_index.values() for p in passes)
         done = 0
-        for index, index_passes in by_index.items():
-            n = sum(map(len, index_passes))
-            ring = IndexedRing(self, index, k_max, f"[{done + 1}-{done + n}/{len(todo)}]")
-            for runs in index_passes:
-                done += len(runs)
-                label = f"[{done - len(runs) + 1}{'-' + str(done) if len(runs) > 1 else ''}/{len(todo)}]"
-                for spec, result in zip(runs, ring.publish(runs, label)):
+        for index, passes in by_index.items():
+            n = sum(len(p.runs) for p in passes)
+            ring = IndexedRing(self, index, k_max, f"[{done + 1}-{done + n}/{total}]")
+            for p in passes:
+                done += len(p.runs)
+                label = f"[{done - len(p.runs) + 1}{'-' + str(done) if len(p.runs) > 1 else ''}/{total}]"
+                for spec, result in zip(p.runs, ring.publish(p, label)):
                     self.results[(spec.index, spec.resolution, spec.piggyback)] = result
             ring.close()
         return {s: self.results[(s.index, s.resolution, s.piggyback)] for s in specs}
@@ -274,28 +316,25 @@ class IndexedRing:
         gc.unfreeze()
         gc.collect()
 
-    def publish(self, runs: list[RunSpec], label: str) -> list[RunResult]:
-        """One pass over the documents measuring these runs (one piggyback depth, TD and/or
-        BF: the first is the engine's resolution, a second its shadow)."""
+    def publish(self, p: Pass, label: str) -> list[RunResult]:
+        """One pass over the documents measuring all its runs."""
         lab = self.lab
-        spec, shadow = runs[0], (runs[1].resolution if len(runs) > 1 else "")
-        first = lab.half if spec.documents == "second" else 0
+        first = lab.half if p.documents == "second" else 0
         positions = list(range(first, len(lab.corpus)))
         workers = max(1, min(lab.scale.workers, len(positions)))
-        name = " + ".join(r.name for r in runs)
         t = time.perf_counter()
-        chunks = self._fork(spec, shadow, positions, workers, label, name)
+        chunks = self._fork(p, positions, workers, label)
         seconds = time.perf_counter() - t
         lab.timings["publishing"] += seconds
         results = []
-        for run in runs:
-            result = merge(run, chunks, self.load, lab.half, {"index": self.seconds, "publish": seconds}, shadow)
+        for run in p.runs:
+            result = merge(run, p, chunks, self.load, lab.half, {"index": self.seconds, "publish": seconds})
             result.longest = self.longest
             o = result.oracle
             if o["missing"] or o["unexpected"] or o["wrong_docno"]:
                 raise EvaluationError(f"run {run.name}: alerts differ from the matcher's: {o}")
             if o["disagreements"]:
-                raise EvaluationError(f"run {name}: TD and BF matched different queries at "
+                raise EvaluationError(f"pass {p.name}: its methods or depths matched different queries at "
                                       f"{o['disagreements']} QNs")
             m = result.measure(run.documents)
             lab.say(f"{label} {run.name}: {len(positions)} documents in {seconds:.1f}s; "
@@ -304,17 +343,17 @@ class IndexedRing:
             results.append(result)
         return results
 
-    def _fork(self, spec: RunSpec, shadow: str, positions: list[int], workers: int, label: str,
-              name: str) -> list[dict]:
+    def _fork(self, p: Pass, positions: list[int], workers: int, label: str) -> list[dict]:
         ctx = mp.get_context("fork")
         counts = [ctx.Value("q", 0, lock=False) for _ in range(workers)]
         pipes = [ctx.Pipe(duplex=False) for _ in range(workers)]
-        procs = [ctx.Process(target=self._work, args=(spec, shadow, positions[w::workers], counts[w], pipes[w][1]),
+        procs = [ctx.Process(target=self._work, args=(p, positions[w::workers], counts[w], pipes[w][1]),
                              daemon=True) for w in range(workers)]
         for p in procs:
             p.start()
         for _, send in pipes:
             send.close()
+        name = p.name
         progress = Progress(f"{label} publishing {name}", len(positions),
                             out=self.lab.err)
         waiting = {recv: w for w, (recv, _) in enumerate(pipes)}
@@ -340,25 +379,28 @@ class IndexedRing:
                     p.kill()
         return chunks
 
-    def _work(self, spec: RunSpec, shadow: str, positions: list[int], count, conn) -> None:
+    def _work(self, p: Pass, positions: list[int], count, conn) -> None:
         """A worker: publish my share of the documents on my copy of the ring."""
         # The ring is frozen out of the collector's reach; what a document allocates is
         # short-lived and nearly all acyclic, so the default young collections only cost
         # time (9% of a run's publishing, measured). Cycles are still collected, less often.
         gc.set_threshold(*WORKER_GC)
         try:
-            conn.send(("ok", self._publish_share(spec, shadow, positions, count)))
+            conn.send(("ok", self._publish_share(p, positions, count)))
         except BaseException:
             conn.send(("error", traceback.format_exc()))
         finally:
             conn.close()
             os._exit(0)  # no need to tear down a copy of the whole ring
 
-    def _publish_share(self, spec: RunSpec, shadow: str, positions: list[int], count) -> dict:
+    def _publish_share(self, p: Pass, positions: list[int], count) -> dict:
         sim, corpus, seed = self.sim, self.lab.corpus, self.lab.scale.seed
-        sim.settings.resolution, sim.settings.piggyback = spec.resolution, spec.piggyback
-        sim.settings.shadow_resolution = shadow
+        settings = sim.settings  # every node's
+        settings.resolution, settings.shadow_resolution = p.resolution, p.shadow
+        settings.piggyback, settings.shadow_piggyback = p.piggyback, p.depths[:-1]
+        settings.validate()
         disagreed = sim.tally["shadow_disagreements"]
+        shadowed = Counter()  # the shadow depths' counters (kD:NAME)
         alerted: list[tuple] = []
         for e in sim.engines.values():
             e.alert_listeners.append(lambda sub, e=e: alerted.append((e, sub)))
@@ -380,14 +422,17 @@ class IndexedRing:
             tally["alerted"] += len(got)
             tally["missing"] += len(want - got)
             tally["unexpected"] += len(got - want)
+            counters = {k: n for k, n in report.counters.items() if ":" in k}
+            shadowed.update(counters)
             rows.append((j, report.candidates, report.matches, report.alerts,
-                         {k: (c.messages, c.bytes) for k, c in report.kinds.items()}))
+                         {k: (c.messages, c.bytes) for k, c in report.kinds.items()}, counters))
             count.value += 1
         tally["disagreements"] += sim.tally["shadow_disagreements"] - disagreed
         after = sim.ring.ledger.snapshot()
         growth = {k: [c.messages - before[k].messages if k in before else c.messages,
                       c.bytes - before[k].bytes if k in before else c.bytes] for k, c in after.items()}
-        return {"rows": rows, "ledger": {k: v for k, v in growth.items() if v[0]}, "oracle": dict(tally)}
+        return {"rows": rows, "ledger": {k: v for k, v in growth.items() if v[0]}, "oracle": dict(tally),
+                "counters": dict(shadowed)}
 
 
 def longest_lists(sim: EngineSimulator, df: dict[str, int], n: int = 5) -> list[dict]:
@@ -403,23 +448,33 @@ def longest_lists(sim: EngineSimulator, df: dict[str, int], n: int = 5) -> list[
     return out
 
 
-def measured_as(kinds: dict, resolution: str, shadow: str) -> dict:
-    """A pass's ledger kinds as a run by `resolution` alone would have them: the shadow
-    method's resolution messages (SHADOW:KIND) are its own run's, the rest are shared."""
-    if not shadow:
-        return kinds
-    tag = shadow + ":"
-    if resolution != shadow:
-        return {k: v for k, v in kinds.items() if not k.startswith(tag)}
-    return {(k[len(tag):] if k.startswith(tag) else k): v for k, v in kinds.items()
-            if k.startswith(tag) or k.split(".")[0] not in RESOLUTION}
+def measured_as(kinds: dict, run: RunSpec, p: Pass, counters: dict) -> dict:
+    """A pass's ledger kinds as the run alone would have them. Resolution messages are
+    tagged by depth and method (kD/METHOD:KIND; no tag: the engine's own depth and
+    method), so the run's are one tag's; the rest is shared, less the announcement bytes
+    a shallower run would not have sent (its kD:announce_bytes_saved counter)."""
+    depth = f"k{run.piggyback}" if run.piggyback != p.piggyback else ""
+    want = "/".join(t for t in (depth, run.resolution if run.resolution != p.resolution else "") if t)
+    out = {}
+    for kind, count in kinds.items():
+        tag, _, name = kind.rpartition(":")
+        if name.split(".")[0] in RESOLUTION:
+            if tag == want:
+                out[name] = count
+        elif not tag:
+            out[kind] = count
+    if depth and "Announce" in out:
+        m, b = out["Announce"]
+        out["Announce"] = (m, b - counters.get(f"{depth}:announce_bytes_saved", 0))
+    return out
 
 
-def merge(spec: RunSpec, chunks: list[dict], load: list[int], half: int, seconds: dict,
-          shadow: str = "") -> RunResult:
-    """One run's result from its workers' chunks of a pass (with `shadow` resolution)."""
-    rows = sorted((j, cand, matches, alerts, measured_as(kinds, spec.resolution, shadow))
-                  for c in chunks for j, cand, matches, alerts, kinds in c["rows"])
+def merge(spec: RunSpec, p: Pass, chunks: list[dict], load: list[int], half: int, seconds: dict) -> RunResult:
+    """One run's result from its workers' chunks of pass p."""
+    candidates = "candidates" if spec.piggyback == p.piggyback else f"k{spec.piggyback}:candidates"
+    rows = sorted((j, cand if candidates == "candidates" else counters.get(candidates, 0), matches, alerts,
+                   measured_as(kinds, spec, p, counters))
+                  for c in chunks for j, cand, matches, alerts, kinds, counters in c["rows"])
     kinds = sorted({k for r in rows for k in r[4]})
     per_doc = {"candidates": np.array([r[1] for r in rows], dtype=np.int64),
                "matches": np.array([r[2] for r in rows], dtype=np.int64),
@@ -429,7 +484,7 @@ def merge(spec: RunSpec, chunks: list[dict], load: list[int], half: int, seconds
         per_doc[f"{k}:bytes"] = np.array([r[4].get(k, (0, 0))[1] for r in rows], dtype=np.int64)
     ledger: dict[str, list[int]] = {}
     for c in chunks:
-        for k, (m, b) in measured_as(c["ledger"], spec.resolution, shadow).items():
+        for k, (m, b) in measured_as(c["ledger"], spec, p, c["counters"]).items():
             ledger.setdefault(k, [0, 0])
             ledger[k][0] += m
             ledger[k][1] += b
