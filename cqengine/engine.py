@@ -332,13 +332,7 @@ class EngineNode:
             if res is not None:
                 yield from self._both_ways(res, msg, dn)
             matched = res.matched if res is not None else []
-            for d in s.shadow_piggyback:  # the same candidates as depth d would have pruned them
-                know = knowledge(truncated(local, d), msg.max_id, region, d, s.obs1, s.obs2)
-                twin = self._candidates(block, know, f"k{d}")
-                if twin is not None:
-                    yield from self._both_ways(twin, msg, dn, f"k{d}")
-                if {id(e) for e in (twin.matched if twin is not None else [])} != {id(e) for e in matched}:
-                    self.count("shadow_disagreements")
+            yield from self._shadow_depths(block, local, msg, region, dn, matched)
             if matched:
                 self.count("matches", len(matched))
                 yield Call(dn, "Matched", pb.MatchedRequest(doc_key=msg.doc_key, matches=[
@@ -362,6 +356,19 @@ class EngineNode:
         yield from self._dialogue(res, self.settings.resolution, msg, dn, tag)
         if twin is not None:
             yield from self._shadow(twin, msg, dn, res.matched, tag)
+
+    def _shadow_depths(self, block: Block, local: list[Run], msg: pb.Announcement,
+                       region: tuple[int, int] | None, dn: NodeRef, matched: list[pb.QueryEntry]) -> Op:
+        """Prune and resolve the block as each shadow depth would have (the runs cut short),
+        counted under kD: kinds; every depth must find the same matches."""
+        s = self.settings
+        for d in s.shadow_piggyback:
+            know = knowledge(truncated(local, d), msg.max_id, region, d, s.obs1, s.obs2)
+            res = self._candidates(block, know, f"k{d}")
+            if res is not None:
+                yield from self._both_ways(res, msg, dn, f"k{d}")
+            if {id(e) for e in (res.matched if res is not None else ())} != {id(e) for e in matched}:
+                self.count("shadow_disagreements")
 
     def _dialogue(self, res: Resolution | SmallResolution, method: str, msg: pb.Announcement,
                   dn: NodeRef, tag: str = "") -> Op:

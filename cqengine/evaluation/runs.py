@@ -349,13 +349,12 @@ class IndexedRing:
         pipes = [ctx.Pipe(duplex=False) for _ in range(workers)]
         procs = [ctx.Process(target=self._work, args=(p, positions[w::workers], counts[w], pipes[w][1]),
                              daemon=True) for w in range(workers)]
-        for p in procs:
-            p.start()
+        for proc in procs:
+            proc.start()
         for _, send in pipes:
             send.close()
         name = p.name
-        progress = Progress(f"{label} publishing {name}", len(positions),
-                            out=self.lab.err)
+        progress = Progress(f"{label} publishing {name}", len(positions), out=self.lab.err)
         waiting = {recv: w for w, (recv, _) in enumerate(pipes)}
         chunks: list[dict] = []
         try:
@@ -367,16 +366,16 @@ class IndexedRing:
                         status, payload = "error", f"worker {waiting[recv]} died without a word"
                     del waiting[recv]
                     if status != "ok":
-                        raise EvaluationError(f"run {name}: a worker failed:\n{payload}")
+                        raise EvaluationError(f"pass {name}: a worker failed:\n{payload}")
                     chunks.append(payload)
                 done = sum(c.value for c in counts)
                 progress.update(done, done)
         finally:
             progress.close()
-            for p in procs:
-                p.join(timeout=5 if not waiting else 0)
-                if p.is_alive():
-                    p.kill()
+            for proc in procs:
+                proc.join(timeout=5 if not waiting else 0)
+                if proc.is_alive():
+                    proc.kill()
         return chunks
 
     def _work(self, p: Pass, positions: list[int], count, conn) -> None:
