@@ -367,8 +367,7 @@ class EngineNode:
             res = self._candidates(block, know, f"k{d}")
             if res is not None:
                 yield from self._both_ways(res, msg, dn, f"k{d}")
-            if {id(e) for e in (res.matched if res is not None else ())} != {id(e) for e in matched}:
-                self.count("shadow_disagreements")
+            self._agree(res.matched if res is not None else [], matched)
 
     def _dialogue(self, res: Resolution | SmallResolution, method: str, msg: pb.Announcement,
                   dn: NodeRef, tag: str = "") -> Op:
@@ -390,7 +389,11 @@ class EngineNode:
         find the same matches both ways."""
         method = self.settings.shadow_resolution
         yield from self._dialogue(res, method, msg, dn, tag=f"{tag}/{method}" if tag else method)
-        if {id(e) for e in res.matched} != {id(e) for e in matched}:  # the block's very entries
+        self._agree(res.matched, matched)
+
+    def _agree(self, found: list[pb.QueryEntry], matched: list[pb.QueryEntry]) -> None:
+        """Count a shadow that matched other queries than the engine's own resolution."""
+        if {id(e) for e in found} != {id(e) for e in matched}:  # the block's very entries
             self.count("shadow_disagreements")
 
     @staticmethod

@@ -5,8 +5,9 @@ what every run shares: query workloads, the matcher's answers, sampled popular t
 `runs` builds an indexed 1,000-node ring per (strategy, workload, synopsis) with the very
 same EngineNode code the live ring runs, and publishes the documents on forked copies of
 it, measuring every resolution method and piggyback depth in one pass, checking every
-alert against the matcher. `experiments` says which runs each of the paper's tables and figures needs and
-turns their results into numbers; `report` writes those as Markdown, JSON and PNG.
+alert against the matcher. `experiments` says which runs each of the paper's tables and
+figures needs and turns their results into numbers; `report` writes those as Markdown,
+JSON and PNG.
 """
 
 

@@ -470,8 +470,8 @@ def measured_as(kinds: dict, run: RunSpec, p: Pass, counters: dict) -> dict:
 
 def merge(spec: RunSpec, p: Pass, chunks: list[dict], load: list[int], half: int, seconds: dict) -> RunResult:
     """One run's result from its workers' chunks of pass p."""
-    candidates = "candidates" if spec.piggyback == p.piggyback else f"k{spec.piggyback}:candidates"
-    rows = sorted((j, cand if candidates == "candidates" else counters.get(candidates, 0), matches, alerts,
+    shadow_depth = f"k{spec.piggyback}:candidates" if spec.piggyback != p.piggyback else None
+    rows = sorted((j, counters.get(shadow_depth, 0) if shadow_depth else cand, matches, alerts,
                    measured_as(kinds, spec, p, counters))
                   for c in chunks for j, cand, matches, alerts, kinds, counters in c["rows"])
     kinds = sorted({k for r in rows for k in r[4]})
