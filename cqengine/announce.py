@@ -187,12 +187,15 @@ def knowledge(runs: Sequence[Run], max_id: int, region: tuple[int, int] | None, 
     return know
 
 
+def may_match(block: Block, know: Knowledge) -> np.ndarray:
+    """Per query of the block: may it still match (no term id known to be absent)?"""
+    absent = know.absent_in(block.terms) if len(block) else None
+    if absent is None or not absent.any():
+        return np.ones(len(block), dtype=bool)
+    return ~absent[block.codes].any(axis=0)
+
+
 def prune(block: Block, know: Knowledge) -> Block:
     """The candidates that may still match: none with a term id known to be absent."""
-    if not len(block):
-        return block
-    absent = know.absent_in(block.terms)
-    if not absent.any():
-        return block
-    gone = absent[block.codes].any(axis=0)
-    return block.select(~gone) if gone.any() else block
+    keep = may_match(block, know)
+    return block if keep.all() else block.select(keep)

@@ -50,7 +50,9 @@ class Settings:
     shadow_resolution: str = ""
     # experiments may also prune and resolve every candidate set as these smaller piggyback
     # depths would have (their succ ids are prefixes of ours): counted under kD: kinds and
-    # counters, with the announcement bytes depth D would have saved; matches must agree
+    # counters, with the announcement bytes depth D would have saved; matches must agree.
+    # A depth left with the same candidates, knowing the same of them, as one resolved
+    # already counts that one's messages again (echo: counters) instead of resending them
     shadow_piggyback: tuple[int, ...] = ()
     df: dict[str, int] | None = field(default=None, repr=False)
     popular: frozenset[str] | None = field(default=None, repr=False)  # terms; None: gossip them

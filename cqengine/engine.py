@@ -28,8 +28,9 @@ import numpy as np
 
 from chord.node import Call, ChordNode, Op, PeerUnreachable
 from chord.routing import NodeRef
+from chord.transport import REPLY, ledger_kind
 from cqengine.analysis import analyze, term_id
-from cqengine.announce import Knowledge, Run, bytes_saved, group_runs, knowledge, prune, truncated
+from cqengine.announce import Knowledge, Run, bytes_saved, group_runs, knowledge, may_match, truncated
 from cqengine.bloom import BloomFilter
 from cqengine.config import Settings
 from cqengine.indexing import chooser
@@ -48,6 +49,15 @@ HOP_LIMIT = 160      # an announcement still travelling after this many hops is 
 PLACE_ATTEMPTS = 5   # lookups to place or remove a query while ownership moves
 DOC_CACHE = 20_000   # documents a DN keeps for resolution
 MAILBOX = 10_000     # undelivered alerts kept per subscription
+
+
+Sent = dict[tuple[str, str], list[int]]  # resolution calls: (method, rpc) -> [calls, request bytes, reply bytes]
+
+
+def _state(block: Block, keep: np.ndarray, know: Knowledge) -> tuple[bytes, bytes]:
+    """What decides a resolution of the block's queries it keeps: which those are, and
+    which of the block's terms the QN knows present."""
+    return keep.tobytes(), member(block.terms, know.present_array).tobytes()
 
 
 class EngineError(Exception):
@@ -327,12 +337,18 @@ class EngineNode:
                 b.bloom_positions(s.bloom_bits, s.bloom_hashes)
         block = Block.concat(lists)
         dn = self._peer(msg.dn)
-        res = self._candidates(block, knowledge(local, msg.max_id, region, s.piggyback, s.obs1, s.obs2))
+        know = knowledge(local, msg.max_id, region, s.piggyback, s.obs1, s.obs2)
+        keep = may_match(block, know)
+        candidates = self._candidates(block, keep)
+        res = resolution(candidates, know, s.dialogue_batch) if candidates is not None else None
+        sent: Sent | None = {} if s.shadow_piggyback else None  # for shadow depths to echo
         try:
             if res is not None:
-                yield from self._both_ways(res, msg, dn)
+                yield from self._both_ways(res, msg, dn, "", sent)
             matched = res.matched if res is not None else []
-            yield from self._shadow_depths(block, local, msg, region, dn, matched)
+            if sent is not None:
+                resolved = {_state(block, keep, know): (sent, matched)}
+                yield from self._shadow_depths(block, local, msg, region, dn, matched, resolved)
             if matched:
                 self.count("matches", len(matched))
                 yield Call(dn, "Matched", pb.MatchedRequest(doc_key=msg.doc_key, matches=[
@@ -342,53 +358,97 @@ class EngineNode:
                 self.count("alerts_dropped", res.pending + len(res.matched))
             log.warning("resolution of document %016x with %s failed: %s", msg.doc_key, msg.dn, e)
 
-    def _candidates(self, block: Block, know: Knowledge, tag: str = "") -> "Resolution | SmallResolution | None":
-        """The block pruned by what the QN knows, ready to resolve (None: nothing left),
-        counted as candidates (TAG:candidates for a shadow depth)."""
-        candidates = prune(block, know)
-        self.count(f"{tag}:candidates" if tag else "candidates", len(candidates))
-        return resolution(candidates, know, self.settings.dialogue_batch) if len(candidates) else None
+    def _candidates(self, block: Block, keep: np.ndarray, tag: str = "") -> Block | None:
+        """The queries of the block it keeps (None: none left), counted as candidates
+        (TAG:candidates for a shadow depth)."""
+        n = int(keep.sum())
+        self.count(f"{tag}:candidates" if tag else "candidates", n)
+        return (block if n == len(block) else block.select(keep)) if n else None
 
     def _both_ways(self, res: Resolution | SmallResolution, msg: pb.Announcement, dn: NodeRef,
-                   tag: str = "") -> Op:
+                   tag: str = "", sent: Sent | None = None) -> Op:
         """Resolve by the ring's method and, if the settings ask, by the shadow method too."""
         twin = res.copy() if self.settings.shadow_resolution else None  # the same start, before any answer
-        yield from self._dialogue(res, self.settings.resolution, msg, dn, tag)
+        yield from self._dialogue(res, self.settings.resolution, msg, dn, tag, sent)
         if twin is not None:
-            yield from self._shadow(twin, msg, dn, res.matched, tag)
+            yield from self._shadow(twin, msg, dn, res.matched, tag, sent)
 
     def _shadow_depths(self, block: Block, local: list[Run], msg: pb.Announcement,
-                       region: tuple[int, int] | None, dn: NodeRef, matched: list[pb.QueryEntry]) -> Op:
+                       region: tuple[int, int] | None, dn: NodeRef, matched: list[pb.QueryEntry],
+                       resolved: dict[tuple, tuple[Sent, list[pb.QueryEntry]]]) -> Op:
         """Prune and resolve the block as each shadow depth would have (the runs cut short),
-        counted under kD: kinds; every depth must find the same matches."""
+        counted under kD: kinds; every depth must find the engine's own matches.
+
+        `resolved` holds what each state already resolved here sent and matched (the
+        engine's own first). A depth left in the same state, the same candidates knowing
+        the same of their terms (often: the ids a depth adds seldom touch the block), would
+        ask the same questions and hear the same answers, so its messages are counted as
+        echoes of those instead of being sent again."""
         s = self.settings
         for d in s.shadow_piggyback:
+            tag = f"k{d}"
             know = knowledge(truncated(local, d), msg.max_id, region, d, s.obs1, s.obs2)
-            res = self._candidates(block, know, f"k{d}")
-            if res is not None:
-                yield from self._both_ways(res, msg, dn, f"k{d}")
-            self._agree(res.matched if res is not None else [], matched)
+            keep = may_match(block, know)
+            candidates = self._candidates(block, keep, tag)
+            state = _state(block, keep, know)
+            if state in resolved:
+                self._echo(resolved[state][0], tag)
+            else:
+                sent: Sent = {}
+                found: list[pb.QueryEntry] = []
+                if candidates is not None:
+                    res = resolution(candidates, know, s.dialogue_batch)
+                    yield from self._both_ways(res, msg, dn, tag, sent)
+                    found = res.matched
+                resolved[state] = (sent, found)
+            self._agree(resolved[state][1], matched)
 
     def _dialogue(self, res: Resolution | SmallResolution, method: str, msg: pb.Announcement,
-                  dn: NodeRef, tag: str = "") -> Op:
+                  dn: NodeRef, tag: str = "", sent: Sent | None = None) -> Op:
         """Resolve with the DN by `method`: for bf a filter first, then Term Dialogue."""
         s = self.settings
         if method == "bf" and res.pending:
-            reply = yield Call(dn, "GetBloom", pb.BloomRequest(doc_key=msg.doc_key), tag)
+            reply = yield from self._ask(dn, "GetBloom", pb.BloomRequest(doc_key=msg.doc_key), method, tag, sent)
             self._require(reply.found, msg)
             res.apply_bloom(BloomFilter(s.bloom_bits, s.bloom_hashes, reply.bits))
         while question := res.question():
-            reply = yield Call(dn, "TermDialogue", pb.DialogueRequest(doc_key=msg.doc_key, ids=question), tag)
+            reply = yield from self._ask(dn, "TermDialogue", pb.DialogueRequest(doc_key=msg.doc_key, ids=question),
+                                         method, tag, sent)
             self._require(reply.found, msg)
             res.answer(question, unpack_bits(reply.present, len(question)))
 
+    def _ask(self, dn: NodeRef, rpc: str, request, method: str, tag: str, sent: Sent | None) -> Op:
+        """One resolution call, counted under the tag of its depth and method; noted in
+        `sent` when shadow depths may echo it (unless to myself: that never crosses the
+        wire, so no ledger counts it)."""
+        reply = yield Call(dn, rpc, request, self._tag(tag, method))
+        if sent is not None and dn != self.me:
+            noted = sent.setdefault((method, rpc), [0, 0, 0])
+            noted[0] += 1
+            noted[1] += request.ByteSize()
+            noted[2] += reply.ByteSize()
+        return reply
+
+    def _tag(self, depth: str, method: str) -> str:
+        """The ledger tag of resolving by `method` at a depth's tag (the ring's own method
+        and depth: none)."""
+        return "/".join(t for t in (depth, "" if method == self.settings.resolution else method) if t)
+
+    def _echo(self, sent: Sent, tag: str) -> None:
+        """Count the messages noted in `sent` as resolving at depth tag `tag` would have
+        sent them: echo:KIND messages and echo_bytes:KIND bytes, KIND as the ledger's."""
+        for (method, rpc), (calls, request, reply) in sent.items():
+            kind = ledger_kind(rpc, self._tag(tag, method))
+            for k, size in ((kind, request), (kind + REPLY, reply)):
+                self.count(f"echo:{k}", calls)
+                self.count(f"echo_bytes:{k}", size)
+
     def _shadow(self, res: Resolution | SmallResolution, msg: pb.Announcement, dn: NodeRef,
-                matched: list[pb.QueryEntry], tag: str = "") -> Op:
+                matched: list[pb.QueryEntry], tag: str = "", sent: Sent | None = None) -> Op:
         """Resolve the candidates by the shadow method too, counted under its name: a run
         then measures both methods (they differ in nothing before resolution), and must
         find the same matches both ways."""
-        method = self.settings.shadow_resolution
-        yield from self._dialogue(res, method, msg, dn, tag=f"{tag}/{method}" if tag else method)
+        yield from self._dialogue(res, self.settings.shadow_resolution, msg, dn, tag, sent)
         self._agree(res.matched, matched)
 
     def _agree(self, found: list[pb.QueryEntry], matched: list[pb.QueryEntry]) -> None:

@@ -151,7 +151,16 @@ def test_bad_requests_fail_in_one_line(tmp_path):
     assert_one_line_error(cqengine("experiment", "figure9", "--quick", "--out", tmp_path), "invalid choice")
 
 
-def test_one_pass_measures_every_method_and_depth_as_runs_of_their_own_would():
+def test_one_pass_measures_every_method_and_depth_as_runs_of_their_own_would(tmp_path, monkeypatch):
+    from cqengine.engine import EngineNode
+    echoed, real = tmp_path / "echoed", EngineNode._echo
+
+    def noting(self, sent, tag):  # the workers are forked: they note it in a file
+        if sent:
+            with echoed.open("a") as f:
+                f.write(f"{tag}\n")
+        real(self, sent, tag)
+    monkeypatch.setattr(EngineNode, "_echo", noting)
     mhi = [RunSpec(IndexSpec("mhi", "skew"), r, k) for k in (0, 2, 5) for r in ("td", "bf")]
     specs = mhi + [RunSpec(IndexSpec("mhi", "skew"), "td", 1)] + \
         [RunSpec(IndexSpec("ri", "uniform"), r, 0, "second") for r in ("bf", "td")]
@@ -169,6 +178,8 @@ def test_one_pass_measures_every_method_and_depth_as_runs_of_their_own_would():
     assert len({together[s].measure()["announce_bytes_per_doc"] for s in mhi}) == 3
     assert len({together[s].measure()["queries_per_doc"] for s in mhi}) == 3
     assert len({together[s].seconds["publish"] for s in specs[:7]}) == 1
+    # and shadow depths did count some resolutions as echoes (else those went untested)
+    assert echoed.exists() and set(echoed.read_text().split()) >= {"k0", "k2"}
     assert together[specs[7]].seconds == together[specs[8]].seconds
 
 
@@ -192,8 +203,8 @@ def test_a_pass_whose_depths_disagree_stops(monkeypatch):
     from cqengine.engine import EngineNode
     real = EngineNode._candidates
 
-    def none_at_shadow_depths(self, block, know, tag=""):
-        return None if tag else real(self, block, know, tag)
+    def none_at_shadow_depths(self, block, keep, tag=""):
+        return None if tag else real(self, block, keep, tag)
     monkeypatch.setattr(EngineNode, "_candidates", none_at_shadow_depths)
     specs = [RunSpec(IndexSpec("mhi", "skew"), "td", k) for k in (0, 3)]
     with pytest.raises(EvaluationError, match="methods or depths matched different queries"):

@@ -20,7 +20,8 @@ document (the announcement's tree does not depend on k, and a shallower depth's 
 are the first of a deeper one's), so a ring's runs over the same documents are one pass:
 the announcement carries the deepest depth and every QN also prunes and resolves as each
 shallower depth would have (the engine's shadow depths, under `kD:` kinds and counters,
-with the announcement bytes each would have saved). Every method and depth must match
+with the announcement bytes each would have saved, and the messages of a resolution it
+repeats exactly counted as echoes instead of sent). Every method and depth must match
 the same queries at every QN.
 
 Every alert a worker sees is checked against the matcher: the subscriber's mailbox is
@@ -450,18 +451,23 @@ def longest_lists(sim: EngineSimulator, df: dict[str, int], n: int = 5) -> list[
 def measured_as(kinds: dict, run: RunSpec, p: Pass, counters: dict) -> dict:
     """A pass's ledger kinds as the run alone would have them. Resolution messages are
     tagged by depth and method (kD/METHOD:KIND; no tag: the engine's own depth and
-    method), so the run's are one tag's; the rest is shared, less the announcement bytes
-    a shallower run would not have sent (its kD:announce_bytes_saved counter)."""
+    method), so the run's are one tag's, with the messages a shadow depth echoed instead
+    of sending (echo:KIND and echo_bytes:KIND counters); the rest is shared, less the
+    announcement bytes a shallower run would not have sent (kD:announce_bytes_saved)."""
     depth = f"k{run.piggyback}" if run.piggyback != p.piggyback else ""
     want = "/".join(t for t in (depth, run.resolution if run.resolution != p.resolution else "") if t)
+    echoes = {kind: (n, counters[f"echo_bytes:{kind}"]) for name, n in counters.items()
+              for what, _, kind in [name.partition(":")] if what == "echo"}
     out = {}
-    for kind, count in kinds.items():
+    for kind in kinds.keys() | echoes.keys():
         tag, _, name = kind.rpartition(":")
         if name.split(".")[0] in RESOLUTION:
             if tag == want:
-                out[name] = count
+                m, b = kinds.get(kind, (0, 0))
+                e = echoes.get(kind, (0, 0))
+                out[name] = (m + e[0], b + e[1])
         elif not tag:
-            out[kind] = count
+            out[kind] = kinds[kind]
     if depth and "Announce" in out:
         m, b = out["Announce"]
         out["Announce"] = (m, b - counters.get(f"{depth}:announce_bytes_saved", 0))
