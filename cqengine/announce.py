@@ -154,13 +154,17 @@ class Knowledge:
         return (np.array([lo for lo, _ in merged], dtype=np.uint64),
                 np.array([hi for _, hi in merged], dtype=np.uint64))
 
-    def absent_in(self, ys: np.ndarray) -> np.ndarray:
-        """Elementwise over a uint64 array: True only where y is certainly not a document id."""
+    def in_spans(self, ys: np.ndarray) -> np.ndarray:
+        """Elementwise over a uint64 array: does y lie in the absent spans?"""
         starts, ends = self.absent_spans
         if not len(starts):
             return np.zeros(ys.shape, dtype=bool)
         i = starts.searchsorted(ys, side="right") - 1
-        inside = (i >= 0) & (ys <= ends[np.maximum(i, 0)])
+        return (i >= 0) & (ys <= ends[np.maximum(i, 0)])
+
+    def absent_in(self, ys: np.ndarray) -> np.ndarray:
+        """Elementwise over a uint64 array: True only where y is certainly not a document id."""
+        inside = self.in_spans(ys)
         if inside.any():  # often none lies in a span, and then nothing needs the membership test
             inside &= ~member(ys, self.present_array)
         return inside
@@ -187,15 +191,76 @@ def knowledge(runs: Sequence[Run], max_id: int, region: tuple[int, int] | None, 
     return know
 
 
-def may_match(block: Block, know: Knowledge) -> np.ndarray:
-    """Per query of the block: may it still match (no term id known to be absent)?"""
-    absent = know.absent_in(block.terms) if len(block) else None
-    if absent is None or not absent.any():
+NEVER = np.iinfo(np.int64).max
+
+
+@dataclass
+class Depths:
+    """What a QN knows of each term of a block at every piggyback depth at once: depth d
+    knows what knowledge(truncated(runs, d), ..., d) does (tests check), here worked out
+    once for all depths. A term is known present from the least depth whose runs hold
+    it; it lies in the absent spans from the least depth whose spans reach it, since a
+    local id's piggybacked arc only grows with the depth (an arc that does not, possible
+    only in a malformed announcement, is kept aside and tested depth by depth)."""
+
+    terms: np.ndarray
+    present_from: np.ndarray                     # per term, int64 (NEVER: at no depth)
+    spans_from: np.ndarray
+    irregular: list[tuple[int, list[int]]]       # (local id, its successors) of arcs that do not grow
+
+    def present(self, d: int) -> np.ndarray:
+        return self.present_from <= d
+
+    def absent(self, d: int) -> np.ndarray:
+        inside = self.spans_from <= d
+        for x, after in self.irregular:
+            if d:
+                for lo, hi in arc_spans(x, after[min(d, len(after)) - 1]):
+                    inside |= (self.terms >= lo) & (self.terms <= hi)
+        return inside & (self.present_from > d)
+
+
+def depths(terms: np.ndarray, runs: Sequence[Run], max_id: int, region: tuple[int, int] | None,
+           k: int, obs1: bool = True, obs2: bool = True) -> Depths:
+    """Depths up to k of what the runs tell of these (sorted) terms."""
+    seen: dict[int, int] = {}
+    for run in runs:
+        for j, y in enumerate(run.succ):
+            seen[y] = min(seen.get(y, NEVER), j + 1)  # depth d carries the first d succ ids
+        for y in (*run.ids, run.prev, run.next):
+            seen[y] = 0
+    present_from = np.full(len(terms), NEVER, dtype=np.int64)
+    ys = np.fromiter(seen, dtype=np.uint64, count=len(seen))
+    at = np.minimum(terms.searchsorted(ys), max(len(terms) - 1, 0))
+    hit = terms[at] == ys if len(terms) else np.zeros(len(ys), dtype=bool)
+    present_from[at[hit]] = np.fromiter(seen.values(), dtype=np.int64, count=len(seen))[hit]
+    spans_from = np.full(len(terms), NEVER, dtype=np.int64)
+    spans_from[knowledge(runs, max_id, region, 0, obs1, obs2).in_spans(terms)] = 0  # no piggybacked arcs
+    irregular = []
+    for run in runs:
+        for j, x in enumerate(run.ids):
+            after = successors(run.ids, j, run.succ, k) if k else []
+            if not after:
+                continue
+            if x < after[0] and all(a < b for a, b in zip(after, after[1:])):
+                # (x, after[d-1]] at depth d: a term is reached at the depth of the first id >= it
+                reach = (terms > x) & (terms <= after[-1])
+                first = np.array(after, dtype=np.uint64).searchsorted(terms[reach]) + 1
+                spans_from[reach] = np.minimum(spans_from[reach], first)
+            else:
+                irregular.append((x, after))
+    return Depths(terms, present_from, spans_from, irregular)
+
+
+def may_match(block: Block, absent: np.ndarray) -> np.ndarray:
+    """Per query of the block: may it still match (none of its terms absent, a mask over
+    the block's terms)?"""
+    if not len(block) or not absent.any():
         return np.ones(len(block), dtype=bool)
     return ~absent[block.codes].any(axis=0)
 
 
 def prune(block: Block, know: Knowledge) -> Block:
     """The candidates that may still match: none with a term id known to be absent."""
-    keep = may_match(block, know)
+    keep = may_match(block, know.absent_in(block.terms))
     return block if keep.all() else block.select(keep)

@@ -30,7 +30,7 @@ from chord.node import Call, ChordNode, Op, PeerUnreachable
 from chord.routing import NodeRef
 from chord.transport import REPLY, ledger_kind
 from cqengine.analysis import analyze, term_id
-from cqengine.announce import Knowledge, Run, bytes_saved, group_runs, knowledge, may_match, truncated
+from cqengine.announce import Knowledge, Run, bytes_saved, depths, group_runs, knowledge, may_match, truncated
 from cqengine.bloom import BloomFilter
 from cqengine.config import Settings
 from cqengine.indexing import chooser
@@ -54,10 +54,10 @@ MAILBOX = 10_000     # undelivered alerts kept per subscription
 Sent = dict[tuple[str, str], list[int]]  # resolution calls: (method, rpc) -> [calls, request bytes, reply bytes]
 
 
-def _state(block: Block, keep: np.ndarray, know: Knowledge) -> tuple[bytes, bytes]:
-    """What decides a resolution of the block's queries it keeps: which those are, and
-    which of the block's terms the QN knows present."""
-    return keep.tobytes(), member(block.terms, know.present_array).tobytes()
+def _state(keep: np.ndarray, present: np.ndarray) -> tuple[bytes, bytes]:
+    """What decides a resolution of a block's queries: which it keeps, and which of the
+    block's terms the QN knows present."""
+    return keep.tobytes(), present.tobytes()
 
 
 class EngineError(Exception):
@@ -338,7 +338,7 @@ class EngineNode:
         block = Block.concat(lists)
         dn = self._peer(msg.dn)
         know = knowledge(local, msg.max_id, region, s.piggyback, s.obs1, s.obs2)
-        keep = may_match(block, know)
+        keep = may_match(block, know.absent_in(block.terms))
         candidates = self._candidates(block, keep)
         res = resolution(candidates, know, s.dialogue_batch) if candidates is not None else None
         sent: Sent | None = {} if s.shadow_piggyback else None  # for shadow depths to echo
@@ -347,7 +347,7 @@ class EngineNode:
                 yield from self._both_ways(res, msg, dn, "", sent)
             matched = res.matched if res is not None else []
             if sent is not None:
-                resolved = {_state(block, keep, know): (sent, matched)}
+                resolved = {_state(keep, member(block.terms, know.present_array)): (sent, matched)}
                 yield from self._shadow_depths(block, local, msg, region, dn, matched, resolved)
             if matched:
                 self.count("matches", len(matched))
@@ -359,11 +359,15 @@ class EngineNode:
             log.warning("resolution of document %016x with %s failed: %s", msg.doc_key, msg.dn, e)
 
     def _candidates(self, block: Block, keep: np.ndarray, tag: str = "") -> Block | None:
-        """The queries of the block it keeps (None: none left), counted as candidates
-        (TAG:candidates for a shadow depth)."""
+        """The queries of the block it keeps (None: none left), counted."""
+        n = self._count_candidates(keep, tag)
+        return (block if n == len(block) else block.select(keep)) if n else None
+
+    def _count_candidates(self, keep: np.ndarray, tag: str) -> int:
+        """Count the queries kept as candidates (TAG:candidates for a shadow depth)."""
         n = int(keep.sum())
         self.count(f"{tag}:candidates" if tag else "candidates", n)
-        return (block if n == len(block) else block.select(keep)) if n else None
+        return n
 
     def _both_ways(self, res: Resolution | SmallResolution, msg: pb.Announcement, dn: NodeRef,
                    tag: str = "", sent: Sent | None = None) -> Op:
@@ -377,7 +381,8 @@ class EngineNode:
                        region: tuple[int, int] | None, dn: NodeRef, matched: list[pb.QueryEntry],
                        resolved: dict[tuple, tuple[Sent, list[pb.QueryEntry]]]) -> Op:
         """Prune and resolve the block as each shadow depth would have (the runs cut short),
-        counted under kD: kinds; every depth must find the engine's own matches.
+        counted under kD: kinds; every depth must find the engine's own matches. What each
+        depth knows of the block's terms is worked out for all depths at once (`depths`).
 
         `resolved` holds what each state already resolved here sent and matched (the
         engine's own first). A depth left in the same state, the same candidates knowing
@@ -385,18 +390,20 @@ class EngineNode:
         ask the same questions and hear the same answers, so its messages are counted as
         echoes of those instead of being sent again."""
         s = self.settings
+        known = depths(block.terms, local, msg.max_id, region, s.piggyback, s.obs1, s.obs2)
         for d in s.shadow_piggyback:
             tag = f"k{d}"
-            know = knowledge(truncated(local, d), msg.max_id, region, d, s.obs1, s.obs2)
-            keep = may_match(block, know)
-            candidates = self._candidates(block, keep, tag)
-            state = _state(block, keep, know)
+            keep = may_match(block, known.absent(d))
+            state = _state(keep, known.present(d))
             if state in resolved:
+                self._count_candidates(keep, tag)
                 self._echo(resolved[state][0], tag)
             else:
                 sent: Sent = {}
                 found: list[pb.QueryEntry] = []
+                candidates = self._candidates(block, keep, tag)
                 if candidates is not None:
+                    know = knowledge(truncated(local, d), msg.max_id, region, d, s.obs1, s.obs2)
                     res = resolution(candidates, know, s.dialogue_batch)
                     yield from self._both_ways(res, msg, dn, tag, sent)
                     found = res.matched

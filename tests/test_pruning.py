@@ -10,9 +10,9 @@ import numpy as np
 from chord.ids import in_open, in_open_closed
 from hypothesis import given, settings, strategies as st
 
-from cqengine.announce import Knowledge, Run, bytes_saved, group_runs, knowledge, prune, successors, truncated
+from cqengine.announce import Knowledge, Run, bytes_saved, depths, group_runs, knowledge, prune, successors, truncated
 from cqengine.bloom import BloomFilter, _positions, positions_array
-from cqengine.postings import Block
+from cqengine.postings import Block, member
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.resolution import Resolution, SmallResolution, pack_bits, unpack_bits
 
@@ -46,6 +46,45 @@ def test_a_shallower_announcement_is_a_deeper_one_cut_short(doc, dest_seq, deep,
         cut = pb.Announcement(doc_key=7, dn="node-3", max_id=max(doc), runs=[r.to_pb() for r in truncated(runs, k)],
                               hops=2)
         assert bytes_saved(msg.runs, [k, deep]) == [msg.ByteSize() - cut.ByteSize(), 0]
+
+
+def assert_depths_know_what_each_depth_does(runs, max_id, region, k, obs1, obs2, probes):
+    terms = np.array(sorted(set(probes) | {y for r in runs for y in (*r.ids, *r.succ, r.prev, r.next)}),
+                     dtype=np.uint64)
+    known = depths(terms, runs, max_id, region, k, obs1, obs2)
+    for d in range(k + 1):
+        know = knowledge(truncated(runs, d), max_id, region, d, obs1, obs2)
+        assert np.array_equal(known.absent(d), know.absent_in(terms)), d
+        assert np.array_equal(known.present(d), member(terms, know.present_array)), d
+    return known
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sets(st.one_of(ids, big_ids, st.just(0)), min_size=1, max_size=60),
+       st.lists(st.integers(0, 3), min_size=1, max_size=7), st.integers(0, 12),
+       st.one_of(st.none(), st.tuples(big_ids, big_ids)), st.booleans(), st.booleans())
+def test_all_depths_at_once_know_what_each_depth_alone_does(doc, dest_seq, k, region, obs1, obs2):
+    """Shadow depths read every depth's knowledge off one structure; as any announcement
+    carries them, a local id's piggybacked arc only grows with the depth."""
+    doc_sorted = sorted(doc)
+    probes = {(y + e) % 2**64 for y in doc for e in (-1, 1)} | {0, 2**64 - 1}
+    for local in deliver([Run.whole(doc_sorted)], dest_seq, k):
+        known = assert_depths_know_what_each_depth_does(local, doc_sorted[-1], region, k, obs1, obs2, probes)
+        assert known.irregular == []
+
+
+run = st.builds(Run, st.lists(st.one_of(ids, big_ids), min_size=1, max_size=6), st.one_of(ids, big_ids),
+                st.one_of(ids, big_ids), st.lists(st.one_of(ids, big_ids), max_size=8))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(run, min_size=1, max_size=4), st.one_of(ids, big_ids), st.integers(0, 10),
+       st.one_of(st.none(), st.tuples(big_ids, big_ids)), st.booleans(), st.booleans(),
+       st.sets(st.one_of(ids, big_ids), max_size=30))
+def test_all_depths_at_once_know_what_each_depth_does_from_any_runs(runs, max_id, k, region, obs1, obs2, probes):
+    """Even runs no announcement carries (wrapping, unordered succ ids): the arcs that do
+    not grow with the depth are tested depth by depth."""
+    assert_depths_know_what_each_depth_does(runs, max_id, region, k, obs1, obs2, probes)
 
 
 def test_bytes_saved_counts_a_run_whose_length_prefix_shrinks():
