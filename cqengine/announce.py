@@ -258,9 +258,3 @@ def may_match(block: Block, absent: np.ndarray) -> np.ndarray:
     if not len(block) or not absent.any():
         return np.ones(len(block), dtype=bool)
     return ~absent[block.codes].any(axis=0)
-
-
-def prune(block: Block, know: Knowledge) -> Block:
-    """The candidates that may still match: none with a term id known to be absent."""
-    keep = may_match(block, know.absent_in(block.terms))
-    return block if keep.all() else block.select(keep)

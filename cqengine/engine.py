@@ -30,7 +30,7 @@ from chord.node import Call, ChordNode, Op, PeerUnreachable
 from chord.routing import NodeRef
 from chord.transport import REPLY, ledger_kind
 from cqengine.analysis import analyze, term_id
-from cqengine.announce import Knowledge, Run, bytes_saved, depths, group_runs, knowledge, may_match, truncated
+from cqengine.announce import Run, bytes_saved, depths, group_runs, knowledge, may_match, truncated
 from cqengine.bloom import BloomFilter
 from cqengine.config import Settings
 from cqengine.indexing import chooser

@@ -35,8 +35,8 @@ def sampled_min_hash_index(pairs: Pairs, popular: frozenset[int] | set[int]) -> 
 
 def chooser(strategy: str, seed: int, df: Mapping[str, int] | None,
             popular: Callable[[], frozenset[int]] | None) -> Callable[[Pairs, int], int]:
-    """`popular` gives the current popular term ids (a synopsis changes; so may the choice)."""
-    """A function (pairs, subscription id) -> position of the indexing term."""
+    """A function (pairs, subscription id) -> position of the indexing term. `popular`
+    gives the current popular term ids (a synopsis changes; so may the choice)."""
     if strategy == "ri":
         return lambda pairs, sub: random_index(pairs, random.Random(seed * 0x9E3779B97F4A7C15 ^ sub))
     if strategy == "oi":

@@ -10,7 +10,8 @@ import numpy as np
 from chord.ids import in_open, in_open_closed
 from hypothesis import given, settings, strategies as st
 
-from cqengine.announce import Knowledge, Run, bytes_saved, depths, group_runs, knowledge, prune, successors, truncated
+from cqengine.announce import (Knowledge, Run, bytes_saved, depths, group_runs, knowledge, may_match, successors,
+                               truncated)
 from cqengine.bloom import BloomFilter, _positions, positions_array
 from cqengine.postings import Block, member
 from cqengine.proto import cqengine_pb2 as pb
@@ -148,7 +149,8 @@ def test_prune_then_resolve_equals_brute_force(doc, queries, dest_seq, k, use_bl
         local_ids = {x for r in local for x in r.ids}
         # each QN considers the queries indexed under its local ids (here: under their min id)
         mine = [e for e in entries if e.term_ids[0] in local_ids]
-        survivors = prune(Block.of(mine, rarity=lambda y, t: -y), know)
+        block = Block.of(mine, rarity=lambda y, t: -y)
+        survivors = block.select(may_match(block, know.absent_in(block.terms)))
         assert {e.subscription_id for e in mine} & truth <= {e.subscription_id for e in survivors.entries}
         # bulk and list resolution ask the same questions, in the same rounds, and agree
         bf = BloomFilter.of(doc, bloom_bytes * 8, 3) if use_bloom else None
