@@ -9,8 +9,7 @@ it: publishing never touches the indexed ring, so each run starts from the same 
 freshly built ring with that run's settings would have (tests/test_evaluation.py checks
 this). A run's documents are shared out among worker processes (the machine's cores);
 each document's publishing node is a seeded hash of its docno, so results do not depend
-on the number of workers. While the workers publish a ring's last pass, the main process
-indexes the next ring.
+on the number of workers.
 
 Term Dialogue and Bloom filter runs of one configuration differ only once a QN holds its
 candidates, so they are measured in one pass: every QN resolves its candidates both ways
@@ -41,9 +40,7 @@ import time
 import traceback
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import partial
 from multiprocessing.connection import wait
-from typing import Callable
 
 import mmh3
 import numpy as np
@@ -263,30 +260,17 @@ class Lab:
                 index, tuple(r for r in RESOLUTIONS if r in methods),  # TD first
                 tuple(sorted({k[2] for k in keys})), documents))
         total = sum(len(p.runs) for passes in by_index.values() for p in passes)
-        labels, done = [], 0
-        for passes in by_index.values():
+        done = 0
+        for index, passes in by_index.items():
             n = sum(len(p.runs) for p in passes)
-            labels.append(f"[{done + 1}-{done + n}/{total}]")
-            done += n
-        indexes, done = list(by_index), 0
-        ring = IndexedRing(self, indexes[0], k_max, labels[0]) if indexes else None
-        for i, index in enumerate(indexes):
-            following: list[IndexedRing] = []
-            for p in by_index[index]:
+            ring = IndexedRing(self, index, k_max, f"[{done + 1}-{done + n}/{total}]")
+            for p in passes:
                 done += len(p.runs)
                 label = f"[{done - len(p.runs) + 1}{'-' + str(done) if len(p.runs) > 1 else ''}/{total}]"
-                # the next ring is indexed while the workers publish this ring's last pass:
-                # indexing is one process, and on its own would leave a core idle
-                meanwhile = partial(self._ring_into, following, indexes[i + 1], k_max, labels[i + 1]) \
-                    if p is by_index[index][-1] and i + 1 < len(indexes) else None
-                for spec, result in zip(p.runs, ring.publish(p, label, meanwhile)):
+                for spec, result in zip(p.runs, ring.publish(p, label)):
                     self.results[(spec.index, spec.resolution, spec.piggyback)] = result
             ring.close()
-            ring = following[0] if following else None
         return {s: self.results[(s.index, s.resolution, s.piggyback)] for s in specs}
-
-    def _ring_into(self, rings: list, index: IndexSpec, k_max: int, label: str) -> None:
-        rings.append(IndexedRing(self, index, k_max, label))
 
     def memory(self) -> dict[str, float]:
         """Peak resident memory, MiB: this process, and the largest worker."""
@@ -332,17 +316,15 @@ class IndexedRing:
         del self.sim
         gc.unfreeze()
         gc.collect()
-        gc.freeze()  # what stays (the next ring, indexed meanwhile) stays out of the workers' collector
 
-    def publish(self, p: Pass, label: str, meanwhile: Callable[[], None] | None = None) -> list[RunResult]:
-        """One pass over the documents measuring all its runs; `meanwhile` runs here while
-        the workers publish."""
+    def publish(self, p: Pass, label: str) -> list[RunResult]:
+        """One pass over the documents measuring all its runs."""
         lab = self.lab
         first = lab.half if p.documents == "second" else 0
         positions = list(range(first, len(lab.corpus)))
         workers = max(1, min(lab.scale.workers, len(positions)))
         t = time.perf_counter()
-        chunks = self._fork(p, positions, workers, label, meanwhile)
+        chunks = self._fork(p, positions, workers, label)
         seconds = time.perf_counter() - t
         lab.timings["publishing"] += seconds
         results = []
@@ -362,8 +344,7 @@ class IndexedRing:
             results.append(result)
         return results
 
-    def _fork(self, p: Pass, positions: list[int], workers: int, label: str,
-              meanwhile: Callable[[], None] | None) -> list[dict]:
+    def _fork(self, p: Pass, positions: list[int], workers: int, label: str) -> list[dict]:
         ctx = mp.get_context("fork")
         counts = [ctx.Value("q", 0, lock=False) for _ in range(workers)]
         pipes = [ctx.Pipe(duplex=False) for _ in range(workers)]
@@ -378,8 +359,6 @@ class IndexedRing:
         waiting = {recv: w for w, (recv, _) in enumerate(pipes)}
         chunks: list[dict] = []
         try:
-            if meanwhile is not None:
-                meanwhile()
             while waiting:
                 for recv in wait(list(waiting), timeout=0.2):
                     try:
