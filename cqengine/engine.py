@@ -54,6 +54,17 @@ MAILBOX = 10_000     # undelivered alerts kept per subscription
 Sent = dict[tuple[str, str], list[int]]  # resolution calls: (method, rpc) -> [calls, request bytes, reply bytes]
 
 
+def depth_tag(d: int) -> str:
+    """The tag a shadow piggyback depth's messages and counters carry."""
+    return f"k{d}"
+
+
+def resolution_tag(depth: str, method: str, own: str) -> str:
+    """The ledger tag of resolving by `method` under a depth's tag on a ring that resolves
+    by `own`: kD, METHOD or kD/METHOD (the ring's own method and depth: none)."""
+    return "/".join(t for t in (depth, "" if method == own else method) if t)
+
+
 def _state(keep: np.ndarray, present: np.ndarray) -> tuple[bytes, bytes]:
     """What decides a resolution of a block's queries: which it keeps, and which of the
     block's terms the QN knows present."""
@@ -318,7 +329,7 @@ class EngineNode:
                     self.chord.table.forget(hop)
         for d, n in zip(depths, saved):
             if n:
-                self.count(f"k{d}:announce_bytes_saved", n)
+                self.count(f"{depth_tag(d)}:announce_bytes_saved", n)
         if local:
             yield from self._resolve(msg, local)
 
@@ -392,7 +403,7 @@ class EngineNode:
         s = self.settings
         known = depths(block.terms, local, msg.max_id, region, s.piggyback, s.obs1, s.obs2)
         for d in s.shadow_piggyback:
-            tag = f"k{d}"
+            tag = depth_tag(d)
             keep = may_match(block, known.absent(d))
             state = _state(keep, known.present(d))
             if state in resolved:
@@ -428,7 +439,7 @@ class EngineNode:
         """One resolution call, counted under the tag of its depth and method; noted in
         `sent` when shadow depths may echo it (unless to myself: that never crosses the
         wire, so no ledger counts it)."""
-        reply = yield Call(dn, rpc, request, self._tag(tag, method))
+        reply = yield Call(dn, rpc, request, resolution_tag(tag, method, self.settings.resolution))
         if sent is not None and dn != self.me:
             noted = sent.setdefault((method, rpc), [0, 0, 0])
             noted[0] += 1
@@ -436,16 +447,11 @@ class EngineNode:
             noted[2] += reply.ByteSize()
         return reply
 
-    def _tag(self, depth: str, method: str) -> str:
-        """The ledger tag of resolving by `method` at a depth's tag (the ring's own method
-        and depth: none)."""
-        return "/".join(t for t in (depth, "" if method == self.settings.resolution else method) if t)
-
     def _echo(self, sent: Sent, tag: str) -> None:
         """Count the messages noted in `sent` as resolving at depth tag `tag` would have
         sent them: echo:KIND messages and echo_bytes:KIND bytes, KIND as the ledger's."""
         for (method, rpc), (calls, request, reply) in sent.items():
-            kind = ledger_kind(rpc, self._tag(tag, method))
+            kind = ledger_kind(rpc, resolution_tag(tag, method, self.settings.resolution))
             for k, size in ((kind, request), (kind + REPLY, reply)):
                 self.count(f"echo:{k}", calls)
                 self.count(f"echo_bytes:{k}", size)

@@ -46,6 +46,7 @@ import mmh3
 import numpy as np
 
 from cqengine.config import RESOLUTIONS, Settings
+from cqengine.engine import depth_tag, resolution_tag
 from cqengine.evaluation import EvaluationError
 from cqengine.evaluation.inputs import Corpus, oracle, popular_ranking, workload
 from cqengine.progress import Progress
@@ -454,8 +455,8 @@ def measured_as(kinds: dict, run: RunSpec, p: Pass, counters: dict) -> dict:
     method), so the run's are one tag's, with the messages a shadow depth echoed instead
     of sending (echo:KIND and echo_bytes:KIND counters); the rest is shared, less the
     announcement bytes a shallower run would not have sent (kD:announce_bytes_saved)."""
-    depth = f"k{run.piggyback}" if run.piggyback != p.piggyback else ""
-    want = "/".join(t for t in (depth, run.resolution if run.resolution != p.resolution else "") if t)
+    depth = depth_tag(run.piggyback) if run.piggyback != p.piggyback else ""
+    want = resolution_tag(depth, run.resolution, p.resolution)
     echoes = {kind: (n, counters[f"echo_bytes:{kind}"]) for name, n in counters.items()
               for what, _, kind in [name.partition(":")] if what == "echo"}
     out = {}
@@ -476,7 +477,7 @@ def measured_as(kinds: dict, run: RunSpec, p: Pass, counters: dict) -> dict:
 
 def merge(spec: RunSpec, p: Pass, chunks: list[dict], load: list[int], half: int, seconds: dict) -> RunResult:
     """One run's result from its workers' chunks of pass p."""
-    shadow_depth = f"k{spec.piggyback}:candidates" if spec.piggyback != p.piggyback else None
+    shadow_depth = f"{depth_tag(spec.piggyback)}:candidates" if spec.piggyback != p.piggyback else None
     rows = sorted((j, counters.get(shadow_depth, 0) if shadow_depth else cand, matches, alerts,
                    measured_as(kinds, spec, p, counters))
                   for c in chunks for j, cand, matches, alerts, kinds, counters in c["rows"])
