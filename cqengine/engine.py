@@ -54,9 +54,10 @@ MAILBOX = 10_000     # undelivered alerts kept per subscription
 Sent = dict[tuple[str, str], list[int]]  # resolution calls: (method, rpc) -> [calls, request bytes, reply bytes]
 
 
-def depth_tag(d: int) -> str:
-    """The tag a shadow piggyback depth's messages and counters carry."""
-    return f"k{d}"
+def depth_tag(d: int, index: str = "") -> str:
+    """The tag a shadow piggyback depth's messages and counters carry (INDEX/kD for a
+    depth of a shadow index)."""
+    return "/".join(t for t in (index, f"k{d}") if t)
 
 
 def resolution_tag(depth: str, method: str, own: str) -> str:
@@ -69,6 +70,17 @@ def _state(keep: np.ndarray, present: np.ndarray) -> tuple[bytes, bytes]:
     """What decides a resolution of a block's queries: which it keeps, and which of the
     block's terms the QN knows present."""
     return keep.tobytes(), present.tobytes()
+
+
+@dataclass
+class ShadowIndex:
+    """Another strategy's index of the same subscriptions, hosted beside the node's own
+    for measurement (the evaluation's pass over a workload): every QN resolves its lists
+    too, at each of `depths`, counted under the index's name (NAME/kD: kinds and
+    counters), and reports their matches to the DN, which counts the alert batches it
+    would send (echo:NAME:Deliver) instead of sending them."""
+    index: InvertedIndex
+    depths: tuple[int, ...]
 
 
 class EngineError(Exception):
@@ -161,6 +173,8 @@ class EngineNode:
         self.counters: Counter[str] = Counter()
         self.tally = tally  # the simulator's ring-wide sum of every node's counters
         self.alert_listeners: list[Callable[[int], None]] = []  # told the subscription id
+        self.shadow_indexes: dict[str, ShadowIndex] = {}  # name -> index; see ShadowIndex
+        self.shadow_listeners: list[Callable[[str, list[int]], None]] = []  # told a shadow index's matches
         self.handlers = {
             "GetConfig": lambda req: self.settings.to_pb(),
             "Index": self._on_index,
@@ -336,18 +350,39 @@ class EngineNode:
     # ---- resolving (QN side) -----------------------------------------------------------
 
     def _resolve(self, msg: pb.Announcement, local: list[Run]) -> Op:
-        lists = [b for b in map(self.index.block, sorted({x for run in local for x in run.ids})) if b]
-        if not lists:
-            return
-        s = self.settings
+        ids = sorted({x for run in local for x in run.ids})
         pred = self.chord.table.predecessor
         region = (pred.id, self.me.id) if pred is not None else \
             ((self.me.id, self.me.id) if self.chord.table.alone() else None)
+        dn = self._peer(msg.dn)
+        yield from self._resolve_own(self._block(self.index, ids), msg, local, region, dn)
+        for name, shadow in self.shadow_indexes.items():
+            block = self._block(shadow.index, ids)
+            if block is None:
+                continue
+            try:
+                matched = yield from self._shadow_depths(block, local, msg, region, dn, shadow.depths, name)
+                yield from self._matched(msg, dn, matched, name)
+            except (PeerUnreachable, LookupError) as e:
+                log.warning("shadow index %s: resolution of document %016x with %s failed: %s",
+                            name, msg.doc_key, msg.dn, e)
+
+    def _block(self, index: InvertedIndex, ids: list[int]) -> Block | None:
+        """The queries the index holds under these local ids, as one block (None: none)."""
+        lists = [b for b in map(index.block, ids) if b]
+        if not lists:
+            return None
+        s = self.settings
         if "bf" in (s.resolution, s.shadow_resolution):  # a list's filter positions are worked out once
             for b in lists:
                 b.bloom_positions(s.bloom_bits, s.bloom_hashes)
-        block = Block.concat(lists)
-        dn = self._peer(msg.dn)
+        return Block.concat(lists)
+
+    def _resolve_own(self, block: Block | None, msg: pb.Announcement, local: list[Run],
+                     region: tuple[int, int] | None, dn: NodeRef) -> Op:
+        if block is None:
+            return
+        s = self.settings
         know = knowledge(local, msg.max_id, region, s.piggyback, s.obs1, s.obs2)
         keep = may_match(block, know.absent_in(block.terms))
         candidates = self._candidates(block, keep)
@@ -359,15 +394,27 @@ class EngineNode:
             matched = res.matched if res is not None else []
             if sent is not None:
                 resolved = {_state(keep, member(block.terms, know.present_array)): (sent, matched)}
-                yield from self._shadow_depths(block, local, msg, region, dn, matched, resolved)
-            if matched:
-                self.count("matches", len(matched))
-                yield Call(dn, "Matched", pb.MatchedRequest(doc_key=msg.doc_key, matches=[
-                    pb.Match(subscription_id=e.subscription_id, home=e.home) for e in matched]))
+                yield from self._shadow_depths(block, local, msg, region, dn, s.shadow_piggyback, "",
+                                               resolved, matched)
+            yield from self._matched(msg, dn, matched)
         except (PeerUnreachable, LookupError) as e:
             if res is not None:
                 self.count("alerts_dropped", res.pending + len(res.matched))
             log.warning("resolution of document %016x with %s failed: %s", msg.doc_key, msg.dn, e)
+
+    def _matched(self, msg: pb.Announcement, dn: NodeRef, matched: list[pb.QueryEntry], index: str = "") -> Op:
+        """Report the matches to the DN. A shadow index's carry its name, which a run of
+        its own would not send, so they are counted as the echo of the report it would."""
+        if not matched:
+            return
+        self.count(f"{index}:matches" if index else "matches", len(matched))
+        request = pb.MatchedRequest(doc_key=msg.doc_key, matches=[
+            pb.Match(subscription_id=e.subscription_id, home=e.home) for e in matched])
+        if index:
+            if dn != self.me:  # to myself it never crosses the wire
+                self._count_echo(ledger_kind("Matched", index), 1, request.ByteSize(), pb.Ack().ByteSize())
+            request.shadow = index
+        yield Call(dn, "Matched", request, index)
 
     def _candidates(self, block: Block, keep: np.ndarray, tag: str = "") -> Block | None:
         """The queries of the block it keeps (None: none left), counted."""
@@ -389,11 +436,14 @@ class EngineNode:
             yield from self._shadow(twin, msg, dn, res.matched, tag, sent)
 
     def _shadow_depths(self, block: Block, local: list[Run], msg: pb.Announcement,
-                       region: tuple[int, int] | None, dn: NodeRef, matched: list[pb.QueryEntry],
-                       resolved: dict[tuple, tuple[Sent, list[pb.QueryEntry]]]) -> Op:
-        """Prune and resolve the block as each shadow depth would have (the runs cut short),
-        counted under kD: kinds; every depth must find the engine's own matches. What each
-        depth knows of the block's terms is worked out for all depths at once (`depths`).
+                       region: tuple[int, int] | None, dn: NodeRef, wanted: tuple[int, ...], index: str = "",
+                       resolved: dict[tuple, tuple[Sent, list[pb.QueryEntry]]] | None = None,
+                       matched: list[pb.QueryEntry] | None = None) -> Op:
+        """Prune and resolve the block as each wanted depth would have (the runs cut
+        short), counted under kD: kinds and counters (INDEX/kD: for a shadow index); every
+        depth must find the same matches (`matched`, the engine's own; for a shadow index
+        its first depth's), which it returns. What each depth knows of the block's terms
+        is worked out for all depths at once (`depths`).
 
         `resolved` holds what each state already resolved here sent and matched (the
         engine's own first). A depth left in the same state, the same candidates knowing
@@ -401,9 +451,10 @@ class EngineNode:
         ask the same questions and hear the same answers, so its messages are counted as
         echoes of those instead of being sent again."""
         s = self.settings
+        resolved = {} if resolved is None else resolved
         known = depths(block.terms, local, msg.max_id, region, s.piggyback, s.obs1, s.obs2)
-        for d in s.shadow_piggyback:
-            tag = depth_tag(d)
+        for d in wanted:
+            tag = depth_tag(d, index)
             keep = may_match(block, known.absent(d))
             state = _state(keep, known.present(d))
             if state in resolved:
@@ -419,7 +470,11 @@ class EngineNode:
                     yield from self._both_ways(res, msg, dn, tag, sent)
                     found = res.matched
                 resolved[state] = (sent, found)
-            self._agree(resolved[state][1], matched)
+            if matched is None:
+                matched = resolved[state][1]
+            else:
+                self._agree(resolved[state][1], matched)
+        return matched if matched is not None else []
 
     def _dialogue(self, res: Resolution | SmallResolution, method: str, msg: pb.Announcement,
                   dn: NodeRef, tag: str = "", sent: Sent | None = None) -> Op:
@@ -451,10 +506,15 @@ class EngineNode:
         """Count the messages noted in `sent` as resolving at depth tag `tag` would have
         sent them: echo:KIND messages and echo_bytes:KIND bytes, KIND as the ledger's."""
         for (method, rpc), (calls, request, reply) in sent.items():
-            kind = ledger_kind(rpc, resolution_tag(tag, method, self.settings.resolution))
-            for k, size in ((kind, request), (kind + REPLY, reply)):
-                self.count(f"echo:{k}", calls)
-                self.count(f"echo_bytes:{k}", size)
+            self._count_echo(ledger_kind(rpc, resolution_tag(tag, method, self.settings.resolution)),
+                             calls, request, reply)
+
+    def _count_echo(self, kind: str, calls: int, request: int, reply: int) -> None:
+        """Count calls a run alone would have sent, requests and replies, as echo:KIND
+        messages and echo_bytes:KIND bytes."""
+        for k, size in ((kind, request), (kind + REPLY, reply)):
+            self.count(f"echo:{k}", calls)
+            self.count(f"echo_bytes:{k}", size)
 
     def _shadow(self, res: Resolution | SmallResolution, msg: pb.Announcement, dn: NodeRef,
                 matched: list[pb.QueryEntry], tag: str = "", sent: Sent | None = None) -> Op:
@@ -490,21 +550,37 @@ class EngineNode:
 
     def _on_matched(self, req: pb.MatchedRequest) -> pb.Ack:
         doc = self.docs.get(req.doc_key)
-        if doc is not None:
+        if doc is not None and req.shadow:
+            self._count_deliveries(doc, req)
+        elif doc is not None:
             self.spawn(self._deliver(doc, list(req.matches)))
         return pb.Ack()
 
-    def _deliver(self, doc: PublishedDoc, matches: list[pb.Match]) -> Op:
+    def _batches(self, doc: PublishedDoc, matches) -> list[tuple[NodeRef, pb.AlertBatch]]:
+        """The alert batches for these matches: one per subscriber home node."""
         by_home: dict[str, list[int]] = {}
         for m in matches:
             by_home.setdefault(m.home, []).append(m.subscription_id)
-        for home, subs in sorted(by_home.items()):
-            batch = pb.AlertBatch(docno=doc.docno, title=doc.title, snippet=doc.snippet,
-                                  subscription_ids=subs)
+        return [(self._peer(home), pb.AlertBatch(docno=doc.docno, title=doc.title, snippet=doc.snippet,
+                                                 subscription_ids=subs))
+                for home, subs in sorted(by_home.items())]
+
+    def _deliver(self, doc: PublishedDoc, matches: list[pb.Match]) -> Op:
+        for home, batch in self._batches(doc, matches):
             try:
-                yield Call(self._peer(home), "Deliver", batch)
+                yield Call(home, "Deliver", batch)
             except PeerUnreachable:
-                self.count("alerts_dropped", len(subs))
+                self.count("alerts_dropped", len(batch.subscription_ids))
+
+    def _count_deliveries(self, doc: PublishedDoc, req: pb.MatchedRequest) -> None:
+        """A shadow index's matches: count the batches `_deliver` would send (echo:NAME:Deliver;
+        none to myself), and tell the listeners, but alert no one."""
+        kind = ledger_kind("Deliver", req.shadow)
+        for home, batch in self._batches(doc, req.matches):
+            if home != self.me:
+                self._count_echo(kind, 1, batch.ByteSize(), pb.Ack().ByteSize())
+        for listener in self.shadow_listeners:
+            listener(req.shadow, [m.subscription_id for m in req.matches])
 
     # ---- alerts (home side) ------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Runs: one indexed ring per (strategy, workload, synopsis); documents published on forks.
+"""Runs: one indexed ring per (strategy, workload, synopsis); one pass per workload on forks.
 
 A run is one point of the evaluation: an indexing strategy over a workload, a resolution
 method, a piggyback depth, and the documents measured (all, or the second half as in the
@@ -24,6 +24,14 @@ with the announcement bytes each would have saved, and the messages of a resolut
 repeats exactly counted as echoes instead of sent). Every method and depth must match
 the same queries at every QN.
 
+The indexes of one workload differ only in where each query sits; the announcement does
+not depend on them, so a workload is one pass too: one ring hosts the others' indexes as
+shadow indexes (cqengine.engine.ShadowIndex, under INDEX/kD: kinds and counters), which
+every QN also resolves at the depths wanted of them. A shadow index's matches are
+reported to the DN, which counts the alert batches it would send instead of sending
+them; they are checked against the matcher as the host's alerts are. A shadow index
+measuring the second half joins the pass when the second half starts.
+
 Every alert a worker sees is checked against the matcher: the subscriber's mailbox is
 emptied after each document (as a stream would) and the queries alerted must be exactly
 the queries the matcher says the document matches.
@@ -46,11 +54,13 @@ import mmh3
 import numpy as np
 
 from cqengine.config import RESOLUTIONS, Settings
-from cqengine.engine import depth_tag, resolution_tag
+from cqengine.engine import ShadowIndex, depth_tag, resolution_tag
 from cqengine.evaluation import EvaluationError
 from cqengine.evaluation.inputs import Corpus, oracle, popular_ranking, workload
 from cqengine.progress import Progress
 from cqengine.sim import ANNOUNCE, RESOLUTION, EngineSimulator
+
+ALERTING = ("Matched", "Deliver")  # what a shadow index's matches would send: its own, by name
 
 WORKER_GC = (50_000, 20, 100)  # collector thresholds while a worker publishes
 
@@ -65,6 +75,11 @@ class IndexSpec:
     def name(self) -> str:
         k = f"(K={self.synopsis_k})" if self.synopsis_k else ""
         return f"{self.strategy}{k}/{self.workload}"
+
+    @property
+    def tag(self) -> str:
+        """Its name as a shadow index (a ledger tag: no ':', '.' or '/')."""
+        return f"{self.strategy}{self.synopsis_k or ''}"
 
 
 @dataclass(frozen=True, order=True)
@@ -89,11 +104,13 @@ class Pass:
     """One pass over the documents, measuring every (resolution, depth) of its methods and
     depths as runs: the engine resolves by the first method (TD first) at the deepest
     depth, by the other as its shadow resolution and at the other depths as its shadow
-    piggyback depths."""
+    piggyback depths. The workload's other indexes ride along as shadow indexes, each
+    resolved at its own depths (every one of them among the pass's) by both methods."""
     index: IndexSpec
     resolutions: tuple[str, ...]
     depths: tuple[int, ...]  # ascending
     documents: str
+    shadows: tuple["Pass", ...] = ()  # the shadow indexes': their index, depths and documents
 
     @property
     def resolution(self) -> str:
@@ -109,11 +126,44 @@ class Pass:
 
     @property
     def runs(self) -> list[RunSpec]:
-        return [RunSpec(self.index, r, d, self.documents) for d in self.depths for r in self.resolutions]
+        return [RunSpec(self.index, r, d, self.documents) for d in self.depths for r in self.resolutions] + \
+            [run for shadow in self.shadows for run in shadow.runs]
+
+    def part(self, index: IndexSpec) -> "Pass":
+        """The part of the pass that measures this index: itself or a shadow index."""
+        return next(p for p in (self, *self.shadows) if p.index == index)
 
     @property
     def name(self) -> str:
-        return f"{self.index.name}/{'+'.join(self.resolutions)}/k={','.join(map(str, self.depths))}"
+        more = f" + {len(self.shadows)} shadow indexes" if self.shadows else ""
+        return f"{self.index.name}/{'+'.join(self.resolutions)}/k={','.join(map(str, self.depths))}{more}"
+
+
+def passes(keys: dict[tuple, str]) -> list[Pass]:
+    """The passes that measure these runs ((index, resolution, depth) -> documents): one
+    per workload. Its host index is one whose deepest depth is the deepest (of those, the
+    one wanted at most depths), and it resolves at every depth any index wants (the
+    announcement then knows what each depth would have saved); every index runs every
+    method wanted of the workload and publishes all documents if any of its runs
+    measures all."""
+    parts: dict[IndexSpec, tuple[set, str]] = {}
+    methods: dict[str, set] = {}
+    for (index, resolution, depth), documents in keys.items():
+        got, docs = parts.get(index, (set(), "second"))
+        parts[index] = (got | {depth}, "all" if "all" in (docs, documents) else docs)
+        methods.setdefault(index.workload, set()).add(resolution)
+    out = []
+    for workload in sorted(methods):
+        resolutions = tuple(r for r in RESOLUTIONS if r in methods[workload])  # TD first
+        mine = sorted((max(d), len(d), docs == "all", index) for index, (d, docs) in parts.items()
+                      if index.workload == workload)
+        host = mine[-1][-1]
+        shadows = tuple(Pass(index, resolutions, tuple(sorted(parts[index][0])), parts[index][1])
+                        for *_, index in mine[:-1])
+        every = tuple(sorted(set().union(*(d for i, (d, _) in parts.items() if i.workload == workload))))
+        documents = "all" if any(p.documents == "all" for p in shadows) else parts[host][1]
+        out.append(Pass(host, resolutions, every, documents, shadows))
+    return out
 
 
 @dataclass
@@ -242,35 +292,29 @@ class Lab:
 
     def run(self, specs: list[RunSpec]) -> dict[RunSpec, RunResult]:
         """Results for every spec. A spec measuring the second half is served by a run that
-        published all documents when one is wanted anyway; the runs of one ring that
-        measure the same documents are made in one pass (every method and depth)."""
+        published all documents when one is wanted anyway; the runs of one workload are
+        made in one pass (every index, method and depth)."""
         wanted: dict[tuple, str] = {}
         for s in specs:
             key = (s.index, s.resolution, s.piggyback)
             wanted[key] = "all" if "all" in (s.documents, wanted.get(key)) else "second"
-        todo = sorted(k for k in wanted if k not in self.results or
-                      (wanted[k] == "all" and self.results[k].spec.documents != "all"))
+        todo = {k: d for k, d in wanted.items() if k not in self.results or
+                (d == "all" and self.results[k].spec.documents != "all")}
         k_max = max([k[0].synopsis_k for k in wanted] + [1])
-        groups: dict[tuple, list[tuple]] = {}
-        for key in todo:
-            groups.setdefault((key[0], wanted[key]), []).append(key)
-        by_index: dict[IndexSpec, list[Pass]] = {}
-        for (index, documents), keys in sorted(groups.items()):
-            methods = {k[1] for k in keys}
-            by_index.setdefault(index, []).append(Pass(
-                index, tuple(r for r in RESOLUTIONS if r in methods),  # TD first
-                tuple(sorted({k[2] for k in keys})), documents))
-        total = sum(len(p.runs) for passes in by_index.values() for p in passes)
+        plan = passes(todo)
+        total = sum(len(p.runs) for p in plan)
         done = 0
-        for index, passes in by_index.items():
-            n = sum(len(p.runs) for p in passes)
-            ring = IndexedRing(self, index, k_max, f"[{done + 1}-{done + n}/{total}]")
-            for p in passes:
-                done += len(p.runs)
-                label = f"[{done - len(p.runs) + 1}{'-' + str(done) if len(p.runs) > 1 else ''}/{total}]"
-                for spec, result in zip(p.runs, ring.publish(p, label)):
-                    self.results[(spec.index, spec.resolution, spec.piggyback)] = result
-            ring.close()
+        for p in plan:
+            label = f"[{done + 1}{'-' + str(done + len(p.runs)) if len(p.runs) > 1 else ''}/{total}]"
+            done += len(p.runs)
+            rings = {part.index: IndexedRing(self, part.index, k_max, label) for part in (p, *p.shadows)}
+            for spec, result in zip(p.runs, rings[p.index].publish(p, label, rings)):
+                self.results[(spec.index, spec.resolution, spec.piggyback)] = result
+            for ring in rings.values():
+                ring.close()
+            del rings
+            gc.unfreeze()
+            gc.collect()
         return {s: self.results[(s.index, s.resolution, s.piggyback)] for s in specs}
 
     def memory(self) -> dict[str, float]:
@@ -314,24 +358,24 @@ class IndexedRing:
         gc.freeze()  # forked workers then share these pages instead of copying them for GC
 
     def close(self) -> None:
-        del self.sim
-        gc.unfreeze()
-        gc.collect()
+        del self.sim  # the caller unfreezes and collects once every ring of the pass is closed
 
-    def publish(self, p: Pass, label: str) -> list[RunResult]:
-        """One pass over the documents measuring all its runs."""
+    def publish(self, p: Pass, label: str, rings: dict[IndexSpec, "IndexedRing"]) -> list[RunResult]:
+        """One pass over the documents measuring all its runs, on this ring (the pass's
+        host index) with the other rings' indexes as shadow indexes."""
         lab = self.lab
         first = lab.half if p.documents == "second" else 0
         positions = list(range(first, len(lab.corpus)))
         workers = max(1, min(lab.scale.workers, len(positions)))
         t = time.perf_counter()
-        chunks = self._fork(p, positions, workers, label)
+        chunks = self._fork(p, positions, workers, label, rings)
         seconds = time.perf_counter() - t
         lab.timings["publishing"] += seconds
         results = []
         for run in p.runs:
-            result = merge(run, p, chunks, self.load, lab.half, {"index": self.seconds, "publish": seconds})
-            result.longest = self.longest
+            ring = rings[run.index]
+            result = merge(run, p, chunks, ring.load, lab.half, {"index": ring.seconds, "publish": seconds})
+            result.longest = ring.longest
             o = result.oracle
             if o["missing"] or o["unexpected"] or o["wrong_docno"]:
                 raise EvaluationError(f"run {run.name}: alerts differ from the matcher's: {o}")
@@ -339,17 +383,18 @@ class IndexedRing:
                 raise EvaluationError(f"pass {p.name}: its methods or depths matched different queries at "
                                       f"{o['disagreements']} QNs")
             m = result.measure(run.documents)
-            lab.say(f"{label} {run.name}: {len(positions)} documents in {seconds:.1f}s; "
+            lab.say(f"{label} {run.name}: {len(result.positions)} documents in {seconds:.1f}s; "
                     f"{m['queries_per_doc']:.0f} queries/doc, {m['resolution_bytes_per_doc']:.0f} resolution "
                     f"bytes/doc; {o['alerted']} alerts = matcher")
             results.append(result)
         return results
 
-    def _fork(self, p: Pass, positions: list[int], workers: int, label: str) -> list[dict]:
+    def _fork(self, p: Pass, positions: list[int], workers: int, label: str,
+              rings: dict[IndexSpec, "IndexedRing"]) -> list[dict]:
         ctx = mp.get_context("fork")
         counts = [ctx.Value("q", 0, lock=False) for _ in range(workers)]
         pipes = [ctx.Pipe(duplex=False) for _ in range(workers)]
-        procs = [ctx.Process(target=self._work, args=(p, positions[w::workers], counts[w], pipes[w][1]),
+        procs = [ctx.Process(target=self._work, args=(p, positions[w::workers], counts[w], pipes[w][1], rings),
                              daemon=True) for w in range(workers)]
         for proc in procs:
             proc.start()
@@ -380,60 +425,89 @@ class IndexedRing:
                     proc.kill()
         return chunks
 
-    def _work(self, p: Pass, positions: list[int], count, conn) -> None:
+    def _work(self, p: Pass, positions: list[int], count, conn, rings: dict) -> None:
         """A worker: publish my share of the documents on my copy of the ring."""
         # The ring is frozen out of the collector's reach; what a document allocates is
         # short-lived and nearly all acyclic, so the default young collections only cost
         # time (9% of a run's publishing, measured). Cycles are still collected, less often.
         gc.set_threshold(*WORKER_GC)
         try:
-            conn.send(("ok", self._publish_share(p, positions, count)))
+            conn.send(("ok", self._publish_share(p, positions, count, rings)))
         except BaseException:
             conn.send(("error", traceback.format_exc()))
         finally:
             conn.close()
             os._exit(0)  # no need to tear down a copy of the whole ring
 
-    def _publish_share(self, p: Pass, positions: list[int], count) -> dict:
-        sim, corpus, seed = self.sim, self.lab.corpus, self.lab.scale.seed
+    def _publish_share(self, p: Pass, positions: list[int], count, rings: dict[IndexSpec, "IndexedRing"]) -> dict:
+        sim, corpus, seed, half = self.sim, self.lab.corpus, self.lab.scale.seed, self.lab.half
         settings = sim.settings  # every node's
         settings.resolution, settings.shadow_resolution = p.resolution, p.shadow
         settings.piggyback, settings.shadow_piggyback = p.piggyback, p.depths[:-1]
         settings.validate()
         disagreed = sim.tally["shadow_disagreements"]
-        shadowed = Counter()  # the shadow depths' counters (kD:NAME)
+        shadowed = Counter()  # the counters of shadows (TAG:NAME)
         alerted: list[tuple] = []
+        matched: dict[str, list[int]] = {}  # shadow index -> the subscriptions it matched
         for e in sim.engines.values():
             e.alert_listeners.append(lambda sub, e=e: alerted.append((e, sub)))
-        before = sim.ring.ledger.snapshot()
+            e.shadow_listeners.append(lambda name, subs: matched.setdefault(name, []).extend(subs))
+        marks = {"all": (sim.ring.ledger.snapshot(), Counter())}  # where each half's growth starts
         rows: list[tuple] = []
-        tally = Counter()
-        for j in positions:
+        tally = {part.index.tag if part is not p else "": Counter() for part in (p, *p.shadows)}
+        self._host(p, "all", rings)
+        for j in positions:  # ascending: the second half's shadow indexes join once it starts
+            if j >= half and "second" not in marks:
+                marks["second"] = (sim.ring.ledger.snapshot(), shadowed.copy())
+                self._host(p, "second", rings)
             docno = corpus.docnos[j]
             alerted.clear()
+            matched.clear()
             report = sim.publish_terms(docno, corpus.terms[j],
                                        via=self.addresses[place(seed, "doc", docno, len(self.addresses))])
             got = set()
             for e, sub in alerted:
                 for alert in e.subscriptions[sub].mailbox.take():  # what the stream would carry
-                    tally["wrong_docno"] += alert.docno != docno
+                    tally[""]["wrong_docno"] += alert.docno != docno
                 got.add(self.query_of[sub])
-            want = set(self.oracle[j])
-            tally["expected"] += len(want)
-            tally["alerted"] += len(got)
-            tally["missing"] += len(want - got)
-            tally["unexpected"] += len(got - want)
+            check(tally[""], got, self.oracle[j])
+            for shadow in p.shadows:
+                if shadow.documents == "all" or j >= half:
+                    query_of = rings[shadow.index].query_of
+                    check(tally[shadow.index.tag], {query_of[sub] for sub in matched.get(shadow.index.tag, ())},
+                          self.oracle[j])
             counters = {k: n for k, n in report.counters.items() if ":" in k}
             shadowed.update(counters)
             rows.append((j, report.candidates, report.matches, report.alerts,
                          {k: (c.messages, c.bytes) for k, c in report.kinds.items()}, counters))
             count.value += 1
-        tally["disagreements"] += sim.tally["shadow_disagreements"] - disagreed
+        for t in tally.values():
+            t["disagreements"] += sim.tally["shadow_disagreements"] - disagreed
         after = sim.ring.ledger.snapshot()
-        growth = {k: [c.messages - before[k].messages if k in before else c.messages,
-                      c.bytes - before[k].bytes if k in before else c.bytes] for k, c in after.items()}
-        return {"rows": rows, "ledger": {k: v for k, v in growth.items() if v[0]}, "oracle": dict(tally),
-                "counters": dict(shadowed)}
+        marks.setdefault("second", (after, shadowed.copy()))
+        growth = {docs: {k: [c.messages - before[k].messages if k in before else c.messages,
+                             c.bytes - before[k].bytes if k in before else c.bytes] for k, c in after.items()}
+                  for docs, (before, _) in marks.items()}
+        return {"rows": rows, "oracle": {t: dict(c) for t, c in tally.items()},
+                "ledger": {docs: {k: v for k, v in g.items() if v[0]} for docs, g in growth.items()},
+                "counters": {docs: dict(shadowed - since) for docs, (_, since) in marks.items()}}
+
+    def _host(self, p: Pass, documents: str, rings: dict[IndexSpec, "IndexedRing"]) -> None:
+        """Host the shadow indexes that measure these documents on every node."""
+        for shadow in p.shadows:
+            if shadow.documents == documents:
+                theirs = rings[shadow.index].sim.engines
+                for address, e in self.sim.engines.items():
+                    e.shadow_indexes[shadow.index.tag] = ShadowIndex(theirs[address].index, shadow.depths)
+
+
+def check(tally: Counter, got: set[int], want: list[int]) -> None:
+    """Tally the queries alerted (or a shadow index matched) against the matcher's."""
+    want = set(want)
+    tally["expected"] += len(want)
+    tally["alerted"] += len(got)
+    tally["missing"] += len(want - got)
+    tally["unexpected"] += len(got - want)
 
 
 def longest_lists(sim: EngineSimulator, df: dict[str, int], n: int = 5) -> list[dict]:
@@ -451,36 +525,42 @@ def longest_lists(sim: EngineSimulator, df: dict[str, int], n: int = 5) -> list[
 
 def measured_as(kinds: dict, run: RunSpec, p: Pass, counters: dict) -> dict:
     """A pass's ledger kinds as the run alone would have them. Resolution messages are
-    tagged by depth and method (kD/METHOD:KIND; no tag: the engine's own depth and
-    method), so the run's are one tag's, with the messages a shadow depth echoed instead
-    of sending (echo:KIND and echo_bytes:KIND counters); the rest is shared, less the
-    announcement bytes a shallower run would not have sent (kD:announce_bytes_saved)."""
-    depth = depth_tag(run.piggyback) if run.piggyback != p.piggyback else ""
-    want = resolution_tag(depth, run.resolution, p.resolution)
-    echoes = {kind: (n, counters[f"echo_bytes:{kind}"]) for name, n in counters.items()
+    tagged by index, depth and method (INDEX/kD/METHOD:KIND; no tag: the host index, the
+    engine's own depth and method), so the run's are one tag's, with the messages a
+    shadow depth echoed instead of sending (echo:KIND and echo_bytes:KIND counters); a
+    shadow index's Matched and Deliver are its echoes alone (INDEX:KIND: the Matched it
+    sends carries its name, which a run alone would not); the rest is shared, less the announcement bytes a shallower run would not
+    have sent (kD:announce_bytes_saved)."""
+    index = run.index.tag if run.index != p.index else ""
+    shallower = run.piggyback != p.piggyback
+    want = resolution_tag(depth_tag(run.piggyback, index) if index or shallower else "",
+                          run.resolution, p.resolution)
+    echoes = {kind: (n, counters.get(f"echo_bytes:{kind}", 0)) for name, n in counters.items()
               for what, _, kind in [name.partition(":")] if what == "echo"}
     out = {}
     for kind in kinds.keys() | echoes.keys():
         tag, _, name = kind.rpartition(":")
-        if name.split(".")[0] in RESOLUTION:
-            if tag == want:
-                m, b = kinds.get(kind, (0, 0))
-                e = echoes.get(kind, (0, 0))
-                out[name] = (m + e[0], b + e[1])
-        elif not tag:
-            out[kind] = kinds[kind]
-    if depth and "Announce" in out:
+        method = name.split(".")[0]
+        if tag == (want if method in RESOLUTION else index if method in ALERTING else ""):
+            m, b = kinds.get(kind, (0, 0)) if not (index and method in ALERTING) else (0, 0)
+            e = echoes.get(kind, (0, 0))
+            out[name] = (m + e[0], b + e[1])
+    if shallower and "Announce" in out:
         m, b = out["Announce"]
-        out["Announce"] = (m, b - counters.get(f"{depth}:announce_bytes_saved", 0))
+        out["Announce"] = (m, b - counters.get(f"{depth_tag(run.piggyback)}:announce_bytes_saved", 0))
     return out
 
 
 def merge(spec: RunSpec, p: Pass, chunks: list[dict], load: list[int], half: int, seconds: dict) -> RunResult:
     """One run's result from its workers' chunks of pass p."""
-    shadow_depth = f"{depth_tag(spec.piggyback)}:candidates" if spec.piggyback != p.piggyback else None
-    rows = sorted((j, counters.get(shadow_depth, 0) if shadow_depth else cand, matches, alerts,
+    part = p.part(spec.index)
+    index = spec.index.tag if part is not p else ""
+    tag = depth_tag(spec.piggyback, index) if index or spec.piggyback != p.piggyback else ""
+    first = half if part.documents == "second" else 0
+    rows = sorted((j, counters.get(f"{tag}:candidates", 0) if tag else cand,
+                   counters.get(f"{index}:matches", 0) if index else matches, alerts,
                    measured_as(kinds, spec, p, counters))
-                  for c in chunks for j, cand, matches, alerts, kinds, counters in c["rows"])
+                  for c in chunks for j, cand, matches, alerts, kinds, counters in c["rows"] if j >= first)
     kinds = sorted({k for r in rows for k in r[4]})
     per_doc = {"candidates": np.array([r[1] for r in rows], dtype=np.int64),
                "matches": np.array([r[2] for r in rows], dtype=np.int64),
@@ -490,13 +570,13 @@ def merge(spec: RunSpec, p: Pass, chunks: list[dict], load: list[int], half: int
         per_doc[f"{k}:bytes"] = np.array([r[4].get(k, (0, 0))[1] for r in rows], dtype=np.int64)
     ledger: dict[str, list[int]] = {}
     for c in chunks:
-        for k, (m, b) in measured_as(c["ledger"], spec, p, c["counters"]).items():
+        for k, (m, b) in measured_as(c["ledger"][part.documents], spec, p, c["counters"][part.documents]).items():
             ledger.setdefault(k, [0, 0])
             ledger[k][0] += m
             ledger[k][1] += b
     oracle_tally = Counter()
     for c in chunks:
-        oracle_tally.update(c["oracle"])
+        oracle_tally.update(c["oracle"][index])
     for k in ("expected", "alerted", "missing", "unexpected", "wrong_docno", "disagreements"):
         oracle_tally.setdefault(k, 0)
     return RunResult(spec, np.array([r[0] for r in rows], dtype=np.int64), per_doc, dict(sorted(ledger.items())),
