@@ -443,7 +443,7 @@ class EngineNode:
         short), counted under kD: kinds and counters (INDEX/kD: for a shadow index); every
         depth must find the same matches (`matched`, the engine's own; for a shadow index
         its first depth's), which it returns. What each depth knows of the block's terms
-        is worked out for all depths at once (`depths`).
+        is worked out for all depths at once (`depths`), unless one depth is wanted.
 
         `resolved` holds what each state already resolved here sent and matched (the
         engine's own first). A depth left in the same state, the same candidates knowing
@@ -452,11 +452,18 @@ class EngineNode:
         echoes of those instead of being sent again."""
         s = self.settings
         resolved = {} if resolved is None else resolved
-        known = depths(block.terms, local, msg.max_id, region, s.piggyback, s.obs1, s.obs2)
+        known = depths(block.terms, local, msg.max_id, region, s.piggyback, s.obs1, s.obs2) \
+            if len(wanted) > 1 else None
         for d in wanted:
             tag = depth_tag(d, index)
-            keep = may_match(block, known.absent(d))
-            state = _state(keep, known.present(d))
+            know = None
+            if known is None:  # its own knowledge costs less than every depth's
+                know = knowledge(truncated(local, d), msg.max_id, region, d, s.obs1, s.obs2)
+                absent, present = know.absent_in(block.terms), member(block.terms, know.present_array)
+            else:
+                absent, present = known.absent(d), known.present(d)
+            keep = may_match(block, absent)
+            state = _state(keep, present)
             if state in resolved:
                 self._count_candidates(keep, tag)
                 self._echo(resolved[state][0], tag)
@@ -465,7 +472,8 @@ class EngineNode:
                 found: list[pb.QueryEntry] = []
                 candidates = self._candidates(block, keep, tag)
                 if candidates is not None:
-                    know = knowledge(truncated(local, d), msg.max_id, region, d, s.obs1, s.obs2)
+                    if know is None:
+                        know = knowledge(truncated(local, d), msg.max_id, region, d, s.obs1, s.obs2)
                     res = resolution(candidates, know, s.dialogue_batch)
                     yield from self._both_ways(res, msg, dn, tag, sent)
                     found = res.matched

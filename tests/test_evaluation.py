@@ -6,13 +6,14 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings as hsettings, strategies as st
 
 from conftest import assert_one_line_error, cqengine
 from cqengine.config import Settings
 from cqengine.evaluation import EvaluationError
 from cqengine.evaluation.experiments import WORKLOADS, Plan, reduction
 from cqengine.evaluation.inputs import generated, popular_ranking
-from cqengine.evaluation.runs import IndexSpec, Lab, RunSpec, Scale, place
+from cqengine.evaluation.runs import IndexSpec, Lab, RunSpec, Scale, passes, place
 from cqengine.sim import EngineSimulator
 
 FILES = {"table2": ["table2.png"], "piggyback": ["figure3.png"], "synopsis": ["figure4.png", "figure5.png"],
@@ -186,6 +187,34 @@ def test_one_pass_measures_every_method_and_depth_as_runs_of_their_own_would(tmp
     # and shadow depths did count some resolutions as echoes (else those went untested)
     assert echoed.exists() and set(echoed.read_text().split()) >= {"k0", "k2"}
     assert together[specs[7]].seconds == together[specs[8]].seconds
+
+
+INDEXES = [IndexSpec(s, w, k) for w in ("uniform", "skew") for s, k in (("ri", 0), ("mhi", 0), ("sap-mhi", 500))]
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.tuples(st.sampled_from(INDEXES), st.sampled_from(("td", "bf")), st.integers(0, 10)),
+                       st.sampled_from(("all", "second")), min_size=1))
+def test_a_plan_is_one_pass_per_workload_measuring_every_run_wanted(keys):
+    plan = passes(keys)
+    assert sorted(p.index.workload for p in plan) == sorted({i.workload for i, _, _ in keys})
+    made = {}
+    for p in plan:
+        assert p.piggyback == max(d for part in (p, *p.shadows) for d in part.depths)  # announced deepest
+        assert set(p.depths) == {d for part in (p, *p.shadows) for d in part.depths}  # saved bytes known
+        assert len({part.index for part in (p, *p.shadows)}) == 1 + len(p.shadows)
+        assert p.documents == "all" or all(part.documents == "second" for part in p.shadows)
+        for run in p.runs:
+            assert run.index.workload == p.index.workload and p.part(run.index).documents == run.documents
+            made[(run.index, run.resolution, run.piggyback)] = run.documents
+    for key, documents in keys.items():
+        assert made[key] in ("all", documents)
+    # nothing made for an index that no run wanted, and no index at a depth it was not wanted
+    for run_key in made:
+        index, _, depth = run_key
+        p = next(p for p in plan if p.index.workload == index.workload)
+        assert any(k[0] == index for k in keys)
+        assert index == p.index or any(k[0] == index and k[2] == depth for k in keys)
 
 
 def test_a_pass_whose_two_methods_disagree_stops(monkeypatch):
