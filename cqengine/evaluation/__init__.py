@@ -3,9 +3,10 @@
 `inputs` reads the corpus (`cqengine prep` output, or a small generated one) and derives
 what every run shares: query workloads, the matcher's answers, sampled popular terms.
 `runs` builds an indexed 1,000-node ring per (strategy, workload, synopsis) with the very
-same EngineNode code the live ring runs, and publishes the documents on forked copies of
-it, measuring every resolution method and piggyback depth in one pass, checking every
-alert against the matcher. `experiments` says which runs each of the paper's tables and
+same EngineNode code the live ring runs, and publishes each workload's documents once, on
+forked copies of one of them hosting the others' indexes, measuring every index,
+resolution method and piggyback depth in that pass, checking every match against the
+matcher. `experiments` says which runs each of the paper's tables and
 figures needs and turns their results into numbers; `report` writes those as Markdown,
 JSON and PNG.
 """

@@ -58,9 +58,10 @@ def oracle_note(runs: dict[RunSpec, RunResult]) -> list[str]:
     return ["## Oracle", "",
             f"Every run's alerts were taken off the subscribers' mailboxes after each document and compared with "
             f"the brute-force matcher (cqengine.matcher.match_documents): {len(runs)} runs, {alerts:,} alerts, "
-            f"none missing, none unexpected. A ring's runs over the same documents are one pass in which every QN "
-            f"resolves its candidates both ways (TD and BF) and as every piggyback depth would have pruned them; "
-            f"all of them found the same matches at every QN.", ""]
+            f"none missing, none unexpected. A workload's runs are one pass in which every QN resolves its "
+            f"candidates under each of the workload's indexes (all but one as shadow indexes, whose matches reach "
+            f"the DN and are compared with the matcher alike), both ways (TD and BF) and as every piggyback depth "
+            f"would have pruned them; within an index all of them found the same matches at every QN.", ""]
 
 
 def runs_table(runs: dict[RunSpec, RunResult]) -> list[str]:

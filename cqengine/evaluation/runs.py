@@ -106,7 +106,7 @@ class Pass:
     depths as runs: the engine resolves by the first method (TD first) at the deepest
     depth, by the other as its shadow resolution and at the other depths as its shadow
     piggyback depths. The workload's other indexes ride along as shadow indexes, each
-    resolved at its own depths (every one of them among the pass's) by both methods."""
+    resolved by every method at its own depths (all of them among the pass's)."""
     index: IndexSpec
     resolutions: tuple[str, ...]
     depths: tuple[int, ...]  # ascending
@@ -311,7 +311,7 @@ class Lab:
             host = IndexedRing(self, p.index, k_max, label)
             rings = {p.index: host} | {part.index: IndexedRing(self, part.index, k_max, label, host)
                                        for part in p.shadows}
-            for spec, result in zip(p.runs, rings[p.index].publish(p, label, rings)):
+            for spec, result in zip(p.runs, host.publish(p, label, rings)):
                 self.results[(spec.index, spec.resolution, spec.piggyback)] = result
             for ring in rings.values():
                 ring.close()
