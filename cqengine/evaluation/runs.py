@@ -134,6 +134,15 @@ class Pass:
         """The part of the pass that measures this index: itself or a shadow index."""
         return next(p for p in (self, *self.shadows) if p.index == index)
 
+    def index_tag(self, index: IndexSpec) -> str:
+        """What the index's messages and counters are tagged with: its name if a shadow."""
+        return "" if index == self.index else index.tag
+
+    def run_tag(self, run: RunSpec) -> str:
+        """The tag of the run's depth (INDEX/kD; none for the host's own depth)."""
+        index = self.index_tag(run.index)
+        return depth_tag(run.piggyback, index) if index or run.piggyback != self.piggyback else ""
+
     @property
     def name(self) -> str:
         more = f" + {len(self.shadows)} shadow indexes" if self.shadows else ""
@@ -161,7 +170,7 @@ def passes(keys: dict[tuple, str]) -> list[Pass]:
         host = mine[-1][-1]
         shadows = tuple(Pass(index, resolutions, tuple(sorted(parts[index][0])), parts[index][1])
                         for *_, index in mine[:-1])
-        every = tuple(sorted(set().union(*(d for i, (d, _) in parts.items() if i.workload == workload))))
+        every = tuple(sorted(set().union(*(parts[index][0] for *_, index in mine))))
         documents = "all" if any(p.documents == "all" for p in shadows) else parts[host][1]
         out.append(Pass(host, resolutions, every, documents, shadows))
     return out
@@ -374,7 +383,7 @@ class IndexedRing:
         entries = {e.subscription_id: e for engine in host.sim.engines.values()
                    for key in engine.index.keys() for e in engine.index.get(key)}
         owners = self.sim.ring.oracle()
-        for i, (sub_id, query) in enumerate(host.query_of.items()):
+        for i, sub_id in enumerate(host.query_of):
             entry = pb.QueryEntry()
             entry.CopyFrom(entries[sub_id])
             pairs = list(zip(entry.term_ids, entry.terms))
@@ -382,9 +391,9 @@ class IndexedRing:
             owner = self.sim.engines[owners.owner(entry.index_id).address]
             if not owner.handle("Index", pb.IndexRequest(entry=entry)).owner:
                 raise EvaluationError(f"{owner.me.address} refused the key its ring says it owns")
-            self.query_of[sub_id] = query
             if i % 256 == 0:
                 progress.update(i, i)
+        self.query_of = host.query_of  # the very subscriptions
 
     def close(self) -> None:
         del self.sim  # the caller unfreezes and collects once every ring of the pass is closed
@@ -483,7 +492,7 @@ class IndexedRing:
             e.shadow_listeners.append(lambda name, subs: matched.setdefault(name, []).extend(subs))
         marks = {"all": (sim.ring.ledger.snapshot(), Counter())}  # where each half's growth starts
         rows: list[tuple] = []
-        tally = {part.index.tag if part is not p else "": Counter() for part in (p, *p.shadows)}
+        tally = {p.index_tag(part.index): Counter() for part in (p, *p.shadows)}
         self._host(p, "all", rings)
         for j in positions:  # ascending: the second half's shadow indexes join once it starts
             if j >= half and "second" not in marks:
@@ -558,12 +567,11 @@ def measured_as(kinds: dict, run: RunSpec, p: Pass, counters: dict) -> dict:
     engine's own depth and method), so the run's are one tag's, with the messages a
     shadow depth echoed instead of sending (echo:KIND and echo_bytes:KIND counters); a
     shadow index's Matched and Deliver are its echoes alone (INDEX:KIND: the Matched it
-    sends carries its name, which a run alone would not); the rest is shared, less the announcement bytes a shallower run would not
-    have sent (kD:announce_bytes_saved)."""
-    index = run.index.tag if run.index != p.index else ""
+    sends carries its name, which a run alone would not); the rest is shared, less the
+    announcement bytes a shallower run would not have sent (kD:announce_bytes_saved)."""
+    index = p.index_tag(run.index)
     shallower = run.piggyback != p.piggyback
-    want = resolution_tag(depth_tag(run.piggyback, index) if index or shallower else "",
-                          run.resolution, p.resolution)
+    want = resolution_tag(p.run_tag(run), run.resolution, p.resolution)
     echoes = {kind: (n, counters.get(f"echo_bytes:{kind}", 0)) for name, n in counters.items()
               for what, _, kind in [name.partition(":")] if what == "echo"}
     out = {}
@@ -583,8 +591,7 @@ def measured_as(kinds: dict, run: RunSpec, p: Pass, counters: dict) -> dict:
 def merge(spec: RunSpec, p: Pass, chunks: list[dict], load: list[int], half: int, seconds: dict) -> RunResult:
     """One run's result from its workers' chunks of pass p."""
     part = p.part(spec.index)
-    index = spec.index.tag if part is not p else ""
-    tag = depth_tag(spec.piggyback, index) if index or spec.piggyback != p.piggyback else ""
+    index, tag = p.index_tag(spec.index), p.run_tag(spec)
     first = half if part.documents == "second" else 0
     rows = sorted((j, counters.get(f"{tag}:candidates", 0) if tag else cand,
                    counters.get(f"{index}:matches", 0) if index else matches, alerts,
