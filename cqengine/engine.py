@@ -22,7 +22,8 @@ import random
 import secrets
 from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
-from typing import Callable
+from functools import lru_cache
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -36,7 +37,7 @@ from cqengine.config import Settings
 from cqengine.indexing import chooser
 from cqengine.postings import Block, InvertedIndex, member
 from cqengine.proto import cqengine_pb2 as pb
-from cqengine.resolution import Resolution, SmallResolution, pack_bits, resolution, unpack_bits
+from cqengine.resolution import FEW, Resolution, SmallResolution, pack_bits, resolution, unpack_bits
 from cqengine.synopsis import Synopsis
 
 log = logging.getLogger("cqengine.engine")
@@ -60,10 +61,17 @@ def depth_tag(d: int, index: str = "") -> str:
     return "/".join(t for t in (index, f"k{d}") if t)
 
 
+@lru_cache(maxsize=None)  # asked for every resolution call: few distinct answers
 def resolution_tag(depth: str, method: str, own: str) -> str:
     """The ledger tag of resolving by `method` under a depth's tag on a ring that resolves
     by `own`: kD, METHOD or kD/METHOD (the ring's own method and depth: none)."""
     return "/".join(t for t in (depth, "" if method == own else method) if t)
+
+
+@lru_cache(maxsize=None)
+def _echo_names(kind: str) -> tuple[str, str, str, str]:
+    """The counters of a kind's echoes: messages and bytes, requests then replies."""
+    return tuple(f"{what}:{k}" for k in (kind, kind + REPLY) for what in ("echo", "echo_bytes"))
 
 
 def _state(keep: np.ndarray, present: np.ndarray) -> tuple[bytes, bytes]:
@@ -106,8 +114,10 @@ class PublishedDoc:
             self._bloom = BloomFilter.of(self.ids, bits, hashes).to_bytes()
         return self._bloom
 
-    def holds(self, ids) -> np.ndarray:
+    def holds(self, ids) -> Sequence[bool]:
         """Which of these ids the document has (Term Dialogue's answer)."""
+        if len(ids) <= FEW:
+            return [y in self.ids for y in ids]
         if self._sorted is None:
             self._sorted = np.array(sorted(self.ids), dtype=np.uint64)
         return member(np.array(ids, dtype=np.uint64), self._sorted)
@@ -520,9 +530,10 @@ class EngineNode:
     def _count_echo(self, kind: str, calls: int, request: int, reply: int) -> None:
         """Count calls a run alone would have sent, requests and replies, as echo:KIND
         messages and echo_bytes:KIND bytes."""
-        for k, size in ((kind, request), (kind + REPLY, reply)):
-            self.count(f"echo:{k}", calls)
-            self.count(f"echo_bytes:{k}", size)
+        names = _echo_names(kind)
+        for counter in (self.counters, self.tally) if self.tally is not None else (self.counters,):
+            for name, n in zip(names, (calls, request, calls, reply)):
+                counter[name] += n
 
     def _shadow(self, res: Resolution | SmallResolution, msg: pb.Announcement, dn: NodeRef,
                 matched: list[pb.QueryEntry], tag: str = "", sent: Sent | None = None) -> Op:

@@ -11,7 +11,6 @@ filter rules out; the survivors finish by Term Dialogue, since a filter can err 
 
 from __future__ import annotations
 
-import copy
 from typing import Sequence
 
 import numpy as np
@@ -22,15 +21,35 @@ from cqengine.postings import Block, member
 from cqengine.proto import cqengine_pb2 as pb
 
 
+FEW = 32  # ids up to which plain Python beats numpy's per-call cost (most questions)
+
+
 def pack_bits(flags: Sequence[bool]) -> bytes:
     """Bit i (little-endian within bytes) = flags[i]."""
-    return np.packbits(np.asarray(flags, dtype=bool), bitorder="little").tobytes()
+    if len(flags) > FEW:
+        return np.packbits(np.asarray(flags, dtype=bool), bitorder="little").tobytes()
+    value = 0
+    for i, flag in enumerate(flags):
+        if flag:
+            value |= 1 << i
+    return value.to_bytes((len(flags) + 7) // 8, "little")
 
 
-def unpack_bits(data: bytes, n: int) -> np.ndarray:
+def unpack_bits(data: bytes, n: int) -> Sequence[bool]:
+    """The first n flags of a bit vector: a list for a few, else an array."""
     if len(data) * 8 < n:
         raise ValueError(f"bit vector of {len(data) * 8} bits answers {n} ids")
-    return np.unpackbits(np.frombuffer(data, dtype=np.uint8), count=n, bitorder="little").astype(bool)
+    if n > FEW:
+        return np.unpackbits(np.frombuffer(data, dtype=np.uint8), count=n, bitorder="little").astype(bool)
+    value = int.from_bytes(data, "little")
+    return [bool(value >> i & 1) for i in range(n)]
+
+
+def _clone(res):
+    """A shallow copy (copy.copy's generality costs more than a resolution's state)."""
+    twin = object.__new__(type(res))
+    twin.__dict__.update(res.__dict__)
+    return twin
 
 
 SMALL = 16  # candidates up to which plain Python beats numpy's per-call cost
@@ -66,7 +85,7 @@ class SmallResolution:
     def copy(self) -> "SmallResolution":
         """An independent resolution in the same state (answers and matched grow in place;
         rows is replaced)."""
-        twin = copy.copy(self)
+        twin = _clone(self)
         twin.answers, twin.matched = dict(self.answers), list(self.matched)
         return twin
 
@@ -127,7 +146,7 @@ class Resolution:
     def copy(self) -> "Resolution":
         """An independent resolution in the same state (`unknown` and the block are never
         written; rows and codes are replaced, not written, as queries are decided)."""
-        twin = copy.copy(self)
+        twin = _clone(self)
         twin.asked, twin.absent, twin.matched = self.asked.copy(), self.absent.copy(), list(self.matched)
         return twin
 

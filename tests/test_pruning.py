@@ -236,7 +236,7 @@ def test_dialogue_bits_round_trip_little_endian(flags):
     data = pack_bits(flags)
     assert len(data) == (len(flags) + 7) // 8
     assert all(bool(data[i // 8] >> (i % 8) & 1) == f for i, f in enumerate(flags))
-    assert unpack_bits(data, len(flags)).tolist() == flags
+    assert [bool(f) for f in unpack_bits(data, len(flags))] == flags
 
 
 def dialogue(res, doc, bf=None) -> tuple[list[list[int]], list[int]]:
