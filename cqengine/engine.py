@@ -462,13 +462,14 @@ class EngineNode:
         echoes of those instead of being sent again."""
         s = self.settings
         resolved = {} if resolved is None else resolved
+        at_depth = lambda d: knowledge(truncated(local, d), msg.max_id, region, d, s.obs1, s.obs2)
         known = depths(block.terms, local, msg.max_id, region, s.piggyback, s.obs1, s.obs2) \
             if len(wanted) > 1 else None
         for d in wanted:
             tag = depth_tag(d, index)
             know = None
             if known is None:  # its own knowledge costs less than every depth's
-                know = knowledge(truncated(local, d), msg.max_id, region, d, s.obs1, s.obs2)
+                know = at_depth(d)
                 absent, present = know.absent_in(block.terms), member(block.terms, know.present_array)
             else:
                 absent, present = known.absent(d), known.present(d)
@@ -482,9 +483,7 @@ class EngineNode:
                 found: list[pb.QueryEntry] = []
                 candidates = self._candidates(block, keep, tag)
                 if candidates is not None:
-                    if know is None:
-                        know = knowledge(truncated(local, d), msg.max_id, region, d, s.obs1, s.obs2)
-                    res = resolution(candidates, know, s.dialogue_batch)
+                    res = resolution(candidates, know if know is not None else at_depth(d), s.dialogue_batch)
                     yield from self._both_ways(res, msg, dn, tag, sent)
                     found = res.matched
                 resolved[state] = (sent, found)
@@ -530,10 +529,8 @@ class EngineNode:
     def _count_echo(self, kind: str, calls: int, request: int, reply: int) -> None:
         """Count calls a run alone would have sent, requests and replies, as echo:KIND
         messages and echo_bytes:KIND bytes."""
-        names = _echo_names(kind)
-        for counter in (self.counters, self.tally) if self.tally is not None else (self.counters,):
-            for name, n in zip(names, (calls, request, calls, reply)):
-                counter[name] += n
+        for name, n in zip(_echo_names(kind), (calls, request, calls, reply)):
+            self.count(name, n)
 
     def _shadow(self, res: Resolution | SmallResolution, msg: pb.Announcement, dn: NodeRef,
                 matched: list[pb.QueryEntry], tag: str = "", sent: Sent | None = None) -> Op:
