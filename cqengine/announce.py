@@ -220,28 +220,54 @@ class Depths:
         return inside & (self.present_from > d)
 
 
-def depths(terms: np.ndarray, runs: Sequence[Run], max_id: int, region: tuple[int, int] | None,
-           k: int, obs1: bool = True, obs2: bool = True) -> Depths:
-    """Depths up to k of what the runs tell of these (sorted) terms."""
-    seen: dict[int, int] = {}
-    for run in runs:
-        for j, y in enumerate(run.succ):
-            seen[y] = min(seen.get(y, NEVER), j + 1)  # depth d carries the first d succ ids
-        for y in (*run.ids, run.prev, run.next):
-            seen[y] = 0
-    present_from = np.full(len(terms), NEVER, dtype=np.int64)
-    ys = np.fromiter(seen, dtype=np.uint64, count=len(seen))
-    at = np.minimum(terms.searchsorted(ys), max(len(terms) - 1, 0))
-    hit = terms[at] == ys if len(terms) else np.zeros(len(ys), dtype=bool)
-    present_from[at[hit]] = np.fromiter(seen.values(), dtype=np.int64, count=len(seen))[hit]
-    spans_from = np.full(len(terms), NEVER, dtype=np.int64)
-    spans_from[knowledge(runs, max_id, region, 0, obs1, obs2).in_spans(terms)] = 0  # no piggybacked arcs
-    irregular = []
-    for run in runs:
-        for j, x in enumerate(run.ids):
-            after = successors(run.ids, j, run.succ, k) if k else []
-            if not after:
-                continue
+class Told:
+    """What one announcement's local runs tell a QN, at every piggyback depth up to k:
+    each depth's knowledge, and all depths at once over a block's terms. Worked out once
+    per announcement however many indexes consult it (the engine's own and each shadow
+    index, in a measurement pass, ask the same of the same runs)."""
+
+    def __init__(self, runs: Sequence[Run], max_id: int, region: tuple[int, int] | None, k: int,
+                 obs1: bool = True, obs2: bool = True) -> None:
+        self.runs, self.max_id, self.region, self.k, self.obs1, self.obs2 = runs, max_id, region, k, obs1, obs2
+        self._at: dict[int, Knowledge] = {}
+
+    def at(self, d: int) -> Knowledge:
+        """Depth d's knowledge: the runs cut short to d piggybacked ids."""
+        know = self._at.get(d)
+        if know is None:
+            know = self._at[d] = knowledge(truncated(self.runs, d), self.max_id, self.region, d,
+                                           self.obs1, self.obs2)
+        return know
+
+    @cached_property
+    def _seen(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every id the runs hold, with the least depth that holds it."""
+        seen: dict[int, int] = {}
+        for run in self.runs:
+            for j, y in enumerate(run.succ):
+                seen[y] = min(seen.get(y, NEVER), j + 1)  # depth d carries the first d succ ids
+            for y in (*run.ids, run.prev, run.next):
+                seen[y] = 0
+        return (np.fromiter(seen, dtype=np.uint64, count=len(seen)),
+                np.fromiter(seen.values(), dtype=np.int64, count=len(seen)))
+
+    @cached_property
+    def _arcs(self) -> list[tuple[int, list[int]]]:
+        """Each local id with the successors piggybacked after it (at depth k)."""
+        return [(x, after) for run in self.runs for j, x in enumerate(run.ids)
+                if (after := successors(run.ids, j, run.succ, self.k) if self.k else [])]
+
+    def depths(self, terms: np.ndarray) -> "Depths":
+        """Depths up to k of what the runs tell of these (sorted) terms."""
+        ys, least = self._seen
+        present_from = np.full(len(terms), NEVER, dtype=np.int64)
+        at = np.minimum(terms.searchsorted(ys), max(len(terms) - 1, 0))
+        hit = terms[at] == ys if len(terms) else np.zeros(len(ys), dtype=bool)
+        present_from[at[hit]] = least[hit]
+        spans_from = np.full(len(terms), NEVER, dtype=np.int64)
+        spans_from[self.at(0).in_spans(terms)] = 0  # no piggybacked arcs
+        irregular = []
+        for x, after in self._arcs:
             if x < after[0] and all(a < b for a, b in zip(after, after[1:])):
                 # (x, after[d-1]] at depth d: a term is reached at the depth of the first id >= it
                 reach = (terms > x) & (terms <= after[-1])
@@ -249,7 +275,13 @@ def depths(terms: np.ndarray, runs: Sequence[Run], max_id: int, region: tuple[in
                 spans_from[reach] = np.minimum(spans_from[reach], first)
             else:
                 irregular.append((x, after))
-    return Depths(terms, present_from, spans_from, irregular)
+        return Depths(terms, present_from, spans_from, irregular)
+
+
+def depths(terms: np.ndarray, runs: Sequence[Run], max_id: int, region: tuple[int, int] | None,
+           k: int, obs1: bool = True, obs2: bool = True) -> "Depths":
+    """Depths up to k of what the runs tell of these (sorted) terms."""
+    return Told(runs, max_id, region, k, obs1, obs2).depths(terms)
 
 
 def may_match(block: Block, absent: np.ndarray) -> np.ndarray:

@@ -31,7 +31,7 @@ from chord.node import Call, ChordNode, Op, PeerUnreachable
 from chord.routing import NodeRef
 from chord.transport import REPLY, ledger_kind
 from cqengine.analysis import analyze, term_id
-from cqengine.announce import Run, bytes_saved, depths, group_runs, knowledge, may_match, truncated
+from cqengine.announce import Run, Told, bytes_saved, group_runs, may_match
 from cqengine.bloom import BloomFilter
 from cqengine.config import Settings
 from cqengine.indexing import chooser
@@ -365,13 +365,15 @@ class EngineNode:
         region = (pred.id, self.me.id) if pred is not None else \
             ((self.me.id, self.me.id) if self.chord.table.alone() else None)
         dn = self._peer(msg.dn)
-        yield from self._resolve_own(self._block(self.index, ids), msg, local, region, dn)
+        s = self.settings
+        told = Told(local, msg.max_id, region, s.piggyback, s.obs1, s.obs2)
+        yield from self._resolve_own(self._block(self.index, ids), msg, told, dn)
         for name, shadow in self.shadow_indexes.items():
             block = self._block(shadow.index, ids)
             if block is None:
                 continue
             try:
-                matched = yield from self._shadow_depths(block, local, msg, region, dn, shadow.depths, name)
+                matched = yield from self._shadow_depths(block, told, msg, dn, shadow.depths, name)
                 yield from self._matched(msg, dn, matched, name)
             except (PeerUnreachable, LookupError) as e:
                 log.warning("shadow index %s: resolution of document %016x with %s failed: %s",
@@ -388,12 +390,11 @@ class EngineNode:
                 b.bloom_positions(s.bloom_bits, s.bloom_hashes)
         return Block.concat(lists)
 
-    def _resolve_own(self, block: Block | None, msg: pb.Announcement, local: list[Run],
-                     region: tuple[int, int] | None, dn: NodeRef) -> Op:
+    def _resolve_own(self, block: Block | None, msg: pb.Announcement, told: Told, dn: NodeRef) -> Op:
         if block is None:
             return
         s = self.settings
-        know = knowledge(local, msg.max_id, region, s.piggyback, s.obs1, s.obs2)
+        know = told.at(s.piggyback)
         keep = may_match(block, know.absent_in(block.terms))
         candidates = self._candidates(block, keep)
         res = resolution(candidates, know, s.dialogue_batch) if candidates is not None else None
@@ -404,7 +405,7 @@ class EngineNode:
             matched = res.matched if res is not None else []
             if sent is not None:
                 resolved = {_state(keep, member(block.terms, know.present_array)): (sent, matched)}
-                yield from self._shadow_depths(block, local, msg, region, dn, s.shadow_piggyback, "",
+                yield from self._shadow_depths(block, told, msg, dn, s.shadow_piggyback, "",
                                                resolved, matched)
             yield from self._matched(msg, dn, matched)
         except (PeerUnreachable, LookupError) as e:
@@ -445,15 +446,15 @@ class EngineNode:
         if twin is not None:
             yield from self._shadow(twin, msg, dn, res.matched, tag, sent)
 
-    def _shadow_depths(self, block: Block, local: list[Run], msg: pb.Announcement,
-                       region: tuple[int, int] | None, dn: NodeRef, wanted: tuple[int, ...], index: str = "",
+    def _shadow_depths(self, block: Block, told: Told, msg: pb.Announcement, dn: NodeRef,
+                       wanted: tuple[int, ...], index: str = "",
                        resolved: dict[tuple, tuple[Sent, list[pb.QueryEntry]]] | None = None,
                        matched: list[pb.QueryEntry] | None = None) -> Op:
         """Prune and resolve the block as each wanted depth would have (the runs cut
         short), counted under kD: kinds and counters (INDEX/kD: for a shadow index); every
         depth must find the same matches (`matched`, the engine's own; for a shadow index
         its first depth's), which it returns. What each depth knows of the block's terms
-        is worked out for all depths at once (`depths`), unless one depth is wanted.
+        is worked out for all depths at once (`Told.depths`), unless one depth is wanted.
 
         `resolved` holds what each state already resolved here sent and matched (the
         engine's own first). A depth left in the same state, the same candidates knowing
@@ -462,14 +463,12 @@ class EngineNode:
         echoes of those instead of being sent again."""
         s = self.settings
         resolved = {} if resolved is None else resolved
-        at_depth = lambda d: knowledge(truncated(local, d), msg.max_id, region, d, s.obs1, s.obs2)
-        known = depths(block.terms, local, msg.max_id, region, s.piggyback, s.obs1, s.obs2) \
-            if len(wanted) > 1 else None
+        known = told.depths(block.terms) if len(wanted) > 1 else None
         for d in wanted:
             tag = depth_tag(d, index)
             know = None
             if known is None:  # its own knowledge costs less than every depth's
-                know = at_depth(d)
+                know = told.at(d)
                 absent, present = know.absent_in(block.terms), member(block.terms, know.present_array)
             else:
                 absent, present = known.absent(d), known.present(d)
@@ -483,7 +482,7 @@ class EngineNode:
                 found: list[pb.QueryEntry] = []
                 candidates = self._candidates(block, keep, tag)
                 if candidates is not None:
-                    res = resolution(candidates, know if know is not None else at_depth(d), s.dialogue_batch)
+                    res = resolution(candidates, know if know is not None else told.at(d), s.dialogue_batch)
                     yield from self._both_ways(res, msg, dn, tag, sent)
                     found = res.matched
                 resolved[state] = (sent, found)

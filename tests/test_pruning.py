@@ -10,7 +10,7 @@ import numpy as np
 from chord.ids import in_open, in_open_closed
 from hypothesis import given, settings, strategies as st
 
-from cqengine.announce import (Knowledge, Run, bytes_saved, depths, group_runs, knowledge, may_match, successors,
+from cqengine.announce import (Knowledge, Run, Told, bytes_saved, depths, group_runs, knowledge, may_match, successors,
                                truncated)
 from cqengine.bloom import BloomFilter, _positions, positions_array
 from cqengine.engine import PublishedDoc
@@ -53,12 +53,16 @@ def test_a_shallower_announcement_is_a_deeper_one_cut_short(doc, dest_seq, deep,
 def assert_depths_know_what_each_depth_does(runs, max_id, region, k, obs1, obs2, probes):
     terms = np.array(sorted(set(probes) | {y for r in runs for y in (*r.ids, *r.succ, r.prev, r.next)}),
                      dtype=np.uint64)
-    known = depths(terms, runs, max_id, region, k, obs1, obs2)
-    for d in range(k + 1):
-        know = knowledge(truncated(runs, d), max_id, region, d, obs1, obs2)
-        assert np.array_equal(known.absent(d), know.absent_in(terms)), d
-        assert np.array_equal(known.present(d), member(terms, know.present_array)), d
-    return known
+    told = Told(runs, max_id, region, k, obs1, obs2)  # one per announcement, asked of block after block
+    for ys in (terms, terms[::2], terms):
+        known = told.depths(ys)
+        for d in range(k + 1):
+            know = knowledge(truncated(runs, d), max_id, region, d, obs1, obs2)
+            for absent, present in ((known.absent(d), known.present(d)),
+                                    (told.at(d).absent_in(ys), member(ys, told.at(d).present_array))):
+                assert np.array_equal(absent, know.absent_in(ys)), d
+                assert np.array_equal(present, member(ys, know.present_array)), d
+    return depths(terms, runs, max_id, region, k, obs1, obs2)
 
 
 @settings(max_examples=200, deadline=None)
