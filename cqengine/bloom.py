@@ -51,6 +51,7 @@ class BloomFilter:
         if bits <= 0 or bits % 8 or hashes <= 0:
             raise ValueError(f"a Bloom filter needs a positive multiple of 8 bits and hashes, not {bits}/{hashes}")
         self.bits, self.hashes = bits, hashes
+        self._unpacked: np.ndarray | None = None  # the bits as bools, for contains_array; None after add
         self.array = bitarray(bits, endian="little")
         if data is None:
             self.array.setall(0)
@@ -68,6 +69,7 @@ class BloomFilter:
         return bf
 
     def add(self, term_id: int) -> None:
+        self._unpacked = None
         for p in _positions(term_id, self.bits, self.hashes):
             self.array[p] = 1
 
@@ -76,10 +78,12 @@ class BloomFilter:
 
     def contains_array(self, term_ids: np.ndarray, positions: np.ndarray | None = None) -> np.ndarray:
         """Elementwise `in`, for a uint64 array (whose positions_array may be known already)."""
-        bits = np.unpackbits(np.frombuffer(self.array.tobytes(), dtype=np.uint8), bitorder="little").astype(bool)
+        if self._unpacked is None:
+            self._unpacked = np.unpackbits(np.frombuffer(self.array.tobytes(), dtype=np.uint8),
+                                           bitorder="little").view(bool)
         if positions is None:
             positions = positions_array(term_ids, self.bits, self.hashes)
-        return bits[positions].all(axis=0)
+        return self._unpacked[positions].all(axis=0)
 
     def to_bytes(self) -> bytes:
         return self.array.tobytes()

@@ -74,6 +74,12 @@ def _echo_names(kind: str) -> tuple[str, str, str, str]:
     return tuple(f"{what}:{k}" for k in (kind, kind + REPLY) for what in ("echo", "echo_bytes"))
 
 
+@lru_cache(maxsize=64)  # every QN of a document hears the same filter
+def _received_filter(bits: int, hashes: int, data: bytes) -> BloomFilter:
+    """A document's filter as a QN received it; shared, so never added to."""
+    return BloomFilter(bits, hashes, data)
+
+
 def _state(keep: np.ndarray, present: np.ndarray) -> tuple[bytes, bytes]:
     """What decides a resolution of a block's queries: which it keeps, and which of the
     block's terms the QN knows present."""
@@ -499,7 +505,7 @@ class EngineNode:
         if method == "bf" and res.pending:
             reply = yield from self._ask(dn, "GetBloom", pb.BloomRequest(doc_key=msg.doc_key), method, tag, sent)
             self._require(reply.found, msg)
-            res.apply_bloom(BloomFilter(s.bloom_bits, s.bloom_hashes, reply.bits))
+            res.apply_bloom(_received_filter(s.bloom_bits, s.bloom_hashes, reply.bits))
         while question := res.question():
             reply = yield from self._ask(dn, "TermDialogue", pb.DialogueRequest(doc_key=msg.doc_key, ids=question),
                                          method, tag, sent)

@@ -174,6 +174,18 @@ def test_bloom_filter_has_no_false_negatives(members, others, byte_size):
     assert copy.contains_array(np.array(probe, dtype=np.uint64)).tolist() == [x in bf for x in probe]
 
 
+@given(st.sets(big_ids, max_size=50), st.sets(big_ids, min_size=1, max_size=20))
+def test_a_filter_tested_in_bulk_then_added_to_answers_anew(members, later):
+    """The bulk test keeps the filter's bits unpacked; an id added afterwards is found."""
+    bf = BloomFilter.of(members, 256, 3)
+    probe = np.array(sorted(members | later), dtype=np.uint64)
+    assert bf.contains_array(probe).tolist() == [x in bf for x in probe.tolist()]
+    for x in later:
+        bf.add(x)
+    assert bf.contains_array(probe).tolist() == [x in bf for x in probe.tolist()]
+    assert bf.contains_array(np.array(sorted(later), dtype=np.uint64)).all()
+
+
 @given(st.lists(big_ids, max_size=50), st.integers(1, 200), st.integers(1, 12))
 def test_bloom_positions_in_bulk_are_the_scalar_ones(term_ids, byte_size, hashes):
     got = positions_array(np.array(term_ids, dtype=np.uint64), byte_size * 8, hashes)
