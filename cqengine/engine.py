@@ -596,10 +596,10 @@ class EngineNode:
     def _count_deliveries(self, doc: PublishedDoc, req: pb.MatchedRequest) -> None:
         """A shadow index's matches: count the batches `_deliver` would send (echo:NAME:Deliver;
         none to myself), and tell the listeners, but alert no one."""
-        kind = ledger_kind("Deliver", req.shadow)
-        for home, batch in self._batches(doc, req.matches):
-            if home != self.me:
-                self._count_echo(kind, 1, batch.ByteSize(), pb.Ack().ByteSize())
+        sizes = [batch.ByteSize() for home, batch in self._batches(doc, req.matches) if home != self.me]
+        if sizes:  # counted at once: a sum of every batch's
+            self._count_echo(ledger_kind("Deliver", req.shadow), len(sizes), sum(sizes),
+                             len(sizes) * pb.Ack().ByteSize())
         for listener in self.shadow_listeners:
             listener(req.shadow, [m.subscription_id for m in req.matches])
 
