@@ -257,7 +257,7 @@ class Told:
         return [(x, after) for run in self.runs for j, x in enumerate(run.ids)
                 if (after := successors(run.ids, j, run.succ, self.k) if self.k else [])]
 
-    def depths(self, terms: np.ndarray) -> "Depths":
+    def depths(self, terms: np.ndarray) -> Depths:
         """Depths up to k of what the runs tell of these (sorted) terms."""
         ys, least = self._seen
         present_from = np.full(len(terms), NEVER, dtype=np.int64)
@@ -276,12 +276,6 @@ class Told:
             else:
                 irregular.append((x, after))
         return Depths(terms, present_from, spans_from, irregular)
-
-
-def depths(terms: np.ndarray, runs: Sequence[Run], max_id: int, region: tuple[int, int] | None,
-           k: int, obs1: bool = True, obs2: bool = True) -> "Depths":
-    """Depths up to k of what the runs tell of these (sorted) terms."""
-    return Told(runs, max_id, region, k, obs1, obs2).depths(terms)
 
 
 def may_match(block: Block, absent: np.ndarray) -> np.ndarray:

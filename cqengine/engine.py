@@ -472,7 +472,6 @@ class EngineNode:
         known = told.depths(block.terms) if len(wanted) > 1 else None
         for d in wanted:
             tag = depth_tag(d, index)
-            know = None
             if known is None:  # its own knowledge costs less than every depth's
                 know = told.at(d)
                 absent, present = know.absent_in(block.terms), member(block.terms, know.present_array)
@@ -488,7 +487,7 @@ class EngineNode:
                 found: list[pb.QueryEntry] = []
                 candidates = self._candidates(block, keep, tag)
                 if candidates is not None:
-                    res = resolution(candidates, know if know is not None else told.at(d), s.dialogue_batch)
+                    res = resolution(candidates, told.at(d), s.dialogue_batch)
                     yield from self._both_ways(res, msg, dn, tag, sent)
                     found = res.matched
                 resolved[state] = (sent, found)
