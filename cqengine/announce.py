@@ -29,6 +29,7 @@ import numpy as np
 from chord.ids import MASK, arc_spans, intersect_spans, union_spans
 from cqengine.postings import Block, member
 from cqengine.proto import cqengine_pb2 as pb
+from cqengine.wire import packed_fixed64_size, varint_size
 
 
 @dataclass
@@ -57,15 +58,6 @@ def truncated(runs: Sequence[Run], depth: int) -> list[Run]:
     return [Run(r.ids, r.prev, r.next, r.succ[:depth]) for r in runs]
 
 
-def _varint_size(v: int) -> int:
-    return max(1, (v.bit_length() + 6) // 7)
-
-
-def _succ_field_size(n: int) -> int:
-    """Wire bytes of n packed fixed64 succ ids (a one-byte tag and a length; none if empty)."""
-    return 1 + _varint_size(8 * n) + 8 * n if n else 0
-
-
 def bytes_saved(runs: Iterable[pb.Run], depths: Sequence[int]) -> list[int]:
     """For each depth, how many bytes fewer an announcement's runs take on the wire with
     their succ ids cut to that depth (each run is a length-prefixed field of it)."""
@@ -77,8 +69,8 @@ def bytes_saved(runs: Iterable[pb.Run], depths: Sequence[int]) -> list[int]:
         size = r.ByteSize()
         for i, d in enumerate(depths):
             if d < n:
-                cut = size - _succ_field_size(n) + _succ_field_size(d)
-                saved[i] += size + _varint_size(size) - cut - _varint_size(cut)
+                cut = size - packed_fixed64_size(n) + packed_fixed64_size(d)  # succ is packed fixed64
+                saved[i] += size + varint_size(size) - cut - varint_size(cut)
     return saved
 
 

@@ -11,6 +11,11 @@ announces it as one run of ids (cqengine.announce) that every hop splits by next
 gathers the queries indexed under its local ids, prunes them, resolves the rest with the
 DN (cqengine.resolution) and reports matches to the DN, which sends one alert batch per
 subscriber home node. Home nodes put each (subscription, docno) on the stream once.
+
+Experiments measure several settings in one pass (cqengine.evaluation.runs): a QN also
+resolves as the other method would (shadow resolution), as shallower piggyback depths
+would (shadow depths) and for other strategies' indexes (ShadowIndex). Those shadows are
+measured, not sent: see Meter.
 """
 
 from __future__ import annotations
@@ -37,8 +42,9 @@ from cqengine.config import Settings
 from cqengine.indexing import chooser
 from cqengine.postings import Block, InvertedIndex, member
 from cqengine.proto import cqengine_pb2 as pb
-from cqengine.resolution import FEW, Resolution, SmallResolution, pack_bits, resolution, unpack_bits
+from cqengine.resolution import FEW, Resolution, SmallResolution, Truth, pack_bits, resolution, unpack_bits
 from cqengine.synopsis import Synopsis
+from cqengine.wire import bloom_sizes, dialogue_sizes
 
 log = logging.getLogger("cqengine.engine")
 
@@ -52,7 +58,21 @@ DOC_CACHE = 20_000   # documents a DN keeps for resolution
 MAILBOX = 10_000     # undelivered alerts kept per subscription
 
 
+MEASURE = "measure"  # the tag of what a QN asks to measure its shadows (Meter): no run reads it
+
 Sent = dict[tuple[str, str], list[int]]  # resolution calls: (method, rpc) -> [calls, request bytes, reply bytes]
+
+
+def _note(sent: Sent, call: tuple[str, str], n: int, request: int, reply: int) -> None:
+    noted = sent.setdefault(call, [0, 0, 0])
+    noted[0] += n
+    noted[1] += request
+    noted[2] += reply
+
+
+def _require(found: bool, msg: pb.Announcement) -> None:
+    if not found:
+        raise LookupError(f"the publishing node no longer holds document {msg.doc_key:016x}")
 
 
 def depth_tag(d: int, index: str = "") -> str:
@@ -95,6 +115,40 @@ class ShadowIndex:
     would send (echo:NAME:Deliver) instead of sending them."""
     index: InvertedIndex
     depths: tuple[int, ...]
+
+
+class Meter:
+    """What a QN measures its shadows with (the shadow method, shadow depths and shadow
+    indexes of a measurement pass): the document's answer for every term of the blocks it
+    holds and, if a shadow resolves by Bloom filter, the document's filter. Each is asked
+    of the DN once per announcement, when a shadow first needs it, under the `measure:`
+    tag, which no run reads. A shadow's dialogue is then worked out here by the same
+    Resolution, round by round (`settle`), and its messages are counted as its run alone
+    would have sent them, instead of being sent: the DN would have answered each round
+    from the same document (tests/test_evaluation.py checks runs measured so against runs
+    made alone)."""
+
+    def __init__(self, msg: pb.Announcement, dn: NodeRef, blocks: list[Block]) -> None:
+        self.msg, self.dn = msg, dn
+        self.terms = np.unique(np.concatenate([b.terms for b in blocks])) if len(blocks) > 1 else blocks[0].terms
+        self._truth: Truth | None = None
+        self._filter: BloomFilter | None = None
+
+    def truth(self) -> Op:
+        if self._truth is None:
+            reply = yield Call(self.dn, "TermDialogue", pb.DialogueRequest(doc_key=self.msg.doc_key,
+                                                                           ids=self.terms.tolist()), MEASURE)
+            _require(reply.found, self.msg)
+            held = np.asarray(unpack_bits(reply.present, len(self.terms)), dtype=bool)
+            self._truth = Truth(self.terms[held])
+        return self._truth
+
+    def filter(self, bits: int, hashes: int) -> Op:
+        if self._filter is None:
+            reply = yield Call(self.dn, "GetBloom", pb.BloomRequest(doc_key=self.msg.doc_key), MEASURE)
+            _require(reply.found, self.msg)
+            self._filter = _received_filter(bits, hashes, reply.bits)
+        return self._filter
 
 
 class EngineError(Exception):
@@ -373,13 +427,16 @@ class EngineNode:
         dn = self._peer(msg.dn)
         s = self.settings
         told = Told(local, msg.max_id, region, s.piggyback, s.obs1, s.obs2)
-        yield from self._resolve_own(self._block(self.index, ids), msg, told, dn)
-        for name, shadow in self.shadow_indexes.items():
-            block = self._block(shadow.index, ids)
-            if block is None:
-                continue
+        own = self._block(self.index, ids)
+        shadows = [(name, shadow.depths, block) for name, shadow in self.shadow_indexes.items()
+                   if (block := self._block(shadow.index, ids)) is not None]
+        blocks = [b for b in (own, *(b for *_, b in shadows)) if b is not None]
+        measuring = blocks and (s.shadow_resolution or s.shadow_piggyback or shadows)
+        meter = Meter(msg, dn, blocks) if measuring else None
+        yield from self._resolve_own(own, msg, told, dn, meter)
+        for name, depths, block in shadows:
             try:
-                matched = yield from self._shadow_depths(block, told, msg, dn, shadow.depths, name)
+                matched = yield from self._shadow_depths(block, told, meter, depths, name)
                 yield from self._matched(msg, dn, matched, name)
             except (PeerUnreachable, LookupError) as e:
                 log.warning("shadow index %s: resolution of document %016x with %s failed: %s",
@@ -396,7 +453,8 @@ class EngineNode:
                 b.bloom_positions(s.bloom_bits, s.bloom_hashes)
         return Block.concat(lists)
 
-    def _resolve_own(self, block: Block | None, msg: pb.Announcement, told: Told, dn: NodeRef) -> Op:
+    def _resolve_own(self, block: Block | None, msg: pb.Announcement, told: Told, dn: NodeRef,
+                     meter: "Meter | None") -> Op:
         if block is None:
             return
         s = self.settings
@@ -407,12 +465,14 @@ class EngineNode:
         sent: Sent | None = {} if s.shadow_piggyback else None  # for shadow depths to echo
         try:
             if res is not None:
-                yield from self._both_ways(res, msg, dn, "", sent)
+                twin = res.copy() if s.shadow_resolution else None  # the same start, before any answer
+                yield from self._dialogue(res, s.resolution, msg, dn, sent)
+                if twin is not None:
+                    yield from self._shadow(twin, s.shadow_resolution, meter, res.matched, "", sent)
             matched = res.matched if res is not None else []
             if sent is not None:
                 resolved = {_state(keep, member(block.terms, know.present_array)): (sent, matched)}
-                yield from self._shadow_depths(block, told, msg, dn, s.shadow_piggyback, "",
-                                               resolved, matched)
+                yield from self._shadow_depths(block, told, meter, s.shadow_piggyback, "", resolved, matched)
             yield from self._matched(msg, dn, matched)
         except (PeerUnreachable, LookupError) as e:
             if res is not None:
@@ -444,29 +504,21 @@ class EngineNode:
         self.count(f"{tag}:candidates" if tag else "candidates", n)
         return n
 
-    def _both_ways(self, res: Resolution | SmallResolution, msg: pb.Announcement, dn: NodeRef,
-                   tag: str = "", sent: Sent | None = None) -> Op:
-        """Resolve by the ring's method and, if the settings ask, by the shadow method too."""
-        twin = res.copy() if self.settings.shadow_resolution else None  # the same start, before any answer
-        yield from self._dialogue(res, self.settings.resolution, msg, dn, tag, sent)
-        if twin is not None:
-            yield from self._shadow(twin, msg, dn, res.matched, tag, sent)
-
-    def _shadow_depths(self, block: Block, told: Told, msg: pb.Announcement, dn: NodeRef,
-                       wanted: tuple[int, ...], index: str = "",
-                       resolved: dict[tuple, tuple[Sent, list[pb.QueryEntry]]] | None = None,
+    def _shadow_depths(self, block: Block, told: Told, meter: "Meter", wanted: tuple[int, ...],
+                       index: str = "", resolved: dict[tuple, tuple[Sent, list[pb.QueryEntry]]] | None = None,
                        matched: list[pb.QueryEntry] | None = None) -> Op:
         """Prune and resolve the block as each wanted depth would have (the runs cut
-        short), counted under kD: kinds and counters (INDEX/kD: for a shadow index); every
-        depth must find the same matches (`matched`, the engine's own; for a shadow index
-        its first depth's), which it returns. What each depth knows of the block's terms
-        is worked out for all depths at once (`Told.depths`), unless one depth is wanted.
+        short), measured (Meter) and counted under kD: kinds and counters (INDEX/kD: for a
+        shadow index); every depth must find the same matches (`matched`, the engine's
+        own; for a shadow index its first depth's), which it returns. What each depth
+        knows of the block's terms is worked out for all depths at once (`Told.depths`),
+        unless one depth is wanted.
 
         `resolved` holds what each state already resolved here sent and matched (the
         engine's own first). A depth left in the same state, the same candidates knowing
         the same of their terms (often: the ids a depth adds seldom touch the block), would
         ask the same questions and hear the same answers, so its messages are counted as
-        echoes of those instead of being sent again."""
+        echoes of those instead of being worked out again."""
         s = self.settings
         resolved = {} if resolved is None else resolved
         known = told.depths(block.terms) if len(wanted) > 1 else None
@@ -488,7 +540,10 @@ class EngineNode:
                 candidates = self._candidates(block, keep, tag)
                 if candidates is not None:
                     res = resolution(candidates, told.at(d), s.dialogue_batch)
-                    yield from self._both_ways(res, msg, dn, tag, sent)
+                    twin = res.copy() if s.shadow_resolution else None
+                    yield from self._measured(res, s.resolution, meter, tag, sent)
+                    if twin is not None:
+                        yield from self._shadow(twin, s.shadow_resolution, meter, res.matched, tag, sent)
                     found = res.matched
                 resolved[state] = (sent, found)
             if matched is None:
@@ -498,37 +553,59 @@ class EngineNode:
         return matched if matched is not None else []
 
     def _dialogue(self, res: Resolution | SmallResolution, method: str, msg: pb.Announcement,
-                  dn: NodeRef, tag: str = "", sent: Sent | None = None) -> Op:
+                  dn: NodeRef, sent: Sent | None = None) -> Op:
         """Resolve with the DN by `method`: for bf a filter first, then Term Dialogue."""
         s = self.settings
         if method == "bf" and res.pending:
-            reply = yield from self._ask(dn, "GetBloom", pb.BloomRequest(doc_key=msg.doc_key), method, tag, sent)
-            self._require(reply.found, msg)
+            reply = yield from self._ask(dn, "GetBloom", pb.BloomRequest(doc_key=msg.doc_key), method, sent)
+            _require(reply.found, msg)
             res.apply_bloom(_received_filter(s.bloom_bits, s.bloom_hashes, reply.bits))
         while question := res.question():
             reply = yield from self._ask(dn, "TermDialogue", pb.DialogueRequest(doc_key=msg.doc_key, ids=question),
-                                         method, tag, sent)
-            self._require(reply.found, msg)
+                                         method, sent)
+            _require(reply.found, msg)
             res.answer(question, unpack_bits(reply.present, len(question)))
 
-    def _ask(self, dn: NodeRef, rpc: str, request, method: str, tag: str, sent: Sent | None) -> Op:
-        """One resolution call, counted under the tag of its depth and method; noted in
-        `sent` when shadow depths may echo it (unless to myself: that never crosses the
-        wire, so no ledger counts it)."""
-        reply = yield Call(dn, rpc, request, resolution_tag(tag, method, self.settings.resolution))
+    def _ask(self, dn: NodeRef, rpc: str, request, method: str, sent: Sent | None) -> Op:
+        """One resolution call, noted in `sent` when shadow depths may echo it (unless to
+        myself: that never crosses the wire, so no ledger counts it)."""
+        reply = yield Call(dn, rpc, request)
         if sent is not None and dn != self.me:
-            noted = sent.setdefault((method, rpc), [0, 0, 0])
-            noted[0] += 1
-            noted[1] += request.ByteSize()
-            noted[2] += reply.ByteSize()
+            _note(sent, (method, rpc), 1, request.ByteSize(), reply.ByteSize())
         return reply
 
+    def _measured(self, res: Resolution | SmallResolution, method: str, meter: "Meter", tag: str,
+                  sent: Sent) -> Op:
+        """A shadow's resolution by `method`, worked out with what the meter learnt of the
+        document: the calls its run alone would have made are counted as echoes under its
+        tag (none to myself: they never cross the wire) and noted in `sent`."""
+        s = self.settings
+        key = meter.msg.doc_key
+        calls: Sent = {}
+        if method == "bf" and res.pending:
+            res.apply_bloom((yield from meter.filter(s.bloom_bits, s.bloom_hashes)))
+            _note(calls, (method, "GetBloom"), 1, *bloom_sizes(key, s.bloom_bits))
+        if res.pending:
+            rounds = res.settle((yield from meter.truth()))
+            sizes = [dialogue_sizes(key, n) for n in rounds]
+            _note(calls, (method, "TermDialogue"), len(rounds), sum(q for q, _ in sizes), sum(r for _, r in sizes))
+        if calls and meter.dn != self.me:
+            self._count_calls(calls, tag)
+            for call, (n, request, reply) in calls.items():
+                _note(sent, call, n, request, reply)
+
     def _echo(self, sent: Sent, tag: str) -> None:
-        """Count the messages noted in `sent` as resolving at depth tag `tag` would have
-        sent them: echo:KIND messages and echo_bytes:KIND bytes, KIND as the ledger's."""
-        for (method, rpc), (calls, request, reply) in sent.items():
+        """Count what a state already resolved here sent, as resolving it again at depth
+        tag `tag` would have."""
+        self._count_calls(sent, tag)
+
+    def _count_calls(self, calls: Sent, tag: str) -> None:
+        """Count resolution calls that were not sent, as a run resolving under depth tag
+        `tag` would have sent them: echo:KIND messages and echo_bytes:KIND bytes, KIND as
+        the ledger's."""
+        for (method, rpc), (n, request, reply) in calls.items():
             self._count_echo(ledger_kind(rpc, resolution_tag(tag, method, self.settings.resolution)),
-                             calls, request, reply)
+                             n, request, reply)
 
     def _count_echo(self, kind: str, calls: int, request: int, reply: int) -> None:
         """Count calls a run alone would have sent, requests and replies, as echo:KIND
@@ -536,23 +613,18 @@ class EngineNode:
         for name, n in zip(_echo_names(kind), (calls, request, calls, reply)):
             self.count(name, n)
 
-    def _shadow(self, res: Resolution | SmallResolution, msg: pb.Announcement, dn: NodeRef,
-                matched: list[pb.QueryEntry], tag: str = "", sent: Sent | None = None) -> Op:
-        """Resolve the candidates by the shadow method too, counted under its name: a run
-        then measures both methods (they differ in nothing before resolution), and must
-        find the same matches both ways."""
-        yield from self._dialogue(res, self.settings.shadow_resolution, msg, dn, tag, sent)
+    def _shadow(self, res: Resolution | SmallResolution, method: str, meter: "Meter",
+                matched: list[pb.QueryEntry], tag: str, sent: Sent | None) -> Op:
+        """Resolve the candidates by the shadow method too, measured: a run then measures
+        both methods (they differ in nothing before resolution), and must find the same
+        matches both ways."""
+        yield from self._measured(res, method, meter, tag, {} if sent is None else sent)
         self._agree(res.matched, matched)
 
     def _agree(self, found: list[pb.QueryEntry], matched: list[pb.QueryEntry]) -> None:
         """Count a shadow that matched other queries than the engine's own resolution."""
         if {id(e) for e in found} != {id(e) for e in matched}:  # the block's very entries
             self.count("shadow_disagreements")
-
-    @staticmethod
-    def _require(found: bool, msg: pb.Announcement) -> None:
-        if not found:
-            raise LookupError(f"the publishing node no longer holds document {msg.doc_key:016x}")
 
     # ---- answering resolution (DN side) ------------------------------------------------
 

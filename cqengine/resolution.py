@@ -7,6 +7,8 @@ document frequencies are known, else by id). An answer of "absent" drops a query
 whose ids are all present is matched.
 Bloom filters: the DN's filter over all its term ids drops every query with an id the
 filter rules out; the survivors finish by Term Dialogue, since a filter can err "present".
+A resolution told every answer at once (`Truth`) settles without asking: it goes through
+the same rounds, and says how many ids each would have asked.
 """
 
 from __future__ import annotations
@@ -50,6 +52,25 @@ def _clone(res):
     twin = object.__new__(type(res))
     twin.__dict__.update(res.__dict__)
     return twin
+
+
+class Truth:
+    """The document's answers for a set of ids, known at once: what a QN measuring its
+    shadows learnt from the DN (cqengine.engine.Meter), so that their dialogues can be
+    worked out round by round without asking (`settle`)."""
+
+    def __init__(self, present: np.ndarray) -> None:
+        self.array = present  # the ids the document holds, sorted uint64
+        self.ids = frozenset(present.tolist())
+        self._masks: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def mask(self, terms: np.ndarray) -> np.ndarray:
+        """Elementwise over sorted terms, all among the ids answered: does the document
+        hold it? Worked out once per terms array (a block's depths and methods share it)."""
+        got = self._masks.get(id(terms))
+        if got is None:
+            got = self._masks[id(terms)] = (terms, member(terms, self.array))  # holds terms: its id stays
+        return got[1]
 
 
 SMALL = 16  # candidates up to which plain Python beats numpy's per-call cost
@@ -99,6 +120,14 @@ class SmallResolution:
                 ys, self.block.bloom_positions(bloom.bits, bloom.hashes)[:, at]).tolist()))
             self.rows = [(e, unknown) for e, unknown in self.rows if all(held[y] for y in unknown)]
         return before - len(self.rows)
+
+    def settle(self, truth: Truth) -> list[int]:
+        """As Resolution.settle."""
+        sizes = []
+        while question := self.question():
+            sizes.append(len(question))
+            self.answer(question, [y in truth.ids for y in question])
+        return sizes
 
     def question(self) -> list[int]:
         ask: set[int] = set()
@@ -164,6 +193,28 @@ class Resolution:
     def question(self) -> list[int]:
         """The ids to ask about this round, sorted: each pending query's next `batch`
         unasked unknown ids; empty when every query is decided."""
+        self._asking = self._next()
+        self._question = self.block.terms[self._asking].tolist()
+        return self._question
+
+    def answer(self, ids: Sequence[int], present: Sequence[bool]) -> None:
+        at = self._asking if ids is self._question else \
+            np.searchsorted(self.block.terms, np.array(ids, dtype=np.uint64))
+        self._learn(at, np.asarray(present, dtype=bool))
+
+    def settle(self, truth: Truth) -> list[int]:
+        """Resolve to the end with the answers `truth` holds instead of asking them: the
+        number of ids each round would have asked."""
+        present = truth.mask(self.block.terms)
+        sizes = []
+        while len(self.rows):
+            at = self._next()
+            sizes.append(len(at))
+            self._learn(at, present[at])
+        return sizes
+
+    def _next(self) -> np.ndarray:
+        """Where (in the block's terms) this round's ids are."""
         codes = self.codes
         waiting = (self.unknown & ~self.asked)[codes]  # a pending query always has one
         ask = np.zeros(len(self.block.terms), dtype=bool)
@@ -171,15 +222,12 @@ class Resolution:
             ask[codes[waiting.T.argmax(axis=1), np.arange(codes.shape[1])]] = True
         else:
             ask[codes[waiting & (np.cumsum(waiting, axis=0) <= self.batch)]] = True
-        self._asking = ask.nonzero()[0]
-        self._question = self.block.terms[self._asking].tolist()
-        return self._question
+        return ask.nonzero()[0]
 
-    def answer(self, ids: Sequence[int], present: Sequence[bool]) -> None:
-        at = self._asking if ids is self._question else \
-            np.searchsorted(self.block.terms, np.array(ids, dtype=np.uint64))
+    def _learn(self, at: np.ndarray, present: np.ndarray) -> None:
+        """The answers for the terms at `at`: decide the queries they decide."""
         self.asked[at] = True
-        self.absent[at[~np.asarray(present, dtype=bool)]] = True
+        self.absent[at[~present]] = True
         codes = self.codes
         dropped = self.absent[codes].any(axis=0)
         done = ~dropped & ~(self.unknown & ~self.asked)[codes].any(axis=0)

@@ -199,28 +199,38 @@ def test_small_bloom_filters_err_and_term_dialogue_catches_it():
 
 
 @pytest.mark.parametrize("resolution,shadow", [("td", "bf"), ("bf", "td")])
-def test_a_shadow_resolution_costs_what_it_would_alone_and_agrees(resolution, shadow):
-    """Resolving by both methods (how experiments measure both in one pass) sends, under
-    SHADOW: kinds, exactly the resolution messages a ring of the shadow method sends, and
-    changes nothing else: 64-bit filters make the Bloom side need dialogue too."""
+def test_a_shadow_resolution_counts_what_it_would_send_alone_and_agrees(resolution, shadow):
+    """Resolving by both methods (how experiments measure both in one pass) counts, as
+    echoes under SHADOW: kinds, exactly the resolution messages a ring of the shadow
+    method sends; what it sends to measure them is tagged measure:, and nothing else
+    changes. 64-bit filters make the Bloom side need dialogue too."""
     wl = workload(1)
-    kinds = {}
+    kinds, echoed = {}, Counter()
     for res, sh in ((resolution, shadow), (resolution, ""), (shadow, "")):
         sim = EngineSimulator(9, make_settings(wl, strategy="mhi", resolution=res, shadow_resolution=sh,
                                                bloom_bits=64, piggyback=1, seed=4), seed=4)
         subs = subscribe_all(sim, wl)
         total = Counter()
         for d in wl.docs:
-            for k, c in sim.publish(d.docno, d.text, d.title).kinds.items():
+            report = sim.publish(d.docno, d.text, d.title)
+            for k, c in report.kinds.items():
                 total[k, "messages"] += c.messages
                 total[k, "bytes"] += c.bytes
+            for name, n in report.counters.items():
+                what, _, kind = name.partition(":")
+                if what in ("echo", "echo_bytes"):
+                    assert sh, name  # only a shadow is counted without being sent
+                    echoed[kind, "messages" if what == "echo" else "bytes"] += n
         assert_exact(sim.alerts(), wl.oracle(subs))
         assert sim.tally["shadow_disagreements"] == 0
         kinds[res, sh] = total
     both, tag = kinds[resolution, shadow], shadow + ":"
-    assert {k: v for k, v in both.items() if not k[0].startswith(tag)} == kinds[resolution, ""]
+    assert {k: v for k, v in both.items() if not k[0].startswith("measure:")} == kinds[resolution, ""]
+    assert {k[0] for k in both if k[0].startswith("measure:")} <= \
+        {f"measure:{rpc}{reply}" for rpc in ("TermDialogue", "GetBloom") for reply in ("", ".reply")}
     alone = {k: v for k, v in kinds[shadow, ""].items() if k[0].split(".")[0] in ("TermDialogue", "GetBloom")}
-    assert {(k[0][len(tag):], k[1]): v for k, v in both.items() if k[0].startswith(tag)} == alone
+    assert all(k[0].startswith(tag) for k in echoed)
+    assert {(k[0][len(tag):], k[1]): v for k, v in echoed.items()} == alone
     assert alone[("TermDialogue", "messages")] > 0  # either way the dialogue has work to do
 
 

@@ -16,7 +16,7 @@ from cqengine.bloom import BloomFilter, _positions, positions_array
 from cqengine.engine import PublishedDoc
 from cqengine.postings import Block, member
 from cqengine.proto import cqengine_pb2 as pb
-from cqengine.resolution import FEW, Resolution, SmallResolution, pack_bits, unpack_bits
+from cqengine.resolution import FEW, Resolution, SmallResolution, Truth, pack_bits, unpack_bits
 
 SMALL = 2**16  # a small id space makes collisions between query and document ids common
 ids = st.integers(0, SMALL)
@@ -292,3 +292,27 @@ def test_a_copied_resolution_goes_its_own_way(doc, known, queries, batch):
             twin = first.copy()
             assert dialogue(first, doc, first_bf)[1] == truth
             assert dialogue(twin, doc, twin_bf) == dialogue(make(block, know, batch), doc, twin_bf)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sets(ids, max_size=30), st.sets(ids, max_size=10), entries_strategy(), st.integers(1, 3),
+       st.sets(ids, max_size=20))
+def test_a_resolution_told_every_answer_settles_as_its_dialogue_goes(doc, known, queries, batch, more):
+    """A measured shadow is told the document's answers for every term it may ask (and
+    more) at once: settling, it goes through the rounds its dialogue would, asking as
+    many ids in each, and matches the same queries."""
+    entries = [pb.QueryEntry(subscription_id=i, term_ids=sorted(q), terms=[str(y) for y in sorted(q)])
+               for i, q in enumerate(queries)]
+    block = Block.of(entries)
+    know = Knowledge(present=known & doc)
+    asked = sorted(set(block.terms.tolist()) | more)
+    truth = Truth(np.array([y for y in asked if y in doc], dtype=np.uint64))
+    for make in (Resolution, SmallResolution):
+        for bf in (None, BloomFilter.of(doc, 64, 2)):
+            rounds, matched = dialogue(make(block, know, batch), doc, bf)
+            res = make(block, know, batch)
+            if bf is not None:
+                res.apply_bloom(bf)
+            assert res.settle(truth) == [len(q) for q in rounds]
+            assert sorted(e.subscription_id for e in res.matched) == matched
+            assert res.pending == 0 and res.settle(truth) == []

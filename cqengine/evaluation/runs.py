@@ -20,9 +20,10 @@ document (the announcement's tree does not depend on k, and a shallower depth's 
 are the first of a deeper one's), so a ring's runs over the same documents are one pass:
 the announcement carries the deepest depth and every QN also prunes and resolves as each
 shallower depth would have (the engine's shadow depths, under `kD:` kinds and counters,
-with the announcement bytes each would have saved, and the messages of a resolution it
-repeats exactly counted as echoes instead of sent). Every method and depth must match
-the same queries at every QN.
+with the announcement bytes each would have saved). Only the host's own method and depth
+sends its resolution messages: every shadow is measured (cqengine.engine.Meter), its
+messages worked out from the DN's answers and counted as echoes, as its run alone would
+have sent them. Every method and depth must match the same queries at every QN.
 
 The indexes of one workload differ only in where each query sits; the announcement does
 not depend on them, so a workload is one pass too: one ring hosts the others' indexes as

@@ -1,0 +1,41 @@
+"""Sizes of the engine's messages on the wire, worked out without building them.
+
+Measurement needs the bytes of messages that are never sent: the announcement a
+shallower piggyback depth would have carried (cqengine.announce.bytes_saved) and the
+resolution calls of a measured shadow (cqengine.engine.Meter). Every field of these
+messages has a number below 16, so its tag is one byte. Tests check each size against
+protobuf's own ByteSize.
+"""
+
+from __future__ import annotations
+
+
+def varint_size(v: int) -> int:
+    return max(1, (v.bit_length() + 6) // 7)
+
+
+def packed_fixed64_size(n: int) -> int:
+    """A field of n packed fixed64 values: a tag, a length and 8 bytes each (none if empty)."""
+    return 1 + varint_size(8 * n) + 8 * n if n else 0
+
+
+def bytes_field_size(n: int) -> int:
+    """A bytes field of n bytes (none if empty)."""
+    return 1 + varint_size(n) + n if n else 0
+
+
+def fixed64_field_size(v: int) -> int:
+    return 9 if v else 0
+
+
+FOUND = 2  # `found = true`: a tag and one byte
+
+
+def dialogue_sizes(doc_key: int, n: int) -> tuple[int, int]:
+    """A Term Dialogue round asking n ids that the DN answers: request and reply bytes."""
+    return fixed64_field_size(doc_key) + packed_fixed64_size(n), FOUND + bytes_field_size((n + 7) // 8)
+
+
+def bloom_sizes(doc_key: int, bits: int) -> tuple[int, int]:
+    """A Bloom filter of `bits` bits fetched from the DN: request and reply bytes."""
+    return fixed64_field_size(doc_key), FOUND + bytes_field_size(bits // 8)

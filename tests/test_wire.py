@@ -1,0 +1,26 @@
+"""Message sizes worked out without building the messages equal protobuf's own."""
+
+from hypothesis import given, strategies as st
+
+from cqengine.bloom import BloomFilter
+from cqengine.proto import cqengine_pb2 as pb
+from cqengine.resolution import pack_bits
+from cqengine.wire import bloom_sizes, dialogue_sizes
+
+doc_keys = st.one_of(st.just(0), st.integers(1, 2**64 - 1))  # a zero key is not on the wire at all
+
+
+@given(doc_keys, st.integers(1, 2100), st.integers(0, 2**64 - 1))
+def test_a_dialogue_round_takes_the_bytes_its_messages_take(doc_key, n, some_id):
+    """n crosses the points where the ids' and the answer's length prefixes grow a byte
+    (8n >= 128 and 16,384; n/8 >= 128)."""
+    request = pb.DialogueRequest(doc_key=doc_key, ids=[(some_id + i) % 2**64 for i in range(n)])
+    reply = pb.DialogueReply(found=True, present=pack_bits([i % 3 == 0 for i in range(n)]))
+    assert dialogue_sizes(doc_key, n) == (request.ByteSize(), reply.ByteSize())
+
+
+@given(doc_keys, st.integers(1, 2048), st.sets(st.integers(0, 2**64 - 1), max_size=20))
+def test_a_bloom_filter_takes_the_bytes_its_messages_take(doc_key, size, ids):
+    bits = 8 * size
+    reply = pb.BloomReply(found=True, bits=BloomFilter.of(ids, bits, 3).to_bytes())
+    assert bloom_sizes(doc_key, bits) == (pb.BloomRequest(doc_key=doc_key).ByteSize(), reply.ByteSize())
