@@ -119,28 +119,24 @@ class ShadowIndex:
 
 class Meter:
     """What a QN measures its shadows with (the shadow method, shadow depths and shadow
-    indexes of a measurement pass): the document's answer for every term of the blocks it
-    holds and, if a shadow resolves by Bloom filter, the document's filter. Each is asked
-    of the DN once per announcement, when a shadow first needs it, under the `measure:`
-    tag, which no run reads. A shadow's dialogue is then worked out here by the same
-    Resolution, round by round (`settle`), and its messages are counted as its run alone
-    would have sent them, instead of being sent: the DN would have answered each round
-    from the same document (tests/test_evaluation.py checks runs measured so against runs
-    made alone)."""
+    indexes of a measurement pass): the document's term ids and, if a shadow resolves by
+    Bloom filter, the document's filter. Each is asked of the DN once per announcement,
+    when a shadow first needs it, under the `measure:` tag, which no run reads. A
+    shadow's dialogue is then worked out here by the same Resolution, round by round
+    (`settle`), and its messages are counted as its run alone would have sent them,
+    instead of being sent: the DN would have answered each round from the same document
+    (tests/test_evaluation.py checks runs measured so against runs made alone)."""
 
-    def __init__(self, msg: pb.Announcement, dn: NodeRef, blocks: list[Block]) -> None:
+    def __init__(self, msg: pb.Announcement, dn: NodeRef) -> None:
         self.msg, self.dn = msg, dn
-        self.terms = np.unique(np.concatenate([b.terms for b in blocks])) if len(blocks) > 1 else blocks[0].terms
         self._truth: Truth | None = None
         self._filter: BloomFilter | None = None
 
     def truth(self) -> Op:
         if self._truth is None:
-            reply = yield Call(self.dn, "TermDialogue", pb.DialogueRequest(doc_key=self.msg.doc_key,
-                                                                           ids=self.terms.tolist()), MEASURE)
+            reply = yield Call(self.dn, "GetTerms", pb.TermsRequest(doc_key=self.msg.doc_key), MEASURE)
             _require(reply.found, self.msg)
-            held = np.asarray(unpack_bits(reply.present, len(self.terms)), dtype=bool)
-            self._truth = Truth(self.terms[held])
+            self._truth = Truth(np.array(reply.ids, dtype=np.uint64))
         return self._truth
 
     def filter(self, bits: int, hashes: int) -> Op:
@@ -178,9 +174,12 @@ class PublishedDoc:
         """Which of these ids the document has (Term Dialogue's answer)."""
         if len(ids) <= FEW:
             return [y in self.ids for y in ids]
+        return member(np.array(ids, dtype=np.uint64), self.sorted_ids())
+
+    def sorted_ids(self) -> np.ndarray:
         if self._sorted is None:
             self._sorted = np.array(sorted(self.ids), dtype=np.uint64)
-        return member(np.array(ids, dtype=np.uint64), self._sorted)
+        return self._sorted
 
 
 @dataclass
@@ -255,6 +254,7 @@ class EngineNode:
             "Matched": self._on_matched,
             "Deliver": self._on_deliver,
             "Gossip": self._on_gossip,
+            "GetTerms": self._on_get_terms,
         }
 
     def count(self, name: str, n: int = 1) -> None:
@@ -427,16 +427,14 @@ class EngineNode:
         dn = self._peer(msg.dn)
         s = self.settings
         told = Told(local, msg.max_id, region, s.piggyback, s.obs1, s.obs2)
-        own = self._block(self.index, ids)
-        shadows = [(name, shadow.depths, block) for name, shadow in self.shadow_indexes.items()
-                   if (block := self._block(shadow.index, ids)) is not None]
-        blocks = [b for b in (own, *(b for *_, b in shadows)) if b is not None]
-        measuring = blocks and (s.shadow_resolution or s.shadow_piggyback or shadows)
-        meter = Meter(msg, dn, blocks) if measuring else None
-        yield from self._resolve_own(own, msg, told, dn, meter)
-        for name, depths, block in shadows:
+        meter = Meter(msg, dn) if s.shadow_resolution or s.shadow_piggyback or self.shadow_indexes else None
+        yield from self._resolve_own(self._block(self.index, ids), msg, told, dn, meter)
+        for name, shadow in self.shadow_indexes.items():
+            block = self._block(shadow.index, ids)
+            if block is None:
+                continue
             try:
-                matched = yield from self._shadow_depths(block, told, meter, depths, name)
+                matched = yield from self._shadow_depths(block, told, meter, shadow.depths, name)
                 yield from self._matched(msg, dn, matched, name)
             except (PeerUnreachable, LookupError) as e:
                 log.warning("shadow index %s: resolution of document %016x with %s failed: %s",
@@ -639,6 +637,12 @@ class EngineNode:
         if doc is None:
             return pb.DialogueReply(found=False)
         return pb.DialogueReply(found=True, present=pack_bits(doc.holds(req.ids)))
+
+    def _on_get_terms(self, req: pb.TermsRequest) -> pb.TermsReply:
+        doc = self.docs.get(req.doc_key)
+        if doc is None:
+            return pb.TermsReply(found=False)
+        return pb.TermsReply(found=True, ids=doc.sorted_ids().tolist())
 
     def _on_matched(self, req: pb.MatchedRequest) -> pb.Ack:
         doc = self.docs.get(req.doc_key)

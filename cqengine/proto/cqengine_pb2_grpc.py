@@ -331,6 +331,11 @@ class EngineStub:
                 request_serializer=cqengine_dot_proto_dot_cqengine__pb2.GossipRequest.SerializeToString,
                 response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.Ack.FromString,
                 _registered_method=True)
+        self.GetTerms = channel.unary_unary(
+                '/cqengine.Engine/GetTerms',
+                request_serializer=cqengine_dot_proto_dot_cqengine__pb2.TermsRequest.SerializeToString,
+                response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.TermsReply.FromString,
+                _registered_method=True)
 
 
 class EngineServicer:
@@ -392,6 +397,14 @@ class EngineServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetTerms(self, request, context):
+        """Measurement only: the document's term ids, with which an experiment's QN works out
+        its shadow resolutions instead of sending them (cqengine.engine.Meter).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EngineServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -439,6 +452,11 @@ def add_EngineServicer_to_server(servicer, server):
                     servicer.Gossip,
                     request_deserializer=cqengine_dot_proto_dot_cqengine__pb2.GossipRequest.FromString,
                     response_serializer=cqengine_dot_proto_dot_cqengine__pb2.Ack.SerializeToString,
+            ),
+            'GetTerms': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTerms,
+                    request_deserializer=cqengine_dot_proto_dot_cqengine__pb2.TermsRequest.FromString,
+                    response_serializer=cqengine_dot_proto_dot_cqengine__pb2.TermsReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -686,6 +704,33 @@ class Engine:
             '/cqengine.Engine/Gossip',
             cqengine_dot_proto_dot_cqengine__pb2.GossipRequest.SerializeToString,
             cqengine_dot_proto_dot_cqengine__pb2.Ack.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTerms(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cqengine.Engine/GetTerms',
+            cqengine_dot_proto_dot_cqengine__pb2.TermsRequest.SerializeToString,
+            cqengine_dot_proto_dot_cqengine__pb2.TermsReply.FromString,
             options,
             channel_credentials,
             insecure,
