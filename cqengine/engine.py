@@ -44,7 +44,7 @@ from cqengine.postings import Block, InvertedIndex, member
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.resolution import FEW, Resolution, SmallResolution, Truth, pack_bits, resolution, unpack_bits
 from cqengine.synopsis import Synopsis
-from cqengine.wire import bloom_sizes, dialogue_sizes
+from cqengine.wire import alert_batch_size, bloom_sizes, dialogue_sizes, matched_size
 
 log = logging.getLogger("cqengine.engine")
 
@@ -59,6 +59,7 @@ MAILBOX = 10_000     # undelivered alerts kept per subscription
 
 
 MEASURE = "measure"  # the tag of what a QN asks to measure its shadows (Meter): no run reads it
+ACK = pb.Ack().ByteSize()  # an Ack's bytes: it is empty
 
 Sent = dict[tuple[str, str], list[int]]  # resolution calls: (method, rpc) -> [calls, request bytes, reply bytes]
 
@@ -110,33 +111,40 @@ def _state(keep: np.ndarray, present: np.ndarray) -> tuple[bytes, bytes]:
 class ShadowIndex:
     """Another strategy's index of the same subscriptions, hosted beside the node's own
     for measurement (the evaluation's pass over a workload): every QN resolves its lists
-    too, at each of `depths`, counted under the index's name (NAME/kD: kinds and
-    counters), and reports their matches to the DN, which counts the alert batches it
-    would send (echo:NAME:Deliver) instead of sending them."""
+    too, at each of `depths`, measured (Meter) under the index's name (NAME/kD: kinds
+    and counters), with the report of its matches and the alert batches they would set
+    off (NAME:Matched, NAME:Deliver)."""
     index: InvertedIndex
     depths: tuple[int, ...]
 
 
 class Meter:
     """What a QN measures its shadows with (the shadow method, shadow depths and shadow
-    indexes of a measurement pass): the document's term ids and, if a shadow resolves by
-    Bloom filter, the document's filter. Each is asked of the DN once per announcement,
-    when a shadow first needs it, under the `measure:` tag, which no run reads. A
-    shadow's dialogue is then worked out here by the same Resolution, round by round
-    (`settle`), and its messages are counted as its run alone would have sent them,
-    instead of being sent: the DN would have answered each round from the same document
+    indexes of a measurement pass): the document as the DN holds it (its term ids and
+    what its alerts carry) and, if a shadow resolves by Bloom filter, its filter. Each is
+    asked of the DN once per announcement, when a shadow first needs it, under the
+    `measure:` tag, which no run reads. A shadow's dialogue is then worked out here by
+    the same Resolution, round by round (`settle`), and its messages, and the alerts its
+    matches would set off, are counted as its run alone would have sent them, instead of
+    being sent: the DN would have answered each round from the same document
     (tests/test_evaluation.py checks runs measured so against runs made alone)."""
 
     def __init__(self, msg: pb.Announcement, dn: NodeRef) -> None:
         self.msg, self.dn = msg, dn
+        self._document: pb.DocumentReply | None = None
         self._truth: Truth | None = None
         self._filter: BloomFilter | None = None
 
+    def document(self) -> Op:
+        if self._document is None:
+            reply = yield Call(self.dn, "GetDocument", pb.DocumentRequest(doc_key=self.msg.doc_key), MEASURE)
+            _require(reply.found, self.msg)
+            self._document = reply
+        return self._document
+
     def truth(self) -> Op:
         if self._truth is None:
-            reply = yield Call(self.dn, "GetTerms", pb.TermsRequest(doc_key=self.msg.doc_key), MEASURE)
-            _require(reply.found, self.msg)
-            self._truth = Truth(np.array(reply.ids, dtype=np.uint64))
+            self._truth = Truth(np.array((yield from self.document()).ids, dtype=np.uint64))
         return self._truth
 
     def filter(self, bits: int, hashes: int) -> Op:
@@ -240,6 +248,7 @@ class EngineNode:
         self.docs: OrderedDict[int, PublishedDoc] = OrderedDict()
         self.subscriptions: dict[int, Subscription] = {}
         self.counters: Counter[str] = Counter()
+        self._unsent: dict[tuple[str, str, str], list[int]] = {}  # (tag, method, rpc) -> calls not sent, to count
         self.tally = tally  # the simulator's ring-wide sum of every node's counters
         self.alert_listeners: list[Callable[[int], None]] = []  # told the subscription id
         self.shadow_indexes: dict[str, ShadowIndex] = {}  # name -> index; see ShadowIndex
@@ -254,7 +263,7 @@ class EngineNode:
             "Matched": self._on_matched,
             "Deliver": self._on_deliver,
             "Gossip": self._on_gossip,
-            "GetTerms": self._on_get_terms,
+            "GetDocument": self._on_get_document,
         }
 
     def count(self, name: str, n: int = 1) -> None:
@@ -415,7 +424,10 @@ class EngineNode:
             if n:
                 self.count(f"{depth_tag(d)}:announce_bytes_saved", n)
         if local:
-            yield from self._resolve(msg, local)
+            try:
+                yield from self._resolve(msg, local)
+            finally:
+                self._flush_unsent()
 
     # ---- resolving (QN side) -----------------------------------------------------------
 
@@ -435,7 +447,7 @@ class EngineNode:
                 continue
             try:
                 matched = yield from self._shadow_depths(block, told, meter, shadow.depths, name)
-                yield from self._matched(msg, dn, matched, name)
+                yield from self._matched(msg, dn, matched, name, meter)
             except (PeerUnreachable, LookupError) as e:
                 log.warning("shadow index %s: resolution of document %016x with %s failed: %s",
                             name, msg.doc_key, msg.dn, e)
@@ -477,19 +489,34 @@ class EngineNode:
                 self.count("alerts_dropped", res.pending + len(res.matched))
             log.warning("resolution of document %016x with %s failed: %s", msg.doc_key, msg.dn, e)
 
-    def _matched(self, msg: pb.Announcement, dn: NodeRef, matched: list[pb.QueryEntry], index: str = "") -> Op:
-        """Report the matches to the DN. A shadow index's carry its name, which a run of
-        its own would not send, so they are counted as the echo of the report it would."""
+    def _matched(self, msg: pb.Announcement, dn: NodeRef, matched: list[pb.QueryEntry], index: str = "",
+                 meter: Meter | None = None) -> Op:
+        """Report the matches to the DN, which alerts their subscribers; a shadow index's
+        are measured instead (`_measure_alerts`)."""
         if not matched:
             return
         self.count(f"{index}:matches" if index else "matches", len(matched))
-        request = pb.MatchedRequest(doc_key=msg.doc_key, matches=[
-            pb.Match(subscription_id=e.subscription_id, home=e.home) for e in matched])
         if index:
-            if dn != self.me:  # to myself it never crosses the wire
-                self._count_echo(ledger_kind("Matched", index), 1, request.ByteSize(), pb.Ack().ByteSize())
-            request.shadow = index
-        yield Call(dn, "Matched", request, index)
+            yield from self._measure_alerts(matched, index, meter)
+            return
+        yield Call(dn, "Matched", pb.MatchedRequest(doc_key=msg.doc_key, matches=[
+            pb.Match(subscription_id=e.subscription_id, home=e.home) for e in matched]))
+
+    def _measure_alerts(self, matched: list[pb.QueryEntry], index: str, meter: Meter) -> Op:
+        """Count, under INDEX: echo kinds, the report a shadow index's run would send the DN
+        and the alert batches the DN would send for it, one per home node (none that stays
+        on a node: it never crosses the wire), and tell the listeners; alert no one."""
+        doc = yield from meter.document()
+        dn = meter.dn.address
+        if dn != self.me.address:
+            self._count_echo(ledger_kind("Matched", index), 1,
+                             matched_size(meter.msg.doc_key, [(e.subscription_id, e.home) for e in matched]), ACK)
+        homes = Counter(e.home for e in matched)
+        sizes = [alert_batch_size(doc.docno, doc.title, doc.snippet, n) for home, n in homes.items() if home != dn]
+        if sizes:
+            self._count_echo(ledger_kind("Deliver", index), len(sizes), sum(sizes), len(sizes) * ACK)
+        for listener in self.shadow_listeners:
+            listener(index, [e.subscription_id for e in matched])
 
     def _candidates(self, block: Block, keep: np.ndarray, tag: str = "") -> Block | None:
         """The queries of the block it keeps (None: none left), counted."""
@@ -600,10 +627,22 @@ class EngineNode:
     def _count_calls(self, calls: Sent, tag: str) -> None:
         """Count resolution calls that were not sent, as a run resolving under depth tag
         `tag` would have sent them: echo:KIND messages and echo_bytes:KIND bytes, KIND as
-        the ledger's."""
-        for (method, rpc), (n, request, reply) in calls.items():
+        the ledger's. Summed here first, counted once a QN is done with the document."""
+        unsent = self._unsent
+        for (method, rpc), noted in calls.items():
+            got = unsent.get((tag, method, rpc))
+            if got is None:
+                unsent[tag, method, rpc] = noted.copy()
+            else:
+                got[0] += noted[0]
+                got[1] += noted[1]
+                got[2] += noted[2]
+
+    def _flush_unsent(self) -> None:
+        for (tag, method, rpc), (n, request, reply) in self._unsent.items():
             self._count_echo(ledger_kind(rpc, resolution_tag(tag, method, self.settings.resolution)),
                              n, request, reply)
+        self._unsent.clear()
 
     def _count_echo(self, kind: str, calls: int, request: int, reply: int) -> None:
         """Count calls a run alone would have sent, requests and replies, as echo:KIND
@@ -638,17 +677,16 @@ class EngineNode:
             return pb.DialogueReply(found=False)
         return pb.DialogueReply(found=True, present=pack_bits(doc.holds(req.ids)))
 
-    def _on_get_terms(self, req: pb.TermsRequest) -> pb.TermsReply:
+    def _on_get_document(self, req: pb.DocumentRequest) -> pb.DocumentReply:
         doc = self.docs.get(req.doc_key)
         if doc is None:
-            return pb.TermsReply(found=False)
-        return pb.TermsReply(found=True, ids=doc.sorted_ids().tolist())
+            return pb.DocumentReply(found=False)
+        return pb.DocumentReply(found=True, ids=doc.sorted_ids().tolist(), docno=doc.docno, title=doc.title,
+                                snippet=doc.snippet)
 
     def _on_matched(self, req: pb.MatchedRequest) -> pb.Ack:
         doc = self.docs.get(req.doc_key)
-        if doc is not None and req.shadow:
-            self._count_deliveries(doc, req)
-        elif doc is not None:
+        if doc is not None:
             self.spawn(self._deliver(doc, list(req.matches)))
         return pb.Ack()
 
@@ -667,16 +705,6 @@ class EngineNode:
                 yield Call(home, "Deliver", batch)
             except PeerUnreachable:
                 self.count("alerts_dropped", len(batch.subscription_ids))
-
-    def _count_deliveries(self, doc: PublishedDoc, req: pb.MatchedRequest) -> None:
-        """A shadow index's matches: count the batches `_deliver` would send (echo:NAME:Deliver;
-        none to myself), and tell the listeners, but alert no one."""
-        sizes = [batch.ByteSize() for home, batch in self._batches(doc, req.matches) if home != self.me]
-        if sizes:  # counted at once: a sum of every batch's
-            self._count_echo(ledger_kind("Deliver", req.shadow), len(sizes), sum(sizes),
-                             len(sizes) * pb.Ack().ByteSize())
-        for listener in self.shadow_listeners:
-            listener(req.shadow, [m.subscription_id for m in req.matches])
 
     # ---- alerts (home side) ------------------------------------------------------------
 

@@ -2,12 +2,15 @@
 
 Measurement needs the bytes of messages that are never sent: the announcement a
 shallower piggyback depth would have carried (cqengine.announce.bytes_saved) and the
-resolution calls of a measured shadow (cqengine.engine.Meter). Every field of these
+resolution calls and alerts of a measured shadow (cqengine.engine.Meter). Every field of these
 messages has a number below 16, so its tag is one byte. Tests check each size against
 protobuf's own ByteSize.
 """
 
 from __future__ import annotations
+
+from functools import lru_cache
+from typing import Iterable
 
 
 def varint_size(v: int) -> int:
@@ -28,6 +31,16 @@ def fixed64_field_size(v: int) -> int:
     return 9 if v else 0
 
 
+@lru_cache(maxsize=4096)  # node addresses and a document's strings, over and over
+def string_field_size(s: str) -> int:
+    return bytes_field_size(len(s.encode("utf-8")))
+
+
+def message_field_size(size: int) -> int:
+    """An embedded message of `size` bytes, as an element of a repeated field."""
+    return 1 + varint_size(size) + size
+
+
 FOUND = 2  # `found = true`: a tag and one byte
 
 
@@ -39,3 +52,15 @@ def dialogue_sizes(doc_key: int, n: int) -> tuple[int, int]:
 def bloom_sizes(doc_key: int, bits: int) -> tuple[int, int]:
     """A Bloom filter of `bits` bits fetched from the DN: request and reply bytes."""
     return fixed64_field_size(doc_key), FOUND + bytes_field_size(bits // 8)
+
+
+def matched_size(doc_key: int, matches: Iterable[tuple[int, str]]) -> int:
+    """A QN's report of its matches, (subscription id, home) each, to the DN."""
+    return fixed64_field_size(doc_key) + sum(
+        message_field_size(fixed64_field_size(sub) + string_field_size(home)) for sub, home in matches)
+
+
+def alert_batch_size(docno: str, title: str, snippet: str, n: int) -> int:
+    """The DN's batch of alerts for n subscriptions of one home node."""
+    return string_field_size(docno) + string_field_size(title) + string_field_size(snippet) + \
+        packed_fixed64_size(n)

@@ -227,7 +227,7 @@ def test_a_shadow_resolution_counts_what_it_would_send_alone_and_agrees(resoluti
     both, tag = kinds[resolution, shadow], shadow + ":"
     assert {k: v for k, v in both.items() if not k[0].startswith("measure:")} == kinds[resolution, ""]
     assert {k[0] for k in both if k[0].startswith("measure:")} <= \
-        {f"measure:{rpc}{reply}" for rpc in ("GetTerms", "GetBloom") for reply in ("", ".reply")}
+        {f"measure:{rpc}{reply}" for rpc in ("GetDocument", "GetBloom") for reply in ("", ".reply")}
     alone = {k: v for k, v in kinds[shadow, ""].items() if k[0].split(".")[0] in ("TermDialogue", "GetBloom")}
     assert all(k[0].startswith(tag) for k in echoed)
     assert {(k[0][len(tag):], k[1]): v for k, v in echoed.items()} == alone
@@ -633,15 +633,17 @@ def test_analyzed_input_alerts_as_text_does_and_the_tally_sums_the_nodes():
     assert sim.tally["candidates"] == sum(r.candidates for r in reports)
 
 
-def test_a_dn_tells_a_measuring_qn_its_document_s_terms_sorted():
-    """GetTerms, which only measurement asks: the document's term ids, ascending, as
-    Term Dialogue would answer them one by one; an unknown document is not found."""
+def test_a_dn_tells_a_measuring_qn_its_document():
+    """GetDocument, which only measurement asks: the document's term ids, ascending, as
+    Term Dialogue would answer them one by one, and what its alerts carry; an unknown
+    document is not found."""
     sim = EngineSimulator(4, Settings(), seed=3)
     dn = sim.pick()
-    sim.publish("D1", "The levee held as the hurricane passed over the levee", via=dn)
+    text = "The levee held as the hurricane passed over the levee"
+    sim.publish("D1", text, title="Storm", via=dn)
     engine = sim.engines[dn]
     (key, doc), = engine.docs.items()
-    reply = engine.handle("GetTerms", pb.TermsRequest(doc_key=key))
-    assert reply.found and list(reply.ids) == sorted(term_id(t) for t in set(analyze(
-        "The levee held as the hurricane passed over the levee")))
-    assert not engine.handle("GetTerms", pb.TermsRequest(doc_key=key ^ 1)).found
+    reply = engine.handle("GetDocument", pb.DocumentRequest(doc_key=key))
+    assert reply.found and list(reply.ids) == sorted({term_id(t) for t in analyze(f"Storm\n{text}")})
+    assert (reply.docno, reply.title, reply.snippet) == ("D1", "Storm", text)
+    assert not engine.handle("GetDocument", pb.DocumentRequest(doc_key=key ^ 1)).found

@@ -5,7 +5,7 @@ from hypothesis import given, strategies as st
 from cqengine.bloom import BloomFilter
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.resolution import pack_bits
-from cqengine.wire import bloom_sizes, dialogue_sizes
+from cqengine.wire import alert_batch_size, bloom_sizes, dialogue_sizes, matched_size
 
 doc_keys = st.one_of(st.just(0), st.integers(1, 2**64 - 1))  # a zero key is not on the wire at all
 
@@ -24,3 +24,19 @@ def test_a_bloom_filter_takes_the_bytes_its_messages_take(doc_key, size, ids):
     bits = 8 * size
     reply = pb.BloomReply(found=True, bits=BloomFilter.of(ids, bits, 3).to_bytes())
     assert bloom_sizes(doc_key, bits) == (pb.BloomRequest(doc_key=doc_key).ByteSize(), reply.ByteSize())
+
+
+texts = st.text(max_size=200)  # any Unicode: sizes are of UTF-8 bytes
+sub_ids = st.one_of(st.just(0), st.integers(1, 2**64 - 1))
+
+
+@given(doc_keys, st.lists(st.tuples(sub_ids, texts), max_size=40))
+def test_a_report_of_matches_takes_the_bytes_its_message_takes(doc_key, matches):
+    request = pb.MatchedRequest(doc_key=doc_key, matches=[pb.Match(subscription_id=s, home=h) for s, h in matches])
+    assert matched_size(doc_key, matches) == request.ByteSize()
+
+
+@given(texts, texts, st.text(max_size=400), st.lists(sub_ids, max_size=40))
+def test_an_alert_batch_takes_the_bytes_its_message_takes(docno, title, snippet, subs):
+    batch = pb.AlertBatch(docno=docno, title=title, snippet=snippet, subscription_ids=subs)
+    assert alert_batch_size(docno, title, snippet, len(subs)) == batch.ByteSize()

@@ -29,9 +29,9 @@ The indexes of one workload differ only in where each query sits; the announceme
 not depend on them, so a workload is one pass too: one ring hosts the others' indexes as
 shadow indexes (cqengine.engine.ShadowIndex, under INDEX/kD: kinds and counters), which
 every QN also resolves at the depths wanted of them. A shadow index's matches are
-reported to the DN, which counts the alert batches it would send instead of sending
-them; they are checked against the matcher as the host's alerts are. A shadow index
-measuring the second half joins the pass when the second half starts.
+measured too (the report to the DN and the alert batches it would send are counted),
+and checked against the matcher as the host's alerts are. A shadow index measuring the
+second half joins the pass when the second half starts.
 
 Every alert a worker sees is checked against the matcher: the subscriber's mailbox is
 emptied after each document (as a stream would) and the queries alerted must be exactly
@@ -566,10 +566,10 @@ def measured_as(kinds: dict, run: RunSpec, p: Pass, counters: dict) -> dict:
     """A pass's ledger kinds as the run alone would have them. Resolution messages are
     tagged by index, depth and method (INDEX/kD/METHOD:KIND; no tag: the host index, the
     engine's own depth and method), so the run's are one tag's, with the messages a
-    shadow depth echoed instead of sending (echo:KIND and echo_bytes:KIND counters); a
-    shadow index's Matched and Deliver are its echoes alone (INDEX:KIND: the Matched it
-    sends carries its name, which a run alone would not); the rest is shared, less the
-    announcement bytes a shallower run would not have sent (kD:announce_bytes_saved)."""
+    shadow measured instead of sending (echo:KIND and echo_bytes:KIND counters); a shadow
+    index's Matched and Deliver are its measured ones (INDEX:KIND); the rest is shared,
+    less the announcement bytes a shallower run would not have sent
+    (kD:announce_bytes_saved)."""
     index = p.index_tag(run.index)
     shallower = run.piggyback != p.piggyback
     want = resolution_tag(p.run_tag(run), run.resolution, p.resolution)
@@ -580,7 +580,7 @@ def measured_as(kinds: dict, run: RunSpec, p: Pass, counters: dict) -> dict:
         tag, _, name = kind.rpartition(":")
         method = name.split(".")[0]
         if tag == (want if method in RESOLUTION else index if method in ALERTING else ""):
-            m, b = kinds.get(kind, (0, 0)) if not (index and method in ALERTING) else (0, 0)
+            m, b = kinds.get(kind, (0, 0))
             e = echoes.get(kind, (0, 0))
             out[name] = (m + e[0], b + e[1])
     if shallower and "Announce" in out:

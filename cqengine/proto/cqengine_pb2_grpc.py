@@ -331,10 +331,10 @@ class EngineStub:
                 request_serializer=cqengine_dot_proto_dot_cqengine__pb2.GossipRequest.SerializeToString,
                 response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.Ack.FromString,
                 _registered_method=True)
-        self.GetTerms = channel.unary_unary(
-                '/cqengine.Engine/GetTerms',
-                request_serializer=cqengine_dot_proto_dot_cqengine__pb2.TermsRequest.SerializeToString,
-                response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.TermsReply.FromString,
+        self.GetDocument = channel.unary_unary(
+                '/cqengine.Engine/GetDocument',
+                request_serializer=cqengine_dot_proto_dot_cqengine__pb2.DocumentRequest.SerializeToString,
+                response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.DocumentReply.FromString,
                 _registered_method=True)
 
 
@@ -397,9 +397,9 @@ class EngineServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def GetTerms(self, request, context):
-        """Measurement only: the document's term ids, with which an experiment's QN works out
-        its shadow resolutions instead of sending them (cqengine.engine.Meter).
+    def GetDocument(self, request, context):
+        """Measurement only: the document as its DN holds it, with which an experiment's QN
+        works out what its shadows would send instead of sending it (cqengine.engine.Meter).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -453,10 +453,10 @@ def add_EngineServicer_to_server(servicer, server):
                     request_deserializer=cqengine_dot_proto_dot_cqengine__pb2.GossipRequest.FromString,
                     response_serializer=cqengine_dot_proto_dot_cqengine__pb2.Ack.SerializeToString,
             ),
-            'GetTerms': grpc.unary_unary_rpc_method_handler(
-                    servicer.GetTerms,
-                    request_deserializer=cqengine_dot_proto_dot_cqengine__pb2.TermsRequest.FromString,
-                    response_serializer=cqengine_dot_proto_dot_cqengine__pb2.TermsReply.SerializeToString,
+            'GetDocument': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetDocument,
+                    request_deserializer=cqengine_dot_proto_dot_cqengine__pb2.DocumentRequest.FromString,
+                    response_serializer=cqengine_dot_proto_dot_cqengine__pb2.DocumentReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -715,7 +715,7 @@ class Engine:
             _registered_method=True)
 
     @staticmethod
-    def GetTerms(request,
+    def GetDocument(request,
             target,
             options=(),
             channel_credentials=None,
@@ -728,9 +728,9 @@ class Engine:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/cqengine.Engine/GetTerms',
-            cqengine_dot_proto_dot_cqengine__pb2.TermsRequest.SerializeToString,
-            cqengine_dot_proto_dot_cqengine__pb2.TermsReply.FromString,
+            '/cqengine.Engine/GetDocument',
+            cqengine_dot_proto_dot_cqengine__pb2.DocumentRequest.SerializeToString,
+            cqengine_dot_proto_dot_cqengine__pb2.DocumentReply.FromString,
             options,
             channel_credentials,
             insecure,
