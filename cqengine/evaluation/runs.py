@@ -411,9 +411,10 @@ class IndexedRing:
         seconds = time.perf_counter() - t
         lab.timings["publishing"] += seconds
         results = []
+        columns = Columns.of(chunks)
         for run in p.runs:
             ring = rings[run.index]
-            result = merge(run, p, chunks, ring.load, lab.half, {"index": ring.seconds, "publish": seconds})
+            result = merge(run, p, columns, chunks, ring.load, lab.half, {"index": ring.seconds, "publish": seconds})
             result.longest = ring.longest
             o = result.oracle
             if o["missing"] or o["unexpected"] or o["wrong_docno"]:
@@ -589,22 +590,51 @@ def measured_as(kinds: dict, run: RunSpec, p: Pass, counters: dict) -> dict:
     return out
 
 
-def merge(spec: RunSpec, p: Pass, chunks: list[dict], load: list[int], half: int, seconds: dict) -> RunResult:
-    """One run's result from its workers' chunks of pass p."""
+@dataclass
+class Columns:
+    """A pass's rows, one per document published, as columns in the order of their
+    positions: every run of the pass is read off them (a ledger kind or counter a
+    document did not grow is 0 there)."""
+    positions: np.ndarray
+    candidates: np.ndarray
+    matches: np.ndarray
+    alerts: np.ndarray
+    kinds: dict[str, tuple[np.ndarray, np.ndarray]]  # ledger kind -> messages, bytes
+    counters: dict[str, np.ndarray]
+
+    @classmethod
+    def of(cls, chunks: list[dict]) -> "Columns":
+        rows = sorted((row for c in chunks for row in c["rows"]), key=lambda row: row[0])
+        n = len(rows)
+        kinds: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        counters: dict[str, np.ndarray] = {}
+        for i, (*_, grown, counted) in enumerate(rows):
+            for k, (m, b) in grown.items():
+                if k not in kinds:
+                    kinds[k] = (np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64))
+                kinds[k][0][i], kinds[k][1][i] = m, b
+            for k, v in counted.items():
+                if k not in counters:
+                    counters[k] = np.zeros(n, dtype=np.int64)
+                counters[k][i] = v
+        at = [np.array([row[i] for row in rows], dtype=np.int64) for i in range(4)]
+        return cls(*at, kinds, counters)
+
+
+def merge(spec: RunSpec, p: Pass, columns: Columns, chunks: list[dict], load: list[int], half: int,
+          seconds: dict) -> RunResult:
+    """One run's result from its workers' chunks of pass p, whose rows are `columns`."""
     part = p.part(spec.index)
     index, tag = p.index_tag(spec.index), p.run_tag(spec)
-    first = half if part.documents == "second" else 0
-    rows = sorted((j, counters.get(f"{tag}:candidates", 0) if tag else cand,
-                   counters.get(f"{index}:matches", 0) if index else matches, alerts,
-                   measured_as(kinds, spec, p, counters))
-                  for c in chunks for j, cand, matches, alerts, kinds, counters in c["rows"] if j >= first)
-    kinds = sorted({k for r in rows for k in r[4]})
-    per_doc = {"candidates": np.array([r[1] for r in rows], dtype=np.int64),
-               "matches": np.array([r[2] for r in rows], dtype=np.int64),
-               "alerts": np.array([r[3] for r in rows], dtype=np.int64)}
-    for k in kinds:
-        per_doc[f"{k}:messages"] = np.array([r[4].get(k, (0, 0))[0] for r in rows], dtype=np.int64)
-        per_doc[f"{k}:bytes"] = np.array([r[4].get(k, (0, 0))[1] for r in rows], dtype=np.int64)
+    mask = columns.positions >= (half if part.documents == "second" else 0)
+    zeros = np.zeros(len(mask), dtype=np.int64)
+    per_doc = {"candidates": (columns.counters.get(f"{tag}:candidates", zeros) if tag else columns.candidates)[mask],
+               "matches": (columns.counters.get(f"{index}:matches", zeros) if index else columns.matches)[mask],
+               "alerts": columns.alerts[mask]}
+    for k, (m, b) in sorted(measured_as(columns.kinds, spec, p, columns.counters).items()):
+        messages = (zeros + m)[mask]
+        if messages.any():  # a kind none of its documents sent is none of its kinds
+            per_doc[f"{k}:messages"], per_doc[f"{k}:bytes"] = messages, (zeros + b)[mask]
     ledger: dict[str, list[int]] = {}
     for c in chunks:
         for k, (m, b) in measured_as(c["ledger"][part.documents], spec, p, c["counters"][part.documents]).items():
@@ -616,5 +646,5 @@ def merge(spec: RunSpec, p: Pass, chunks: list[dict], load: list[int], half: int
         oracle_tally.update(c["oracle"][index])
     for k in ("expected", "alerted", "missing", "unexpected", "wrong_docno", "disagreements"):
         oracle_tally.setdefault(k, 0)
-    return RunResult(spec, np.array([r[0] for r in rows], dtype=np.int64), per_doc, dict(sorted(ledger.items())),
+    return RunResult(spec, columns.positions[mask], per_doc, dict(sorted(ledger.items())),
                      load, dict(oracle_tally), seconds, half)
