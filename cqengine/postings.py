@@ -65,11 +65,15 @@ class Block:
 
     @classmethod
     def of(cls, entries: Sequence[pb.QueryEntry], rarity: Rarity | None = None) -> "Block":
-        rows = [ask_order(e, rarity) for e in entries]
+        return cls.of_rows(objects(entries), [ask_order(e, rarity) for e in entries])
+
+    @classmethod
+    def of_rows(cls, entries: np.ndarray, rows: list[list[int]]) -> "Block":
+        """The block of these entries, whose term ids in asking order are `rows`."""
         width = max((len(r) for r in rows), default=1)
         ids = np.array([r + r[:1] * (width - len(r)) for r in rows], dtype=np.uint64)
         terms, codes = np.unique(ids, return_inverse=True)
-        return cls(objects(entries), terms, np.ascontiguousarray(codes.reshape(len(rows), width).T))
+        return cls(entries, terms, np.ascontiguousarray(codes.reshape(len(rows), width).T))
 
     @classmethod
     def concat(cls, blocks: Sequence["Block"]) -> "Block":
@@ -127,13 +131,35 @@ class InvertedIndex(SortedKeyStore):
             b = self._blocks[key] = Block.of(entries, self.rarity)
         return b
 
-    def compile(self, bloom: tuple[int, int]) -> None:
+    def compile(self, bloom: tuple[int, int], orders: dict[int, list[int]] | None = None) -> None:
         """Build every key's block now, with its terms' filter positions for bloom (bits,
-        hashes): a simulated ring about to be forked for many runs builds them once."""
-        for key in self._values:
-            b = self.block(key)
-            if b is not None:
-                b.bloom_positions(*bloom)
+        hashes): a simulated ring about to be forked for many runs builds them once, and
+        all at once (one array of entries, one hashing of every key's terms). `orders`
+        keeps each subscription's asking order for other indexes of the same
+        subscriptions, with the same rarity, to reuse."""
+        keys = [key for key, entries in self._values.items() if entries and key not in self._blocks]
+        lists = [self._values[key] for key in keys]
+        if not lists:
+            return
+        orders = {} if orders is None else orders
+        entries = objects([e for values in lists for e in values])
+        rows = []
+        for e in entries:
+            row = orders.get(e.subscription_id)
+            if row is None:
+                row = orders[e.subscription_id] = ask_order(e, self.rarity)
+            rows.append(row)
+        blocks, start = [], 0
+        for key, values in zip(keys, lists):
+            end = start + len(values)
+            blocks.append(Block.of_rows(entries[start:end], rows[start:end]))
+            self._blocks[key] = blocks[-1]
+            start = end
+        positions = positions_array(np.concatenate([b.terms for b in blocks]), *bloom)
+        start = 0
+        for b in blocks:
+            b._bloom = (bloom, positions[:, start:start + len(b.terms)])
+            start += len(b.terms)
 
     def holds(self, key: int, subscription_id: int) -> bool:
         return subscription_id in self._subs.get(key, ())

@@ -87,3 +87,28 @@ def test_index_blocks_and_subscriptions_follow_every_change(program):
 def test_member_is_set_membership(xs, members):
     got = member(np.array(xs, dtype=np.uint64), np.array(sorted(members), dtype=np.uint64))
     assert got.tolist() == [x in members for x in xs]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(KEYS, st.integers(0, 30), st.sets(IDS, min_size=1, max_size=6)), max_size=25),
+       st.booleans(), st.integers(0, 5))
+def test_compiling_at_once_builds_the_blocks_each_key_would(filed, by_rarity, moved):
+    """compile builds every key's block, filter positions included, in bulk; an index of
+    the same subscriptions filed under other keys, compiled with the first one's asking
+    orders, still gets the blocks of its own entries."""
+    rarity = (lambda y, t: -y) if by_rarity else None
+    subs = {sub: ids for _, sub, ids in filed}  # a subscription has one set of terms
+    orders: dict[int, list[int]] = {}
+    for shift in (0, moved):  # the second index: the same subscriptions under other keys
+        lazy, bulk = InvertedIndex(rarity), InvertedIndex(rarity)
+        for key, sub, _ in filed:
+            for index in (lazy, bulk):
+                index.replace((key + shift) % 6, entry(sub, subs[sub]))
+        bulk.compile((64, 3), orders)
+        for key in range(6):
+            want, got = lazy.block(key), bulk.block(key)
+            assert (want is None) == (got is None)
+            if want is not None:
+                assert rows(got) == rows(want)
+                assert np.array_equal(got.terms, want.terms) and np.array_equal(got.codes, want.codes)
+                assert np.array_equal(got.bloom_positions(64, 3), want.bloom_positions(64, 3))

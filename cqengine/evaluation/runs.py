@@ -354,6 +354,7 @@ class IndexedRing:
         self.sim = EngineSimulator(s.nodes, settings, seed=s.seed)
         self.addresses = sorted(self.sim.engines)
         self.query_of: dict[int, int] = {}
+        self._filed: dict | None = None
         progress = Progress(f"{label} indexing {index.name}", len(queries), unit="queries",
                             out=lab.err)
         if host is None:
@@ -365,8 +366,10 @@ class IndexedRing:
         else:
             self._refile(host, progress)
         progress.close()
+        # each subscription's asking order is the same in every ring of its workload
+        self.orders: dict[int, list[int]] = host.orders if host is not None else {}
         for e in self.sim.engines.values():  # once here, not again in every run's workers
-            e.index.compile((s.bloom_bits, s.bloom_hashes))
+            e.index.compile((s.bloom_bits, s.bloom_hashes), self.orders)
         self.load = self.sim.load()
         self.longest = longest_lists(self.sim, lab.corpus.df)
         self.seconds = time.perf_counter() - t
@@ -381,22 +384,32 @@ class IndexedRing:
         strategy chooses, each at the owner of its key: what subscribing them here gives
         (the pass then equals runs of their own: tests/test_evaluation.py), without the
         lookups, which the pass never reads and which made most of indexing's time."""
-        entries = {e.subscription_id: e for engine in host.sim.engines.values()
-                   for key in engine.index.keys() for e in engine.index.get(key)}
         owners = self.sim.ring.oracle()
-        for i, sub_id in enumerate(host.query_of):
-            entry = pb.QueryEntry()
-            entry.CopyFrom(entries[sub_id])
-            pairs = list(zip(entry.term_ids, entry.terms))
+        for i, (sub_id, (original, pairs)) in enumerate(host.filed().items()):
+            request = pb.IndexRequest()
+            entry = request.entry
+            entry.CopyFrom(original)
             entry.index_id = pairs[self.sim.engines[entry.home].choose(pairs, sub_id)][0]
             owner = self.sim.engines[owners.owner(entry.index_id).address]
-            if not owner.handle("Index", pb.IndexRequest(entry=entry)).owner:
+            if not owner.handle("Index", request).owner:
                 raise EvaluationError(f"{owner.me.address} refused the key its ring says it owns")
             if i % 256 == 0:
                 progress.update(i, i)
         self.query_of = host.query_of  # the very subscriptions
 
+    def filed(self) -> dict[int, tuple[pb.QueryEntry, list[tuple[int, str]]]]:
+        """Every subscription's entry, in the order they were made, with its (term id,
+        term) pairs: what filing them again as another strategy chooses starts from
+        (worked out once for every ring filed from this one)."""
+        if self._filed is None:
+            entries = {e.subscription_id: e for engine in self.sim.engines.values()
+                       for key in engine.index.keys() for e in engine.index.get(key)}
+            self._filed = {sub_id: (entries[sub_id], list(zip(entries[sub_id].term_ids, entries[sub_id].terms)))
+                           for sub_id in self.query_of}
+        return self._filed
+
     def close(self) -> None:
+        self._filed = None
         del self.sim  # the caller unfreezes and collects once every ring of the pass is closed
 
     def publish(self, p: Pass, label: str, rings: dict[IndexSpec, "IndexedRing"]) -> list[RunResult]:
