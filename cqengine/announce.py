@@ -27,7 +27,7 @@ from typing import Callable, Hashable, Iterable, Sequence
 import numpy as np
 
 from chord.ids import MASK, arc_spans, intersect_spans, union_spans
-from cqengine.postings import Block, member
+from cqengine.postings import Block, any_per_query, member
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.wire import packed_fixed64_size, varint_size
 
@@ -275,4 +275,4 @@ def may_match(block: Block, absent: np.ndarray) -> np.ndarray:
     the block's terms)?"""
     if not len(block) or not absent.any():
         return np.ones(len(block), dtype=bool)
-    return ~absent[block.codes].any(axis=0)
+    return ~any_per_query(absent[block.codes])

@@ -101,6 +101,12 @@ def _received_filter(bits: int, hashes: int, data: bytes) -> BloomFilter:
     return BloomFilter(bits, hashes, data)
 
 
+@lru_cache(maxsize=64)  # every QN of a document hears the same answer
+def _told_truth(data: bytes) -> Truth:
+    """The answers a DocumentReply gives (shared, so never written but for its caches)."""
+    return Truth(np.array(pb.DocumentReply.FromString(data).ids, dtype=np.uint64))
+
+
 def _state(keep: np.ndarray, present: np.ndarray) -> tuple[bytes, bytes]:
     """What decides a resolution of a block's queries: which it keeps, and which of the
     block's terms the QN knows present."""
@@ -144,7 +150,7 @@ class Meter:
 
     def truth(self) -> Op:
         if self._truth is None:
-            self._truth = Truth(np.array((yield from self.document()).ids, dtype=np.uint64))
+            self._truth = _told_truth((yield from self.document()).SerializeToString())
         return self._truth
 
     def filter(self, bits: int, hashes: int) -> Op:
@@ -270,6 +276,11 @@ class EngineNode:
         self.counters[name] += n
         if self.tally is not None:
             self.tally[name] += n
+
+    @property
+    def _counted(self) -> tuple[Counter, ...]:
+        """Where count() counts."""
+        return (self.counters,) if self.tally is None else (self.counters, self.tally)
 
     @property
     def me(self) -> NodeRef:
@@ -525,7 +536,7 @@ class EngineNode:
 
     def _count_candidates(self, keep: np.ndarray, tag: str) -> int:
         """Count the queries kept as candidates (TAG:candidates for a shadow depth)."""
-        n = int(keep.sum())
+        n = int(np.count_nonzero(keep))
         self.count(f"{tag}:candidates" if tag else "candidates", n)
         return n
 
@@ -545,23 +556,26 @@ class EngineNode:
         ask the same questions and hear the same answers, so its messages are counted as
         echoes of those instead of being worked out again."""
         s = self.settings
+        echoing = resolved is not None or len(wanted) > 1  # else no state can repeat another
         resolved = {} if resolved is None else resolved
         known = told.depths(block.terms) if len(wanted) > 1 else None
         for d in wanted:
             tag = depth_tag(d, index)
             if known is None:  # its own knowledge costs less than every depth's
                 know = told.at(d)
-                absent, present = know.absent_in(block.terms), member(block.terms, know.present_array)
+                absent = know.absent_in(block.terms)
+                present = member(block.terms, know.present_array) if echoing else None
             else:
                 absent, present = known.absent(d), known.present(d)
             keep = may_match(block, absent)
-            state = _state(keep, present)
+            state = _state(keep, present) if echoing else None
             if state in resolved:
                 self._count_candidates(keep, tag)
                 self._echo(resolved[state][0], tag)
+                found = resolved[state][1]
             else:
                 sent: Sent = {}
-                found: list[pb.QueryEntry] = []
+                found = []
                 candidates = self._candidates(block, keep, tag)
                 if candidates is not None:
                     res = resolution(candidates, told.at(d), s.dialogue_batch)
@@ -570,11 +584,12 @@ class EngineNode:
                     if twin is not None:
                         yield from self._shadow(twin, s.shadow_resolution, meter, res.matched, tag, sent)
                     found = res.matched
-                resolved[state] = (sent, found)
+                if echoing:
+                    resolved[state] = (sent, found)
             if matched is None:
-                matched = resolved[state][1]
+                matched = found
             else:
-                self._agree(resolved[state][1], matched)
+                self._agree(found, matched)
         return matched if matched is not None else []
 
     def _dialogue(self, res: Resolution | SmallResolution, method: str, msg: pb.Announcement,
@@ -647,8 +662,10 @@ class EngineNode:
     def _count_echo(self, kind: str, calls: int, request: int, reply: int) -> None:
         """Count calls a run alone would have sent, requests and replies, as echo:KIND
         messages and echo_bytes:KIND bytes."""
-        for name, n in zip(_echo_names(kind), (calls, request, calls, reply)):
-            self.count(name, n)
+        names = _echo_names(kind)
+        for counters in self._counted:  # as count() would, inlined: a measuring QN counts many
+            for name, n in zip(names, (calls, request, calls, reply)):
+                counters[name] += n
 
     def _shadow(self, res: Resolution | SmallResolution, method: str, meter: "Meter",
                 matched: list[pb.QueryEntry], tag: str, sent: Sent | None) -> Op:

@@ -17,6 +17,7 @@ built when its list is first consulted after a change.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable, Sequence
 
 import numpy as np
@@ -34,6 +35,11 @@ def ask_order(entry: pb.QueryEntry, rarity: Rarity | None) -> list[int]:
     if rarity is None:
         return list(entry.term_ids)
     return [y for _, y in sorted((rarity(y, t), y) for y, t in zip(entry.term_ids, entry.terms))]
+
+
+# Per query (column) of a block's (width x queries) flags: is any set? ndarray.any(axis=0)
+# without its Python wrapper, which costs as much as the work on a block's few rows.
+any_per_query = partial(np.logical_or.reduce, axis=0)
 
 
 def member(xs: np.ndarray, sorted_ids: np.ndarray) -> np.ndarray:

@@ -13,13 +13,14 @@ the same rounds, and says how many ids each would have asked.
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Sequence
 
 import numpy as np
 
 from cqengine.announce import Knowledge
 from cqengine.bloom import BloomFilter
-from cqengine.postings import Block, member
+from cqengine.postings import Block, any_per_query, member
 from cqengine.proto import cqengine_pb2 as pb
 
 
@@ -61,8 +62,11 @@ class Truth:
 
     def __init__(self, present: np.ndarray) -> None:
         self.array = present  # the ids the document holds, sorted uint64
-        self.ids = frozenset(present.tolist())
         self._masks: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    @cached_property
+    def ids(self) -> frozenset[int]:
+        return frozenset(self.array.tolist())
 
     def mask(self, terms: np.ndarray) -> np.ndarray:
         """Elementwise over sorted terms, all among the ids answered: does the document
@@ -160,9 +164,10 @@ class Resolution:
         self.batch = max(1, batch)
         self.block = block
         self.unknown = ~member(block.terms, know.present_array)  # per term: not known present
+        self.waiting = self.unknown.copy()  # per term: unknown and not asked yet
         self.asked = np.zeros(len(block.terms), dtype=bool)
         self.absent = np.zeros(len(block.terms), dtype=bool)
-        open_rows = self.unknown[block.codes].any(axis=0)
+        open_rows = any_per_query(self.unknown[block.codes])
         self.matched: list[pb.QueryEntry] = block.entries[~open_rows].tolist()  # all known present
         self.rows = open_rows.nonzero()[0]
         self.codes = block.codes.compress(open_rows, axis=1)
@@ -176,7 +181,8 @@ class Resolution:
         """An independent resolution in the same state (`unknown` and the block are never
         written; rows and codes are replaced, not written, as queries are decided)."""
         twin = _clone(self)
-        twin.asked, twin.absent, twin.matched = self.asked.copy(), self.absent.copy(), list(self.matched)
+        twin.asked, twin.absent, twin.waiting = self.asked.copy(), self.absent.copy(), self.waiting.copy()
+        twin.matched = list(self.matched)
         return twin
 
     def apply_bloom(self, bloom: BloomFilter) -> int:
@@ -186,9 +192,9 @@ class Resolution:
         tested = (used & self.unknown).nonzero()[0]
         positions = self.block.bloom_positions(bloom.bits, bloom.hashes).take(tested, axis=1)
         self.absent[tested] = ~bloom.contains_array(self.block.terms[tested], positions)
-        out = self.absent[self.codes].any(axis=0)
+        out = any_per_query(self.absent[self.codes])
         self._keep(~out)
-        return int(out.sum())
+        return int(np.count_nonzero(out))
 
     def question(self) -> list[int]:
         """The ids to ask about this round, sorted: each pending query's next `batch`
@@ -208,15 +214,32 @@ class Resolution:
         present = truth.mask(self.block.terms)
         sizes = []
         while len(self.rows):
+            if len(self.rows) <= SMALL:  # the few left go on in Python, as SmallResolution's
+                sizes += self._as_small().settle(truth)
+                self._keep(np.zeros(len(self.rows), dtype=bool))
+                break
             at = self._next()
             sizes.append(len(at))
             self._learn(at, present[at])
         return sizes
 
+    def _as_small(self) -> SmallResolution:
+        """A SmallResolution in this one's state, adding to its matches: each pending
+        query's unknown ids in asking order, and the answers heard so far (a pending query
+        has no id known absent)."""
+        small = object.__new__(SmallResolution)
+        small.batch, small.block, small.matched = self.batch, self.block, self.matched
+        terms = self.block.terms.tolist()
+        unknown, absent = self.unknown.tolist(), self.absent.tolist()
+        small.answers = {terms[c]: not absent[c] for c in self.asked.nonzero()[0].tolist()}
+        small.rows = [(self.block.entries[i], [terms[c] for c in dict.fromkeys(codes) if unknown[c]])
+                      for i, codes in zip(self.rows.tolist(), self.codes.T.tolist())]
+        return small
+
     def _next(self) -> np.ndarray:
         """Where (in the block's terms) this round's ids are."""
         codes = self.codes
-        waiting = (self.unknown & ~self.asked)[codes]  # a pending query always has one
+        waiting = self.waiting[codes]  # a pending query always has one
         ask = np.zeros(len(self.block.terms), dtype=bool)
         if self.batch == 1:  # the common case, without a cumulative sum
             ask[codes[waiting.T.argmax(axis=1), np.arange(codes.shape[1])]] = True
@@ -227,10 +250,11 @@ class Resolution:
     def _learn(self, at: np.ndarray, present: np.ndarray) -> None:
         """The answers for the terms at `at`: decide the queries they decide."""
         self.asked[at] = True
+        self.waiting[at] = False
         self.absent[at[~present]] = True
         codes = self.codes
-        dropped = self.absent[codes].any(axis=0)
-        done = ~dropped & ~(self.unknown & ~self.asked)[codes].any(axis=0)
+        dropped = any_per_query(self.absent[codes])
+        done = ~dropped & ~any_per_query(self.waiting[codes])
         self.matched += self.block.entries[self.rows[done]].tolist()
         self._keep(~dropped & ~done)
 
