@@ -229,10 +229,13 @@ class Resolution:
         has no id known absent)."""
         small = object.__new__(SmallResolution)
         small.batch, small.block, small.matched = self.batch, self.block, self.matched
-        terms = self.block.terms.tolist()
-        unknown, absent = self.unknown.tolist(), self.absent.tolist()
-        small.answers = {terms[c]: not absent[c] for c in self.asked.nonzero()[0].tolist()}
-        small.rows = [(self.block.entries[i], [terms[c] for c in dict.fromkeys(codes) if unknown[c]])
+        used = np.unique(self.codes)  # the terms the pending queries hold: few, of maybe thousands
+        ids = dict(zip(used.tolist(), self.block.terms[used].tolist()))
+        unknown = dict(zip(used.tolist(), self.unknown[used].tolist()))
+        small.answers = {ids[c]: not absent
+                         for c, asked, absent in zip(used.tolist(), self.asked[used].tolist(),
+                                                     self.absent[used].tolist()) if asked}
+        small.rows = [(self.block.entries[i], [ids[c] for c in dict.fromkeys(codes) if unknown[c]])
                       for i, codes in zip(self.rows.tolist(), self.codes.T.tolist())]
         return small
 
