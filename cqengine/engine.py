@@ -28,7 +28,7 @@ import secrets
 from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -62,6 +62,14 @@ MEASURE = "measure"  # the tag of what a QN asks to measure its shadows (Meter):
 ACK = pb.Ack().ByteSize()  # an Ack's bytes: it is empty
 
 Sent = dict[tuple[str, str], list[int]]  # resolution calls: (method, rpc) -> [calls, request bytes, reply bytes]
+Unsent = dict[str, list[int]]  # calls measured, not sent: ledger kind -> [calls, request bytes, reply bytes]
+
+
+def unsent_counts(unsent: Unsent) -> Iterator[tuple[str, int]]:
+    """The counters of calls measured instead of sent, as a run alone would have sent
+    them: echo:KIND messages and echo_bytes:KIND bytes, requests then replies."""
+    for kind, (calls, request, reply) in unsent.items():
+        yield from zip(_echo_names(kind), (calls, request, calls, reply))
 
 
 def _note(sent: Sent, call: tuple[str, str], n: int, request: int, reply: int) -> None:
@@ -87,6 +95,12 @@ def resolution_tag(depth: str, method: str, own: str) -> str:
     """The ledger tag of resolving by `method` under a depth's tag on a ring that resolves
     by `own`: kD, METHOD or kD/METHOD (the ring's own method and depth: none)."""
     return "/".join(t for t in (depth, "" if method == own else method) if t)
+
+
+@lru_cache(maxsize=None)
+def _call_kind(rpc: str, tag: str, method: str, own: str) -> str:
+    """The ledger kind of a resolution call by `method` under a depth's tag."""
+    return ledger_kind(rpc, resolution_tag(tag, method, own))
 
 
 @lru_cache(maxsize=None)
@@ -235,7 +249,8 @@ class EngineNode:
     services = [ENGINE_SERVICE]
 
     def __init__(self, chord: ChordNode, settings: Settings, spawn: Callable[[Op], None],
-                 now: Callable[[], float] = time.monotonic, tally: Counter | None = None) -> None:
+                 now: Callable[[], float] = time.monotonic, tally: Counter | None = None,
+                 unsent: Unsent | None = None) -> None:
         self.chord = chord
         self.settings = settings
         self.spawn = spawn
@@ -254,8 +269,11 @@ class EngineNode:
         self.docs: OrderedDict[int, PublishedDoc] = OrderedDict()
         self.subscriptions: dict[int, Subscription] = {}
         self.counters: Counter[str] = Counter()
-        self._unsent: dict[tuple[str, str, str], list[int]] = {}  # (tag, method, rpc) -> calls not sent, to count
         self.tally = tally  # the simulator's ring-wide sum of every node's counters
+        # what this node measured instead of sending, summed before it is counted: here,
+        # once the node is done with a document, unless the shell sums it ring-wide
+        self.unsent: Unsent = {} if unsent is None else unsent
+        self._counts_unsent = unsent is None
         self.alert_listeners: list[Callable[[int], None]] = []  # told the subscription id
         self.shadow_indexes: dict[str, ShadowIndex] = {}  # name -> index; see ShadowIndex
         self.shadow_listeners: list[Callable[[str, list[int]], None]] = []  # told a shadow index's matches
@@ -276,11 +294,6 @@ class EngineNode:
         self.counters[name] += n
         if self.tally is not None:
             self.tally[name] += n
-
-    @property
-    def _counted(self) -> tuple[Counter, ...]:
-        """Where count() counts."""
-        return (self.counters,) if self.tally is None else (self.counters, self.tally)
 
     @property
     def me(self) -> NodeRef:
@@ -640,32 +653,27 @@ class EngineNode:
         self._count_calls(sent, tag)
 
     def _count_calls(self, calls: Sent, tag: str) -> None:
-        """Count resolution calls that were not sent, as a run resolving under depth tag
-        `tag` would have sent them: echo:KIND messages and echo_bytes:KIND bytes, KIND as
-        the ledger's. Summed here first, counted once a QN is done with the document."""
-        unsent = self._unsent
-        for (method, rpc), noted in calls.items():
-            got = unsent.get((tag, method, rpc))
-            if got is None:
-                unsent[tag, method, rpc] = noted.copy()
-            else:
-                got[0] += noted[0]
-                got[1] += noted[1]
-                got[2] += noted[2]
-
-    def _flush_unsent(self) -> None:
-        for (tag, method, rpc), (n, request, reply) in self._unsent.items():
-            self._count_echo(ledger_kind(rpc, resolution_tag(tag, method, self.settings.resolution)),
-                             n, request, reply)
-        self._unsent.clear()
+        """Count resolution calls that were not sent as a run resolving under depth tag
+        `tag` would have sent them."""
+        own = self.settings.resolution
+        for (method, rpc), (n, request, reply) in calls.items():
+            self._count_echo(_call_kind(rpc, tag, method, own), n, request, reply)
 
     def _count_echo(self, kind: str, calls: int, request: int, reply: int) -> None:
-        """Count calls a run alone would have sent, requests and replies, as echo:KIND
-        messages and echo_bytes:KIND bytes."""
-        names = _echo_names(kind)
-        for counters in self._counted:  # as count() would, inlined: a measuring QN counts many
-            for name, n in zip(names, (calls, request, calls, reply)):
-                counters[name] += n
+        """Count calls of a ledger kind that a run alone would have sent (see unsent_counts)."""
+        got = self.unsent.get(kind)
+        if got is None:
+            self.unsent[kind] = [calls, request, reply]
+        else:
+            got[0] += calls
+            got[1] += request
+            got[2] += reply
+
+    def _flush_unsent(self) -> None:
+        if self._counts_unsent:
+            for name, n in unsent_counts(self.unsent):
+                self.count(name, n)
+            self.unsent.clear()
 
     def _shadow(self, res: Resolution | SmallResolution, method: str, meter: "Meter",
                 matched: list[pb.QueryEntry], tag: str, sent: Sent | None) -> Op:

@@ -14,7 +14,7 @@ from typing import Iterable
 from chord.ledger import Count, Ledger
 from chord.simulator import Simulator
 from cqengine.config import Settings
-from cqengine.engine import EngineNode
+from cqengine.engine import EngineNode, Unsent, unsent_counts
 from cqengine.proto import cqengine_pb2 as pb
 
 ANNOUNCE = ("Announce",)
@@ -68,8 +68,12 @@ class EngineSimulator:
         self.settings = settings
         self.rng = random.Random(seed)
         self.tally: Counter[str] = Counter()  # every node's counters, summed as they grow
+        # what every node measured instead of sending, counted in the tally once a document
+        # has run its course (not node by node: a measurement pass's QNs count thousands)
+        self.unsent: Unsent = {}
         self.ring = Simulator(r=r, seed=seed, ledger=ledger,
-                              app=lambda chord, spawn: EngineNode(chord, settings, spawn, tally=self.tally))
+                              app=lambda chord, spawn: EngineNode(chord, settings, spawn, tally=self.tally,
+                                                                  unsent=self.unsent))
         self.ring.build_instant([f"node-{i}" for i in range(nodes)])
 
     @property
@@ -79,6 +83,9 @@ class EngineSimulator:
     def _run(self, address: str, op):
         result = self.ring.run(self.ring.nodes[address], op)
         self.ring.drain()
+        for name, n in unsent_counts(self.unsent):
+            self.tally[name] += n
+        self.unsent.clear()
         return result
 
     def pick(self) -> str:
