@@ -52,6 +52,7 @@ class BloomFilter:
             raise ValueError(f"a Bloom filter needs a positive multiple of 8 bits and hashes, not {bits}/{hashes}")
         self.bits, self.hashes = bits, hashes
         self._unpacked: np.ndarray | None = None  # the bits as bools, for contains_array; None after add
+        self._held: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # for holds_terms; emptied by add
         self.array = bitarray(bits, endian="little")
         if data is None:
             self.array.setall(0)
@@ -69,7 +70,7 @@ class BloomFilter:
         return bf
 
     def add(self, term_id: int) -> None:
-        self._unpacked = None
+        self._unpacked, self._held = None, {}
         for p in _positions(term_id, self.bits, self.hashes):
             self.array[p] = 1
 
@@ -84,6 +85,14 @@ class BloomFilter:
         if positions is None:
             positions = positions_array(term_ids, self.bits, self.hashes)
         return self._unpacked[positions].all(axis=0)
+
+    def holds_terms(self, terms: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """contains_array over a block's terms, worked out once per terms array: a QN
+        measuring several depths and indexes tests the same block against the filter."""
+        got = self._held.get(id(terms))
+        if got is None:
+            got = self._held[id(terms)] = (terms, self.contains_array(terms, positions))  # holds terms: its id stays
+        return got[1]
 
     def to_bytes(self) -> bytes:
         return self.array.tobytes()

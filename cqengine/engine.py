@@ -495,7 +495,8 @@ class EngineNode:
         know = told.at(s.piggyback)
         keep = may_match(block, know.absent_in(block.terms))
         candidates = self._candidates(block, keep)
-        res = resolution(candidates, know, s.dialogue_batch) if candidates is not None else None
+        present = member(block.terms, know.present_array)
+        res = resolution(candidates, present, s.dialogue_batch) if candidates is not None else None
         sent: Sent | None = {} if s.shadow_piggyback else None  # for shadow depths to echo
         try:
             if res is not None:
@@ -505,7 +506,7 @@ class EngineNode:
                     yield from self._shadow(twin, s.shadow_resolution, meter, res.matched, "", sent)
             matched = res.matched if res is not None else []
             if sent is not None:
-                resolved = {_state(keep, member(block.terms, know.present_array)): (sent, matched)}
+                resolved = {_state(keep, present): (sent, matched)}
                 yield from self._shadow_depths(block, told, meter, s.shadow_piggyback, "", resolved, matched)
             yield from self._matched(msg, dn, matched)
         except (PeerUnreachable, LookupError) as e:
@@ -591,7 +592,9 @@ class EngineNode:
                 found = []
                 candidates = self._candidates(block, keep, tag)
                 if candidates is not None:
-                    res = resolution(candidates, told.at(d), s.dialogue_batch)
+                    if present is None:
+                        present = member(block.terms, know.present_array)
+                    res = resolution(candidates, present, s.dialogue_batch)
                     twin = res.copy() if s.shadow_resolution else None
                     yield from self._measured(res, s.resolution, meter, tag, sent)
                     if twin is not None:

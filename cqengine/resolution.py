@@ -18,7 +18,6 @@ from typing import Sequence
 
 import numpy as np
 
-from cqengine.announce import Knowledge
 from cqengine.bloom import BloomFilter
 from cqengine.postings import Block, any_per_query, member
 from cqengine.proto import cqengine_pb2 as pb
@@ -80,28 +79,34 @@ class Truth:
 SMALL = 16  # candidates up to which plain Python beats numpy's per-call cost
 
 
-def resolution(block: Block, know: Knowledge, batch: int = 1) -> "Resolution | SmallResolution":
-    """A QN's resolution of its candidates: in bulk, or for the few candidates most QNs
-    hold, the same rules on Python lists (asking the same questions in the same order)."""
-    return (SmallResolution if len(block) <= SMALL else Resolution)(block, know, batch)
+def resolution(block: Block, present: np.ndarray, batch: int = 1) -> "Resolution | SmallResolution":
+    """A QN's resolution of its candidates, knowing which of the block's terms are present
+    (a mask over block.terms): in bulk, or for the few candidates most QNs hold, the same
+    rules on Python lists (asking the same questions in the same order)."""
+    return (SmallResolution if len(block) <= SMALL else Resolution)(block, present, batch)
+
+
+def _unknown_lists(block: Block, entries: list, codes: np.ndarray, unknown: np.ndarray) -> tuple[np.ndarray, list]:
+    """The terms these queries (codes: a column each) hold, and each query with its
+    unknown ids in asking order; only those terms are read, a few of a big block's."""
+    used = np.unique(codes)
+    at = used.tolist()
+    ids = dict(zip(at, block.terms[used].tolist()))
+    open_ = dict(zip(at, unknown[used].tolist()))
+    return used, [(e, [ids[c] for c in dict.fromkeys(column) if open_[c]])
+                  for e, column in zip(entries, codes.T.tolist())]
 
 
 class SmallResolution:
     """Resolution's rules on lists: each query's unknown ids in asking order, answers by id."""
 
-    def __init__(self, block: Block, know: Knowledge, batch: int = 1) -> None:
+    def __init__(self, block: Block, present: np.ndarray, batch: int = 1) -> None:
         self.batch = max(1, batch)
         self.block = block
         self.answers: dict[int, bool] = {}
-        self.matched: list[pb.QueryEntry] = []
-        self.rows: list[tuple[pb.QueryEntry, list[int]]] = []
-        terms = block.terms.tolist()
-        for e, codes in zip(block.entries.tolist(), block.codes.T.tolist()):
-            unknown = [y for y in dict.fromkeys(terms[c] for c in codes) if y not in know.present]
-            if unknown:
-                self.rows.append((e, unknown))
-            else:
-                self.matched.append(e)
+        _, lists = _unknown_lists(block, block.entries.tolist(), block.codes, ~present)
+        self.matched: list[pb.QueryEntry] = [e for e, unknown in lists if not unknown]
+        self.rows: list[tuple[pb.QueryEntry, list[int]]] = [(e, unknown) for e, unknown in lists if unknown]
 
     @property
     def pending(self) -> int:
@@ -117,11 +122,10 @@ class SmallResolution:
     def apply_bloom(self, bloom: BloomFilter) -> int:
         before = len(self.rows)
         ids = sorted({y for _, unknown in self.rows for y in unknown})
-        if ids:  # each id tested once, at the filter positions the block already holds
-            ys = np.array(ids, dtype=np.uint64)
-            at = self.block.terms.searchsorted(ys)
-            held = dict(zip(ids, bloom.contains_array(
-                ys, self.block.bloom_positions(bloom.bits, bloom.hashes)[:, at]).tolist()))
+        if ids:  # the block's terms are tested once, at the filter positions it holds
+            terms = self.block.terms
+            passes = bloom.holds_terms(terms, self.block.bloom_positions(bloom.bits, bloom.hashes))
+            held = dict(zip(ids, passes[terms.searchsorted(np.array(ids, dtype=np.uint64))].tolist()))
             self.rows = [(e, unknown) for e, unknown in self.rows if all(held[y] for y in unknown)]
         return before - len(self.rows)
 
@@ -160,10 +164,10 @@ class Resolution:
     terms; `rows` are the queries still undecided.
     """
 
-    def __init__(self, block: Block, know: Knowledge, batch: int = 1) -> None:
+    def __init__(self, block: Block, present: np.ndarray, batch: int = 1) -> None:
         self.batch = max(1, batch)
         self.block = block
-        self.unknown = ~member(block.terms, know.present_array)  # per term: not known present
+        self.unknown = ~present  # per term: not known present
         self.waiting = self.unknown.copy()  # per term: unknown and not asked yet
         self.asked = np.zeros(len(block.terms), dtype=bool)
         self.absent = np.zeros(len(block.terms), dtype=bool)
@@ -187,11 +191,8 @@ class Resolution:
 
     def apply_bloom(self, bloom: BloomFilter) -> int:
         """Drop queries the filter rules out; returns how many went."""
-        used = np.zeros(len(self.block.terms), dtype=bool)
-        used[self.codes] = True
-        tested = (used & self.unknown).nonzero()[0]
-        positions = self.block.bloom_positions(bloom.bits, bloom.hashes).take(tested, axis=1)
-        self.absent[tested] = ~bloom.contains_array(self.block.terms[tested], positions)
+        passes = bloom.holds_terms(self.block.terms, self.block.bloom_positions(bloom.bits, bloom.hashes))
+        self.absent |= self.unknown & ~passes
         out = any_per_query(self.absent[self.codes])
         self._keep(~out)
         return int(np.count_nonzero(out))
@@ -229,14 +230,10 @@ class Resolution:
         has no id known absent)."""
         small = object.__new__(SmallResolution)
         small.batch, small.block, small.matched = self.batch, self.block, self.matched
-        used = np.unique(self.codes)  # the terms the pending queries hold: few, of maybe thousands
-        ids = dict(zip(used.tolist(), self.block.terms[used].tolist()))
-        unknown = dict(zip(used.tolist(), self.unknown[used].tolist()))
-        small.answers = {ids[c]: not absent
-                         for c, asked, absent in zip(used.tolist(), self.asked[used].tolist(),
-                                                     self.absent[used].tolist()) if asked}
-        small.rows = [(self.block.entries[i], [ids[c] for c in dict.fromkeys(codes) if unknown[c]])
-                      for i, codes in zip(self.rows.tolist(), self.codes.T.tolist())]
+        used, small.rows = _unknown_lists(self.block, self.block.entries[self.rows].tolist(), self.codes,
+                                          self.unknown)
+        small.answers = {y: not absent for y, asked, absent in zip(
+            self.block.terms[used].tolist(), self.asked[used].tolist(), self.absent[used].tolist()) if asked}
         return small
 
     def _next(self) -> np.ndarray:

@@ -159,8 +159,8 @@ def test_prune_then_resolve_equals_brute_force(doc, queries, dest_seq, k, use_bl
         assert {e.subscription_id for e in mine} & truth <= {e.subscription_id for e in survivors.entries}
         # bulk and list resolution ask the same questions, in the same rounds, and agree
         bf = BloomFilter.of(doc, bloom_bytes * 8, 3) if use_bloom else None
-        confirmed |= set(resolve_alike(Resolution(survivors, know, batch=batch),
-                                       SmallResolution(survivors, know, batch=batch), doc, bf))
+        confirmed |= set(resolve_alike(Resolution(survivors, present_in(survivors, know), batch=batch),
+                                       SmallResolution(survivors, present_in(survivors, know), batch=batch), doc, bf))
     assert confirmed == {i for i in truth if queries[i] and min(queries[i]) in doc}
 
 
@@ -176,13 +176,18 @@ def test_bloom_filter_has_no_false_negatives(members, others, byte_size):
 
 @given(st.sets(big_ids, max_size=50), st.sets(big_ids, min_size=1, max_size=20))
 def test_a_filter_tested_in_bulk_then_added_to_answers_anew(members, later):
-    """The bulk test keeps the filter's bits unpacked; an id added afterwards is found."""
+    """The bulk test keeps the filter's bits unpacked, and a block's terms' answers; an id
+    added afterwards is found either way."""
     bf = BloomFilter.of(members, 256, 3)
     probe = np.array(sorted(members | later), dtype=np.uint64)
-    assert bf.contains_array(probe).tolist() == [x in bf for x in probe.tolist()]
+    positions = positions_array(probe, 256, 3)
+    for _ in range(2):  # the second time from what it kept
+        assert bf.contains_array(probe).tolist() == [x in bf for x in probe.tolist()]
+        assert bf.holds_terms(probe, positions).tolist() == [x in bf for x in probe.tolist()]
     for x in later:
         bf.add(x)
     assert bf.contains_array(probe).tolist() == [x in bf for x in probe.tolist()]
+    assert bf.holds_terms(probe, positions).tolist() == [x in bf for x in probe.tolist()]
     assert bf.contains_array(np.array(sorted(later), dtype=np.uint64)).all()
 
 
@@ -202,7 +207,8 @@ def test_bulk_and_list_resolution_ask_alike(doc, known, queries, batch, use_bloo
                for i, q in enumerate(queries)]
     block = Block.of(entries, rarity=(lambda y, t: y % 7) if by_rarity else None)
     know = Knowledge(present=known & doc)
-    got = resolve_alike(Resolution(block, know, batch), SmallResolution(block, know, batch), doc,
+    present = present_in(block, know)
+    got = resolve_alike(Resolution(block, present, batch), SmallResolution(block, present, batch), doc,
                         BloomFilter.of(doc, 64, 2) if use_bloom else None)
     assert got == [i for i, q in enumerate(queries) if q <= doc]
 
@@ -264,6 +270,11 @@ def test_a_document_answers_a_question_of_any_length_by_membership(doc, question
     assert [bool(f) for f in unpack_bits(pack_bits(held), len(question))] == [y in doc for y in question]
 
 
+def present_in(block, know) -> np.ndarray:
+    """Which of the block's terms the knowledge holds present: what a resolution starts from."""
+    return member(block.terms, know.present_array)
+
+
 def dialogue(res, doc, bf=None) -> tuple[list[list[int]], list[int]]:
     """Resolve against the document: the questions asked, round by round, and the matches."""
     if bf is not None:
@@ -288,10 +299,10 @@ def test_a_copied_resolution_goes_its_own_way(doc, known, queries, batch):
     truth = [i for i, q in enumerate(queries) if q <= doc]
     for make in (Resolution, SmallResolution):
         for first_bf, twin_bf in ((None, bf), (bf, None)):
-            first = make(block, know, batch)
+            first = make(block, present_in(block, know), batch)
             twin = first.copy()
             assert dialogue(first, doc, first_bf)[1] == truth
-            assert dialogue(twin, doc, twin_bf) == dialogue(make(block, know, batch), doc, twin_bf)
+            assert dialogue(twin, doc, twin_bf) == dialogue(make(block, present_in(block, know), batch), doc, twin_bf)
 
 
 @settings(max_examples=200, deadline=None)
@@ -309,8 +320,8 @@ def test_a_resolution_told_every_answer_settles_as_its_dialogue_goes(doc, known,
     truth = Truth(np.array([y for y in asked if y in doc], dtype=np.uint64))
     for make in (Resolution, SmallResolution):
         for bf in (None, BloomFilter.of(doc, 64, 2)):
-            rounds, matched = dialogue(make(block, know, batch), doc, bf)
-            res = make(block, know, batch)
+            rounds, matched = dialogue(make(block, present_in(block, know), batch), doc, bf)
+            res = make(block, present_in(block, know), batch)
             if bf is not None:
                 res.apply_bloom(bf)
             assert res.settle(truth) == [len(q) for q in rounds]
