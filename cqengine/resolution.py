@@ -86,15 +86,16 @@ def resolution(block: Block, present: np.ndarray, batch: int = 1) -> "Resolution
     return (SmallResolution if len(block) <= SMALL else Resolution)(block, present, batch)
 
 
-def _unknown_lists(block: Block, entries: list, codes: np.ndarray, unknown: np.ndarray) -> tuple[np.ndarray, list]:
-    """The terms these queries (codes: a column each) hold, and each query with its
-    unknown ids in asking order; only those terms are read, a few of a big block's."""
-    used = np.unique(codes)
-    at = used.tolist()
-    ids = dict(zip(at, block.terms[used].tolist()))
-    open_ = dict(zip(at, unknown[used].tolist()))
-    return used, [(e, [ids[c] for c in dict.fromkeys(column) if open_[c]])
-                  for e, column in zip(entries, codes.T.tolist())]
+def _unknown_lists(block: Block, entries: list, codes: np.ndarray, unknown: np.ndarray) -> list:
+    """Each of these queries (codes: a column each) with its unknown ids in asking order.
+    Of a big block only the terms they hold are read."""
+    if len(block.terms) <= 2 * codes.size:  # reading them all costs less than finding those
+        ids, open_ = block.terms.tolist(), unknown.tolist()
+    else:
+        used = np.unique(codes)
+        at = used.tolist()
+        ids, open_ = dict(zip(at, block.terms[used].tolist())), dict(zip(at, unknown[used].tolist()))
+    return [(e, [ids[c] for c in dict.fromkeys(column) if open_[c]]) for e, column in zip(entries, codes.T.tolist())]
 
 
 class SmallResolution:
@@ -104,7 +105,7 @@ class SmallResolution:
         self.batch = max(1, batch)
         self.block = block
         self.answers: dict[int, bool] = {}
-        _, lists = _unknown_lists(block, block.entries.tolist(), block.codes, ~present)
+        lists = _unknown_lists(block, block.entries.tolist(), block.codes, ~present)
         self.matched: list[pb.QueryEntry] = [e for e, unknown in lists if not unknown]
         self.rows: list[tuple[pb.QueryEntry, list[int]]] = [(e, unknown) for e, unknown in lists if unknown]
 
@@ -226,14 +227,13 @@ class Resolution:
 
     def _as_small(self) -> SmallResolution:
         """A SmallResolution in this one's state, adding to its matches: each pending
-        query's unknown ids in asking order, and the answers heard so far (a pending query
-        has no id known absent)."""
+        query's unknown ids in asking order, and the answers it has heard."""
         small = object.__new__(SmallResolution)
         small.batch, small.block, small.matched = self.batch, self.block, self.matched
-        used, small.rows = _unknown_lists(self.block, self.block.entries[self.rows].tolist(), self.codes,
-                                          self.unknown)
-        small.answers = {y: not absent for y, asked, absent in zip(
-            self.block.terms[used].tolist(), self.asked[used].tolist(), self.absent[used].tolist()) if asked}
+        small.rows = _unknown_lists(self.block, self.block.entries[self.rows].tolist(), self.codes, self.unknown)
+        held = self.codes.ravel()
+        # the pending queries' terms asked already: present, else the query would be gone
+        small.answers = dict.fromkeys(self.block.terms[held[self.asked[held]]].tolist(), True)
         return small
 
     def _next(self) -> np.ndarray:
