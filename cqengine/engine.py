@@ -192,6 +192,14 @@ class PublishedDoc:
     ids: frozenset[int]
     _bloom: bytes | None = None
     _sorted: np.ndarray | None = None
+    _told: pb.DocumentReply | None = None
+
+    def told(self) -> pb.DocumentReply:
+        """The document as measurement asks it (GetDocument): made once, asked by every QN."""
+        if self._told is None:
+            self._told = pb.DocumentReply(found=True, ids=sorted(self.ids), docno=self.docno, title=self.title,
+                                          snippet=self.snippet)
+        return self._told
 
     def bloom(self, bits: int, hashes: int) -> bytes:
         if self._bloom is None:
@@ -202,12 +210,9 @@ class PublishedDoc:
         """Which of these ids the document has (Term Dialogue's answer)."""
         if len(ids) <= FEW:
             return [y in self.ids for y in ids]
-        return member(np.array(ids, dtype=np.uint64), self.sorted_ids())
-
-    def sorted_ids(self) -> np.ndarray:
         if self._sorted is None:
             self._sorted = np.array(sorted(self.ids), dtype=np.uint64)
-        return self._sorted
+        return member(np.array(ids, dtype=np.uint64), self._sorted)
 
 
 @dataclass
@@ -707,10 +712,7 @@ class EngineNode:
 
     def _on_get_document(self, req: pb.DocumentRequest) -> pb.DocumentReply:
         doc = self.docs.get(req.doc_key)
-        if doc is None:
-            return pb.DocumentReply(found=False)
-        return pb.DocumentReply(found=True, ids=doc.sorted_ids().tolist(), docno=doc.docno, title=doc.title,
-                                snippet=doc.snippet)
+        return pb.DocumentReply(found=False) if doc is None else doc.told()
 
     def _on_matched(self, req: pb.MatchedRequest) -> pb.Ack:
         doc = self.docs.get(req.doc_key)
