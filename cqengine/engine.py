@@ -503,21 +503,29 @@ class EngineNode:
         present = member(block.terms, know.present_array)
         res = resolution(candidates, present, s.dialogue_batch) if candidates is not None else None
         sent: Sent | None = {} if s.shadow_piggyback else None  # for shadow depths to echo
+        # the same start, before any answer
+        twin = res.copy() if res is not None and s.shadow_resolution else None
         try:
             if res is not None:
-                twin = res.copy() if s.shadow_resolution else None  # the same start, before any answer
                 yield from self._dialogue(res, s.resolution, msg, dn, sent)
-                if twin is not None:
-                    yield from self._shadow(twin, s.shadow_resolution, meter, res.matched, "", sent)
-            matched = res.matched if res is not None else []
+        except (PeerUnreachable, LookupError) as e:
+            self.count("alerts_dropped", res.pending + len(res.matched))
+            log.warning("resolution of document %016x with %s failed: %s", msg.doc_key, msg.dn, e)
+            return
+        matched = res.matched if res is not None else []
+        try:  # measuring what others would send must not cost the matches found
+            if twin is not None:
+                yield from self._shadow(twin, s.shadow_resolution, meter, matched, "", sent)
             if sent is not None:
                 resolved = {_state(keep, present): (sent, matched)}
                 yield from self._shadow_depths(block, told, meter, s.shadow_piggyback, "", resolved, matched)
+        except (PeerUnreachable, LookupError) as e:
+            log.warning("measuring shadows of document %016x with %s failed: %s", msg.doc_key, msg.dn, e)
+        try:
             yield from self._matched(msg, dn, matched)
         except (PeerUnreachable, LookupError) as e:
-            if res is not None:
-                self.count("alerts_dropped", res.pending + len(res.matched))
-            log.warning("resolution of document %016x with %s failed: %s", msg.doc_key, msg.dn, e)
+            self.count("alerts_dropped", len(matched))
+            log.warning("reporting matches of document %016x to %s failed: %s", msg.doc_key, msg.dn, e)
 
     def _matched(self, msg: pb.Announcement, dn: NodeRef, matched: list[pb.QueryEntry], index: str = "",
                  meter: Meter | None = None) -> Op:

@@ -234,6 +234,23 @@ def test_a_shadow_resolution_counts_what_it_would_send_alone_and_agrees(resoluti
     assert alone[("TermDialogue", "messages")] > 0  # either way the dialogue has work to do
 
 
+def test_a_failed_measurement_costs_no_alert(caplog):
+    """A QN that cannot measure its shadows (here: no DN will say its document) still
+    reports what its own resolution matched: every subscriber is alerted, none dropped."""
+    wl = workload(1)
+    sim = EngineSimulator(9, make_settings(wl, strategy="mhi", resolution="td", shadow_resolution="bf",
+                                           piggyback=1, shadow_piggyback=(0,), seed=4), seed=4)
+    subs = subscribe_all(sim, wl)
+    for node in sim.engines.values():
+        node.handlers["GetDocument"] = lambda req: pb.DocumentReply(found=False)
+    with caplog.at_level("WARNING", logger="cqengine.engine"):
+        for d in wl.docs:
+            sim.publish(d.docno, d.text, d.title)
+    assert_exact(sim.alerts(), wl.oracle(subs))
+    assert sim.tally["alerts_dropped"] == 0
+    assert any("measuring shadows" in r.getMessage() for r in caplog.records)
+
+
 def test_the_shadow_resolution_must_be_the_other_method():
     with pytest.raises(SettingsError, match="other than td"):
         Settings(resolution="td", shadow_resolution="td").validate()
