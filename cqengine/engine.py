@@ -40,9 +40,9 @@ from cqengine.announce import Run, Told, bytes_saved, group_runs, may_match
 from cqengine.bloom import BloomFilter
 from cqengine.config import Settings
 from cqengine.indexing import chooser
-from cqengine.postings import Block, InvertedIndex, member
+from cqengine.postings import Block, InvertedIndex, any_per_query, member
 from cqengine.proto import cqengine_pb2 as pb
-from cqengine.resolution import FEW, Resolution, SmallResolution, Truth, pack_bits, resolution, unpack_bits
+from cqengine.resolution import FEW, Resolution, SmallResolution, Stack, Truth, pack_bits, resolution, unpack_bits
 from cqengine.synopsis import Synopsis
 from cqengine.wire import alert_batch_size, bloom_sizes, dialogue_sizes, matched_size
 
@@ -138,15 +138,41 @@ class ShadowIndex:
     depths: tuple[int, ...]
 
 
+@dataclass
+class Measured:
+    """A shadow's resolution of a block of candidates by one method, recorded to be
+    worked out with the rest of its QN's (Meter.settle), and counted under each of `tags`:
+    its own, then those of every shadow that echoes it."""
+    block: Block
+    present: np.ndarray  # per term of the block: known present before asking
+    method: str
+    matches: np.ndarray  # per query: does the document hold all its terms (the truth)?
+    tags: list[str]
+
+
+@dataclass
+class Outcome:
+    """What resolving a block's candidates in one state sends: the calls made (the
+    engine's own resolution) and the resolutions measured; a shadow left in the same
+    state counts them again under its own tag (an echo)."""
+    calls: Sent = field(default_factory=dict)
+    measured: list[Measured] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.calls or self.measured)
+
+
 class Meter:
     """What a QN measures its shadows with (the shadow method, shadow depths and shadow
     indexes of a measurement pass): the document as the DN holds it (its term ids and
     what its alerts carry) and, if a shadow resolves by Bloom filter, its filter. Each is
     asked of the DN once per announcement, when a shadow first needs it, under the
-    `measure:` tag, which no run reads. A shadow's dialogue is then worked out here by
-    the same Resolution, round by round (`settle`), and its messages, and the alerts its
-    matches would set off, are counted as its run alone would have sent them, instead of
-    being sent: the DN would have answered each round from the same document
+    `measure:` tag, which no run reads. A shadow's matches are then known at once (the
+    queries whose terms the document all holds), and its dialogue is recorded (`measure`)
+    to be worked out with every other the QN records for the document, by the same
+    Resolution, all at once and round by round (`settle`): its messages, and the alerts
+    its matches would set off, are counted as its run alone would have sent them, instead
+    of being sent. The DN would have answered each round from the same document
     (tests/test_evaluation.py checks runs measured so against runs made alone)."""
 
     def __init__(self, msg: pb.Announcement, dn: NodeRef) -> None:
@@ -154,6 +180,7 @@ class Meter:
         self._document: pb.DocumentReply | None = None
         self._truth: Truth | None = None
         self._filter: BloomFilter | None = None
+        self.measured: list[Measured] = []
 
     def document(self) -> Op:
         if self._document is None:
@@ -173,6 +200,49 @@ class Meter:
             _require(reply.found, self.msg)
             self._filter = _received_filter(bits, hashes, reply.bits)
         return self._filter
+
+    def measure(self, block: Block, present: np.ndarray, methods: Sequence[str], tag: str, outcome: Outcome,
+                bits: int, hashes: int) -> Op:
+        """Record the block's resolution by each method, to be counted under `tag` (and
+        noted in `outcome`); returns the queries it matches."""
+        truth = yield from self.truth()
+        if "bf" in methods:
+            yield from self.filter(bits, hashes)
+        matches = ~any_per_query(~truth.mask(block.terms)[block.codes])
+        for method in methods:
+            outcome.measured.append(Measured(block, present, method, matches, [tag]))
+        self.measured += outcome.measured[-len(methods):]
+        return block.entries[matches].tolist()
+
+    def settle(self, batch: int, bits: int, hashes: int) -> Iterator[tuple[Measured, Sent, bool]]:
+        """Work out every resolution recorded, all at once (cqengine.resolution.Stack):
+        each with the calls it would have made, and whether it matched what the truth
+        says it should."""
+        parts, self.measured = self.measured, []
+        if not parts:
+            return
+        truth, key = self._truth, self.msg.doc_key
+        passes = None
+        if any(m.method == "bf" for m in parts):
+            passes = np.concatenate([self._filter.holds_terms(m.block.terms, m.block.bloom_positions(bits, hashes))
+                                     if m.method == "bf" else np.ones(len(m.block.terms), dtype=bool) for m in parts])
+        stack = Stack([(m.block, m.present) for m in parts], batch)
+        bloomed, rounds, matched = stack.settle(np.concatenate([truth.mask(m.block.terms) for m in parts]), passes)
+        wrong = np.bincount(stack.query_part[matched != np.concatenate([m.matches for m in parts])],
+                            minlength=len(parts))
+        asked = np.unique(rounds)
+        request, reply = (np.zeros(int(asked[-1]) + 1 if len(asked) else 1, dtype=np.int64) for _ in range(2))
+        for n in asked[asked > 0].tolist():
+            request[n], reply[n] = dialogue_sizes(key, n)
+        calls, requests, replies = (rounds > 0).sum(axis=0), request[rounds].sum(axis=0), reply[rounds].sum(axis=0)
+        bloom = bloom_sizes(key, bits)
+        for i, m in enumerate(parts):
+            sent: Sent = {}
+            if m.method == "bf" and bloomed[i]:
+                _note(sent, (m.method, "GetBloom"), 1, *bloom)
+            if calls[i]:
+                _note(sent, (m.method, "TermDialogue"), int(calls[i]), int(requests[i]), int(replies[i]))
+            yield m, sent, not wrong[i]
 
 
 class EngineError(Exception):
@@ -469,17 +539,21 @@ class EngineNode:
         s = self.settings
         told = Told(local, msg.max_id, region, s.piggyback, s.obs1, s.obs2)
         meter = Meter(msg, dn) if s.shadow_resolution or s.shadow_piggyback or self.shadow_indexes else None
-        yield from self._resolve_own(self._block(self.index, ids), msg, told, dn, meter)
-        for name, shadow in self.shadow_indexes.items():
-            block = self._block(shadow.index, ids)
-            if block is None:
-                continue
-            try:
-                matched = yield from self._shadow_depths(block, told, meter, shadow.depths, name)
-                yield from self._matched(msg, dn, matched, name, meter)
-            except (PeerUnreachable, LookupError) as e:
-                log.warning("shadow index %s: resolution of document %016x with %s failed: %s",
-                            name, msg.doc_key, msg.dn, e)
+        try:
+            yield from self._resolve_own(self._block(self.index, ids), msg, told, dn, meter)
+            for name, shadow in self.shadow_indexes.items():
+                block = self._block(shadow.index, ids)
+                if block is None:
+                    continue
+                try:
+                    matched = yield from self._shadow_depths(block, told, meter, shadow.depths, name)
+                    yield from self._matched(msg, dn, matched, name, meter)
+                except (PeerUnreachable, LookupError) as e:
+                    log.warning("shadow index %s: resolution of document %016x with %s failed: %s",
+                                name, msg.doc_key, msg.dn, e)
+        finally:
+            if meter is not None:
+                self._settle(meter)
 
     def _block(self, index: InvertedIndex, ids: list[int]) -> Block | None:
         """The queries the index holds under these local ids, as one block (None: none)."""
@@ -502,22 +576,21 @@ class EngineNode:
         candidates = self._candidates(block, keep)
         present = member(block.terms, know.present_array)
         res = resolution(candidates, present, s.dialogue_batch) if candidates is not None else None
-        sent: Sent | None = {} if s.shadow_piggyback else None  # for shadow depths to echo
-        # the same start, before any answer
-        twin = res.copy() if res is not None and s.shadow_resolution else None
+        own = Outcome()  # what my resolution sends, for shadow depths to echo
         try:
             if res is not None:
-                yield from self._dialogue(res, s.resolution, msg, dn, sent)
+                yield from self._dialogue(res, s.resolution, msg, dn, own.calls if s.shadow_piggyback else None)
         except (PeerUnreachable, LookupError) as e:
             self.count("alerts_dropped", res.pending + len(res.matched))
             log.warning("resolution of document %016x with %s failed: %s", msg.doc_key, msg.dn, e)
             return
         matched = res.matched if res is not None else []
         try:  # measuring what others would send must not cost the matches found
-            if twin is not None:
-                yield from self._shadow(twin, s.shadow_resolution, meter, matched, "", sent)
-            if sent is not None:
-                resolved = {_state(keep, present): (sent, matched)}
+            if candidates is not None and s.shadow_resolution:
+                self._agree((yield from meter.measure(candidates, present, (s.shadow_resolution,), "", own,
+                                                      s.bloom_bits, s.bloom_hashes)), matched)
+            if s.shadow_piggyback:
+                resolved = {_state(keep, present): (own, matched)}
                 yield from self._shadow_depths(block, told, meter, s.shadow_piggyback, "", resolved, matched)
         except (PeerUnreachable, LookupError) as e:
             log.warning("measuring shadows of document %016x with %s failed: %s", msg.doc_key, msg.dn, e)
@@ -568,7 +641,7 @@ class EngineNode:
         return n
 
     def _shadow_depths(self, block: Block, told: Told, meter: "Meter", wanted: tuple[int, ...],
-                       index: str = "", resolved: dict[tuple, tuple[Sent, list[pb.QueryEntry]]] | None = None,
+                       index: str = "", resolved: dict[tuple, tuple[Outcome, list[pb.QueryEntry]]] | None = None,
                        matched: list[pb.QueryEntry] | None = None) -> Op:
         """Prune and resolve the block as each wanted depth would have (the runs cut
         short), measured (Meter) and counted under kD: kinds and counters (INDEX/kD: for a
@@ -601,20 +674,17 @@ class EngineNode:
                 self._echo(resolved[state][0], tag)
                 found = resolved[state][1]
             else:
-                sent: Sent = {}
+                outcome = Outcome()
                 found = []
                 candidates = self._candidates(block, keep, tag)
                 if candidates is not None:
                     if present is None:
                         present = member(block.terms, know.present_array)
-                    res = resolution(candidates, present, s.dialogue_batch)
-                    twin = res.copy() if s.shadow_resolution else None
-                    yield from self._measured(res, s.resolution, meter, tag, sent)
-                    if twin is not None:
-                        yield from self._shadow(twin, s.shadow_resolution, meter, res.matched, tag, sent)
-                    found = res.matched
+                    methods = tuple(m for m in (s.resolution, s.shadow_resolution) if m)
+                    found = yield from meter.measure(candidates, present, methods, tag, outcome,
+                                                     s.bloom_bits, s.bloom_hashes)
                 if echoing:
-                    resolved[state] = (sent, found)
+                    resolved[state] = (outcome, found)
             if matched is None:
                 matched = found
             else:
@@ -643,30 +713,23 @@ class EngineNode:
             _note(sent, (method, rpc), 1, request.ByteSize(), reply.ByteSize())
         return reply
 
-    def _measured(self, res: Resolution | SmallResolution, method: str, meter: "Meter", tag: str,
-                  sent: Sent) -> Op:
-        """A shadow's resolution by `method`, worked out with what the meter learnt of the
-        document: the calls its run alone would have made are counted as echoes under its
-        tag (none to myself: they never cross the wire) and noted in `sent`."""
-        s = self.settings
-        key = meter.msg.doc_key
-        calls: Sent = {}
-        if method == "bf" and res.pending:
-            res.apply_bloom((yield from meter.filter(s.bloom_bits, s.bloom_hashes)))
-            _note(calls, (method, "GetBloom"), 1, *bloom_sizes(key, s.bloom_bits))
-        if res.pending:
-            rounds = res.settle((yield from meter.truth()))
-            sizes = [dialogue_sizes(key, n) for n in rounds]
-            _note(calls, (method, "TermDialogue"), len(rounds), sum(q for q, _ in sizes), sum(r for _, r in sizes))
-        if calls and meter.dn != self.me:
-            self._count_calls(calls, tag)
-            for call, (n, request, reply) in calls.items():
-                _note(sent, call, n, request, reply)
+    def _echo(self, outcome: Outcome, tag: str) -> None:
+        """Count what a state already resolved here sends, as resolving it again at depth
+        tag `tag` would have: its calls now, its measured resolutions once settled."""
+        self._count_calls(outcome.calls, tag)
+        for m in outcome.measured:
+            m.tags.append(tag)
 
-    def _echo(self, sent: Sent, tag: str) -> None:
-        """Count what a state already resolved here sent, as resolving it again at depth
-        tag `tag` would have."""
-        self._count_calls(sent, tag)
+    def _settle(self, meter: Meter) -> None:
+        """Work out the shadows the meter recorded and count what each would have sent
+        (none to myself: that never crosses the wire)."""
+        s = self.settings
+        for m, calls, agrees in meter.settle(s.dialogue_batch, s.bloom_bits, s.bloom_hashes):
+            if not agrees:
+                self.count("shadow_disagreements")
+            if calls and meter.dn != self.me:
+                for tag in m.tags:
+                    self._count_calls(calls, tag)
 
     def _count_calls(self, calls: Sent, tag: str) -> None:
         """Count resolution calls that were not sent as a run resolving under depth tag
@@ -690,14 +753,6 @@ class EngineNode:
             for name, n in unsent_counts(self.unsent):
                 self.count(name, n)
             self.unsent.clear()
-
-    def _shadow(self, res: Resolution | SmallResolution, method: str, meter: "Meter",
-                matched: list[pb.QueryEntry], tag: str, sent: Sent | None) -> Op:
-        """Resolve the candidates by the shadow method too, measured: a run then measures
-        both methods (they differ in nothing before resolution), and must find the same
-        matches both ways."""
-        yield from self._measured(res, method, meter, tag, {} if sent is None else sent)
-        self._agree(res.matched, matched)
 
     def _agree(self, found: list[pb.QueryEntry], matched: list[pb.QueryEntry]) -> None:
         """Count a shadow that matched other queries than the engine's own resolution."""

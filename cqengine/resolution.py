@@ -7,19 +7,19 @@ document frequencies are known, else by id). An answer of "absent" drops a query
 whose ids are all present is matched.
 Bloom filters: the DN's filter over all its term ids drops every query with an id the
 filter rules out; the survivors finish by Term Dialogue, since a filter can err "present".
-A resolution told every answer at once (`Truth`) settles without asking: it goes through
-the same rounds, and says how many ids each would have asked.
+Resolutions told every answer at once (`Truth`) settle without asking, all together
+(`Stack`): each goes through the rounds its dialogue would, and says how many ids each
+round would have asked.
 """
 
 from __future__ import annotations
 
-from functools import cached_property
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
 from cqengine.bloom import BloomFilter
-from cqengine.postings import Block, any_per_query, member
+from cqengine.postings import Block, any_per_query, member, widen
 from cqengine.proto import cqengine_pb2 as pb
 
 
@@ -47,25 +47,14 @@ def unpack_bits(data: bytes, n: int) -> Sequence[bool]:
     return [bool(value >> i & 1) for i in range(n)]
 
 
-def _clone(res):
-    """A shallow copy (copy.copy's generality costs more than a resolution's state)."""
-    twin = object.__new__(type(res))
-    twin.__dict__.update(res.__dict__)
-    return twin
-
-
 class Truth:
     """The document's answers for a set of ids, known at once: what a QN measuring its
     shadows learnt from the DN (cqengine.engine.Meter), so that their dialogues can be
-    worked out round by round without asking (`settle`)."""
+    worked out round by round without asking (`Stack`)."""
 
     def __init__(self, present: np.ndarray) -> None:
         self.array = present  # the ids the document holds, sorted uint64
         self._masks: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-
-    @cached_property
-    def ids(self) -> frozenset[int]:
-        return frozenset(self.array.tolist())
 
     def mask(self, terms: np.ndarray) -> np.ndarray:
         """Elementwise over sorted terms, all among the ids answered: does the document
@@ -113,13 +102,6 @@ class SmallResolution:
     def pending(self) -> int:
         return len(self.rows)
 
-    def copy(self) -> "SmallResolution":
-        """An independent resolution in the same state (answers and matched grow in place;
-        rows is replaced)."""
-        twin = _clone(self)
-        twin.answers, twin.matched = dict(self.answers), list(self.matched)
-        return twin
-
     def apply_bloom(self, bloom: BloomFilter) -> int:
         before = len(self.rows)
         ids = sorted({y for _, unknown in self.rows for y in unknown})
@@ -129,14 +111,6 @@ class SmallResolution:
             held = dict(zip(ids, passes[terms.searchsorted(np.array(ids, dtype=np.uint64))].tolist()))
             self.rows = [(e, unknown) for e, unknown in self.rows if all(held[y] for y in unknown)]
         return before - len(self.rows)
-
-    def settle(self, truth: Truth) -> list[int]:
-        """As Resolution.settle."""
-        sizes = []
-        while question := self.question():
-            sizes.append(len(question))
-            self.answer(question, [y in truth.ids for y in question])
-        return sizes
 
     def question(self) -> list[int]:
         ask: set[int] = set()
@@ -182,17 +156,13 @@ class Resolution:
     def pending(self) -> int:
         return len(self.rows)
 
-    def copy(self) -> "Resolution":
-        """An independent resolution in the same state (`unknown` and the block are never
-        written; rows and codes are replaced, not written, as queries are decided)."""
-        twin = _clone(self)
-        twin.asked, twin.absent, twin.waiting = self.asked.copy(), self.absent.copy(), self.waiting.copy()
-        twin.matched = list(self.matched)
-        return twin
-
     def apply_bloom(self, bloom: BloomFilter) -> int:
         """Drop queries the filter rules out; returns how many went."""
-        passes = bloom.holds_terms(self.block.terms, self.block.bloom_positions(bloom.bits, bloom.hashes))
+        return self.rule_out(bloom.holds_terms(self.block.terms, self.block.bloom_positions(bloom.bits, bloom.hashes)))
+
+    def rule_out(self, passes: np.ndarray) -> int:
+        """Drop queries with an unknown term that `passes` (a mask over the block's terms)
+        rules out; returns how many went."""
         self.absent |= self.unknown & ~passes
         out = any_per_query(self.absent[self.codes])
         self._keep(~out)
@@ -210,31 +180,13 @@ class Resolution:
             np.searchsorted(self.block.terms, np.array(ids, dtype=np.uint64))
         self._learn(at, np.asarray(present, dtype=bool))
 
-    def settle(self, truth: Truth) -> list[int]:
-        """Resolve to the end with the answers `truth` holds instead of asking them: the
-        number of ids each round would have asked."""
-        present = truth.mask(self.block.terms)
-        sizes = []
+    def rounds(self, present: np.ndarray) -> Iterator[np.ndarray]:
+        """Resolve to the end, told the answers (`present`, a mask over the block's terms)
+        instead of asking them: where in the terms each round's ids are."""
         while len(self.rows):
-            if len(self.rows) <= SMALL:  # the few left go on in Python, as SmallResolution's
-                sizes += self._as_small().settle(truth)
-                self._keep(np.zeros(len(self.rows), dtype=bool))
-                break
             at = self._next()
-            sizes.append(len(at))
+            yield at
             self._learn(at, present[at])
-        return sizes
-
-    def _as_small(self) -> SmallResolution:
-        """A SmallResolution in this one's state, adding to its matches: each pending
-        query's unknown ids in asking order, and the answers it has heard."""
-        small = object.__new__(SmallResolution)
-        small.batch, small.block, small.matched = self.batch, self.block, self.matched
-        small.rows = _unknown_lists(self.block, self.block.entries[self.rows].tolist(), self.codes, self.unknown)
-        held = self.codes.ravel()
-        # the pending queries' terms asked already: present, else the query would be gone
-        small.answers = dict.fromkeys(self.block.terms[held[self.asked[held]]].tolist(), True)
-        return small
 
     def _next(self) -> np.ndarray:
         """Where (in the block's terms) this round's ids are."""
@@ -261,3 +213,42 @@ class Resolution:
     def _keep(self, keep: np.ndarray) -> None:
         self.rows = self.rows[keep]
         self.codes = self.codes.compress(keep, axis=1)  # the pending queries' codes, in step with rows
+
+
+class Stack:
+    """Resolutions of several blocks worked out as one, told every answer (a QN's measured
+    shadows: cqengine.engine.Meter). Each block is a part of one bigger block whose terms
+    are the parts' terms side by side, a part's apart from every other's even where the
+    ids are the same, so the parts share nothing: the rounds go in step and in each a
+    part asks just what it would alone. One resolution of thousands of queries costs
+    about what one of a few does; a QN measures dozens."""
+
+    def __init__(self, parts: Sequence[tuple[Block, np.ndarray]], batch: int = 1) -> None:
+        blocks = [b for b, _ in parts]
+        sizes = [len(b.terms) for b in blocks]
+        starts = np.cumsum([0] + sizes[:-1])
+        width = max(b.codes.shape[0] for b in blocks)
+        codes = np.hstack([widen(b.codes, width) + start for b, start in zip(blocks, starts)])
+        self.term_part = np.repeat(np.arange(len(parts)), sizes)
+        self.query_part = np.repeat(np.arange(len(parts)), [len(b) for b in blocks])
+        # its entries are the queries' places, so that its matches say whose they are
+        block = Block(np.arange(len(self.query_part)), np.concatenate([b.terms for b in blocks]), codes)
+        self.res = Resolution(block, np.concatenate([present for _, present in parts]), batch)
+        self.parts = len(parts)
+
+    def settle(self, present: np.ndarray, passes: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Resolve every part to the end, told the answers (`present`, a mask over the
+        parts' terms side by side), after a filter where `passes` rules terms out (True
+        for a part resolving by dialogue alone). Returns per part whether it had queries
+        left to ask about before the filter (a part resolving by filter then asked for
+        one); the ids each round asks, a row per round, a column per part; and per query,
+        side by side, whether it matched."""
+        res = self.res
+        pending = np.bincount(self.query_part[res.rows], minlength=self.parts) > 0
+        if passes is not None:
+            res.rule_out(passes)
+        rounds = [np.bincount(self.term_part[at], minlength=self.parts) for at in res.rounds(present)]
+        matched = np.zeros(len(self.query_part), dtype=bool)
+        matched[res.matched] = True
+        return pending, np.array(rounds, dtype=np.int64).reshape(len(rounds), self.parts), matched

@@ -16,7 +16,7 @@ from cqengine.bloom import BloomFilter, _positions, positions_array
 from cqengine.engine import PublishedDoc
 from cqengine.postings import Block, member
 from cqengine.proto import cqengine_pb2 as pb
-from cqengine.resolution import FEW, Resolution, SmallResolution, Truth, pack_bits, unpack_bits
+from cqengine.resolution import FEW, Resolution, SmallResolution, Stack, Truth, pack_bits, unpack_bits
 
 SMALL = 2**16  # a small id space makes collisions between query and document ids common
 ids = st.integers(0, SMALL)
@@ -287,43 +287,35 @@ def dialogue(res, doc, bf=None) -> tuple[list[list[int]], list[int]]:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.sets(ids, max_size=30), st.sets(ids, max_size=10), entries_strategy(), st.integers(1, 3))
-def test_a_copied_resolution_goes_its_own_way(doc, known, queries, batch):
-    """The engine's shadow resolution starts from a copy of the primary's: whatever one of
-    them is told, the other asks what a fresh resolution would ask, and both are right."""
-    entries = [pb.QueryEntry(subscription_id=i, term_ids=sorted(q), terms=[str(y) for y in sorted(q)])
-               for i, q in enumerate(queries)]
-    block = Block.of(entries)
-    know = Knowledge(present=known & doc)
+@given(st.sets(ids, max_size=30), st.lists(st.tuples(st.sets(ids, max_size=10), entries_strategy(), st.booleans()),
+                                           min_size=1, max_size=4), st.integers(1, 3))
+def test_resolutions_stacked_and_told_every_answer_settle_as_their_dialogues_go(doc, parts, batch):
+    """A QN's measured shadows are settled together, told at once the document's answers
+    for every term they may ask: each part, by dialogue or by filter first, goes through
+    the rounds its own dialogue would, asking as many ids in each, and matches the same
+    queries; a part by filter asks for one only if queries were left to ask about. The
+    blocks may share ids: each part's are its own."""
     bf = BloomFilter.of(doc, 64, 2)
-    truth = [i for i, q in enumerate(queries) if q <= doc]
-    for make in (Resolution, SmallResolution):
-        for first_bf, twin_bf in ((None, bf), (bf, None)):
-            first = make(block, present_in(block, know), batch)
-            twin = first.copy()
-            assert dialogue(first, doc, first_bf)[1] == truth
-            assert dialogue(twin, doc, twin_bf) == dialogue(make(block, present_in(block, know), batch), doc, twin_bf)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.sets(ids, max_size=30), st.sets(ids, max_size=10), entries_strategy(), st.integers(1, 3),
-       st.sets(ids, max_size=20))
-def test_a_resolution_told_every_answer_settles_as_its_dialogue_goes(doc, known, queries, batch, more):
-    """A measured shadow is told the document's answers for every term it may ask (and
-    more) at once: settling, it goes through the rounds its dialogue would, asking as
-    many ids in each, and matches the same queries."""
-    entries = [pb.QueryEntry(subscription_id=i, term_ids=sorted(q), terms=[str(y) for y in sorted(q)])
-               for i, q in enumerate(queries)]
-    block = Block.of(entries)
-    know = Knowledge(present=known & doc)
-    asked = sorted(set(block.terms.tolist()) | more)
-    truth = Truth(np.array([y for y in asked if y in doc], dtype=np.uint64))
-    for make in (Resolution, SmallResolution):
-        for bf in (None, BloomFilter.of(doc, 64, 2)):
-            rounds, matched = dialogue(make(block, present_in(block, know), batch), doc, bf)
-            res = make(block, present_in(block, know), batch)
-            if bf is not None:
-                res.apply_bloom(bf)
-            assert res.settle(truth) == [len(q) for q in rounds]
-            assert sorted(e.subscription_id for e in res.matched) == matched
-            assert res.pending == 0 and res.settle(truth) == []
+    truth = Truth(np.array(sorted(doc), dtype=np.uint64))
+    stacked, alone = [], []
+    for known, queries, by_filter in parts:
+        entries = [pb.QueryEntry(subscription_id=i, term_ids=sorted(q), terms=[str(y) for y in sorted(q)])
+                   for i, q in enumerate(queries)]
+        block = Block.of(entries)
+        present = present_in(block, Knowledge(present=known & doc))
+        stacked.append((block, present, by_filter))
+        fresh = Resolution(block, present, batch)
+        alone.append((fresh.pending > 0, *dialogue(fresh, doc, bf if by_filter else None)))
+    stack = Stack([(block, present) for block, present, _ in stacked], batch)
+    passes = np.concatenate([bf.contains_array(block.terms) if by_filter else np.ones(len(block.terms), dtype=bool)
+                             for block, _, by_filter in stacked])
+    pending, rounds, matched = stack.settle(np.concatenate([truth.mask(b.terms) for b, _, _ in stacked]), passes)
+    start = 0
+    for i, ((block, _, by_filter), (was_pending, asked, found)) in enumerate(zip(stacked, alone)):
+        if by_filter:
+            assert pending[i] == was_pending
+        assert rounds[:len(asked), i].tolist() == [len(q) for q in asked]
+        assert rounds[len(asked):, i].sum() == 0  # a part asks in the first rounds, then is done
+        mine = matched[start:start + len(block)].nonzero()[0].tolist()
+        assert sorted(block.entries[j].subscription_id for j in mine) == found
+        start += len(block)
