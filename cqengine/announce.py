@@ -199,9 +199,24 @@ class Depths:
     present_from: np.ndarray                     # per term, int64 (NEVER: at no depth)
     spans_from: np.ndarray
     irregular: list[tuple[int, list[int]]]       # (local id, its successors) of arcs that do not grow
+    _pruned_from: np.ndarray | bool | None = None  # per query of the block `kept` is asked of (False: no such)
 
     def present(self, d: int) -> np.ndarray:
         return self.present_from <= d
+
+    def kept(self, block: Block, d: int) -> np.ndarray:
+        """may_match(block, self.absent(d)): which queries of the block (whose terms these
+        are; the same block every time) depth d keeps. Where a term, once absent, stays
+        absent at every deeper depth (a well-formed announcement: an id a deeper depth
+        tells present was never in an absent span), each query's least pruning depth is
+        worked out once for all depths."""
+        if self._pruned_from is None:
+            absent_from = np.where(self.present_from > self.spans_from, self.spans_from, NEVER)
+            ray = not self.irregular and bool(((self.present_from == NEVER) | (absent_from == NEVER)).all())
+            self._pruned_from = np.minimum.reduce(absent_from[block.codes], axis=0) if ray else False
+        if self._pruned_from is False:
+            return may_match(block, self.absent(d))
+        return self._pruned_from > d
 
     def absent(self, d: int) -> np.ndarray:
         inside = self.spans_from <= d

@@ -144,9 +144,11 @@ class Measured:
     worked out with the rest of its QN's (Meter.settle), and counted under each of `tags`:
     its own, then those of every shadow that echoes it."""
     block: Block
+    keep: np.ndarray | None  # the block's candidates (None: all of it)
     present: np.ndarray  # per term of the block: known present before asking
     method: str
-    matches: np.ndarray  # per query: does the document hold all its terms (the truth)?
+    held: np.ndarray     # per term of the block: does the document hold it (the truth)?
+    matches: np.ndarray  # per candidate: does the document hold all its terms?
     tags: list[str]
 
 
@@ -180,6 +182,7 @@ class Meter:
         self._document: pb.DocumentReply | None = None
         self._truth: Truth | None = None
         self._filter: BloomFilter | None = None
+        self._matches: dict[int, tuple[Block, np.ndarray, np.ndarray]] = {}  # id(block) -> it, held, its matches
         self.measured: list[Measured] = []
 
     def document(self) -> Op:
@@ -201,18 +204,24 @@ class Meter:
             self._filter = _received_filter(bits, hashes, reply.bits)
         return self._filter
 
-    def measure(self, block: Block, present: np.ndarray, methods: Sequence[str], tag: str, outcome: Outcome,
-                bits: int, hashes: int) -> Op:
-        """Record the block's resolution by each method, to be counted under `tag` (and
-        noted in `outcome`); returns the queries it matches."""
-        truth = yield from self.truth()
-        if "bf" in methods:
+    def measure(self, block: Block, keep: np.ndarray | None, present: np.ndarray, methods: Sequence[str],
+                tag: str, outcome: Outcome, bits: int, hashes: int) -> Op:
+        """Record the resolution of the block's candidates (`keep`; None: all) by each
+        method, to be counted under `tag` (and noted in `outcome`); returns the queries
+        they match."""
+        truth = self._truth or (yield from self.truth())
+        if "bf" in methods and self._filter is None:
             yield from self.filter(bits, hashes)
-        matches = ~any_per_query(~truth.mask(block.terms)[block.codes])
+        got = self._matches.get(id(block))
+        if got is None:  # worked out once per block, whichever depths resolve it
+            held = truth.mask(block.terms)
+            got = self._matches[id(block)] = (block, held, ~any_per_query(~held[block.codes]))
+        _, held, full = got
+        matches = full if keep is None else full[keep]
         for method in methods:
-            outcome.measured.append(Measured(block, present, method, matches, [tag]))
+            outcome.measured.append(Measured(block, keep, present, method, held, matches, [tag]))
         self.measured += outcome.measured[-len(methods):]
-        return block.entries[matches].tolist()
+        return block.entries[full if keep is None else full & keep].tolist()
 
     def settle(self, batch: int, bits: int, hashes: int) -> Iterator[tuple[Measured, Sent, bool]]:
         """Work out every resolution recorded, all at once (cqengine.resolution.Stack):
@@ -221,13 +230,18 @@ class Meter:
         parts, self.measured = self.measured, []
         if not parts:
             return
-        truth, key = self._truth, self.msg.doc_key
+        key = self.msg.doc_key
+        stack = Stack([(m.block, m.keep, m.present) for m in parts], batch)
         passes = None
-        if any(m.method == "bf" for m in parts):
-            passes = np.concatenate([self._filter.holds_terms(m.block.terms, m.block.bloom_positions(bits, hashes))
-                                     if m.method == "bf" else np.ones(len(m.block.terms), dtype=bool) for m in parts])
-        stack = Stack([(m.block, m.present) for m in parts], batch)
-        bloomed, rounds, matched = stack.settle(np.concatenate([truth.mask(m.block.terms) for m in parts]), passes)
+        if self._filter is not None:  # a part by dialogue alone passes every term
+            passes = np.ones(len(stack.term_part), dtype=bool)
+            start = 0
+            for m in parts:
+                end = start + len(m.block.terms)
+                if m.method == "bf":
+                    passes[start:end] = self._filter.holds_terms(m.block.terms, m.block.bloom_positions(bits, hashes))
+                start = end
+        bloomed, rounds, matched = stack.settle(np.concatenate([m.held for m in parts]), passes)
         wrong = np.bincount(stack.query_part[matched != np.concatenate([m.matches for m in parts])],
                             minlength=len(parts))
         asked = np.unique(rounds)
@@ -587,7 +601,7 @@ class EngineNode:
         matched = res.matched if res is not None else []
         try:  # measuring what others would send must not cost the matches found
             if candidates is not None and s.shadow_resolution:
-                self._agree((yield from meter.measure(candidates, present, (s.shadow_resolution,), "", own,
+                self._agree((yield from meter.measure(candidates, None, present, (s.shadow_resolution,), "", own,
                                                       s.bloom_bits, s.bloom_hashes)), matched)
             if s.shadow_piggyback:
                 resolved = {_state(keep, present): (own, matched)}
@@ -629,9 +643,9 @@ class EngineNode:
         for listener in self.shadow_listeners:
             listener(index, [e.subscription_id for e in matched])
 
-    def _candidates(self, block: Block, keep: np.ndarray, tag: str = "") -> Block | None:
+    def _candidates(self, block: Block, keep: np.ndarray) -> Block | None:
         """The queries of the block it keeps (None: none left), counted."""
-        n = self._count_candidates(keep, tag)
+        n = self._count_candidates(keep, "")
         return (block if n == len(block) else block.select(keep)) if n else None
 
     def _count_candidates(self, keep: np.ndarray, tag: str) -> int:
@@ -665,9 +679,9 @@ class EngineNode:
                 know = told.at(d)
                 absent = know.absent_in(block.terms)
                 present = member(block.terms, know.present_array) if echoing else None
+                keep = may_match(block, absent)
             else:
-                absent, present = known.absent(d), known.present(d)
-            keep = may_match(block, absent)
+                keep, present = known.kept(block, d), known.present(d)
             state = _state(keep, present) if echoing else None
             if state in resolved:
                 self._count_candidates(keep, tag)
@@ -676,13 +690,13 @@ class EngineNode:
             else:
                 outcome = Outcome()
                 found = []
-                candidates = self._candidates(block, keep, tag)
-                if candidates is not None:
+                n = self._count_candidates(keep, tag)
+                if n:
                     if present is None:
                         present = member(block.terms, know.present_array)
                     methods = tuple(m for m in (s.resolution, s.shadow_resolution) if m)
-                    found = yield from meter.measure(candidates, present, methods, tag, outcome,
-                                                     s.bloom_bits, s.bloom_hashes)
+                    found = yield from meter.measure(block, keep if n < len(block) else None, present, methods,
+                                                     tag, outcome, s.bloom_bits, s.bloom_hashes)
                 if echoing:
                     resolved[state] = (outcome, found)
             if matched is None:

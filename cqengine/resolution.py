@@ -19,7 +19,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from cqengine.bloom import BloomFilter
-from cqengine.postings import Block, any_per_query, member, widen
+from cqengine.postings import Block, any_per_query, member
 from cqengine.proto import cqengine_pb2 as pb
 
 
@@ -223,17 +223,31 @@ class Stack:
     part asks just what it would alone. One resolution of thousands of queries costs
     about what one of a few does; a QN measures dozens."""
 
-    def __init__(self, parts: Sequence[tuple[Block, np.ndarray]], batch: int = 1) -> None:
-        blocks = [b for b, _ in parts]
-        sizes = [len(b.terms) for b in blocks]
-        starts = np.cumsum([0] + sizes[:-1])
-        width = max(b.codes.shape[0] for b in blocks)
-        codes = np.hstack([widen(b.codes, width) + start for b, start in zip(blocks, starts)])
+    def __init__(self, parts: Sequence[tuple[Block, np.ndarray | None, np.ndarray]], batch: int = 1) -> None:
+        """Parts: a block, the queries of it resolved (a mask; None: all) and which of its
+        terms are known present."""
+        sizes = [len(b.terms) for b, _, _ in parts]
+        queries = [len(b) if keep is None else int(np.count_nonzero(keep)) for b, keep, _ in parts]
+        width = max(b.codes.shape[0] for b, _, _ in parts)
+        codes = np.empty((width, sum(queries)), dtype=np.intp)
+        start = at = 0
+        for (b, keep, _), n, q in zip(parts, sizes, queries):  # each part's codes moved past the terms before it
+            mine = codes[:, at:at + q]
+            w = b.codes.shape[0]
+            if keep is None:
+                np.add(b.codes, start, out=mine[:w])
+            else:
+                np.compress(keep, b.codes, axis=1, out=mine[:w])
+                mine[:w] += start
+            if w < width:  # padded as a block pads a short query: repeating its first code
+                mine[w:] = mine[0]
+            start += n
+            at += q
         self.term_part = np.repeat(np.arange(len(parts)), sizes)
-        self.query_part = np.repeat(np.arange(len(parts)), [len(b) for b in blocks])
+        self.query_part = np.repeat(np.arange(len(parts)), queries)
         # its entries are the queries' places, so that its matches say whose they are
-        block = Block(np.arange(len(self.query_part)), np.concatenate([b.terms for b in blocks]), codes)
-        self.res = Resolution(block, np.concatenate([present for _, present in parts]), batch)
+        block = Block(np.arange(len(self.query_part)), np.concatenate([b.terms for b, _, _ in parts]), codes)
+        self.res = Resolution(block, np.concatenate([present for _, _, present in parts]), batch)
         self.parts = len(parts)
 
     def settle(self, present: np.ndarray, passes: np.ndarray | None = None

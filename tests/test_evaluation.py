@@ -232,11 +232,11 @@ def test_a_pass_whose_two_methods_disagree_stops(monkeypatch):
 def test_a_pass_whose_depths_disagree_stops(monkeypatch):
     """Likewise for a shadow depth: here one that presents no candidates at all."""
     from cqengine.engine import EngineNode
-    real = EngineNode._candidates
+    real = EngineNode._count_candidates
 
-    def none_at_shadow_depths(self, block, keep, tag=""):
-        return None if tag else real(self, block, keep, tag)
-    monkeypatch.setattr(EngineNode, "_candidates", none_at_shadow_depths)
+    def none_at_shadow_depths(self, keep, tag):
+        return 0 if tag else real(self, keep, tag)
+    monkeypatch.setattr(EngineNode, "_count_candidates", none_at_shadow_depths)
     specs = [RunSpec(IndexSpec("mhi", "skew"), "td", k) for k in (0, 3)]
     with pytest.raises(EvaluationError, match="methods or depths matched different queries"):
         small_lab(2).run(specs)

@@ -56,12 +56,17 @@ def assert_depths_know_what_each_depth_does(runs, max_id, region, k, obs1, obs2,
     told = Told(runs, max_id, region, k, obs1, obs2)  # one per announcement, asked of block after block
     for ys in (terms[::2], terms, terms):  # the last: what it returns
         known = told.depths(ys)
+        # queries of three consecutive terms (the last ones shorter), so that the block's terms are ys
+        ids_ = ys.tolist()
+        block = Block.of_rows(np.arange(len(ids_)), [ids_[i:i + 3] for i in range(len(ids_))])
+        assert np.array_equal(block.terms, ys)
         for d in range(k + 1):
             know = knowledge(truncated(runs, d), max_id, region, d, obs1, obs2)
             for absent, present in ((known.absent(d), known.present(d)),
                                     (told.at(d).absent_in(ys), member(ys, told.at(d).present_array))):
                 assert np.array_equal(absent, know.absent_in(ys)), d
                 assert np.array_equal(present, member(ys, know.present_array)), d
+            assert np.array_equal(known.kept(block, d), may_match(block, know.absent_in(ys))), d
     return known
 
 
@@ -287,35 +292,40 @@ def dialogue(res, doc, bf=None) -> tuple[list[list[int]], list[int]]:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.sets(ids, max_size=30), st.lists(st.tuples(st.sets(ids, max_size=10), entries_strategy(), st.booleans()),
-                                           min_size=1, max_size=4), st.integers(1, 3))
+@given(st.sets(ids, max_size=30),
+       st.lists(st.tuples(st.sets(ids, max_size=10), entries_strategy(), st.booleans(), st.none() | st.integers(1)),
+                min_size=1, max_size=4), st.integers(1, 3))
 def test_resolutions_stacked_and_told_every_answer_settle_as_their_dialogues_go(doc, parts, batch):
     """A QN's measured shadows are settled together, told at once the document's answers
-    for every term they may ask: each part, by dialogue or by filter first, goes through
-    the rounds its own dialogue would, asking as many ids in each, and matches the same
-    queries; a part by filter asks for one only if queries were left to ask about. The
-    blocks may share ids: each part's are its own."""
+    for every term they may ask: each part (some of a block's queries, or all), by
+    dialogue or by filter first, goes through the rounds its own dialogue would, asking
+    as many ids in each, and matches the same queries; a part by filter asks for one
+    only if queries were left to ask about. The blocks may share ids: each part's are
+    its own."""
     bf = BloomFilter.of(doc, 64, 2)
     truth = Truth(np.array(sorted(doc), dtype=np.uint64))
     stacked, alone = [], []
-    for known, queries, by_filter in parts:
+    for known, queries, by_filter, picked in parts:
         entries = [pb.QueryEntry(subscription_id=i, term_ids=sorted(q), terms=[str(y) for y in sorted(q)])
                    for i, q in enumerate(queries)]
         block = Block.of(entries)
+        keep = None if picked is None else np.array([bool(picked >> i & 1) for i in range(len(block))])
         present = present_in(block, Knowledge(present=known & doc))
-        stacked.append((block, present, by_filter))
-        fresh = Resolution(block, present, batch)
+        stacked.append((block, keep, present, by_filter))
+        fresh = Resolution(block if keep is None else block.select(keep), present, batch)
         alone.append((fresh.pending > 0, *dialogue(fresh, doc, bf if by_filter else None)))
-    stack = Stack([(block, present) for block, present, _ in stacked], batch)
+    stack = Stack([(block, keep, present) for block, keep, present, _ in stacked], batch)
     passes = np.concatenate([bf.contains_array(block.terms) if by_filter else np.ones(len(block.terms), dtype=bool)
-                             for block, _, by_filter in stacked])
-    pending, rounds, matched = stack.settle(np.concatenate([truth.mask(b.terms) for b, _, _ in stacked]), passes)
+                             for block, _, _, by_filter in stacked])
+    pending, rounds, matched = stack.settle(np.concatenate([truth.mask(b.terms) for b, *_ in stacked]), passes)
     start = 0
-    for i, ((block, _, by_filter), (was_pending, asked, found)) in enumerate(zip(stacked, alone)):
+    for i, ((block, keep, _, by_filter), (was_pending, asked, found)) in enumerate(zip(stacked, alone)):
         if by_filter:
             assert pending[i] == was_pending
         assert rounds[:len(asked), i].tolist() == [len(q) for q in asked]
         assert rounds[len(asked):, i].sum() == 0  # a part asks in the first rounds, then is done
-        mine = matched[start:start + len(block)].nonzero()[0].tolist()
-        assert sorted(block.entries[j].subscription_id for j in mine) == found
-        start += len(block)
+        mine = block.entries if keep is None else block.entries[keep]
+        end = start + len(mine)
+        assert sorted(mine[j].subscription_id for j in matched[start:end].nonzero()[0]) == found
+        start = end
+    assert start == len(matched)
