@@ -553,14 +553,18 @@ class EngineNode:
         s = self.settings
         told = Told(local, msg.max_id, region, s.piggyback, s.obs1, s.obs2)
         meter = Meter(msg, dn) if s.shadow_resolution or s.shadow_piggyback or self.shadow_indexes else None
+        # an index whose queries here are another's (often: strategies agree on most
+        # terms) resolves the very same states: its depths echo them (by subscriptions)
+        shared: dict[bytes, tuple[Block, dict]] = {}
         try:
-            yield from self._resolve_own(self._block(self.index, ids), msg, told, dn, meter)
+            block, resolved = self._shared(shared, self.index, ids)
+            yield from self._resolve_own(block, msg, told, dn, meter, resolved)
             for name, shadow in self.shadow_indexes.items():
-                block = self._block(shadow.index, ids)
+                block, resolved = self._shared(shared, shadow.index, ids)
                 if block is None:
                     continue
                 try:
-                    matched = yield from self._shadow_depths(block, told, meter, shadow.depths, name)
+                    matched = yield from self._shadow_depths(block, told, meter, shadow.depths, name, resolved)
                     yield from self._matched(msg, dn, matched, name, meter)
                 except (PeerUnreachable, LookupError) as e:
                     log.warning("shadow index %s: resolution of document %016x with %s failed: %s",
@@ -569,11 +573,22 @@ class EngineNode:
             if meter is not None:
                 self._settle(meter)
 
-    def _block(self, index: InvertedIndex, ids: list[int]) -> Block | None:
-        """The queries the index holds under these local ids, as one block (None: none)."""
+    def _shared(self, shared: dict[bytes, tuple[Block, dict]], index: InvertedIndex, ids: list[int]
+                ) -> tuple[Block | None, dict]:
+        """The queries the index holds under these local ids, as one block (None: none),
+        with what its states resolved to: those of an index here that holds the same
+        queries, in the same order, if one came before."""
         lists = [b for b in map(index.block, ids) if b]
         if not lists:
-            return None
+            return None, {}
+        key = b"".join(b.subscriptions() for b in lists)
+        got = shared.get(key)
+        if got is None:
+            got = shared[key] = (self._block(lists), {})
+        return got
+
+    def _block(self, lists: list[Block]) -> Block:
+        """Inverted lists as one block."""
         s = self.settings
         if "bf" in (s.resolution, s.shadow_resolution):  # a list's filter positions are worked out once
             for b in lists:
@@ -581,7 +596,9 @@ class EngineNode:
         return Block.concat(lists)
 
     def _resolve_own(self, block: Block | None, msg: pb.Announcement, told: Told, dn: NodeRef,
-                     meter: "Meter | None") -> Op:
+                     meter: "Meter | None", resolved: dict) -> Op:
+        """Resolve my own candidates with the DN, and measure my shadow method and depths;
+        `resolved` then holds what my state sent (for shadows in it to echo)."""
         if block is None:
             return
         s = self.settings
@@ -593,7 +610,7 @@ class EngineNode:
         own = Outcome()  # what my resolution sends, for shadow depths to echo
         try:
             if res is not None:
-                yield from self._dialogue(res, s.resolution, msg, dn, own.calls if s.shadow_piggyback else None)
+                yield from self._dialogue(res, s.resolution, msg, dn, own.calls if meter is not None else None)
         except (PeerUnreachable, LookupError) as e:
             self.count("alerts_dropped", res.pending + len(res.matched))
             log.warning("resolution of document %016x with %s failed: %s", msg.doc_key, msg.dn, e)
@@ -603,8 +620,9 @@ class EngineNode:
             if candidates is not None and s.shadow_resolution:
                 self._agree((yield from meter.measure(candidates, None, present, (s.shadow_resolution,), "", own,
                                                       s.bloom_bits, s.bloom_hashes)), matched)
+            if meter is not None:
+                resolved[_state(keep, present)] = (own, matched)
             if s.shadow_piggyback:
-                resolved = {_state(keep, present): (own, matched)}
                 yield from self._shadow_depths(block, told, meter, s.shadow_piggyback, "", resolved, matched)
         except (PeerUnreachable, LookupError) as e:
             log.warning("measuring shadows of document %016x with %s failed: %s", msg.doc_key, msg.dn, e)
@@ -654,8 +672,8 @@ class EngineNode:
         self.count(f"{tag}:candidates" if tag else "candidates", n)
         return n
 
-    def _shadow_depths(self, block: Block, told: Told, meter: "Meter", wanted: tuple[int, ...],
-                       index: str = "", resolved: dict[tuple, tuple[Outcome, list[pb.QueryEntry]]] | None = None,
+    def _shadow_depths(self, block: Block, told: Told, meter: "Meter", wanted: tuple[int, ...], index: str,
+                       resolved: dict[tuple, tuple[Outcome, list[pb.QueryEntry]]],
                        matched: list[pb.QueryEntry] | None = None) -> Op:
         """Prune and resolve the block as each wanted depth would have (the runs cut
         short), measured (Meter) and counted under kD: kinds and counters (INDEX/kD: for a
@@ -664,41 +682,35 @@ class EngineNode:
         knows of the block's terms is worked out for all depths at once (`Told.depths`),
         unless one depth is wanted.
 
-        `resolved` holds what each state already resolved here sent and matched (the
-        engine's own first). A depth left in the same state, the same candidates knowing
-        the same of their terms (often: the ids a depth adds seldom touch the block), would
-        ask the same questions and hear the same answers, so its messages are counted as
+        `resolved` holds what each state of the block already resolved here sent and
+        matched (the engine's own first, and those of every index before that holds the
+        same queries). A depth left in the same state, the same candidates knowing the
+        same of their terms (often: the ids a depth adds seldom touch the block), would ask
+        the same questions and hear the same answers, so its messages are counted as
         echoes of those instead of being worked out again."""
         s = self.settings
-        echoing = resolved is not None or len(wanted) > 1  # else no state can repeat another
-        resolved = {} if resolved is None else resolved
         known = told.depths(block.terms) if len(wanted) > 1 else None
         for d in wanted:
             tag = depth_tag(d, index)
             if known is None:  # its own knowledge costs less than every depth's
                 know = told.at(d)
-                absent = know.absent_in(block.terms)
-                present = member(block.terms, know.present_array) if echoing else None
-                keep = may_match(block, absent)
+                keep = may_match(block, know.absent_in(block.terms))
+                present = member(block.terms, know.present_array)
             else:
                 keep, present = known.kept(block, d), known.present(d)
-            state = _state(keep, present) if echoing else None
+            state = _state(keep, present)
+            n = self._count_candidates(keep, tag)
             if state in resolved:
-                self._count_candidates(keep, tag)
                 self._echo(resolved[state][0], tag)
                 found = resolved[state][1]
             else:
                 outcome = Outcome()
                 found = []
-                n = self._count_candidates(keep, tag)
                 if n:
-                    if present is None:
-                        present = member(block.terms, know.present_array)
                     methods = tuple(m for m in (s.resolution, s.shadow_resolution) if m)
                     found = yield from meter.measure(block, keep if n < len(block) else None, present, methods,
                                                      tag, outcome, s.bloom_bits, s.bloom_hashes)
-                if echoing:
-                    resolved[state] = (outcome, found)
+                resolved[state] = (outcome, found)
             if matched is None:
                 matched = found
             else:

@@ -63,6 +63,17 @@ class Block:
     terms: np.ndarray    # uint64, sorted, distinct
     codes: np.ndarray    # (width, len(entries)) intp into terms: a column per query
     _bloom: tuple = ()   # ((bits, hashes), the terms' filter positions by hash): a key's terms stay put
+    _subscriptions: bytes | None = None
+
+    def subscriptions(self) -> bytes:
+        """Its queries' subscription ids in order, as bytes: which queries it holds, as a
+        key. Indexes of the same subscriptions ranked by the same document frequencies
+        (a measurement pass's: cqengine.evaluation.runs) ask each query's terms in the
+        same order, so there blocks holding the same queries are the same."""
+        if self._subscriptions is None:
+            self._subscriptions = np.fromiter((e.subscription_id for e in self.entries), dtype=np.uint64,
+                                              count=len(self.entries)).tobytes()
+        return self._subscriptions
 
     def bloom_positions(self, bits: int, hashes: int) -> np.ndarray:
         if not self._bloom or self._bloom[0] != (bits, hashes):
@@ -165,6 +176,7 @@ class InvertedIndex(SortedKeyStore):
         start = 0
         for b in blocks:
             b._bloom = (bloom, positions[:, start:start + len(b.terms)])
+            b.subscriptions()  # once here, not again in every run's workers
             start += len(b.terms)
 
     def holds(self, key: int, subscription_id: int) -> bool:
