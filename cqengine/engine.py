@@ -42,7 +42,7 @@ from cqengine.config import Settings
 from cqengine.indexing import chooser
 from cqengine.postings import Block, InvertedIndex, any_per_query, member
 from cqengine.proto import cqengine_pb2 as pb
-from cqengine.resolution import FEW, Resolution, SmallResolution, Stack, Truth, pack_bits, resolution, unpack_bits
+from cqengine.resolution import FEW, SMALL, Resolution, SmallResolution, Stack, Truth, pack_bits, resolution, unpack_bits
 from cqengine.synopsis import Synopsis
 from cqengine.wire import alert_batch_size, bloom_sizes, dialogue_sizes, matched_size
 
@@ -228,7 +228,9 @@ class Meter:
         each with the calls it would have made, and whether it matched what the truth
         says it should."""
         parts, self.measured = self.measured, []
-        if not parts:
+        if sum(len(m.matches) for m in parts) <= SMALL:  # a few queries: in Python, one by one
+            for m in parts:
+                yield m, *self._settle_small(m, batch, bits)
             return
         key = self.msg.doc_key
         stack = Stack([(m.block, m.keep, m.present) for m in parts], batch)
@@ -257,6 +259,21 @@ class Meter:
             if calls[i]:
                 _note(sent, (m.method, "TermDialogue"), int(calls[i]), int(requests[i]), int(replies[i]))
             yield m, sent, not wrong[i]
+
+    def _settle_small(self, m: Measured, batch: int, bits: int) -> tuple[Sent, bool]:
+        """One resolution of a few queries worked out alone, by SmallResolution (the
+        stack's numpy costs more than the work there)."""
+        key, held = self.msg.doc_key, self._truth.ids
+        candidates = m.block if m.keep is None else m.block.select(m.keep)
+        res = SmallResolution(candidates, m.present, batch)
+        sent: Sent = {}
+        if m.method == "bf" and res.pending:
+            res.apply_bloom(self._filter)
+            _note(sent, (m.method, "GetBloom"), 1, *bloom_sizes(key, bits))
+        while question := res.question():
+            res.answer(question, [y in held for y in question])
+            _note(sent, (m.method, "TermDialogue"), 1, *dialogue_sizes(key, len(question)))
+        return sent, {id(e) for e in res.matched} == {id(e) for e in candidates.entries[m.matches]}
 
 
 class EngineError(Exception):

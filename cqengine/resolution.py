@@ -14,6 +14,7 @@ round would have asked.
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -55,6 +56,10 @@ class Truth:
     def __init__(self, present: np.ndarray) -> None:
         self.array = present  # the ids the document holds, sorted uint64
         self._masks: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    @cached_property
+    def ids(self) -> frozenset[int]:
+        return frozenset(self.array.tolist())
 
     def mask(self, terms: np.ndarray) -> np.ndarray:
         """Elementwise over sorted terms, all among the ids answered: does the document
