@@ -228,9 +228,9 @@ class Meter:
         each with the calls it would have made, and whether it matched what the truth
         says it should."""
         parts, self.measured = self.measured, []
-        if sum(len(m.matches) for m in parts) <= SMALL:  # a few queries: in Python, one by one
+        if len(parts) == 1 or sum(len(m.matches) for m in parts) <= SMALL:  # nothing to share, or little
             for m in parts:
-                yield m, *self._settle_small(m, batch, bits)
+                yield m, *self._settle_one(m, batch, bits)
             return
         key = self.msg.doc_key
         stack = Stack([(m.block, m.keep, m.present) for m in parts], batch)
@@ -260,19 +260,25 @@ class Meter:
                 _note(sent, (m.method, "TermDialogue"), int(calls[i]), int(requests[i]), int(replies[i]))
             yield m, sent, not wrong[i]
 
-    def _settle_small(self, m: Measured, batch: int, bits: int) -> tuple[Sent, bool]:
-        """One resolution of a few queries worked out alone, by SmallResolution (the
-        stack's numpy costs more than the work there)."""
-        key, held = self.msg.doc_key, self._truth.ids
+    def _settle_one(self, m: Measured, batch: int, bits: int) -> tuple[Sent, bool]:
+        """One resolution worked out alone: the stack's fixed costs buy nothing for one,
+        and for a few queries SmallResolution's Python beats numpy."""
+        key = self.msg.doc_key
         candidates = m.block if m.keep is None else m.block.select(m.keep)
-        res = SmallResolution(candidates, m.present, batch)
+        res = resolution(candidates, m.present, batch)
         sent: Sent = {}
         if m.method == "bf" and res.pending:
             res.apply_bloom(self._filter)
             _note(sent, (m.method, "GetBloom"), 1, *bloom_sizes(key, bits))
-        while question := res.question():
-            res.answer(question, [y in held for y in question])
-            _note(sent, (m.method, "TermDialogue"), 1, *dialogue_sizes(key, len(question)))
+        if isinstance(res, Resolution):
+            sizes = [len(at) for at in res.rounds(m.held)]
+        else:
+            sizes, held = [], self._truth.ids
+            while question := res.question():
+                res.answer(question, [y in held for y in question])
+                sizes.append(len(question))
+        for n in sizes:
+            _note(sent, (m.method, "TermDialogue"), 1, *dialogue_sizes(key, n))
         return sent, {id(e) for e in res.matched} == {id(e) for e in candidates.entries[m.matches]}
 
 
