@@ -632,10 +632,11 @@ class EngineNode:
         candidates = self._candidates(block, keep)
         present = member(block.terms, know.present_array)
         res = resolution(candidates, present, s.dialogue_batch) if candidates is not None else None
-        own = Outcome()  # what my resolution sends, for shadow depths to echo
+        own = Outcome()  # what my resolution sends, for shadow depths and indexes to echo
+        echoed = bool(s.shadow_piggyback or self.shadow_indexes)  # else nothing can echo my state
         try:
             if res is not None:
-                yield from self._dialogue(res, s.resolution, msg, dn, own.calls if meter is not None else None)
+                yield from self._dialogue(res, s.resolution, msg, dn, own.calls if echoed else None)
         except (PeerUnreachable, LookupError) as e:
             self.count("alerts_dropped", res.pending + len(res.matched))
             log.warning("resolution of document %016x with %s failed: %s", msg.doc_key, msg.dn, e)
@@ -645,7 +646,7 @@ class EngineNode:
             if candidates is not None and s.shadow_resolution:
                 self._agree((yield from meter.measure(candidates, None, present, (s.shadow_resolution,), "", own,
                                                       s.bloom_bits, s.bloom_hashes)), matched)
-            if meter is not None:
+            if echoed:
                 resolved[_state(keep, present)] = (own, matched)
             if s.shadow_piggyback:
                 yield from self._shadow_depths(block, told, meter, s.shadow_piggyback, "", resolved, matched)
