@@ -223,7 +223,7 @@ class Meter:
         self.measured += outcome.measured[-len(methods):]
         return block.entries[full if keep is None else full & keep].tolist()
 
-    def settle(self, batch: int, bits: int, hashes: int) -> Iterator[tuple[Measured, Sent, bool]]:
+    def settle(self, batch: int, bits: int) -> Iterator[tuple[Measured, Sent, bool]]:
         """Work out every resolution recorded, all at once (cqengine.resolution.Stack):
         each with the calls it would have made, and whether it matched what the truth
         says it should."""
@@ -241,7 +241,7 @@ class Meter:
             for m in parts:
                 end = start + len(m.block.terms)
                 if m.method == "bf":
-                    passes[start:end] = self._filter.holds_terms(m.block.terms, m.block.bloom_positions(bits, hashes))
+                    passes[start:end] = m.block.passes(self._filter)
                 start = end
         bloomed, rounds, matched = stack.settle(np.concatenate([m.held for m in parts]), passes)
         wrong = np.bincount(stack.query_part[matched != np.concatenate([m.matches for m in parts])],
@@ -776,7 +776,7 @@ class EngineNode:
         """Work out the shadows the meter recorded and count what each would have sent
         (none to myself: that never crosses the wire)."""
         s = self.settings
-        for m, calls, agrees in meter.settle(s.dialogue_batch, s.bloom_bits, s.bloom_hashes):
+        for m, calls, agrees in meter.settle(s.dialogue_batch, s.bloom_bits):
             if not agrees:
                 self.count("shadow_disagreements")
             if calls and meter.dn != self.me:

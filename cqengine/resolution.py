@@ -112,7 +112,7 @@ class SmallResolution:
         ids = sorted({y for _, unknown in self.rows for y in unknown})
         if ids:  # the block's terms are tested once, at the filter positions it holds
             terms = self.block.terms
-            passes = bloom.holds_terms(terms, self.block.bloom_positions(bloom.bits, bloom.hashes))
+            passes = self.block.passes(bloom)
             held = dict(zip(ids, passes[terms.searchsorted(np.array(ids, dtype=np.uint64))].tolist()))
             self.rows = [(e, unknown) for e, unknown in self.rows if all(held[y] for y in unknown)]
         return before - len(self.rows)
@@ -163,7 +163,7 @@ class Resolution:
 
     def apply_bloom(self, bloom: BloomFilter) -> int:
         """Drop queries the filter rules out; returns how many went."""
-        return self.rule_out(bloom.holds_terms(self.block.terms, self.block.bloom_positions(bloom.bits, bloom.hashes)))
+        return self.rule_out(self.block.passes(bloom))
 
     def rule_out(self, passes: np.ndarray) -> int:
         """Drop queries with an unknown term that `passes` (a mask over the block's terms)
