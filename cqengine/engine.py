@@ -56,6 +56,7 @@ HOP_LIMIT = 160      # an announcement still travelling after this many hops is 
 PLACE_ATTEMPTS = 5   # lookups to place or remove a query while ownership moves
 DOC_CACHE = 20_000   # documents a DN keeps for resolution
 MAILBOX = 10_000     # undelivered alerts kept per subscription
+STACK = 10_000       # queries recorded by the meters settled as one stack
 
 
 MEASURE = "measure"  # the tag of what a QN asks to measure its shadows (Meter): no run reads it
@@ -223,42 +224,41 @@ class Meter:
         self.measured += outcome.measured[-len(methods):]
         return block.entries[full if keep is None else full & keep].tolist()
 
-    def settle(self, batch: int, bits: int) -> Iterator[tuple[Measured, Sent, bool]]:
-        """Work out every resolution recorded, all at once (cqengine.resolution.Stack):
-        each with the calls it would have made, and whether it matched what the truth
-        says it should."""
-        parts, self.measured = self.measured, []
-        if len(parts) == 1 or sum(len(m.matches) for m in parts) <= SMALL:  # nothing to share, or little
-            for m in parts:
-                yield m, *self._settle_one(m, batch, bits)
+    @staticmethod
+    def settle(meters: Sequence["Meter"], batch: int, bits: int) -> Iterator[tuple["Meter", Measured, Sent, bool]]:
+        """Work out every resolution these meters recorded (all of one document: the QNs
+        it reached), all at once (cqengine.resolution.Stack): each with its meter, the
+        calls it would have made, and whether it matched what the truth says it should."""
+        parts = [(meter, m) for meter in meters for m in meter.measured]
+        for meter in meters:
+            meter.measured = []
+        key = meters[0].msg.doc_key if meters else 0
+        if any(meter.msg.doc_key != key for meter in meters):
+            raise ValueError("meters of different documents settle apart")
+        if len(parts) == 1 or sum(len(m.matches) for _, m in parts) <= SMALL:  # nothing to share, or little
+            for meter, m in parts:
+                yield meter, m, *meter._settle_one(m, batch, bits)
             return
-        key = self.msg.doc_key
-        stack = Stack([(m.block, m.keep, m.present) for m in parts], batch)
-        passes = None
-        if self._filter is not None:  # a part by dialogue alone passes every term
-            passes = np.ones(len(stack.term_part), dtype=bool)
-            start = 0
-            for m in parts:
-                end = start + len(m.block.terms)
-                if m.method == "bf":
-                    passes[start:end] = m.block.passes(self._filter)
-                start = end
-        bloomed, rounds, matched = stack.settle(np.concatenate([m.held for m in parts]), passes)
-        wrong = np.bincount(stack.query_part[matched != np.concatenate([m.matches for m in parts])],
+        bloom = next((meter._filter for meter, m in parts if m.method == "bf"), None)  # the document's
+        stack = Stack([(m.block, m.keep, m.present, m.method == "bf") for _, m in parts], batch, bloom)
+        bloomed, rounds, matched = stack.settle(np.concatenate([m.held for _, m in parts]))
+        wrong = np.bincount(stack.query_part[matched != np.concatenate([m.matches for _, m in parts])],
                             minlength=len(parts))
         asked = np.unique(rounds)
         request, reply = (np.zeros(int(asked[-1]) + 1 if len(asked) else 1, dtype=np.int64) for _ in range(2))
         for n in asked[asked > 0].tolist():
             request[n], reply[n] = dialogue_sizes(key, n)
         calls, requests, replies = (rounds > 0).sum(axis=0), request[rounds].sum(axis=0), reply[rounds].sum(axis=0)
-        bloom = bloom_sizes(key, bits)
-        for i, m in enumerate(parts):
+        fetched = bloom_sizes(key, bits)
+        for (meter, m), bf, n, req, rep, bad in zip(parts, (bloomed & np.array([m.method == "bf" for _, m in parts])
+                                                              ).tolist(), calls.tolist(), requests.tolist(),
+                                                     replies.tolist(), wrong.tolist()):
             sent: Sent = {}
-            if m.method == "bf" and bloomed[i]:
-                _note(sent, (m.method, "GetBloom"), 1, *bloom)
-            if calls[i]:
-                _note(sent, (m.method, "TermDialogue"), int(calls[i]), int(requests[i]), int(replies[i]))
-            yield m, sent, not wrong[i]
+            if bf:
+                _note(sent, (m.method, "GetBloom"), 1, *fetched)
+            if n:
+                _note(sent, (m.method, "TermDialogue"), n, req, rep)
+            yield meter, m, sent, not bad
 
     def _settle_one(self, m: Measured, batch: int, bits: int) -> tuple[Sent, bool]:
         """One resolution worked out alone: the stack's fixed costs buy nothing for one,
@@ -280,6 +280,36 @@ class Meter:
         for n in sizes:
             _note(sent, (m.method, "TermDialogue"), 1, *dialogue_sizes(key, n))
         return sent, {id(e) for e in res.matched} == {id(e) for e in candidates.entries[m.matches]}
+
+
+def settle_meters(pending: Sequence[tuple["EngineNode", Meter]]) -> None:
+    """Settle the shadows the QNs' meters recorded (Meter.settle), each document's
+    together, and have each QN count what its shadows would have sent: a shell that
+    runs many QNs (the simulator) settles a document's once it has run its course."""
+    by_doc: dict[int, list[tuple[EngineNode, Meter]]] = {}
+    for node, meter in pending:
+        if meter.measured:
+            by_doc.setdefault(meter.msg.doc_key, []).append((node, meter))
+    for group in by_doc.values():
+        node_of = {id(meter): node for node, meter in group}
+        s = group[0][0].settings  # the ring's: every node's
+        for meters in _stacks([meter for _, meter in group]):
+            for meter, m, calls, agrees in Meter.settle(meters, s.dialogue_batch, s.bloom_bits):
+                node_of[id(meter)]._count_settled(meter, m, calls, agrees)
+
+
+def _stacks(meters: list[Meter]) -> Iterator[list[Meter]]:
+    """Meters in runs of about STACK queries recorded: a stack's arrays then stay in the
+    processor's cache, which one of a whole document's (400,000 queries) does not."""
+    run, size = [], 0
+    for meter in meters:
+        run.append(meter)
+        size += sum(len(m.matches) for m in meter.measured)
+        if size >= STACK:
+            yield run
+            run, size = [], 0
+    if run:
+        yield run
 
 
 class EngineError(Exception):
@@ -362,7 +392,7 @@ class EngineNode:
 
     def __init__(self, chord: ChordNode, settings: Settings, spawn: Callable[[Op], None],
                  now: Callable[[], float] = time.monotonic, tally: Counter | None = None,
-                 unsent: Unsent | None = None) -> None:
+                 unsent: Unsent | None = None, meters: list[tuple["EngineNode", Meter]] | None = None) -> None:
         self.chord = chord
         self.settings = settings
         self.spawn = spawn
@@ -386,6 +416,7 @@ class EngineNode:
         # once the node is done with a document, unless the shell sums it ring-wide
         self.unsent: Unsent = {} if unsent is None else unsent
         self._counts_unsent = unsent is None
+        self.meters = meters  # where my QN's meters go to be settled by the shell (None: by me, at once)
         self.alert_listeners: list[Callable[[int], None]] = []  # told the subscription id
         self.shadow_indexes: dict[str, ShadowIndex] = {}  # name -> index; see ShadowIndex
         self.shadow_listeners: list[Callable[[str, list[int]], None]] = []  # told a shadow index's matches
@@ -593,8 +624,10 @@ class EngineNode:
                     log.warning("shadow index %s: resolution of document %016x with %s failed: %s",
                                 name, msg.doc_key, msg.dn, e)
         finally:
-            if meter is not None:
-                self._settle(meter)
+            if meter is not None and self.meters is not None:  # the shell settles it with other QNs'
+                self.meters.append((self, meter))
+            elif meter is not None:
+                settle_meters([(self, meter)])
 
     def _shared(self, shared: dict[bytes, tuple[Block, dict]], index: InvertedIndex, ids: list[int]
                 ) -> tuple[Block | None, dict]:
@@ -772,16 +805,14 @@ class EngineNode:
         for m in outcome.measured:
             m.tags.append(tag)
 
-    def _settle(self, meter: Meter) -> None:
-        """Work out the shadows the meter recorded and count what each would have sent
-        (none to myself: that never crosses the wire)."""
-        s = self.settings
-        for m, calls, agrees in meter.settle(s.dialogue_batch, s.bloom_bits):
-            if not agrees:
-                self.count("shadow_disagreements")
-            if calls and meter.dn != self.me:
-                for tag in m.tags:
-                    self._count_calls(calls, tag)
+    def _count_settled(self, meter: Meter, m: Measured, calls: Sent, agrees: bool) -> None:
+        """Count what a shadow my meter recorded would have sent, once settled (none to
+        myself: that never crosses the wire)."""
+        if not agrees:
+            self.count("shadow_disagreements")
+        if calls and meter.dn != self.me:
+            for tag in m.tags:
+                self._count_calls(calls, tag)
 
     def _count_calls(self, calls: Sent, tag: str) -> None:
         """Count resolution calls that were not sent as a run resolving under depth tag

@@ -221,53 +221,69 @@ class Resolution:
 
 
 class Stack:
-    """Resolutions of several blocks worked out as one, told every answer (a QN's measured
-    shadows: cqengine.engine.Meter). Each block is a part of one bigger block whose terms
-    are the parts' terms side by side, a part's apart from every other's even where the
-    ids are the same, so the parts share nothing: the rounds go in step and in each a
-    part asks just what it would alone. One resolution of thousands of queries costs
-    about what one of a few does; a QN measures dozens."""
+    """Resolutions of several blocks worked out as one, told every answer (the measured
+    shadows of a document's QNs: cqengine.engine.Meter). Each block is a part of one
+    bigger block whose terms are the parts' terms side by side, a part's apart from
+    every other's even where the ids are the same, so the parts share nothing: the rounds
+    go in step and in each a part asks just what it would alone. One resolution of
+    thousands of queries costs about what one of a few does; a QN measures dozens.
 
-    def __init__(self, parts: Sequence[tuple[Block, np.ndarray | None, np.ndarray]], batch: int = 1) -> None:
-        """Parts: a block, the queries of it resolved (a mask; None: all) and which of its
-        terms are known present."""
-        sizes = [len(b.terms) for b, _, _ in parts]
-        queries = [len(b) if keep is None else int(np.count_nonzero(keep)) for b, keep, _ in parts]
-        width = max(b.codes.shape[0] for b, _, _ in parts)
-        codes = np.empty((width, sum(queries)), dtype=np.intp)
-        start = at = 0
-        for (b, keep, _), n, q in zip(parts, sizes, queries):  # each part's codes moved past the terms before it
-            mine = codes[:, at:at + q]
-            w = b.codes.shape[0]
-            if keep is None:
-                np.add(b.codes, start, out=mine[:w])
-            else:
-                np.compress(keep, b.codes, axis=1, out=mine[:w])
-                mine[:w] += start
-            if w < width:  # padded as a block pads a short query: repeating its first code
-                mine[w:] = mine[0]
-            start += n
-            at += q
+    A part resolving by filter drops the queries the filter rules out before it joins:
+    a term the filter fails is absent, and no term known present fails it, so which go
+    is the block's own (worked out once however many parts resolve it), and most go."""
+
+    def __init__(self, parts: Sequence[tuple[Block, np.ndarray | None, np.ndarray, bool]], batch: int = 1,
+                 bloom: BloomFilter | None = None) -> None:
+        """Parts: a block, the queries of it resolved (a mask; None: all), which of its
+        terms are known present, and whether it resolves by `bloom` first."""
+        width = max(b.codes.shape[0] for b, *_ in parts)
+        distinct: dict[int, Block] = {}  # the parts' blocks, each once (a block's methods and depths share it)
+        for b, *_ in parts:
+            distinct.setdefault(id(b), b)
+        order = {key: i for i, key in enumerate(distinct)}
+        blocks = list(distinct.values())
+        lengths = np.array([len(b) for b in blocks])
+        first = np.cumsum(lengths) - lengths
+        columns = np.empty((width, int(lengths.sum())), dtype=np.intp)  # theirs side by side
+        failed = np.zeros(columns.shape[1], dtype=bool)  # per query of theirs: ruled out by the filter?
+        filtered = {id(b) for b, _, _, by_filter in parts if by_filter}
+        for b, at in zip(blocks, first.tolist()):  # padded as a block pads a short query: repeating its first code
+            mine, w = columns[:, at:at + len(b)], b.codes.shape[0]
+            mine[:w] = b.codes
+            mine[w:] = b.codes[0]
+            if id(b) in filtered:
+                failed[at:at + len(b)] = any_per_query(~b.passes(bloom)[b.codes])
+        # every part's queries, as columns of the distinct blocks
+        ones = np.ones(int(lengths.max()), dtype=bool)
+        kept = np.concatenate([ones[:len(b)] if keep is None else keep for b, keep, *_ in parts])
+        length = np.array([len(b) for b, *_ in parts])
+        picked = np.flatnonzero(kept)  # the queries resolved, over the parts' queries side by side
+        part = np.repeat(np.arange(len(parts)), length)[picked]
+        at = picked + (first[[order[id(b)] for b, *_ in parts]] - (np.cumsum(length) - length))[part]
+        dropped = np.array([by_filter for *_, by_filter in parts])[part] & failed[at]
+        self.dropped = np.bincount(part[dropped], minlength=len(parts))  # per part: queries the filter ruled out
+        self.survivors = ~dropped  # per query resolved
+        self.query_part = part  # per query resolved: whose
+        part, at = part[self.survivors], at[self.survivors]
+        sizes = np.array([len(b.terms) for b, *_ in parts])
+        codes = columns[:, at]
+        codes += (np.cumsum(sizes) - sizes)[part]  # each part's codes moved past the terms before it
         self.term_part = np.repeat(np.arange(len(parts)), sizes)
-        self.query_part = np.repeat(np.arange(len(parts)), queries)
-        # its entries are the queries' places, so that its matches say whose they are
-        block = Block(np.arange(len(self.query_part)), np.concatenate([b.terms for b, _, _ in parts]), codes)
-        self.res = Resolution(block, np.concatenate([present for _, _, present in parts]), batch)
+        self.part = part
+        # its entries are the survivors' places, so that its matches say whose they are
+        block = Block(np.arange(len(part)), np.concatenate([b.terms for b, *_ in parts]), codes)
+        self.res = Resolution(block, np.concatenate([present for _, _, present, _ in parts]), batch)
         self.parts = len(parts)
 
-    def settle(self, present: np.ndarray, passes: np.ndarray | None = None
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def settle(self, present: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Resolve every part to the end, told the answers (`present`, a mask over the
-        parts' terms side by side), after a filter where `passes` rules terms out (True
-        for a part resolving by dialogue alone). Returns per part whether it had queries
-        left to ask about before the filter (a part resolving by filter then asked for
-        one); the ids each round asks, a row per round, a column per part; and per query,
-        side by side, whether it matched."""
+        parts' terms side by side). Returns per part whether it had queries left to ask
+        about before any filter (a part resolving by filter then asked for one: a query
+        the filter ruled out had one); the ids each round asks, a row per round, a column
+        per part; and per query resolved, side by side, whether it matched."""
         res = self.res
-        pending = np.bincount(self.query_part[res.rows], minlength=self.parts) > 0
-        if passes is not None:
-            res.rule_out(passes)
+        pending = (np.bincount(self.part[res.rows], minlength=self.parts) > 0) | (self.dropped > 0)
         rounds = [np.bincount(self.term_part[at], minlength=self.parts) for at in res.rounds(present)]
         matched = np.zeros(len(self.query_part), dtype=bool)
-        matched[res.matched] = True
+        matched[self.survivors.nonzero()[0][res.matched]] = True
         return pending, np.array(rounds, dtype=np.int64).reshape(len(rounds), self.parts), matched

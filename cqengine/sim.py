@@ -14,7 +14,7 @@ from typing import Iterable
 from chord.ledger import Count, Ledger
 from chord.simulator import Simulator
 from cqengine.config import Settings
-from cqengine.engine import EngineNode, Unsent, unsent_counts
+from cqengine.engine import EngineNode, Meter, Unsent, settle_meters, unsent_counts
 from cqengine.proto import cqengine_pb2 as pb
 
 ANNOUNCE = ("Announce",)
@@ -71,9 +71,12 @@ class EngineSimulator:
         # what every node measured instead of sending, counted in the tally once a document
         # has run its course (not node by node: a measurement pass's QNs count thousands)
         self.unsent: Unsent = {}
+        # the shadows every QN measured (a pass's), settled all together once a document has
+        # run its course: one stack per document instead of one per QN
+        self.meters: list[tuple[EngineNode, Meter]] = []
         self.ring = Simulator(r=r, seed=seed, ledger=ledger,
                               app=lambda chord, spawn: EngineNode(chord, settings, spawn, tally=self.tally,
-                                                                  unsent=self.unsent))
+                                                                  unsent=self.unsent, meters=self.meters))
         self.ring.build_instant([f"node-{i}" for i in range(nodes)])
 
     @property
@@ -83,6 +86,10 @@ class EngineSimulator:
     def _run(self, address: str, op):
         result = self.ring.run(self.ring.nodes[address], op)
         self.ring.drain()
+        try:
+            settle_meters(self.meters)
+        finally:
+            self.meters.clear()
         for name, n in unsent_counts(self.unsent):
             self.tally[name] += n
         self.unsent.clear()

@@ -223,9 +223,9 @@ def test_a_pass_whose_two_methods_disagree_stops(monkeypatch):
     """Were the shadow resolution ever to match other queries than the engine's own, the
     pass must fail rather than report either run (workers are forked: the patch reaches
     them). Here the measured filter rules every term out, so its side matches nothing."""
-    from cqengine.resolution import Resolution
-    real = Resolution.rule_out
-    monkeypatch.setattr(Resolution, "rule_out", lambda self, passes: real(self, np.zeros_like(passes)))
+    from cqengine.postings import Block
+    real = Block.passes
+    monkeypatch.setattr(Block, "passes", lambda self, bloom: np.zeros_like(real(self, bloom)))
     specs = [RunSpec(IndexSpec("ri", "skew"), r) for r in ("td", "bf")]
     with pytest.raises(EvaluationError, match="methods or depths matched different queries"):
         small_lab(2).run(specs)

@@ -293,31 +293,30 @@ def dialogue(res, doc, bf=None) -> tuple[list[list[int]], list[int]]:
 
 @settings(max_examples=200, deadline=None)
 @given(st.sets(ids, max_size=30),
-       st.lists(st.tuples(st.sets(ids, max_size=10), entries_strategy(), st.booleans(), st.none() | st.integers(1)),
-                min_size=1, max_size=4), st.integers(1, 3))
+       st.lists(st.tuples(st.sets(ids, max_size=10), entries_strategy(), st.booleans(), st.none() | st.integers(1),
+                          st.booleans()), min_size=1, max_size=4), st.integers(1, 3))
 def test_resolutions_stacked_and_told_every_answer_settle_as_their_dialogues_go(doc, parts, batch):
     """A QN's measured shadows are settled together, told at once the document's answers
     for every term they may ask: each part (some of a block's queries, or all), by
     dialogue or by filter first, goes through the rounds its own dialogue would, asking
     as many ids in each, and matches the same queries; a part by filter asks for one
     only if queries were left to ask about. The blocks may share ids: each part's are
-    its own."""
+    its own, and a block may be several parts (a QN's methods and depths resolve one
+    block with other candidates, or knowing other terms present)."""
     bf = BloomFilter.of(doc, 64, 2)
     truth = Truth(np.array(sorted(doc), dtype=np.uint64))
     stacked, alone = [], []
-    for known, queries, by_filter, picked in parts:
+    for known, queries, by_filter, picked, again in parts:
         entries = [pb.QueryEntry(subscription_id=i, term_ids=sorted(q), terms=[str(y) for y in sorted(q)])
                    for i, q in enumerate(queries)]
-        block = Block.of(entries)
+        block = stacked[-1][0] if again and stacked else Block.of(entries)
         keep = None if picked is None else np.array([bool(picked >> i & 1) for i in range(len(block))])
         present = present_in(block, Knowledge(present=known & doc))
         stacked.append((block, keep, present, by_filter))
         fresh = Resolution(block if keep is None else block.select(keep), present, batch)
         alone.append((fresh.pending > 0, *dialogue(fresh, doc, bf if by_filter else None)))
-    stack = Stack([(block, keep, present) for block, keep, present, _ in stacked], batch)
-    passes = np.concatenate([bf.contains_array(block.terms) if by_filter else np.ones(len(block.terms), dtype=bool)
-                             for block, _, _, by_filter in stacked])
-    pending, rounds, matched = stack.settle(np.concatenate([truth.mask(b.terms) for b, *_ in stacked]), passes)
+    stack = Stack(stacked, batch, bf)
+    pending, rounds, matched = stack.settle(np.concatenate([truth.mask(b.terms) for b, *_ in stacked]))
     start = 0
     for i, ((block, keep, _, by_filter), (was_pending, asked, found)) in enumerate(zip(stacked, alone)):
         if by_filter:
