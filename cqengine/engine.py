@@ -142,7 +142,7 @@ class ShadowIndex:
 @dataclass
 class Measured:
     """A shadow's resolution of a block of candidates by one method, recorded to be
-    worked out with the rest of its QN's (Meter.settle), and counted under each of `tags`:
+    worked out with the rest of its document's (Meter.settle), and counted under each of `tags`:
     its own, then those of every shadow that echoes it."""
     block: Block
     keep: np.ndarray | None  # the block's candidates (None: all of it)
@@ -172,8 +172,9 @@ class Meter:
     asked of the DN once per announcement, when a shadow first needs it, under the
     `measure:` tag, which no run reads. A shadow's matches are then known at once (the
     queries whose terms the document all holds), and its dialogue is recorded (`measure`)
-    to be worked out with every other the QN records for the document, by the same
-    Resolution, all at once and round by round (`settle`): its messages, and the alerts
+    to be worked out with every other the QN records for the document (and, where a
+    shell hosts many QNs, the simulator, with the other QNs'), by the same Resolution, all
+    at once and round by round (`settle`, `settle_meters`): its messages, and the alerts
     its matches would set off, are counted as its run alone would have sent them, instead
     of being sent. The DN would have answered each round from the same document
     (tests/test_evaluation.py checks runs measured so against runs made alone)."""
@@ -241,7 +242,8 @@ class Meter:
             return
         bloom = next((meter._filter for meter, m in parts if m.method == "bf"), None)  # the document's
         stack = Stack([(m.block, m.keep, m.present, m.method == "bf") for _, m in parts], batch, bloom)
-        bloomed, rounds, matched = stack.settle(np.concatenate([m.held for _, m in parts]))
+        pending, rounds, matched = stack.settle(np.concatenate([m.held for _, m in parts]))
+        bloomed = pending & np.array([m.method == "bf" for _, m in parts])  # asked for the filter
         wrong = np.bincount(stack.query_part[matched != np.concatenate([m.matches for _, m in parts])],
                             minlength=len(parts))
         asked = np.unique(rounds)
@@ -250,8 +252,7 @@ class Meter:
             request[n], reply[n] = dialogue_sizes(key, n)
         calls, requests, replies = (rounds > 0).sum(axis=0), request[rounds].sum(axis=0), reply[rounds].sum(axis=0)
         fetched = bloom_sizes(key, bits)
-        for (meter, m), bf, n, req, rep, bad in zip(parts, (bloomed & np.array([m.method == "bf" for _, m in parts])
-                                                              ).tolist(), calls.tolist(), requests.tolist(),
+        for (meter, m), bf, n, req, rep, bad in zip(parts, bloomed.tolist(), calls.tolist(), requests.tolist(),
                                                      replies.tolist(), wrong.tolist()):
             sent: Sent = {}
             if bf:

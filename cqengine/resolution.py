@@ -247,6 +247,8 @@ class Stack:
         columns = np.empty((width, int(lengths.sum())), dtype=np.intp)  # theirs side by side
         failed = np.zeros(columns.shape[1], dtype=bool)  # per query of theirs: ruled out by the filter?
         filtered = {id(b) for b, _, _, by_filter in parts if by_filter}
+        if filtered and bloom is None:
+            raise ValueError("a part resolving by filter needs the document's filter")
         for b, at in zip(blocks, first.tolist()):  # padded as a block pads a short query: repeating its first code
             mine, w = columns[:, at:at + len(b)], b.codes.shape[0]
             mine[:w] = b.codes
