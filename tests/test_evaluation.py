@@ -191,6 +191,33 @@ def test_one_pass_measures_every_method_and_depth_as_runs_of_their_own_would(tmp
     assert together[specs[7]].seconds == together[specs[8]].seconds
 
 
+def test_a_pass_does_not_depend_on_how_its_shadows_are_stacked(tmp_path, monkeypatch):
+    """The simulator settles a document's measured shadows together, in stacks of about
+    STACK queries across its QNs (a stack of few queries settles part by part): however
+    they are cut, every run reads the same."""
+    import cqengine.engine as engine
+    stacked, real = tmp_path / "stacked", engine.Stack
+
+    def noting(parts, *args):  # the workers are forked: they note it in a file
+        with stacked.open("a") as f:
+            f.write(f"{len(parts)}\n")
+        return real(parts, *args)
+    monkeypatch.setattr(engine, "Stack", noting)
+    specs = [RunSpec(IndexSpec("mhi", "skew"), r, k) for k in (0, 3) for r in ("td", "bf")] + \
+        [RunSpec(IndexSpec("ri", "skew"), "bf", 0), RunSpec(IndexSpec("sap-mhi", "skew", 20), "td", 3, "second")]
+    got, whole = [], engine.STACK
+    for stack in (whole, 40, 1):  # the whole document at once, a few QNs, one QN
+        monkeypatch.setattr(engine, "STACK", stack)
+        got.append(small_lab(2).run(specs))  # the workers are forked: the patches reach them
+        if stack == whole:  # the whole document's shadows went into stacks of many parts
+            assert stacked.exists() and max(map(int, stacked.read_text().split())) > 8
+    for s in specs:
+        for other in got[1:]:
+            assert other[s].ledger == got[0][s].ledger and other[s].oracle == got[0][s].oracle
+            for k in got[0][s].per_doc:
+                assert np.array_equal(other[s].per_doc[k], got[0][s].per_doc[k]), (s.name, k)
+
+
 INDEXES = [IndexSpec(s, w, k) for w in ("uniform", "skew") for s, k in (("ri", 0), ("mhi", 0), ("sap-mhi", 500))]
 
 
