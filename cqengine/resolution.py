@@ -267,13 +267,14 @@ class Stack:
         self.survivors = ~dropped  # per query resolved
         self.query_part = part  # per query resolved: whose
         part, at = part[self.survivors], at[self.survivors]
-        sizes = np.array([len(b.terms) for b, *_ in parts])
+        ends = np.cumsum([len(b.terms) for b, *_ in parts])
+        self.term_start = np.concatenate([[0], ends])  # where each part's terms begin, then where they end
         codes = columns[:, at]
-        codes += (np.cumsum(sizes) - sizes)[part]  # each part's codes moved past the terms before it
-        self.term_part = np.repeat(np.arange(len(parts)), sizes)
+        codes += self.term_start[part]  # each part's codes moved past the terms before it
         self.part = part
-        # its entries are the survivors' places, so that its matches say whose they are
-        block = Block(np.arange(len(part)), np.concatenate([b.terms for b, *_ in parts]), codes)
+        # its entries are the survivors' places, so that its matches say whose they are; its
+        # terms are never asked by id (its rounds go by place): only how many there are counts
+        block = Block(np.arange(len(part)), np.broadcast_to(np.uint64(0), (int(ends[-1]),)), codes)
         self.res = Resolution(block, np.concatenate([present for _, _, present, _ in parts]), batch)
         self.parts = len(parts)
 
@@ -285,7 +286,7 @@ class Stack:
         per part; and per query resolved, side by side, whether it matched."""
         res = self.res
         pending = (np.bincount(self.part[res.rows], minlength=self.parts) > 0) | (self.dropped > 0)
-        rounds = [np.bincount(self.term_part[at], minlength=self.parts) for at in res.rounds(present)]
+        rounds = [np.diff(at.searchsorted(self.term_start)) for at in res.rounds(present)]  # at: ascending
         matched = np.zeros(len(self.query_part), dtype=bool)
         matched[self.survivors.nonzero()[0][res.matched]] = True
         return pending, np.array(rounds, dtype=np.int64).reshape(len(rounds), self.parts), matched
