@@ -71,8 +71,8 @@ class EngineSimulator:
         # what every node measured instead of sending, counted in the tally once a document
         # has run its course (not node by node: a measurement pass's QNs count thousands)
         self.unsent: Unsent = {}
-        # the shadows every QN measured (a pass's), settled all together once a document has
-        # run its course: one stack per document instead of one per QN
+        # the shadows every QN measured (a pass's), settled together once a document has run
+        # its course: a stack spans many QNs (cqengine.engine.settle_meters), not one each
         self.meters: list[tuple[EngineNode, Meter]] = []
         self.ring = Simulator(r=r, seed=seed, ledger=ledger,
                               app=lambda chord, spawn: EngineNode(chord, settings, spawn, tally=self.tally,
