@@ -284,9 +284,10 @@ class Meter:
 
 
 def settle_meters(pending: Sequence[tuple["EngineNode", Meter]]) -> None:
-    """Settle the shadows the QNs' meters recorded (Meter.settle), each document's
-    together, and have each QN count what its shadows would have sent: a shell that
-    runs many QNs (the simulator) settles a document's once it has run its course."""
+    """Settle the shadows the QNs' meters recorded (Meter.settle), each document's in
+    stacks across its QNs (`_stacks`), and have each QN count what its shadows would have
+    sent: a shell that runs many QNs (the simulator) settles a document's once it has run
+    its course."""
     by_doc: dict[int, list[tuple[EngineNode, Meter]]] = {}
     for node, meter in pending:
         if meter.measured:
