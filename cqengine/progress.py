@@ -25,15 +25,27 @@ class Progress:
         self._show(done, end="" if self.tty else "\n")
 
     def _show(self, done: float | None, end: str) -> None:
-        rate = self.count / max(time.monotonic() - self.start, 1e-9)
+        elapsed = max(time.monotonic() - self.start, 1e-9)
+        rate = self.count / elapsed
         text = f"{self.label}: {self.count} {self.unit} ({rate:.0f}/s)"
         if self.total and done is not None:
             frac = min(1.0, done / self.total)
             bar = "#" * int(frac * 30)
-            text = f"{self.label}: [{bar:<30}] {frac:4.0%} {self.count} {self.unit} ({rate:.0f}/s)"
+            left = f", {duration(elapsed * (1 - frac) / frac)} left" if frac > 0 else ""  # at the pace so far
+            text = f"{self.label}: [{bar:<30}] {frac:4.0%} {self.count} {self.unit} ({rate:.0f}/s{left})"
         print(("\r" if self.tty else "") + text + ("\033[K" if self.tty else ""), end=end,
               file=self.out, flush=True)
 
     def close(self) -> None:
         if self.tty:
             print("\r\033[K", end="", file=self.out, flush=True)
+
+
+def duration(seconds: float) -> str:
+    """A time span as a person reads it: 42s, 3m05s, 1h02m."""
+    s = round(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
