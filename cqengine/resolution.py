@@ -258,10 +258,11 @@ class Stack:
         # every part's queries, as columns of the distinct blocks
         ones = np.ones(int(lengths.max()), dtype=bool)
         kept = np.concatenate([ones[:len(b)] if keep is None else keep for b, keep, *_ in parts])
-        length = np.array([len(b) for b, *_ in parts])
+        which = np.array([order[id(b)] for b, *_ in parts])  # each part's block among the distinct ones
+        length = lengths[which]
         picked = np.flatnonzero(kept)  # the queries resolved, over the parts' queries side by side
         part = np.repeat(np.arange(len(parts)), length)[picked]
-        at = picked + (first[[order[id(b)] for b, *_ in parts]] - (np.cumsum(length) - length))[part]
+        at = picked + (first[which] - (np.cumsum(length) - length))[part]
         dropped = np.array([by_filter for *_, by_filter in parts])[part] & failed[at]
         self.dropped = np.bincount(part[dropped], minlength=len(parts))  # per part: queries the filter ruled out
         self.survivors = ~dropped  # per query resolved
