@@ -636,24 +636,10 @@ class EngineNode:
         """The queries the index holds under these local ids, as one block (None: none),
         with what its states resolved to: those of an index here that holds the same
         queries, in the same order, if one came before."""
-        lists = [b for b in map(index.block, ids) if b]
-        if not lists:
-            return None, {}
-        if not self.shadow_indexes:  # no other index to share with
-            return self._block(lists), {}
-        key = b"".join(b.subscriptions() for b in lists)
-        got = shared.get(key)
-        if got is None:
-            got = shared[key] = (self._block(lists), {})
-        return got
-
-    def _block(self, lists: list[Block]) -> Block:
-        """Inverted lists as one block."""
-        s = self.settings
-        if "bf" in (s.resolution, s.shadow_resolution):  # a list's filter positions are worked out once
-            for b in lists:
-                b.bloom_positions(s.bloom_bits, s.bloom_hashes)
-        return Block.concat(lists)
+        block = index.blocks(ids)
+        if block is None or not self.shadow_indexes:  # no other index to share with
+            return block, {}
+        return shared.setdefault(block.subscriptions(), (block, {}))
 
     def _resolve_own(self, block: Block | None, msg: pb.Announcement, told: Told, dn: NodeRef,
                      meter: "Meter | None", resolved: dict) -> Op:

@@ -16,6 +16,7 @@ built when its list is first consulted after a change.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable, Sequence
@@ -27,6 +28,7 @@ from cqengine.bloom import BloomFilter, positions_array
 from cqengine.proto import cqengine_pb2 as pb
 
 Rarity = Callable[[int, str], float]  # (term id, term) -> document frequency
+MERGED = 2  # an index keeps merged blocks of up to this many times the queries it holds
 
 
 def ask_order(entry: pb.QueryEntry, rarity: Rarity | None) -> list[int]:
@@ -116,6 +118,8 @@ class Block:
         merged = cls(np.concatenate([b.entries for b in blocks]), terms, np.hstack(parts))
         if positions is not None:
             merged._bloom = (bloom[0], positions)
+        if all(b._subscriptions is not None for b in blocks):
+            merged._subscriptions = b"".join(b._subscriptions for b in blocks)
         return merged
 
     def select(self, keep: np.ndarray) -> "Block":
@@ -141,6 +145,8 @@ class InvertedIndex(SortedKeyStore):
         self.rarity = rarity
         self._blocks: dict[int, Block] = {}
         self._subs: dict[int, set[int]] = {}
+        self._merged: OrderedDict[tuple[int, ...], tuple[list[Block], Block]] = OrderedDict()  # see blocks
+        self._merged_size = 0
 
     def block(self, key: int) -> Block | None:
         """The key's list as a block; None when nothing is indexed under it."""
@@ -151,6 +157,27 @@ class InvertedIndex(SortedKeyStore):
                 return None
             b = self._blocks[key] = Block.of(entries, self.rarity)
         return b
+
+    def blocks(self, keys: Sequence[int]) -> Block | None:
+        """The lists under these keys as one block; None when nothing is indexed under any.
+        A node sees the same keys together again and again (a document's frequent terms
+        land on the same nodes), so merged blocks are kept, the least recently used
+        going first once they hold MERGED times the index's queries."""
+        lists = [b for b in map(self.block, keys) if b]
+        if len(lists) <= 1:
+            return lists[0] if lists else None
+        key = tuple(map(id, lists))  # the lists are kept with it: no other block takes their ids
+        got = self._merged.get(key)
+        if got is not None:
+            self._merged.move_to_end(key)
+            return got[1]
+        merged = Block.concat(lists)
+        self._merged[key] = (lists, merged)
+        self._merged_size += len(merged)
+        while self._merged_size > MERGED * len(self):
+            _, (_, old) = self._merged.popitem(last=False)
+            self._merged_size -= len(old)
+        return merged
 
     def compile(self, bloom: tuple[int, int], orders: dict[int, list[int]] | None = None) -> None:
         """Build every key's block now, with its terms' filter positions for bloom (bits,
@@ -194,6 +221,7 @@ class InvertedIndex(SortedKeyStore):
 
     def put(self, key: int, value: pb.QueryEntry) -> None:
         self._blocks.pop(key, None)
+        self._forget_merged()
         self._subs.setdefault(key, set()).add(value.subscription_id)
         super().put(key, value)
 
@@ -211,8 +239,14 @@ class InvertedIndex(SortedKeyStore):
 
     def _changed(self, key: int) -> None:
         self._blocks.pop(key, None)
+        self._forget_merged()
         left = self._values.get(key)
         if left:
             self._subs[key] = {e.subscription_id for e in left}
         else:
             self._subs.pop(key, None)
+
+    def _forget_merged(self) -> None:
+        if self._merged:
+            self._merged.clear()
+            self._merged_size = 0

@@ -2,7 +2,7 @@
 
 from hypothesis import given, settings, strategies as st
 
-from cqengine.postings import Block, InvertedIndex, ask_order, member
+from cqengine.postings import MERGED, Block, InvertedIndex, ask_order, member
 from cqengine.proto import cqengine_pb2 as pb
 
 import numpy as np
@@ -81,6 +81,15 @@ def test_index_blocks_and_subscriptions_follow_every_change(program):
                 assert sorted(rows(b)) == sorted((e.subscription_id, list(e.term_ids)) for e in held)
             for sub in range(7):
                 assert index.holds(key, sub) == any(e.subscription_id == sub for e in held)
+        for keys in ((0, 1, 2), (3, 5), (1, 4), (0, 1, 2)):  # merged, and kept merged, as the lists are now
+            lists = [b for b in map(index.block, keys) if b is not None]
+            merged = index.blocks(keys)
+            assert (merged is None) == (not lists)
+            if merged is not None:
+                assert rows(merged) == [r for b in lists for r in rows(b)]
+                assert merged.subscriptions() == b"".join(b.subscriptions() for b in lists)
+        kept = index._merged.values()
+        assert index._merged_size == sum(len(b) for _, b in kept) <= MERGED * len(index)
 
 
 @given(st.lists(IDS, max_size=20), st.sets(IDS, max_size=8))
