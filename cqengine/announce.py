@@ -264,6 +264,26 @@ class Told:
         return [(x, after) for run in self.runs for j, x in enumerate(run.ids)
                 if (after := successors(run.ids, j, run.succ, self.k) if self.k else [])]
 
+    @cached_property
+    def _reach(self) -> tuple[np.ndarray, np.ndarray, list[tuple[int, list[int]]]]:
+        """The depth from which the absent spans reach each id, as a step function: its
+        steps' first ids, and per step (and first, for the ids below them all) the least
+        depth whose spans cover it (NEVER: none). Depth 0's spans reach from 0; a local
+        id's piggybacked arc (x, after[d-1]] reaches at depth d. Arcs that do not grow
+        with the depth (a malformed announcement's) are kept aside. Worked out once per
+        announcement, so that each block's terms are placed with one search."""
+        starts, ends = self.at(0).absent_spans  # no piggybacked arcs
+        segments = [(lo, hi, 0) for lo, hi in zip(starts.tolist(), ends.tolist())]
+        irregular = []
+        for x, after in self._arcs:
+            if x < after[0] and all(a < b for a, b in zip(after, after[1:])):
+                segments += [(lo + 1, hi, d) for d, (lo, hi) in enumerate(zip([x] + after, after), 1)]
+            else:
+                irregular.append((x, after))
+        steps = sorted({lo for lo, _, _ in segments} | {hi + 1 for _, hi, _ in segments if hi < MASK})
+        least = [min((d for lo, hi, d in segments if lo <= y <= hi), default=NEVER) for y in steps]
+        return np.array(steps, dtype=np.uint64), np.array([NEVER] + least, dtype=np.int64), irregular
+
     def depths(self, terms: np.ndarray) -> Depths:
         """Depths up to k of what the runs tell of these (sorted) terms."""
         ys, least = self._seen
@@ -271,18 +291,8 @@ class Told:
         at = np.minimum(terms.searchsorted(ys), max(len(terms) - 1, 0))
         hit = terms[at] == ys if len(terms) else np.zeros(len(ys), dtype=bool)
         present_from[at[hit]] = least[hit]
-        spans_from = np.full(len(terms), NEVER, dtype=np.int64)
-        spans_from[self.at(0).in_spans(terms)] = 0  # no piggybacked arcs
-        irregular = []
-        for x, after in self._arcs:
-            if x < after[0] and all(a < b for a, b in zip(after, after[1:])):
-                # (x, after[d-1]] at depth d: a term is reached at the depth of the first id >= it
-                reach = (terms > x) & (terms <= after[-1])
-                first = np.array(after, dtype=np.uint64).searchsorted(terms[reach]) + 1
-                spans_from[reach] = np.minimum(spans_from[reach], first)
-            else:
-                irregular.append((x, after))
-        return Depths(terms, present_from, spans_from, irregular)
+        steps, reached, irregular = self._reach
+        return Depths(terms, present_from, reached[steps.searchsorted(terms, side="right")], irregular)
 
 
 def may_match(block: Block, absent: np.ndarray) -> np.ndarray:

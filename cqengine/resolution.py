@@ -302,9 +302,9 @@ class Stack:
         self.batch = max(1, batch)
         self.parts = len(parts)
 
-    def _codes(self, row: int | slice, queries: np.ndarray) -> np.ndarray:
-        """Codes of these survivors (a row of them, or rows), among the parts' terms side by side."""
-        return self.columns[row, self.at[queries]] + self.term_start[self.part[queries]]
+    def _codes(self, queries: np.ndarray) -> np.ndarray:
+        """Codes of these survivors, among the parts' terms side by side."""
+        return self.columns[:, self.at[queries]] + self.term_start[self.part[queries]]
 
     def _first_asked(self, unknown: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """What the first round asks (pairs of survivor and term): each survivor's first
@@ -312,15 +312,19 @@ class Stack:
         first code, counting as Resolution counts it)."""
         asked: list[tuple[np.ndarray, np.ndarray]] = []
         count = np.zeros(len(self.part), dtype=np.intp)
-        todo = np.arange(len(self.part))
-        for row in range(self.columns.shape[0]):
+        todo, at, offset = np.arange(len(self.part)), self.at, self.term_start[self.part]
+        for row in self.columns:
             if not len(todo):
                 break
-            codes = self._codes(row, todo)
+            codes = row[at] + offset
             u = unknown[codes]
             asked.append((todo[u], codes[u]))
-            count[todo[u]] += 1
-            todo = todo[count[todo] < self.batch]
+            if self.batch == 1:
+                more = ~u
+            else:
+                count[todo[u]] += 1
+                more = count[todo] < self.batch
+            todo, at, offset = todo[more], at[more], offset[more]
         if not asked:
             return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp)
         return np.concatenate([q for q, _ in asked]), np.concatenate([c for _, c in asked])
@@ -347,7 +351,7 @@ class Stack:
             ended[asker[~present[code]]] = True
             rest = np.flatnonzero(open_ & ~ended)
             if len(rest):
-                block = Block(rest, np.broadcast_to(np.uint64(0), (len(self.present),)), self._codes(slice(None), rest))
+                block = Block(rest, np.broadcast_to(np.uint64(0), (len(self.present),)), self._codes(rest))
                 res = Resolution(block, self.present, self.batch)
                 res.learn(first, present[first])
                 rounds += [np.diff(at.searchsorted(self.term_start)) for at in res.rounds(present)]  # at: ascending
