@@ -351,6 +351,8 @@ class Stack:
             ended[asker[~present[code]]] = True
             rest = np.flatnonzero(open_ & ~ended)
             if len(rest):
+                # its entries are the survivors' places, so that its matches say whose they are; its
+                # terms are never asked by id (its rounds go by place): only how many there are counts
                 block = Block(rest, np.broadcast_to(np.uint64(0), (len(self.present),)), self._codes(rest))
                 res = Resolution(block, self.present, self.batch)
                 res.learn(first, present[first])
