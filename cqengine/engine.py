@@ -85,6 +85,7 @@ def _require(found: bool, msg: pb.Announcement) -> None:
         raise LookupError(f"the publishing node no longer holds document {msg.doc_key:016x}")
 
 
+@lru_cache(maxsize=None)  # asked per QN, index and depth: few distinct answers
 def depth_tag(d: int, index: str = "") -> str:
     """The tag a shadow piggyback depth's messages and counters carry (INDEX/kD for a
     depth of a shadow index)."""
