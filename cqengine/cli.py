@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from chord.ids import hash_id, parse_id
@@ -52,6 +53,13 @@ def count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
+    return value
+
+
+def positive(text: str) -> int:
+    value = count(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
     return value
 
 
@@ -250,17 +258,20 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--corpus", type=Path, metavar="DIR", help="output of `cqengine prep` (optional with --quick)")
     x.add_argument("--out", type=Path, required=True, metavar="DIR",
                    help="writes NAME.md, NAME.json and the figures' PNGs here")
-    x.add_argument("--nodes", type=int, default=1000, help="ring size (default %(default)s)")
-    x.add_argument("--queries", type=int, default=100_000, help="queries per workload (default %(default)s)")
-    x.add_argument("--docs", type=int, default=10_000,
-                   help="documents published, the first by docno; synopses sample the first half (default %(default)s)")
-    x.add_argument("--mean-size", type=positive_float, default=5.0, metavar="V",
-                   help="mean query size; sizes ~ Normal(V, 0.3V) (default %(default)s)")
+    # the scale's defaults are the paper's, or --quick's; a value given overrides either
+    x.add_argument("--nodes", type=positive, help="ring size (default 1000; --quick: 64)")
+    x.add_argument("--queries", type=positive, help="queries per workload (default 100000; --quick: 2000)")
+    x.add_argument("--docs", type=positive,
+                   help="documents published, the first by docno; synopses sample the first half "
+                        "(default 10000; --quick: 300)")
+    x.add_argument("--mean-size", type=positive_float, metavar="V",
+                   help="mean query size; sizes ~ Normal(V, 0.3V) (default 5)")
     x.add_argument("--seed", type=count, default=1)
-    x.add_argument("--workers", type=int, help="processes publishing in parallel (default: one per core)")
+    x.add_argument("--workers", type=positive, help="processes publishing in parallel (default: one per core)")
     x.add_argument("--quick", action="store_true",
                    help="every run small (64 nodes, 2,000 queries, 300 documents, K scaled to the vocabulary), "
-                        "on a generated corpus unless --corpus is given: a minute or two")
+                        "on a generated corpus unless --corpus is given: a minute or two; --nodes, --queries, "
+                        "--docs and --mean-size still set what they name")
     x.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
 
     demo = sub.add_parser("demo", help="a live ring per strategy: workload, corpus, alerts checked, costs compared")
@@ -483,16 +494,15 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     from cqengine.evaluation import EvaluationError
     from cqengine.evaluation.evaluate import corpus_for, default_workers, evaluate, quick_scale
     from cqengine.evaluation.runs import Scale
-    workers = args.workers or default_workers()
-    if args.quick:
-        scale = quick_scale(args.seed, workers)
-    else:
-        scale = Scale(nodes=args.nodes, queries=args.queries, docs=args.docs, seed=args.seed,
-                      mean_size=args.mean_size, workers=workers)
+    scale = quick_scale(args.seed, args.workers or default_workers()) if args.quick else \
+        Scale(seed=args.seed, workers=args.workers or default_workers())
+    given = {k: v for k, v in (("nodes", args.nodes), ("queries", args.queries), ("docs", args.docs),
+                               ("mean_size", args.mean_size)) if v is not None}
+    scale = replace(scale, **given)
     command = "cqengine " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["experiment"] else f"cqengine experiment {args.name}"
     try:
-        corpus = corpus_for(args.corpus, args.quick, args.seed)
-        if args.quick:  # a small prep output is used whole
+        corpus = corpus_for(args.corpus, args.quick, args.seed, scale.docs)
+        if args.quick and args.docs is None:  # a small prep output is used whole
             scale.docs = min(scale.docs, len(corpus))
         files = evaluate(args.name, corpus, scale, args.out, command, args.quick, args.quiet)
     except EvaluationError as e:

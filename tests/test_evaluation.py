@@ -150,6 +150,27 @@ def test_bad_requests_fail_in_one_line(tmp_path):
     assert_one_line_error(cqengine("experiment", "table2", "--corpus", tmp_path, "--out", tmp_path),
                           "no documents.parquet here")
     assert_one_line_error(cqengine("experiment", "figure9", "--quick", "--out", tmp_path), "invalid choice")
+    for flag in ("--nodes", "--workers", "--docs"):
+        assert_one_line_error(cqengine("experiment", "table2", "--quick", flag, "0", "--out", tmp_path),
+                              f"argument {flag}: '0' must be positive")
+
+
+def test_an_out_dir_it_cannot_write_fails_before_any_run(tmp_path):
+    (tmp_path / "file").write_text("")
+    proc = cqengine("experiment", "table2", "--quick", "--out", tmp_path / "file" / "reports")
+    assert_one_line_error(proc, "cannot write the reports into")  # one line: no progress of a run before it
+    assert not (tmp_path / "file" / "reports").exists()
+
+
+def test_quick_takes_the_scale_it_is_given(tmp_path):
+    proc = cqengine("experiment", "table2", "--quick", "--nodes", "16", "--queries", "300", "--docs", "40",
+                    "--mean-size", "3", "-q", "--out", tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads((tmp_path / "table2.json").read_text())
+    scale = data["plan"]["scale"]
+    assert (scale["nodes"], scale["queries"], scale["docs"], scale["mean_size"]) == (16, 300, 40, 3.0)
+    assert data["corpus"]["documents"] == 40  # the generated corpus is as big as asked
+    assert all(run["metrics"]["documents"] == 40 for run in data["runs"].values() if run["documents"] == "all")
 
 
 def test_one_pass_measures_every_method_and_depth_as_runs_of_their_own_would(tmp_path, monkeypatch):

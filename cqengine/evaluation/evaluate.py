@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -20,19 +21,31 @@ def quick_scale(seed: int, workers: int) -> Scale:
     return Scale(nodes=QUICK["nodes"], queries=QUICK["queries"], docs=QUICK["docs"], seed=seed, workers=workers)
 
 
-def corpus_for(path: Path | None, quick: bool, seed: int) -> Corpus:
+def corpus_for(path: Path | None, quick: bool, seed: int, docs: int = QUICK["docs"]) -> Corpus:
     if path is not None:
         return load_prep(path)
     if not quick:
         raise EvaluationError("give --corpus DIR (the output of `cqengine prep`), or --quick for a small "
                               "generated corpus")
-    return generated(QUICK["docs"], seed, QUICK["vocab"], QUICK["mean_terms"])
+    return generated(docs, seed, QUICK["vocab"], QUICK["mean_terms"])
+
+
+def writable(out: Path) -> None:
+    """Fail now, not after the runs (half an hour at paper scale), if the reports cannot
+    be written into out."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as e:
+        raise EvaluationError(f"cannot write the reports into {out}: {e.strerror or e}") from None
 
 
 def evaluate(name: str, corpus: Corpus, scale: Scale, out: Path, command: str, quick: bool = False,
              quiet: bool = False) -> list[Path]:
     """Run experiment `name` (or all), write its reports into out; returns the files."""
     started = time.monotonic()
+    writable(out)
     lab = Lab(corpus, scale, quiet)
     plan = Plan.scaled(scale, len(lab.corpus.df)) if quick else Plan(scale)
     chosen = list(EXPERIMENTS.values()) if name == "all" else [EXPERIMENTS[name]]
