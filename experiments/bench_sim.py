@@ -24,7 +24,8 @@ import sys
 import time
 from pathlib import Path
 
-from cqengine.evaluation.evaluate import default_workers
+from cqengine.evaluation import EvaluationError
+from cqengine.evaluation.evaluate import default_workers, writable
 from cqengine.evaluation.inputs import generated, load_prep
 from cqengine.evaluation.runs import IndexSpec, Lab, RunSpec, Scale
 
@@ -46,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", type=Path, default=RESULTS / "bench_sim.json")
     args = p.parse_args(argv)
+    try:
+        writable(args.out.parent)  # before minutes of runs
+    except EvaluationError as e:
+        p.error(str(e))
 
     t0 = time.perf_counter()
     corpus = load_prep(args.corpus) if args.corpus else generated(args.docs, args.seed, 46654, 178.0)
@@ -76,7 +81,6 @@ def main(argv: list[str] | None = None) -> int:
                   "oracle": results[s].oracle} for s in specs],
         "load_percentiles": first.load_percentiles(),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps({k: out[k] for k in ("seconds", "documents_per_second", "peak_memory_mib")}, indent=2))
     for run in out["runs"]:
