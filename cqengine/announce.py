@@ -164,6 +164,27 @@ class Knowledge:
     def absent(self, y: int) -> bool:
         return bool(self.absent_in(np.array([y], dtype=np.uint64))[0])
 
+    def absent_places(self, terms: np.ndarray) -> list[int]:
+        """Where absent_in(terms) holds, for sorted terms: found by placing the few spans
+        among the terms, not the many terms among the spans, and the few terms inside
+        tested against `present` in Python."""
+        starts, ends = self.absent_spans
+        if not len(starts):
+            return []
+        out = []
+        for lo, hi in zip(terms.searchsorted(starts).tolist(), terms.searchsorted(ends, side="right").tolist()):
+            if lo < hi:
+                out += [lo + i for i, y in enumerate(terms[lo:hi].tolist()) if y not in self.present]
+        return out
+
+    def present_places(self, terms: np.ndarray) -> np.ndarray:
+        """Where sorted terms are known present: member(terms, present_array), found by
+        placing the few present ids among the terms."""
+        if not len(terms):
+            return np.zeros(0, dtype=np.intp)
+        at = terms.searchsorted(self.present_array)
+        return at[terms.take(at, mode="clip") == self.present_array]
+
 
 def knowledge(runs: Sequence[Run], max_id: int, region: tuple[int, int] | None, k: int,
               obs1: bool = True, obs2: bool = True) -> Knowledge:

@@ -42,7 +42,8 @@ from cqengine.config import Settings
 from cqengine.indexing import chooser
 from cqengine.postings import Block, InvertedIndex, any_per_query, member
 from cqengine.proto import cqengine_pb2 as pb
-from cqengine.resolution import FEW, SMALL, Resolution, SmallResolution, Stack, Truth, pack_bits, resolution, unpack_bits
+from cqengine.resolution import (FEW, SMALL, InStep, Resolution, SmallResolution, Stack, Truth, pack_bits, resolution,
+                                  unpack_bits)
 from cqengine.synopsis import Synopsis
 from cqengine.wire import alert_batch_size, bloom_sizes, dialogue_sizes, matched_size
 
@@ -315,6 +316,70 @@ def _stacks(meters: list[Meter]) -> Iterator[list[Meter]]:
         yield run
 
 
+def resolve_together(pending: Sequence[tuple["EngineNode", pb.Announcement, list[Run]]],
+                     run: Callable[["EngineNode", Op], object]) -> None:
+    """The QNs' own resolutions of the announcements handed over to the shell
+    (EngineNode.together: a shell that runs many QNs, the simulator, once a document has
+    run its course), in step (InStep); `run` drives an operation at a node. Each QN prunes
+    as alone, asks its DN in each round just what its own dialogue would (the very
+    messages: one per QN and round, by EngineNode._ask) and reports its matches as alone
+    (EngineNode._matched); only the order of the QNs' messages differs. What a round
+    works out is then worked out once for all of them, not once per QN."""
+    parts: list[tuple[EngineNode, pb.Announcement, NodeRef]] = []
+    blocks: list[tuple[Block, list[int], np.ndarray]] = []  # each part's, with its terms known absent and present
+    for node, msg, local in pending:
+        ids, told, dn = node._told(msg, local)
+        block = node.index.blocks(ids)
+        if block is not None:
+            know = told.at(node.settings.piggyback)
+            parts.append((node, msg, dn))
+            blocks.append((block, know.absent_places(block.terms), know.present_places(block.terms)))
+    if not parts:
+        return
+    s = parts[0][0].settings  # the ring's
+    step = InStep(blocks, s.dialogue_batch)
+    for (node, _, _), n in zip(parts, step.candidates.tolist()):
+        node.count("candidates", n)
+    failed: set[int] = set()
+
+    def ask(p: int, rpc: str, request):
+        """Part p's call to its DN; None if it failed (its queries' alerts are then dropped)."""
+        node, msg, dn = parts[p]
+        try:
+            reply = run(node, node._ask(dn, rpc, request, s.resolution, None))
+            _require(reply.found, msg)
+            return reply
+        except (PeerUnreachable, LookupError) as e:
+            node.count("alerts_dropped", int(step.pending()[p]) + len(step.matched()[p]))
+            log.warning("resolution of document %016x with %s failed: %s", msg.doc_key, msg.dn, e)
+            failed.add(p)
+            return None
+
+    if s.resolution == "bf":  # a filter first, for every QN with queries left to ask about
+        passes = np.ones(int(step.term_start[-1]), dtype=bool)
+        for p in np.flatnonzero(step.pending()).tolist():
+            reply = ask(p, "GetBloom", pb.BloomRequest(doc_key=parts[p][1].doc_key))
+            # a QN whose DN failed learns every unknown term absent: its queries end here
+            passes[step.term_start[p]:step.term_start[p + 1]] = False if reply is None else \
+                blocks[p][0].passes(_received_filter(s.bloom_bits, s.bloom_hashes, reply.bits))
+        step.rule_out(passes)
+    while asked := step.questions():
+        present: list[bool] = []
+        for p, _, ids in asked:
+            reply = ask(p, "TermDialogue", pb.DialogueRequest(doc_key=parts[p][1].doc_key, ids=ids))
+            present.extend([False] * len(ids) if reply is None else unpack_bits(reply.present, len(ids)))
+        step.learn(np.concatenate([at for _, at, _ in asked]), np.array(present, dtype=bool))
+    for p, matched in enumerate(step.matched()):
+        if p in failed:
+            continue
+        node, msg, dn = parts[p]
+        try:
+            run(node, node._matched(msg, dn, matched))
+        except (PeerUnreachable, LookupError) as e:
+            node.count("alerts_dropped", len(matched))
+            log.warning("reporting matches of document %016x to %s failed: %s", msg.doc_key, msg.dn, e)
+
+
 class EngineError(Exception):
     """A request the engine refuses; `code` names the gRPC status it maps to."""
 
@@ -395,7 +460,8 @@ class EngineNode:
 
     def __init__(self, chord: ChordNode, settings: Settings, spawn: Callable[[Op], None],
                  now: Callable[[], float] = time.monotonic, tally: Counter | None = None,
-                 unsent: Unsent | None = None, meters: list[tuple["EngineNode", Meter]] | None = None) -> None:
+                 unsent: Unsent | None = None, meters: list[tuple["EngineNode", Meter]] | None = None,
+                 together: list[tuple["EngineNode", pb.Announcement, list[Run]]] | None = None) -> None:
         self.chord = chord
         self.settings = settings
         self.spawn = spawn
@@ -420,6 +486,9 @@ class EngineNode:
         self.unsent: Unsent = {} if unsent is None else unsent
         self._counts_unsent = unsent is None
         self.meters = meters  # where my QN's meters go to be settled by the shell (None: by me, at once)
+        # where my QN's own resolutions go to be resolved by the shell in step with the other
+        # QNs' (resolve_together; None: by me, at once); only when I measure no shadows
+        self.together = together
         self.alert_listeners: list[Callable[[int], None]] = []  # told the subscription id
         self.shadow_indexes: dict[str, ShadowIndex] = {}  # name -> index; see ShadowIndex
         self.shadow_listeners: list[Callable[[str, list[int]], None]] = []  # told a shadow index's matches
@@ -593,23 +662,40 @@ class EngineNode:
         for d, n in zip(depths, saved):
             if n:
                 self.count(f"{depth_tag(d)}:announce_bytes_saved", n)
-        if local:
+        if local and self.together is not None and not self._measures():
+            self.together.append((self, msg, local))
+        elif local:
             try:
                 yield from self._resolve(msg, local)
             finally:
                 self._flush_unsent()
 
+    def _measures(self) -> bool:
+        """Do my QNs measure shadows (a measurement pass: see Meter)?"""
+        s = self.settings
+        return bool(s.shadow_resolution or s.shadow_piggyback or self.shadow_indexes)
+
     # ---- resolving (QN side) -----------------------------------------------------------
 
-    def _resolve(self, msg: pb.Announcement, local: list[Run]) -> Op:
+    def _told(self, msg: pb.Announcement, local: list[Run]) -> tuple[list[int], Told, NodeRef]:
+        """My local ids, what the runs tell me of the document, and its DN."""
         ids = sorted({x for run in local for x in run.ids})
         pred = self.chord.table.predecessor
         region = (pred.id, self.me.id) if pred is not None else \
             ((self.me.id, self.me.id) if self.chord.table.alone() else None)
-        dn = self._peer(msg.dn)
         s = self.settings
-        told = Told(local, msg.max_id, region, s.piggyback, s.obs1, s.obs2)
-        meter = Meter(msg, dn) if s.shadow_resolution or s.shadow_piggyback or self.shadow_indexes else None
+        return ids, Told(local, msg.max_id, region, s.piggyback, s.obs1, s.obs2), self._peer(msg.dn)
+
+    def _own(self, block: Block, told: Told) -> tuple[np.ndarray, Block | None, np.ndarray]:
+        """The block's queries my own depth keeps (Observations 1-2, Algorithm 4), them as
+        candidates (None: none; counted), and which of the block's terms I know present."""
+        know = told.at(self.settings.piggyback)
+        keep = may_match(block, know.absent_in(block.terms))
+        return keep, self._candidates(block, keep), member(block.terms, know.present_array)
+
+    def _resolve(self, msg: pb.Announcement, local: list[Run]) -> Op:
+        ids, told, dn = self._told(msg, local)
+        meter = Meter(msg, dn) if self._measures() else None
         # an index whose queries here are another's (17% of Skew's blocks: strategies
         # often agree) resolves the very same states: its depths echo them
         shared: dict[bytes, tuple[Block, dict]] = {}
@@ -649,10 +735,7 @@ class EngineNode:
         if block is None:
             return
         s = self.settings
-        know = told.at(s.piggyback)
-        keep = may_match(block, know.absent_in(block.terms))
-        candidates = self._candidates(block, keep)
-        present = member(block.terms, know.present_array)
+        keep, candidates, present = self._own(block, told)
         res = resolution(candidates, present, s.dialogue_batch) if candidates is not None else None
         own = Outcome()  # what my resolution sends, for shadow depths and indexes to echo
         echoed = bool(s.shadow_piggyback or self.shadow_indexes)  # else nothing can echo my state

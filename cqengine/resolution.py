@@ -221,6 +221,71 @@ class Resolution:
         self.codes = self.codes.compress(keep, axis=1)  # the pending queries' codes, in step with rows
 
 
+class InStep:
+    """Resolutions of several QNs' blocks asked in step (a shell running many QNs: the
+    simulator, cqengine.engine.resolve_together): one Resolution over their blocks side by
+    side, each part's terms apart from every other's, so the rounds go together and in
+    each a part asks just what its own Resolution would, and is answered by its own DN.
+    Pruning too is done for all parts at once: a part's candidates are its block's
+    queries without a term it knows absent (cqengine.announce.may_match). One round of
+    thousands of queries costs about what one of a few does."""
+
+    def __init__(self, parts: Sequence[tuple[Block, list[int], np.ndarray]], batch: int = 1) -> None:
+        """Parts: a block, where among its terms are those known absent, and those known
+        present."""
+        width = max(b.codes.shape[0] for b, _, _ in parts)
+        queries = np.array([len(b) for b, _, _ in parts])
+        self.term_start = np.concatenate([[0], np.cumsum([len(b.terms) for b, _, _ in parts])])
+        self.query_start = np.concatenate([[0], np.cumsum(queries)])
+        self.parts = len(parts)
+        columns = np.empty((width, int(self.query_start[-1])), dtype=np.intp)  # theirs side by side
+        for (b, _, _), at, end in zip(parts, self.query_start.tolist(), self.query_start[1:].tolist()):
+            w = b.codes.shape[0]
+            columns[:w, at:end] = b.codes
+            columns[w:, at:end] = b.codes[0]  # padded as a block pads a short query: its first code again
+        columns += np.repeat(self.term_start[:-1], queries)  # each part's codes among all terms
+        absent = np.zeros(int(self.term_start[-1]), dtype=bool)
+        absent[[t + i for (_, places, _), t in zip(parts, self.term_start.tolist()) for i in places]] = True
+        present = np.zeros(len(absent), dtype=bool)
+        present[np.concatenate([places + t for (_, _, places), t in zip(parts, self.term_start.tolist())])] = True
+        kept = ~any_per_query(absent[columns]) if absent.any() else np.ones(columns.shape[1], dtype=bool)
+        self.candidates = np.bincount(np.repeat(np.arange(self.parts), queries)[kept], minlength=self.parts)
+        self.entries = np.concatenate([b.entries for b, _, _ in parts])
+        # its entries are places among the parts' queries, so that its matches say whose they are
+        side = Block(np.arange(len(self.entries)), np.concatenate([b.terms for b, _, _ in parts]), columns)
+        self.res = Resolution(side if kept.all() else side.select(kept), present, batch)
+
+    def pending(self) -> np.ndarray:
+        """Per part: its queries still undecided."""
+        return np.diff(self.res.block.entries[self.res.rows].searchsorted(self.query_start))
+
+    def rule_out(self, passes: np.ndarray) -> None:
+        """Drop queries with an unknown term that `passes` (over the parts' terms side by
+        side) rules out."""
+        self.res.rule_out(passes)
+
+    def questions(self) -> list[tuple[int, np.ndarray, list[int]]]:
+        """This round's questions, per part that asks: the part, where its ids are among
+        the parts' terms, and the ids (sorted: what its Resolution's question() says)."""
+        at = self.res._next() if self.res.pending else np.zeros(0, dtype=np.intp)
+        cut = at.searchsorted(self.term_start).tolist()
+        ids = self.res.block.terms[at].tolist()
+        return [(p, at[a:b], ids[a:b]) for p, (a, b) in enumerate(zip(cut, cut[1:])) if b > a]
+
+    def learn(self, at: np.ndarray, present: np.ndarray) -> None:
+        """The answers for the terms at `at` (ascending, among the parts' terms)."""
+        self.res.learn(at, present)
+
+    def matched(self) -> list[list]:
+        """Per part, the entries it matched so far, in the order its Resolution matches them."""
+        places = np.array(self.res.matched, dtype=np.intp)
+        part = self.query_start.searchsorted(places, side="right") - 1
+        out: list[list] = [[] for _ in range(self.parts)]
+        for p, e in zip(part.tolist(), self.entries[places].tolist()):
+            out[p].append(e)
+        return out
+
+
 def _ruled_out(blocks: list[tuple[Block, int]], columns: np.ndarray, bloom: BloomFilter | None) -> np.ndarray:
     """Per column: does the filter rule out the query there (fail one of its terms)? Of
     the blocks' queries (each block's begins at its column); any other column: no. Read a

@@ -14,7 +14,7 @@ from typing import Iterable
 from chord.ledger import Count, Ledger
 from chord.simulator import Simulator
 from cqengine.config import Settings
-from cqengine.engine import EngineNode, Meter, Unsent, settle_meters, unsent_counts
+from cqengine.engine import EngineNode, Meter, Unsent, resolve_together, settle_meters, unsent_counts
 from cqengine.proto import cqengine_pb2 as pb
 
 ANNOUNCE = ("Announce",)
@@ -74,9 +74,13 @@ class EngineSimulator:
         # the shadows every QN measured (a pass's), settled together once a document has run
         # its course: a stack spans many QNs (cqengine.engine.settle_meters), not one each
         self.meters: list[tuple[EngineNode, Meter]] = []
+        # the QNs' own resolutions of a document (where they measure no shadows), resolved in
+        # step once it has run its course (cqengine.engine.resolve_together)
+        self.together: list = []
         self.ring = Simulator(r=r, seed=seed, ledger=ledger,
                               app=lambda chord, spawn: EngineNode(chord, settings, spawn, tally=self.tally,
-                                                                  unsent=self.unsent, meters=self.meters))
+                                                                  unsent=self.unsent, meters=self.meters,
+                                                                  together=self.together))
         self.ring.build_instant([f"node-{i}" for i in range(nodes)])
 
     @property
@@ -86,6 +90,11 @@ class EngineSimulator:
     def _run(self, address: str, op):
         result = self.ring.run(self.ring.nodes[address], op)
         self.ring.drain()
+        while self.together:  # the announcements have run their course: the QNs resolve in step
+            pending = self.together[:]
+            self.together.clear()
+            resolve_together(pending, lambda engine, op: self.ring.run(engine.chord, op))
+            self.ring.drain()
         try:
             settle_meters(self.meters)
         finally:

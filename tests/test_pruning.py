@@ -259,6 +259,21 @@ def test_compiled_knowledge_equals_its_rules(doc, dest_seq, k, region, obs1, obs
         assert know.absent_in(ys).tolist() == [reference_absent(know, y) for y in probes]
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(run, min_size=1, max_size=4), st.one_of(ids, big_ids), st.integers(0, 4),
+       st.one_of(st.none(), st.tuples(big_ids, big_ids)), st.booleans(), st.booleans(),
+       st.sets(st.one_of(ids, big_ids, st.just(0), st.just(2**64 - 1)), max_size=40))
+def test_places_in_sorted_terms_are_what_the_masks_say(runs, max_id, k, region, obs1, obs2, probes):
+    """What QNs resolving in step prune and know by (a block's terms are sorted): the
+    spans placed among the terms find what absent_in does, the present ids what member does."""
+    know = knowledge(runs, max_id, region, k, obs1, obs2)
+    edges = {(v + d) % 2**64 for r in runs for v in (*r.ids, *r.succ, r.prev, r.next, max_id) for d in (-1, 0, 1)}
+    terms = np.array(sorted(probes | edges), dtype=np.uint64)
+    for ys in (terms, terms[::3], terms[:0]):
+        assert know.absent_places(ys) == know.absent_in(ys).nonzero()[0].tolist()
+        assert know.present_places(ys).tolist() == member(ys, know.present_array).nonzero()[0].tolist()
+
+
 @given(st.lists(st.booleans(), max_size=70))
 def test_dialogue_bits_round_trip_little_endian(flags):
     data = pack_bits(flags)
