@@ -221,14 +221,48 @@ class Resolution:
         self.codes = self.codes.compress(keep, axis=1)  # the pending queries' codes, in step with rows
 
 
+def first_asked(columns: np.ndarray, at: np.ndarray, offset: np.ndarray | int, unknown: np.ndarray,
+                batch: int) -> tuple[np.ndarray, np.ndarray]:
+    """What a first round asks of the queries in these columns (their codes plus `offset`
+    are places in `unknown`): pairs of query (its place in `at`) and code, each query's first
+    `batch` unknown codes in asking order (a short query's padding, which repeats its first
+    code, counting as Resolution counts it). Read a row of codes at a time: asked rarest
+    first, the first unknown code is mostly in the first row or two, so few queries are
+    read whole. A query that asks nothing has every term known present."""
+    asked: list[tuple[np.ndarray, np.ndarray]] = []
+    count = np.zeros(len(at), dtype=np.intp)
+    todo = np.arange(len(at))
+    for row in columns:
+        if not len(todo):
+            break
+        codes = row[at] + offset
+        u = unknown[codes]
+        asked.append((todo[u], codes[u]))
+        if batch == 1:
+            more = ~u
+        else:
+            count[todo[u]] += 1
+            more = count[todo] < batch
+        todo, at = todo[more], at[more]
+        if not isinstance(offset, int):
+            offset = offset[more]
+    if not asked:
+        return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp)
+    return np.concatenate([q for q, _ in asked]), np.concatenate([c for _, c in asked])
+
+
 class InStep:
     """Resolutions of several QNs' blocks asked in step (a shell running many QNs: the
-    simulator, cqengine.engine.resolve_together): one Resolution over their blocks side by
-    side, each part's terms apart from every other's, so the rounds go together and in
-    each a part asks just what its own Resolution would, and is answered by its own DN.
-    Pruning too is done for all parts at once: a part's candidates are its block's
-    queries without a term it knows absent (cqengine.announce.may_match). One round of
-    thousands of queries costs about what one of a few does."""
+    simulator, cqengine.engine.resolve_together): their blocks side by side, each part's
+    terms apart from every other's, so the rounds go together and in each a part asks
+    just what its own Resolution would, and is answered by its own DN. Pruning too is
+    done for all parts at once: a part's candidates are its block's queries without a
+    term it knows absent (cqengine.announce.may_match). One round of thousands of
+    queries costs about what one of a few does.
+
+    As in Stack, the first round is worked out from each query's first unknown ids alone
+    (first_asked), and a filter's rule-outs read a row at a time; only the queries left
+    after the first round's answers are resolved whole, by one Resolution."""
 
     def __init__(self, parts: Sequence[tuple[Block, list[int], np.ndarray]], batch: int = 1) -> None:
         """Parts: a block, where among its terms are those known absent, and those known
@@ -237,48 +271,84 @@ class InStep:
         queries = np.array([len(b) for b, _, _ in parts])
         self.term_start = np.concatenate([[0], np.cumsum([len(b.terms) for b, _, _ in parts])])
         self.query_start = np.concatenate([[0], np.cumsum(queries)])
-        self.parts = len(parts)
+        self.parts, self.batch = len(parts), max(1, batch)
         columns = np.empty((width, int(self.query_start[-1])), dtype=np.intp)  # theirs side by side
-        for (b, _, _), at, end in zip(parts, self.query_start.tolist(), self.query_start[1:].tolist()):
+        for (b, _, _), t, at, end in zip(parts, self.term_start.tolist(), self.query_start.tolist(),
+                                         self.query_start[1:].tolist()):
             w = b.codes.shape[0]
-            columns[:w, at:end] = b.codes
-            columns[w:, at:end] = b.codes[0]  # padded as a block pads a short query: its first code again
-        columns += np.repeat(self.term_start[:-1], queries)  # each part's codes among all terms
+            np.add(b.codes, t, out=columns[:w, at:end])  # each part's codes among all terms
+            columns[w:, at:end] = columns[0, at:end]  # padded as a block pads a short query: its first code again
         absent = np.zeros(int(self.term_start[-1]), dtype=bool)
         absent[[t + i for (_, places, _), t in zip(parts, self.term_start.tolist()) for i in places]] = True
-        present = np.zeros(len(absent), dtype=bool)
-        present[np.concatenate([places + t for (_, _, places), t in zip(parts, self.term_start.tolist())])] = True
+        self.present = np.zeros(len(absent), dtype=bool)  # known present before asking
+        self.present[np.concatenate([places + t for (_, _, places), t in zip(parts, self.term_start.tolist())])] = True
         kept = ~any_per_query(absent[columns]) if absent.any() else np.ones(columns.shape[1], dtype=bool)
         self.candidates = np.bincount(np.repeat(np.arange(self.parts), queries)[kept], minlength=self.parts)
         self.entries = np.concatenate([b.entries for b, _, _ in parts])
-        # its entries are places among the parts' queries, so that its matches say whose they are
-        side = Block(np.arange(len(self.entries)), np.concatenate([b.terms for b, _, _ in parts]), columns)
-        self.res = Resolution(side if kept.all() else side.select(kept), present, batch)
+        self.terms = np.concatenate([b.terms for b, _, _ in parts])
+        self.columns = columns
+        kept = kept.nonzero()[0]
+        self.asker, self.code = first_asked(columns, kept, 0, ~self.present, self.batch)
+        self.asker = kept[self.asker]  # as places among the parts' queries
+        open_ = np.zeros(len(self.entries), dtype=bool)
+        open_[self.asker] = True
+        self.open = open_.nonzero()[0]  # the queries left to ask about, before the first round
+        self._matched = [kept[~open_[kept]]]  # every term known present: matched without asking
+        self.res: Resolution | None = None  # the queries left after the first round
 
     def pending(self) -> np.ndarray:
         """Per part: its queries still undecided."""
-        return np.diff(self.res.block.entries[self.res.rows].searchsorted(self.query_start))
+        rows = self.open if self.res is None else self.res.block.entries[self.res.rows]
+        return np.diff(rows.searchsorted(self.query_start))
 
     def rule_out(self, passes: np.ndarray) -> None:
-        """Drop queries with an unknown term that `passes` (over the parts' terms side by
-        side) rules out."""
-        self.res.rule_out(passes)
+        """Before the first round: drop queries with an unknown term that `passes` (over the
+        parts' terms side by side) rules out. No term known present fails a filter."""
+        fails = ~passes
+        out = np.zeros(len(self.open), dtype=bool)
+        todo, at = np.arange(len(self.open)), self.open
+        for row in self.columns:  # mostly the first term, asked first for being rarest, fails already
+            if not len(todo):
+                break
+            failed = fails[row[at]]
+            out[todo[failed]] = True
+            todo, at = todo[~failed], at[~failed]
+        self.open = self.open[~out]
+        keep = np.zeros(len(self.entries), dtype=bool)
+        keep[self.open] = True
+        self.code = self.code[keep[self.asker]]
+        self.asker = self.asker[keep[self.asker]]
 
     def questions(self) -> list[tuple[int, np.ndarray, list[int]]]:
         """This round's questions, per part that asks: the part, where its ids are among
         the parts' terms, and the ids (sorted: what its Resolution's question() says)."""
-        at = self.res._next() if self.res.pending else np.zeros(0, dtype=np.intp)
+        if self.res is None:
+            ask = np.zeros(len(self.terms), dtype=bool)
+            ask[self.code] = True
+            at = ask.nonzero()[0]
+        else:
+            at = self.res._next() if self.res.pending else np.zeros(0, dtype=np.intp)
         cut = at.searchsorted(self.term_start).tolist()
-        ids = self.res.block.terms[at].tolist()
+        ids = self.terms[at].tolist()
         return [(p, at[a:b], ids[a:b]) for p, (a, b) in enumerate(zip(cut, cut[1:])) if b > a]
 
     def learn(self, at: np.ndarray, present: np.ndarray) -> None:
         """The answers for the terms at `at` (ascending, among the parts' terms)."""
+        if self.res is not None:
+            self.res.learn(at, present)
+            return
+        told = np.zeros(len(self.terms), dtype=bool)  # answered absent
+        told[at[~present]] = True
+        ended = np.zeros(len(self.entries), dtype=bool)
+        ended[self.asker[told[self.code]]] = True  # heard one of its own first ids is absent
+        rest = self.open[~ended[self.open]]
+        # its entries are places among the parts' queries, so that its matches say whose they are
+        self.res = Resolution(Block(rest, self.terms, self.columns[:, rest]), self.present, self.batch)
         self.res.learn(at, present)
 
     def matched(self) -> list[list]:
         """Per part, the entries it matched so far, in the order its Resolution matches them."""
-        places = np.array(self.res.matched, dtype=np.intp)
+        places = np.concatenate([*self._matched, np.array(self.res.matched if self.res else [], dtype=np.intp)])
         part = self.query_start.searchsorted(places, side="right") - 1
         out: list[list] = [[] for _ in range(self.parts)]
         for p, e in zip(part.tolist(), self.entries[places].tolist()):
@@ -371,29 +441,6 @@ class Stack:
         """Codes of these survivors, among the parts' terms side by side."""
         return self.columns[:, self.at[queries]] + self.term_start[self.part[queries]]
 
-    def _first_asked(self, unknown: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """What the first round asks (pairs of survivor and term): each survivor's first
-        `batch` unknown codes in asking order (a short query's padding, which repeats its
-        first code, counting as Resolution counts it)."""
-        asked: list[tuple[np.ndarray, np.ndarray]] = []
-        count = np.zeros(len(self.part), dtype=np.intp)
-        todo, at, offset = np.arange(len(self.part)), self.at, self.term_start[self.part]
-        for row in self.columns:
-            if not len(todo):
-                break
-            codes = row[at] + offset
-            u = unknown[codes]
-            asked.append((todo[u], codes[u]))
-            if self.batch == 1:
-                more = ~u
-            else:
-                count[todo[u]] += 1
-                more = count[todo] < self.batch
-            todo, at, offset = todo[more], at[more], offset[more]
-        if not asked:
-            return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp)
-        return np.concatenate([q for q, _ in asked]), np.concatenate([c for _, c in asked])
-
     def settle(self, present: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Resolve every part to the end, told the answers (`present`, a mask over the
         parts' terms side by side). Returns per part whether it had queries left to ask
@@ -401,7 +448,7 @@ class Stack:
         the filter ruled out had one); the ids each round asks, a row per round, a column
         per part; and per query resolved, side by side, whether it matched."""
         n = len(self.part)
-        asker, code = self._first_asked(~self.present)
+        asker, code = first_asked(self.columns, self.at, self.term_start[self.part], ~self.present, self.batch)
         open_ = np.zeros(n, dtype=bool)
         open_[asker] = True
         pending = (np.bincount(self.part[open_], minlength=self.parts) > 0) | (self.dropped > 0)
