@@ -957,16 +957,18 @@ class EngineNode:
     # ---- alerts (home side) ------------------------------------------------------------
 
     def _on_deliver(self, batch: pb.AlertBatch) -> pb.Ack:
+        docno, title, snippet = batch.docno, batch.title, batch.snippet  # read off the message once
+        delivered = 0
         for sub_id in batch.subscription_ids:
             sub = self.subscriptions.get(sub_id)
             if sub is None:
                 continue  # unsubscribed meanwhile
-            alert = pb.Alert(subscription_id=sub_id, docno=batch.docno, title=batch.title,
-                             snippet=batch.snippet)
-            if sub.mailbox.offer(alert):
-                self.count("alerts_delivered")
+            if sub.mailbox.offer(pb.Alert(subscription_id=sub_id, docno=docno, title=title, snippet=snippet)):
+                delivered += 1
                 for listener in self.alert_listeners:
                     listener(sub_id)
+        if delivered:
+            self.count("alerts_delivered", delivered)
         return pb.Ack()
 
     # ---- synopsis gossip and re-indexing (paper section 8) ------------------------------

@@ -13,7 +13,7 @@ from cqengine.config import Settings
 from cqengine.evaluation import EvaluationError
 from cqengine.evaluation.experiments import WORKLOADS, Plan, reduction
 from cqengine.evaluation.inputs import generated, popular_ranking
-from cqengine.evaluation.runs import IndexSpec, Lab, RunSpec, Scale, passes, place
+from cqengine.evaluation.runs import Background, IndexSpec, Lab, RunSpec, Scale, passes, place
 from cqengine.sim import EngineSimulator
 
 FILES = {"table2": ["table2.png"], "piggyback": ["figure3.png"], "synopsis": ["figure4.png", "figure5.png"],
@@ -290,3 +290,10 @@ def test_a_pass_whose_depths_disagree_stops(monkeypatch):
     specs = [RunSpec(IndexSpec("mhi", "skew"), "td", k) for k in (0, 3)]
     with pytest.raises(EvaluationError, match="methods or depths matched different queries"):
         small_lab(2).run(specs)
+
+
+def test_work_in_the_background_returns_its_result_or_says_why_it_failed():
+    """How the oracle is worked out while a ring is indexed."""
+    assert Background(sorted, [3, 1, 2]).result() == [1, 2, 3]
+    with pytest.raises(EvaluationError, match="ZeroDivisionError"):
+        Background(divmod, 1, 0).result()

@@ -282,13 +282,22 @@ class Lab:
             self.timings["workloads"] += time.perf_counter() - t
         return self._workloads[kind]
 
-    def oracle(self, kind: str) -> list[list[int]]:
+    def start_oracle(self, kind: str) -> None:
+        """Start working out the workload's oracle in a process of its own: it takes the
+        other core while this one indexes a ring (`oracle` then waits for it)."""
         if kind not in self._oracles:
-            t = time.perf_counter()
+            queries = self.workload(kind)
             self.say(f"matching {self.scale.queries} {kind} queries against {len(self.corpus)} documents (the oracle)")
-            self._oracles[kind] = oracle(self.corpus, self.workload(kind))
-            self.timings["oracle"] += time.perf_counter() - t
-        return self._oracles[kind]
+            self._oracles[kind] = Background(oracle, self.corpus, queries)
+
+    def oracle(self, kind: str) -> list[list[int]]:
+        t = time.perf_counter()
+        self.start_oracle(kind)
+        got = self._oracles[kind]
+        if isinstance(got, Background):
+            got = self._oracles[kind] = got.result()
+        self.timings["oracle"] += time.perf_counter() - t  # what it cost this process: the waiting
+        return got
 
     def popular(self, k: int, k_max: int) -> frozenset[str]:
         """The K most popular terms of the first half, by coin-toss synopsis (one ranking of
@@ -349,7 +358,7 @@ class IndexedRing:
         settings = Settings(strategy=index.strategy, df=lab.corpus.df, popular=popular, seed=s.seed,
                             bloom_bits=s.bloom_bits, bloom_hashes=s.bloom_hashes).validate()
         queries = lab.workload(index.workload)
-        self.oracle = lab.oracle(index.workload)
+        lab.start_oracle(index.workload)
         t = time.perf_counter()
         self.sim = EngineSimulator(s.nodes, settings, seed=s.seed)
         self.addresses = sorted(self.sim.engines)
@@ -376,6 +385,7 @@ class IndexedRing:
         lab.timings["indexing"] += self.seconds
         lab.say(f"{label} indexed {len(queries)} queries by {index.name} in {self.seconds:.1f}s; "
                 f"entries per node (1st, 50th, 99th percentile) {percentiles(self.load)}")
+        self.oracle = lab.oracle(index.workload)
         gc.collect()
         gc.freeze()  # forked workers then share these pages instead of copying them for GC
 
@@ -484,13 +494,7 @@ class IndexedRing:
         # short-lived and nearly all acyclic, so the default young collections only cost
         # time (9% of a run's publishing, measured). Cycles are still collected, less often.
         gc.set_threshold(*WORKER_GC)
-        try:
-            conn.send(("ok", self._publish_share(p, positions, count, rings)))
-        except BaseException:
-            conn.send(("error", traceback.format_exc()))
-        finally:
-            conn.close()
-            os._exit(0)  # no need to tear down a copy of the whole ring
+        answer(conn, self._publish_share, p, positions, count, rings)
 
     def _publish_share(self, p: Pass, positions: list[int], count, rings: dict[IndexSpec, "IndexedRing"]) -> dict:
         sim, corpus, seed, half = self.sim, self.lab.corpus, self.lab.scale.seed, self.lab.half
@@ -552,6 +556,42 @@ class IndexedRing:
                 theirs = rings[shadow.index].sim.engines
                 for address, e in self.sim.engines.items():
                     e.shadow_indexes[shadow.index.tag] = ShadowIndex(theirs[address].index, shadow.depths)
+
+
+def answer(conn, fn, *args) -> None:
+    """In a forked process: send fn's result, or the traceback that stopped it, and end."""
+    try:
+        conn.send(("ok", fn(*args)))
+    except BaseException:
+        conn.send(("error", traceback.format_exc()))
+    finally:
+        conn.close()
+        os._exit(0)  # no need to tear down a copy of the whole parent
+
+
+class Background:
+    """A function's result worked out in a forked process while this one goes on."""
+
+    def __init__(self, fn, *args) -> None:
+        ctx = mp.get_context("fork")
+        self._recv, send = ctx.Pipe(duplex=False)
+        self._proc = ctx.Process(target=answer, args=(send, fn, *args), daemon=True)
+        self._proc.start()
+        send.close()
+
+    def result(self):
+        try:
+            status, payload = self._recv.recv()
+        except EOFError:
+            status, payload = "error", "it died without a word"
+        finally:
+            self._recv.close()
+            self._proc.join(timeout=5)
+            if self._proc.is_alive():
+                self._proc.kill()
+        if status != "ok":
+            raise EvaluationError(f"a background process failed:\n{payload}")
+        return payload
 
 
 def check(tally: Counter, got: set[int], want: list[int]) -> None:
