@@ -293,7 +293,7 @@ class InStep:
         open_ = np.zeros(len(self.entries), dtype=bool)
         open_[self.asker] = True
         self.open = open_.nonzero()[0]  # the queries left to ask about, before the first round
-        self._matched = [kept[~open_[kept]]]  # every term known present: matched without asking
+        self.unasked = kept[~open_[kept]]  # every term known present: matched without asking
         self.res: Resolution | None = None  # the queries left after the first round
 
     def pending(self) -> np.ndarray:
@@ -348,7 +348,7 @@ class InStep:
 
     def matched(self) -> list[list]:
         """Per part, the entries it matched so far, in the order its Resolution matches them."""
-        places = np.concatenate([*self._matched, np.array(self.res.matched if self.res else [], dtype=np.intp)])
+        places = np.concatenate([self.unasked, np.array(self.res.matched if self.res else [], dtype=np.intp)])
         part = self.query_start.searchsorted(places, side="right") - 1
         out: list[list] = [[] for _ in range(self.parts)]
         for p, e in zip(part.tolist(), self.entries[places].tolist()):
