@@ -304,16 +304,7 @@ class InStep:
     def rule_out(self, passes: np.ndarray) -> None:
         """Before the first round: drop queries with an unknown term that `passes` (over the
         parts' terms side by side) rules out. No term known present fails a filter."""
-        fails = ~passes
-        out = np.zeros(len(self.open), dtype=bool)
-        todo, at = np.arange(len(self.open)), self.open
-        for row in self.columns:  # mostly the first term, asked first for being rarest, fails already
-            if not len(todo):
-                break
-            failed = fails[row[at]]
-            out[todo[failed]] = True
-            todo, at = todo[~failed], at[~failed]
-        self.open = self.open[~out]
+        self.open = self.open[~fail_any(self.columns, self.open, 0, ~passes)]
         keep = np.zeros(len(self.entries), dtype=bool)
         keep[self.open] = True
         self.code = self.code[keep[self.asker]]
@@ -358,9 +349,7 @@ class InStep:
 
 def _ruled_out(blocks: list[tuple[Block, int]], columns: np.ndarray, bloom: BloomFilter | None) -> np.ndarray:
     """Per column: does the filter rule out the query there (fail one of its terms)? Of
-    the blocks' queries (each block's begins at its column); any other column: no. Read a
-    row of codes at a time, since the first term, asked first for being rarest, mostly
-    fails already."""
+    the blocks' queries (each block's begins at its column); any other column: no."""
     failed = np.zeros(columns.shape[1], dtype=bool)
     if not blocks:
         return failed
@@ -369,13 +358,25 @@ def _ruled_out(blocks: list[tuple[Block, int]], columns: np.ndarray, bloom: Bloo
     ahead = np.cumsum(sizes) - sizes  # queries of the blocks before
     queries = np.arange(int(sizes.sum())) + np.repeat(np.array([at for _, at in blocks]) - ahead, sizes)
     offset = np.repeat(np.cumsum(terms) - terms, sizes)  # where a query's block's terms begin among them
-    for row in columns:
-        if not len(queries):
-            break
-        out = fails[row[queries] + offset]
-        failed[queries[out]] = True
-        queries, offset = queries[~out], offset[~out]
+    failed[queries[fail_any(columns, queries, offset, fails)]] = True
     return failed
+
+
+def fail_any(columns: np.ndarray, at: np.ndarray, offset: np.ndarray | int, fails: np.ndarray) -> np.ndarray:
+    """Per query in these columns (its codes plus `offset` are places in `fails`): does one
+    of its terms fail? Read a row of codes at a time, since the first term, asked first
+    for being rarest, mostly fails already."""
+    out = np.zeros(len(at), dtype=bool)
+    todo = np.arange(len(at))
+    for row in columns:
+        if not len(todo):
+            break
+        failed = fails[row[at] + offset]
+        out[todo[failed]] = True
+        todo, at = todo[~failed], at[~failed]
+        if not isinstance(offset, int):
+            offset = offset[~failed]
+    return out
 
 
 class Stack:
