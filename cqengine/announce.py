@@ -164,26 +164,41 @@ class Knowledge:
     def absent(self, y: int) -> bool:
         return bool(self.absent_in(np.array([y], dtype=np.uint64))[0])
 
-    def absent_places(self, terms: np.ndarray) -> list[int]:
-        """Where absent_in(terms) holds, for sorted terms: found by placing the few spans
-        among the terms, not the many terms among the spans, and the few terms inside
-        tested against `present` in Python."""
-        starts, ends = self.absent_spans
-        if not len(starts):
-            return []
-        out = []
-        for lo, hi in zip(terms.searchsorted(starts).tolist(), terms.searchsorted(ends, side="right").tolist()):
-            if lo < hi:
-                out += [lo + i for i, y in enumerate(terms[lo:hi].tolist()) if y not in self.present]
-        return out
 
-    def present_places(self, terms: np.ndarray) -> np.ndarray:
-        """Where sorted terms are known present: member(terms, present_array), found by
-        placing the few present ids among the terms."""
-        if not len(terms):
-            return np.zeros(0, dtype=np.intp)
-        at = terms.searchsorted(self.present_array)
-        return at[terms.take(at, mode="clip") == self.present_array]
+# (part, id) pairs as 12 bytes that sort as the pairs do: big-endian part, then id
+TAGGED = np.dtype([("part", ">u4"), ("id", ">u8")])
+
+
+def tagged(parts: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    out = np.empty(len(ids), dtype=TAGGED)
+    out["part"] = parts
+    out["id"] = ids
+    return out.view("S12")
+
+
+def known_in_parts(terms: np.ndarray, term_start: np.ndarray, knows: Sequence[Knowledge]
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Several QNs' knowledge at once (QNs resolving in step), over their blocks' terms
+    side by side, part p's sorted from term_start[p]: where each knows a term absent
+    (Knowledge.absent_in) and where present (a member of its present_array). Each part's
+    few spans and present ids are placed among its own terms by one search over all
+    parts' (part, term) pairs, not a search per part."""
+    n, parts = len(terms), np.arange(len(knows))
+    keys = tagged(np.repeat(parts, np.diff(term_start)), terms)
+
+    def place(arrays: list[np.ndarray], side: str = "left") -> tuple[np.ndarray, np.ndarray]:
+        wanted = tagged(np.repeat(parts, [len(a) for a in arrays]), np.concatenate(arrays))
+        return keys.searchsorted(wanted, side), wanted
+
+    spans = [k.absent_spans for k in knows]
+    (lo, _), (hi, _) = place([a for a, _ in spans]), place([b for _, b in spans], "right")
+    inside = np.cumsum(np.bincount(lo, minlength=n + 1)[:n] - np.bincount(hi, minlength=n + 1)[:n]) > 0
+    at, wanted = place([k.present_array for k in knows])
+    hit = at < n
+    at, wanted = at[hit], wanted[hit]
+    present = np.zeros(n, dtype=bool)
+    present[at[keys[at] == wanted]] = True
+    return inside & ~present, present
 
 
 def knowledge(runs: Sequence[Run], max_id: int, region: tuple[int, int] | None, k: int,

@@ -36,7 +36,7 @@ from chord.node import Call, ChordNode, Op, PeerUnreachable
 from chord.routing import NodeRef
 from chord.transport import REPLY, ledger_kind
 from cqengine.analysis import analyze, term_id
-from cqengine.announce import Run, Told, bytes_saved, group_runs, may_match
+from cqengine.announce import Knowledge, Run, Told, bytes_saved, group_runs, may_match
 from cqengine.bloom import BloomFilter
 from cqengine.config import Settings
 from cqengine.indexing import chooser
@@ -326,18 +326,17 @@ def resolve_together(pending: Sequence[tuple["EngineNode", pb.Announcement, list
     (EngineNode._matched); only the order of the QNs' messages differs. What a round
     works out is then worked out once for all of them, not once per QN."""
     parts: list[tuple[EngineNode, pb.Announcement, NodeRef]] = []
-    blocks: list[tuple[Block, list[int], np.ndarray]] = []  # each part's, with its terms known absent and present
+    lists: list[tuple[list[Block], Knowledge]] = []  # each part's blocks, and what it knows of the document
     for node, msg, local in pending:
         ids, told, dn = node._told(msg, local)
-        block = node.index.blocks(ids)
-        if block is not None:
-            know = told.at(node.settings.piggyback)
+        mine = node.index.lists(ids)
+        if mine:
             parts.append((node, msg, dn))
-            blocks.append((block, know.absent_places(block.terms), know.present_places(block.terms)))
+            lists.append((mine, told.at(node.settings.piggyback)))
     if not parts:
         return
     s = parts[0][0].settings  # the ring's
-    step = InStep(blocks, s.dialogue_batch)
+    step = InStep(lists, s.dialogue_batch)
     for (node, _, _), n in zip(parts, step.candidates.tolist()):
         node.count("candidates", n)
     failed: set[int] = set()
@@ -360,8 +359,8 @@ def resolve_together(pending: Sequence[tuple["EngineNode", pb.Announcement, list
         for p in np.flatnonzero(step.pending()).tolist():
             reply = ask(p, "GetBloom", pb.BloomRequest(doc_key=parts[p][1].doc_key))
             # a QN whose DN failed learns every unknown term absent: its queries end here
-            passes[step.term_start[p]:step.term_start[p + 1]] = False if reply is None else \
-                blocks[p][0].passes(_received_filter(s.bloom_bits, s.bloom_hashes, reply.bits))
+            step.passes(p, None if reply is None else _received_filter(s.bloom_bits, s.bloom_hashes, reply.bits),
+                        passes)
         step.rule_out(passes)
     while asked := step.questions():
         present: list[bool] = []

@@ -102,7 +102,7 @@ class Block:
     def concat(cls, blocks: Sequence["Block"]) -> "Block":
         if len(blocks) == 1:
             return blocks[0]
-        terms, inverse = np.unique(np.concatenate([b.terms for b in blocks]), return_inverse=True)
+        terms, inverse = union_terms(blocks)
         width = max(b.codes.shape[0] for b in blocks)
         parts, start = [], 0
         bloom = blocks[0]._bloom
@@ -128,6 +128,21 @@ class Block:
 
     def __len__(self) -> int:
         return len(self.entries)
+
+
+def union_terms(blocks: Sequence[Block]) -> tuple[np.ndarray, np.ndarray]:
+    """The blocks' terms merged (sorted, distinct), and where each of theirs, side by side,
+    is among them: np.unique(..., return_inverse=True), but by a stable sort, which merges
+    the blocks' already sorted terms instead of sorting them afresh."""
+    ids = np.concatenate([b.terms for b in blocks])
+    order = ids.argsort(kind="stable")
+    ranked = ids[order]
+    first = np.empty(len(ranked), dtype=bool)
+    first[:1] = True
+    np.not_equal(ranked[1:], ranked[:-1], out=first[1:])
+    inverse = np.empty(len(ids), dtype=np.intp)
+    inverse[order] = np.cumsum(first) - 1
+    return ranked[first], inverse
 
 
 def widen(codes: np.ndarray, width: int) -> np.ndarray:
@@ -158,12 +173,16 @@ class InvertedIndex(SortedKeyStore):
             b = self._blocks[key] = Block.of(entries, self.rarity)
         return b
 
+    def lists(self, keys: Sequence[int]) -> list[Block]:
+        """The blocks of the lists under these keys that hold queries, in key order."""
+        return [b for b in map(self.block, keys) if b]
+
     def blocks(self, keys: Sequence[int]) -> Block | None:
         """The lists under these keys as one block; None when nothing is indexed under any.
         A node sees the same keys together again and again (a document's frequent terms
         land on the same nodes), so merged blocks are kept, the least recently used
         going first once they hold MERGED times the index's queries."""
-        lists = [b for b in map(self.block, keys) if b]
+        lists = self.lists(keys)
         if len(lists) <= 1:
             return lists[0] if lists else None
         key = tuple(map(id, lists))  # the lists are kept with it: no other block takes their ids

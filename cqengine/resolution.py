@@ -20,7 +20,8 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from cqengine.bloom import BloomFilter
-from cqengine.postings import Block, any_per_query, member
+from cqengine.announce import Knowledge, known_in_parts
+from cqengine.postings import Block, any_per_query, member, union_terms
 from cqengine.proto import cqengine_pb2 as pb
 
 
@@ -264,28 +265,39 @@ class InStep:
     (first_asked), and a filter's rule-outs read a row at a time; only the queries left
     after the first round's answers are resolved whole, by one Resolution."""
 
-    def __init__(self, parts: Sequence[tuple[Block, list[int], np.ndarray]], batch: int = 1) -> None:
-        """Parts: a block, where among its terms are those known absent, and those known
-        present."""
-        width = max(b.codes.shape[0] for b, _, _ in parts)
-        queries = np.array([len(b) for b, _, _ in parts])
-        self.term_start = np.concatenate([[0], np.cumsum([len(b.terms) for b, _, _ in parts])])
+    def __init__(self, parts: Sequence[tuple[Sequence[Block], Knowledge]], batch: int = 1) -> None:
+        """Parts: a QN's blocks, those of its inverted lists under its local ids in key order
+        (InvertedIndex.lists: its queries as one block of them would hold them), and what it
+        knows of the document. A part's terms are its blocks' merged."""
+        merged = [union_terms(lists) if len(lists) > 1 else (lists[0].terms, None) for lists, _ in parts]
+        self.term_start = np.concatenate([[0], np.cumsum([len(terms) for terms, _ in merged])])
+        self.terms = np.concatenate([terms for terms, _ in merged])
+        queries = np.array([sum(map(len, lists)) for lists, _ in parts])
         self.query_start = np.concatenate([[0], np.cumsum(queries)])
         self.parts, self.batch = len(parts), max(1, batch)
+        width = max(b.codes.shape[0] for lists, _ in parts for b in lists)
         columns = np.empty((width, int(self.query_start[-1])), dtype=np.intp)  # theirs side by side
-        for (b, _, _), t, at, end in zip(parts, self.term_start.tolist(), self.query_start.tolist(),
-                                         self.query_start[1:].tolist()):
-            w = b.codes.shape[0]
-            np.add(b.codes, t, out=columns[:w, at:end])  # each part's codes among all terms
-            columns[w:, at:end] = columns[0, at:end]  # padded as a block pads a short query: its first code again
-        absent = np.zeros(int(self.term_start[-1]), dtype=bool)
-        absent[[t + i for (_, places, _), t in zip(parts, self.term_start.tolist()) for i in places]] = True
-        self.present = np.zeros(len(absent), dtype=bool)  # known present before asking
-        self.present[np.concatenate([places + t for (_, _, places), t in zip(parts, self.term_start.tolist())])] = True
+        self.lists: list[list[tuple[Block, np.ndarray | slice]]] = []  # per part: each block, its terms' places
+        at = 0
+        for (lists, _), (_, inverse), t in zip(parts, merged, self.term_start.tolist()):
+            mine, start = [], 0
+            for b in lists:
+                end, w = at + len(b), b.codes.shape[0]
+                if inverse is None:
+                    places: np.ndarray | slice = slice(t, t + len(b.terms))
+                    np.add(b.codes, t, out=columns[:w, at:end])  # the part's codes among all terms
+                else:
+                    places = inverse[start:start + len(b.terms)] + t
+                    columns[:w, at:end] = places[b.codes]
+                    start += len(b.terms)
+                columns[w:, at:end] = columns[0, at:end]  # padded as a block pads a short query: its first code again
+                mine.append((b, places))
+                at = end
+            self.lists.append(mine)
+        absent, self.present = known_in_parts(self.terms, self.term_start, [know for _, know in parts])
         kept = ~any_per_query(absent[columns]) if absent.any() else np.ones(columns.shape[1], dtype=bool)
         self.candidates = np.bincount(np.repeat(np.arange(self.parts), queries)[kept], minlength=self.parts)
-        self.entries = np.concatenate([b.entries for b, _, _ in parts])
-        self.terms = np.concatenate([b.terms for b, _, _ in parts])
+        self.entries = np.concatenate([b.entries for lists, _ in parts for b in lists])
         self.columns = columns
         kept = kept.nonzero()[0]
         self.asker, self.code = first_asked(columns, kept, 0, ~self.present, self.batch)
@@ -295,6 +307,15 @@ class InStep:
         self.open = open_.nonzero()[0]  # the queries left to ask about, before the first round
         self.unasked = kept[~open_[kept]]  # every term known present: matched without asking
         self.res: Resolution | None = None  # the queries left after the first round
+
+    def passes(self, p: int, bloom: BloomFilter | None, out: np.ndarray) -> None:
+        """Into `out` (over the parts' terms): which of part p's terms the filter holds,
+        each block's own (None: no filter came, so none)."""
+        if bloom is None:
+            out[self.term_start[p]:self.term_start[p + 1]] = False
+            return
+        for b, places in self.lists[p]:
+            out[places] = b.passes(bloom)
 
     def pending(self) -> np.ndarray:
         """Per part: its queries still undecided."""

@@ -10,11 +10,11 @@ import numpy as np
 from chord.ids import in_open, in_open_closed
 from hypothesis import given, settings, strategies as st
 
-from cqengine.announce import (Knowledge, Run, Told, bytes_saved, group_runs, knowledge, may_match, successors,
-                               truncated)
+from cqengine.announce import (Knowledge, Run, Told, bytes_saved, group_runs, knowledge, known_in_parts, may_match,
+                               successors, truncated)
 from cqengine.bloom import BloomFilter, _positions, positions_array
 from cqengine.engine import PublishedDoc
-from cqengine.postings import Block, member
+from cqengine.postings import Block, member, union_terms
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.resolution import FEW, Resolution, SmallResolution, Stack, Truth, pack_bits, unpack_bits
 
@@ -259,19 +259,35 @@ def test_compiled_knowledge_equals_its_rules(doc, dest_seq, k, region, obs1, obs
         assert know.absent_in(ys).tolist() == [reference_absent(know, y) for y in probes]
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.lists(run, min_size=1, max_size=4), st.one_of(ids, big_ids), st.integers(0, 4),
-       st.one_of(st.none(), st.tuples(big_ids, big_ids)), st.booleans(), st.booleans(),
-       st.sets(st.one_of(ids, big_ids, st.just(0), st.just(2**64 - 1)), max_size=40))
-def test_places_in_sorted_terms_are_what_the_masks_say(runs, max_id, k, region, obs1, obs2, probes):
-    """What QNs resolving in step prune and know by (a block's terms are sorted): the
-    spans placed among the terms find what absent_in does, the present ids what member does."""
-    know = knowledge(runs, max_id, region, k, obs1, obs2)
-    edges = {(v + d) % 2**64 for r in runs for v in (*r.ids, *r.succ, r.prev, r.next, max_id) for d in (-1, 0, 1)}
-    terms = np.array(sorted(probes | edges), dtype=np.uint64)
-    for ys in (terms, terms[::3], terms[:0]):
-        assert know.absent_places(ys) == know.absent_in(ys).nonzero()[0].tolist()
-        assert know.present_places(ys).tolist() == member(ys, know.present_array).nonzero()[0].tolist()
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.lists(run, min_size=1, max_size=3), st.one_of(st.none(), st.tuples(big_ids, big_ids)),
+                          st.sets(st.one_of(ids, big_ids, st.just(0), st.just(2**64 - 1)), max_size=30)),
+                min_size=1, max_size=5),
+       st.one_of(ids, big_ids), st.integers(0, 4), st.booleans(), st.booleans())
+def test_qns_know_in_step_what_each_knows_alone(qns, max_id, k, obs1, obs2):
+    """What QNs resolving in step prune and know by: their terms side by side (each QN's
+    sorted, often the same ids as another's), each QN's spans and present ids placed among
+    its own terms find what its absent_in and member find, and nothing of another's."""
+    knows, terms = [], []
+    for runs, region, probes in qns:
+        know = knowledge(runs, max_id, region, k, obs1, obs2)
+        edges = {(v + d) % 2**64 for r in runs for v in (*r.ids, *r.succ, r.prev, r.next, max_id) for d in (-1, 0, 1)}
+        knows.append(know)
+        terms.append(np.array(sorted(probes | edges), dtype=np.uint64)[::len(knows)])  # some with no terms at all
+    start = np.concatenate([[0], np.cumsum([len(t) for t in terms])])
+    absent, present = known_in_parts(np.concatenate(terms), start, knows)
+    for know, ys, a, b in zip(knows, terms, start, start[1:]):
+        assert absent[a:b].tolist() == know.absent_in(ys).tolist()
+        assert present[a:b].tolist() == member(ys, know.present_array).tolist()
+
+
+@given(st.lists(st.sets(st.one_of(ids, big_ids, st.just(0), st.just(2**64 - 1)), max_size=30), min_size=1, max_size=4))
+def test_merged_terms_are_the_distinct_ones_with_each_blocks_places(term_sets):
+    """A QN's blocks' terms merged (Block.concat, InStep) as np.unique merges them."""
+    blocks = [Block.of_rows(np.arange(max(1, len(t))), [[y] for y in sorted(t)] or [[7]]) for t in term_sets]
+    terms, inverse = union_terms(blocks)
+    want, want_inverse = np.unique(np.concatenate([b.terms for b in blocks]), return_inverse=True)
+    assert np.array_equal(terms, want) and np.array_equal(inverse, want_inverse)
 
 
 @given(st.lists(st.booleans(), max_size=70))
