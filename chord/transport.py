@@ -63,6 +63,7 @@ def run_sync(node: Handler, op: Op, transport: MemoryTransport) -> Any:
     """Drive an operation to completion; calls to oneself are handled without the wire."""
     reply: Any = None
     error: PeerUnreachable | None = None
+    me = node.me
     while True:
         try:
             call: Call = op.throw(error) if error else op.send(reply)
@@ -70,7 +71,7 @@ def run_sync(node: Handler, op: Op, transport: MemoryTransport) -> Any:
             return stop.value
         reply, error = None, None
         try:
-            reply = (node.handle(call.method, call.request) if call.peer == node.me
+            reply = (node.handle(call.method, call.request) if call.peer == me
                      else transport.call(call.peer, call.method, call.request, call.tag))
         except PeerUnreachable as e:
             error = e

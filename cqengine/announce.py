@@ -192,7 +192,9 @@ def known_in_parts(terms: np.ndarray, term_start: np.ndarray, knows: Sequence[Kn
 
     spans = [k.absent_spans for k in knows]
     (lo, _), (hi, _) = place([a for a, _ in spans]), place([b for _, b in spans], "right")
-    inside = np.cumsum(np.bincount(lo, minlength=n + 1)[:n] - np.bincount(hi, minlength=n + 1)[:n]) > 0
+    inside = np.zeros(n, dtype=bool)  # the terms [lo, hi) of each span: few, most spans hold none
+    size = hi - lo
+    inside[np.repeat(lo - (np.cumsum(size) - size), size) + np.arange(int(size.sum()))] = True
     at, wanted = place([k.present_array for k in knows])
     hit = at < n
     at, wanted = at[hit], wanted[hit]

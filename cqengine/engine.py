@@ -43,7 +43,7 @@ from cqengine.indexing import chooser
 from cqengine.postings import Block, InvertedIndex, any_per_query, member
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.resolution import (FEW, SMALL, InStep, Resolution, SmallResolution, Stack, Truth, pack_bits, resolution,
-                                  unpack_bits)
+                                  unpack_bits, unpack_many)
 from cqengine.synopsis import Synopsis
 from cqengine.wire import alert_batch_size, bloom_sizes, dialogue_sizes, matched_size
 
@@ -363,11 +363,11 @@ def resolve_together(pending: Sequence[tuple["EngineNode", pb.Announcement, list
                         passes)
         step.rule_out(passes)
     while asked := step.questions():
-        present: list[bool] = []
+        present: list[bytes] = []  # each reply's bits; none (every id absent) where the DN failed
         for p, _, ids in asked:
             reply = ask(p, "TermDialogue", pb.DialogueRequest(doc_key=parts[p][1].doc_key, ids=ids))
-            present.extend([False] * len(ids) if reply is None else unpack_bits(reply.present, len(ids)))
-        step.learn(np.concatenate([at for _, at, _ in asked]), np.array(present, dtype=bool))
+            present.append(bytes((len(ids) + 7) // 8) if reply is None else reply.present)
+        step.learn(np.concatenate([at for _, at, _ in asked]), unpack_many(present, [len(ids) for _, _, ids in asked]))
     for p, matched in enumerate(step.matched()):
         if p in failed:
             continue

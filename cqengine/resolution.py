@@ -39,14 +39,29 @@ def pack_bits(flags: Sequence[bool]) -> bytes:
     return value.to_bytes((len(flags) + 7) // 8, "little")
 
 
-def unpack_bits(data: bytes, n: int) -> Sequence[bool]:
-    """The first n flags of a bit vector: a list for a few, else an array."""
+def _answers(data: bytes, n: int) -> None:
     if len(data) * 8 < n:
         raise ValueError(f"bit vector of {len(data) * 8} bits answers {n} ids")
+
+
+def unpack_bits(data: bytes, n: int) -> Sequence[bool]:
+    """The first n flags of a bit vector: a list for a few, else an array."""
+    _answers(data, n)
     if n > FEW:
         return np.unpackbits(np.frombuffer(data, dtype=np.uint8), count=n, bitorder="little").astype(bool)
     value = int.from_bytes(data, "little")
     return [bool(value >> i & 1) for i in range(n)]
+
+
+def unpack_many(vectors: Sequence[bytes], counts: Sequence[int]) -> np.ndarray:
+    """unpack_bits of each bit vector, the first counts[i] flags of the i-th, one after
+    another: a round's answers to many QNs, unpacked at once."""
+    for data, n in zip(vectors, counts):
+        _answers(data, n)
+    bits = np.unpackbits(np.frombuffer(b"".join(vectors), dtype=np.uint8), bitorder="little").view(bool)
+    n = np.array(counts, dtype=np.intp)
+    starts = 8 * (np.cumsum([len(data) for data in vectors]) - [len(data) for data in vectors])
+    return bits[np.repeat(starts - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))]
 
 
 class Truth:

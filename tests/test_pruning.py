@@ -6,6 +6,7 @@ call a document id absent.
 """
 
 import numpy as np
+import pytest
 
 from chord.ids import in_open, in_open_closed
 from hypothesis import given, settings, strategies as st
@@ -16,7 +17,7 @@ from cqengine.bloom import BloomFilter, _positions, positions_array
 from cqengine.engine import PublishedDoc
 from cqengine.postings import Block, member, union_terms
 from cqengine.proto import cqengine_pb2 as pb
-from cqengine.resolution import FEW, Resolution, SmallResolution, Stack, Truth, pack_bits, unpack_bits
+from cqengine.resolution import FEW, Resolution, SmallResolution, Stack, Truth, pack_bits, unpack_bits, unpack_many
 
 SMALL = 2**16  # a small id space makes collisions between query and document ids common
 ids = st.integers(0, SMALL)
@@ -290,12 +291,18 @@ def test_merged_terms_are_the_distinct_ones_with_each_blocks_places(term_sets):
     assert np.array_equal(terms, want) and np.array_equal(inverse, want_inverse)
 
 
-@given(st.lists(st.booleans(), max_size=70))
-def test_dialogue_bits_round_trip_little_endian(flags):
+@given(st.lists(st.booleans(), max_size=70), st.lists(st.lists(st.booleans(), max_size=70), max_size=5))
+def test_dialogue_bits_round_trip_little_endian(flags, more):
     data = pack_bits(flags)
     assert len(data) == (len(flags) + 7) // 8
     assert all(bool(data[i // 8] >> (i % 8) & 1) == f for i, f in enumerate(flags))
     assert [bool(f) for f in unpack_bits(data, len(flags))] == flags
+    # a round's replies, unpacked at once
+    replies = [flags, *more]
+    assert unpack_many([pack_bits(r) for r in replies], [len(r) for r in replies]).tolist() == sum(replies, [])
+    if flags:
+        with pytest.raises(ValueError):
+            unpack_many([pack_bits(r) for r in replies], [len(r) + 8 for r in replies])
 
 
 @given(st.sets(ids, max_size=60), st.lists(ids, max_size=2 * FEW + 8))
