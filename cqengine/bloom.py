@@ -79,12 +79,16 @@ class BloomFilter:
 
     def contains_array(self, term_ids: np.ndarray, positions: np.ndarray | None = None) -> np.ndarray:
         """Elementwise `in`, for a uint64 array (whose positions_array may be known already)."""
+        if positions is None:
+            positions = positions_array(term_ids, self.bits, self.hashes)
+        return self.holds_positions(positions)
+
+    def holds_positions(self, positions: np.ndarray) -> np.ndarray:
+        """Per column of positions (a positions_array's): are all its bits set?"""
         if self._unpacked is None:
             self._unpacked = np.unpackbits(np.frombuffer(self.array.tobytes(), dtype=np.uint8),
                                            bitorder="little").view(bool)
-        if positions is None:
-            positions = positions_array(term_ids, self.bits, self.hashes)
-        return self._unpacked[positions].all(axis=0)
+        return np.logical_and.reduce(self._unpacked[positions], axis=0)
 
     def holds_terms(self, terms: np.ndarray, positions: np.ndarray) -> np.ndarray:
         """contains_array over a block's terms, worked out once per terms array: a QN

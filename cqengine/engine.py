@@ -355,13 +355,12 @@ def resolve_together(pending: Sequence[tuple["EngineNode", pb.Announcement, list
             return None
 
     if s.resolution == "bf":  # a filter first, for every QN with queries left to ask about
-        passes = np.ones(int(step.term_start[-1]), dtype=bool)
+        filters = []
         for p in np.flatnonzero(step.pending()).tolist():
             reply = ask(p, "GetBloom", pb.BloomRequest(doc_key=parts[p][1].doc_key))
             # a QN whose DN failed learns every unknown term absent: its queries end here
-            step.passes(p, None if reply is None else _received_filter(s.bloom_bits, s.bloom_hashes, reply.bits),
-                        passes)
-        step.rule_out(passes)
+            filters.append((p, None if reply is None else _received_filter(s.bloom_bits, s.bloom_hashes, reply.bits)))
+        step.rule_out(step.passes(filters))
     while asked := step.questions():
         present: list[bytes] = []  # each reply's bits; none (every id absent) where the DN failed
         for p, _, ids in asked:

@@ -323,14 +323,23 @@ class InStep:
         self.unasked = kept[~open_[kept]]  # every term known present: matched without asking
         self.res: Resolution | None = None  # the queries left after the first round
 
-    def passes(self, p: int, bloom: BloomFilter | None, out: np.ndarray) -> None:
-        """Into `out` (over the parts' terms): which of part p's terms the filter holds,
-        each block's own (None: no filter came, so none)."""
-        if bloom is None:
-            out[self.term_start[p]:self.term_start[p + 1]] = False
-            return
-        for b, places in self.lists[p]:
-            out[places] = b.passes(bloom)
+    def passes(self, filters: Sequence[tuple[int, BloomFilter | None]]) -> np.ndarray:
+        """Over the parts' terms: which the filter each of these parts received holds
+        (None: none came, so none; a part not given: all). The parts that heard the
+        same filter (a document's QNs all do) test all their blocks' terms at once."""
+        out = np.ones(len(self.terms), dtype=bool)
+        heard: dict[int, tuple[BloomFilter, list[int]]] = {}
+        for p, bloom in filters:
+            if bloom is None:
+                out[self.term_start[p]:self.term_start[p + 1]] = False
+            else:
+                heard.setdefault(id(bloom), (bloom, []))[1].append(p)
+        for bloom, parts in heard.values():
+            blocks = [(b, places) for p in parts for b, places in self.lists[p]]
+            positions = np.concatenate([b.bloom_positions(bloom.bits, bloom.hashes) for b, _ in blocks], axis=1)
+            places = np.concatenate([np.arange(at.start, at.stop) if isinstance(at, slice) else at for _, at in blocks])
+            out[places] = bloom.holds_positions(positions)  # a term of several blocks: the same answer each time
+        return out
 
     def pending(self) -> np.ndarray:
         """Per part: its queries still undecided."""
