@@ -27,7 +27,7 @@ from typing import Callable, Hashable, Iterable, Sequence
 import numpy as np
 
 from chord.ids import MASK, arc_spans, intersect_spans, union_spans
-from cqengine.postings import Block, any_per_query, member
+from cqengine.postings import Block, any_per_query, member, ranges
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.wire import packed_fixed64_size, varint_size
 
@@ -192,9 +192,8 @@ def known_in_parts(terms: np.ndarray, term_start: np.ndarray, knows: Sequence[Kn
 
     spans = [k.absent_spans for k in knows]
     (lo, _), (hi, _) = place([a for a, _ in spans]), place([b for _, b in spans], "right")
-    inside = np.zeros(n, dtype=bool)  # the terms [lo, hi) of each span: few, most spans hold none
-    size = hi - lo
-    inside[np.repeat(lo - (np.cumsum(size) - size), size) + np.arange(int(size.sum()))] = True
+    inside = np.zeros(n, dtype=bool)
+    inside[ranges(lo, hi - lo)] = True  # the terms [lo, hi) of each span: few, most spans hold none
     at, wanted = place([k.present_array for k in knows])
     hit = at < n
     at, wanted = at[hit], wanted[hit]

@@ -53,6 +53,13 @@ def member(xs: np.ndarray, sorted_ids: np.ndarray) -> np.ndarray:
     return sorted_ids[at] == xs
 
 
+def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The ranges [starts[i], starts[i] + lengths[i]) one after another, in one array."""
+    lengths = np.asarray(lengths, dtype=np.intp)
+    return np.repeat(np.asarray(starts, dtype=np.intp) - (np.cumsum(lengths) - lengths), lengths) + \
+        np.arange(int(lengths.sum()))
+
+
 def objects(items: Sequence) -> np.ndarray:
     out = np.empty(len(items), dtype=object)
     out[:] = list(items)

@@ -21,7 +21,7 @@ import numpy as np
 
 from cqengine.bloom import BloomFilter
 from cqengine.announce import Knowledge, known_in_parts
-from cqengine.postings import Block, any_per_query, member, union_terms
+from cqengine.postings import Block, any_per_query, member, ranges, union_terms
 from cqengine.proto import cqengine_pb2 as pb
 
 
@@ -59,9 +59,8 @@ def unpack_many(vectors: Sequence[bytes], counts: Sequence[int]) -> np.ndarray:
     for data, n in zip(vectors, counts):
         _answers(data, n)
     bits = np.unpackbits(np.frombuffer(b"".join(vectors), dtype=np.uint8), bitorder="little").view(bool)
-    n = np.array(counts, dtype=np.intp)
-    starts = 8 * (np.cumsum([len(data) for data in vectors]) - [len(data) for data in vectors])
-    return bits[np.repeat(starts - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))]
+    sizes = np.array([len(data) for data in vectors], dtype=np.intp)
+    return bits[ranges(8 * (np.cumsum(sizes) - sizes), counts)]
 
 
 class Truth:
@@ -400,8 +399,7 @@ def _ruled_out(blocks: list[tuple[Block, int]], columns: np.ndarray, bloom: Bloo
         return failed
     fails = np.concatenate([~b.passes(bloom) for b, _ in blocks])  # their terms side by side
     terms, sizes = np.array([len(b.terms) for b, _ in blocks]), np.array([len(b) for b, _ in blocks])
-    ahead = np.cumsum(sizes) - sizes  # queries of the blocks before
-    queries = np.arange(int(sizes.sum())) + np.repeat(np.array([at for _, at in blocks]) - ahead, sizes)
+    queries = ranges(np.array([at for _, at in blocks]), sizes)
     offset = np.repeat(np.cumsum(terms) - terms, sizes)  # where a query's block's terms begin among them
     failed[queries[fail_any(columns, queries, offset, fails)]] = True
     return failed
