@@ -66,6 +66,9 @@ class ChordNode:
         self.store: KeyStore = store if store is not None else SortedKeyStore()
         self.rng = random.Random(seed if seed is not None else me.id)
         self.region_listeners: list[RegionListener] = []
+        # who owns a key, where a simulated ring standing still answers lookups itself
+        # (chord.simulator.Simulator.instant_lookups); None: lookups ask the ring
+        self.owner_of: Callable[[int], NodeRef] | None = None
         self.handlers = {
             "FindSuccessor": self._on_find_successor,
             "GetNeighbors": self._on_get_neighbors,
@@ -168,6 +171,8 @@ class ChordNode:
         A dead hop is routed around. With `verify` the answer is pinged too, so a lookup
         made before maintenance has noticed a crash still names a live owner.
         """
+        if self.owner_of is not None:
+            return self.owner_of(key), 0
         path: list[NodeRef] = []
         avoid: set[int] = set()
         hops = 0

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from typing import Any, Callable, Iterable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterable, Iterator
 
 from chord.ids import hash_id
 from chord.ledger import Ledger
@@ -34,6 +35,7 @@ class Simulator:
         self.apps: dict[str, Handler] = {}  # what answers at each address: the app, or the node
         self.make_app = app
         self.queue: deque[tuple[str, Op]] = deque()
+        self._standing = False  # lookups are instant: membership must not change
 
     @property
     def ledger(self) -> Ledger:
@@ -46,6 +48,7 @@ class Simulator:
     def new_node(self, address: str, node_id: int | None = None) -> ChordNode:
         if address in self.nodes:
             raise ValueError(f"address {address} already in the ring")
+        self._moving()
         ref = NodeRef(hash_id(address) if node_id is None else node_id, address)
         node = ChordNode(ref, r=self.r, seed=self.rng.getrandbits(64))
         self.nodes[address] = node
@@ -127,6 +130,7 @@ class Simulator:
     # ---- churn ------------------------------------------------------------------------
 
     def leave(self, address: str) -> None:
+        self._moving()
         node = self.nodes[address]
         self.run(node, node.leave())
         self.transport.unregister(address)
@@ -135,6 +139,7 @@ class Simulator:
 
     def fail(self, address: str) -> None:
         """Crash: the node vanishes without a word; its keys are lost with it."""
+        self._moving()
         self.transport.unregister(address)
         del self.nodes[address]
         del self.apps[address]
@@ -147,3 +152,24 @@ class Simulator:
 
     def oracle(self) -> RingOracle:
         return RingOracle(n.me for n in self.nodes.values())
+
+    @contextmanager
+    def instant_lookups(self) -> Iterator[None]:
+        """Lookups answered from the oracle, without messages, while the ring stands still
+        (no node joins, leaves or fails meanwhile): on a converged ring, what a lookup would
+        find (tests check). For placing many keys whose lookups nothing measures, as
+        build_instant sets many tables."""
+        owner = self.oracle().owner
+        for node in self.nodes.values():
+            node.owner_of = owner
+        self._standing = True
+        try:
+            yield
+        finally:
+            self._standing = False
+            for node in self.nodes.values():
+                node.owner_of = None
+
+    def _moving(self) -> None:
+        if self._standing:
+            raise RuntimeError("the ring's membership changed while its lookups were instant")

@@ -132,6 +132,22 @@ def publish_tracked(sim: EngineSimulator, doc: TrecDoc, via=None):
     return report, per_node
 
 
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_instant_lookups_index_what_lookups_do(strategy):
+    """The evaluation indexes with lookups answered by the oracle: the same entries at the
+    same nodes, the same subscriptions, no lookup message."""
+    wl = workload(2)
+    sims = [EngineSimulator(40, make_settings(wl, strategy=strategy, seed=5), seed=5) for _ in range(2)]
+    subs = subscribe_all(sims[0], wl)
+    with sims[1].ring.instant_lookups():
+        assert subscribe_all(sims[1], wl) == subs
+    assert [(a, k, e.SerializeToString()) for a, k, e in index_entries(sims[1])] == \
+        [(a, k, e.SerializeToString()) for a, k, e in index_entries(sims[0])]
+    assert_index_consistent(sims[1], {e.subscription_id: e.home for _, _, e in index_entries(sims[0])})
+    assert sims[0].ring.ledger.total("FindSuccessor").messages > 0
+    assert sims[1].ring.ledger.total("FindSuccessor").messages == 0
+
+
 # ---- 1. the central invariant -------------------------------------------------------------
 
 def test_workloads_are_not_vacuous():

@@ -196,3 +196,23 @@ def test_verified_lookups_route_around_fresh_crashes(n, seed, data):
     for a in sim.nodes:
         key = rng.getrandbits(64)
         assert sim.lookup(a, key, verify=True)[0] == oracle.owner(key)
+
+
+def test_instant_lookups_find_what_lookups_find_without_a_message():
+    sim = Simulator(seed=4)
+    sim.build_instant([addr(i) for i in range(200)])
+    rng = random.Random(4)
+    asked = [(a, rng.getrandbits(64)) for a in rng.sample(sorted(sim.nodes), 40) for _ in range(5)]
+    real = [sim.lookup(a, key, verify=True)[0] for a, key in asked]
+    sent = sim.ledger.total().messages
+    assert sent > 0
+    with sim.instant_lookups():
+        assert [sim.lookup(a, key, verify=True)[0] for a, key in asked] == real
+        assert sim.ledger.total().messages == sent
+        for change in (lambda: sim.new_node("newcomer"), lambda: sim.leave(addr(0)), lambda: sim.fail(addr(1))):
+            with pytest.raises(RuntimeError, match="membership changed"):
+                change()
+        assert len(sim.nodes) == 200 and addr(0) in sim.nodes and addr(1) in sim.nodes
+    assert [sim.lookup(a, key)[0] for a, key in asked[:10]] == real[:10]
+    assert sim.ledger.total().messages > sent  # asked the ring again
+    sim.fail(addr(1))  # the ring may move again

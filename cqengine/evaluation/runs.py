@@ -4,7 +4,8 @@ A run is one point of the evaluation: an indexing strategy over a workload, a re
 method, a piggyback depth, and the documents measured (all, or the second half as in the
 paper's section 8.4). Where a query is indexed depends on neither resolution nor
 piggyback, so a ring is indexed once per IndexSpec — through the engine, subscription by
-subscription, each placed by a real lookup — and every run publishes on forked copies of
+subscription, each placed at the owner a lookup finds (answered by the ring's oracle:
+the ring stands still, and no run measures indexing) — and every run publishes on forked copies of
 it: publishing never touches the indexed ring, so each run starts from the same state a
 freshly built ring with that run's settings would have (tests/test_evaluation.py checks
 this). A run's documents are shared out among worker processes (the machine's cores);
@@ -367,11 +368,14 @@ class IndexedRing:
         progress = Progress(f"{label} indexing {index.name}", len(queries), unit="queries",
                             out=lab.err)
         if host is None:
-            for i, q in enumerate(queries):
-                home = self.addresses[place(s.seed, "query", i, s.nodes)]
-                self.query_of[self.sim.subscribe_terms(q, via=home).subscription_id] = i
-                if i % 256 == 0:
-                    progress.update(i, i)
+            # the ring stands still and no run reads indexing's messages: each subscription
+            # is placed at the owner its lookup would find, found without the lookup's hops
+            with self.sim.ring.instant_lookups():
+                for i, q in enumerate(queries):
+                    home = self.addresses[place(s.seed, "query", i, s.nodes)]
+                    self.query_of[self.sim.subscribe_terms(q, via=home).subscription_id] = i
+                    if i % 256 == 0:
+                        progress.update(i, i)
         else:
             self._refile(host, progress)
         progress.close()
