@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from chord.ledger import Ledger
+from chord.ledger import Ledger, LocalLedger
 from chord.node import Call, Op, PeerUnreachable
 from chord.routing import NodeRef
 
@@ -30,7 +30,7 @@ class Handler(Protocol):
 
 class MemoryTransport:
     def __init__(self, ledger: Ledger | None = None) -> None:
-        self.ledger = ledger if ledger is not None else Ledger()
+        self.ledger = ledger if ledger is not None else LocalLedger()
         self.nodes: dict[str, Handler] = {}
 
     def register(self, node: Handler) -> None:

@@ -48,8 +48,15 @@ class Run:
     def from_pb(cls, r: pb.Run) -> "Run":
         return cls(list(r.ids), r.prev, r.next, list(r.succ))
 
-    def to_pb(self) -> pb.Run:
-        return pb.Run(ids=self.ids, prev=self.prev, next=self.next, succ=self.succ)
+
+
+def announcement(doc_key: int, dn: str, max_id: int, runs: Iterable[Run], hops: int) -> pb.Announcement:
+    """The message carrying these runs (each added in place, not built and then copied)."""
+    out = pb.Announcement(doc_key=doc_key, dn=dn, max_id=max_id, hops=hops)
+    add = out.runs.add
+    for r in runs:
+        add(ids=r.ids, prev=r.prev, next=r.next, succ=r.succ)
+    return out
 
 
 def truncated(runs: Sequence[Run], depth: int) -> list[Run]:

@@ -36,7 +36,7 @@ from chord.node import Call, ChordNode, Op, PeerUnreachable
 from chord.routing import NodeRef
 from chord.transport import REPLY, ledger_kind
 from cqengine.analysis import analyze, term_id
-from cqengine.announce import Knowledge, Run, Told, bytes_saved, group_runs, may_match
+from cqengine.announce import Knowledge, Run, Told, announcement, bytes_saved, group_runs, may_match
 from cqengine.bloom import BloomFilter
 from cqengine.config import Settings
 from cqengine.indexing import chooser
@@ -648,8 +648,7 @@ class EngineNode:
             runs = []
             local += groups.pop(None, [])
             for hop, hop_runs in groups.items():
-                out = pb.Announcement(doc_key=msg.doc_key, dn=msg.dn, max_id=msg.max_id,
-                                      runs=[r.to_pb() for r in hop_runs], hops=hops + 1)
+                out = announcement(msg.doc_key, msg.dn, msg.max_id, hop_runs, hops + 1)
                 if depths:
                     saved = [a + b for a, b in zip(saved, bytes_saved(out.runs, depths))]
                 try:
@@ -771,8 +770,11 @@ class EngineNode:
         if index:
             yield from self._measure_alerts(matched, index, meter)
             return
-        yield Call(dn, "Matched", pb.MatchedRequest(doc_key=msg.doc_key, matches=[
-            pb.Match(subscription_id=e.subscription_id, home=e.home) for e in matched]))
+        request = pb.MatchedRequest(doc_key=msg.doc_key)
+        add = request.matches.add  # in place: a built Match would be copied in
+        for e in matched:
+            add(subscription_id=e.subscription_id, home=e.home)
+        yield Call(dn, "Matched", request)
 
     def _measure_alerts(self, matched: list[pb.QueryEntry], index: str, meter: Meter) -> Op:
         """Count, under INDEX: echo kinds, the report a shadow index's run would send the DN

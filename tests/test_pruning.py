@@ -11,7 +11,7 @@ import pytest
 from chord.ids import in_open, in_open_closed
 from hypothesis import given, settings, strategies as st
 
-from cqengine.announce import (Knowledge, Run, Told, bytes_saved, group_runs, knowledge, known_in_parts, may_match,
+from cqengine.announce import (Knowledge, Run, Told, announcement, bytes_saved, group_runs, knowledge, known_in_parts, may_match,
                                successors, truncated)
 from cqengine.bloom import BloomFilter, _positions, positions_array
 from cqengine.engine import PublishedDoc
@@ -45,9 +45,8 @@ def test_a_shallower_announcement_is_a_deeper_one_cut_short(doc, dest_seq, deep,
     deeper = list(deliver(whole, dest_seq, deep))
     assert list(deliver(whole, dest_seq, k)) == [truncated(runs, k) for runs in deeper]
     for runs in deeper:
-        msg = pb.Announcement(doc_key=7, dn="node-3", max_id=max(doc), runs=[r.to_pb() for r in runs], hops=2)
-        cut = pb.Announcement(doc_key=7, dn="node-3", max_id=max(doc), runs=[r.to_pb() for r in truncated(runs, k)],
-                              hops=2)
+        msg = announcement(7, "node-3", max(doc), runs, 2)
+        cut = announcement(7, "node-3", max(doc), truncated(runs, k), 2)
         assert bytes_saved(msg.runs, [k, deep]) == [msg.ByteSize() - cut.ByteSize(), 0]
 
 
@@ -101,9 +100,9 @@ def test_all_depths_at_once_know_what_each_depth_does_from_any_runs(runs, max_id
 
 def test_bytes_saved_counts_a_run_whose_length_prefix_shrinks():
     run = Run(list(range(1, 13)), prev=20, next=0, succ=list(range(30, 40)))  # 189 bytes, 107 without succ: a one-byte length then
-    msg = pb.Announcement(doc_key=1, runs=[run.to_pb(), Run([50], 40, 60, [70]).to_pb()])
+    msg = announcement(1, "", 0, [run, Run([50], 40, 60, [70])], 0)
     for k in range(11):
-        cut = pb.Announcement(doc_key=1, runs=[r.to_pb() for r in truncated([run, Run([50], 40, 60, [70])], k)])
+        cut = announcement(1, "", 0, truncated([run, Run([50], 40, 60, [70])], k), 0)
         assert bytes_saved(msg.runs, [k]) == [msg.ByteSize() - cut.ByteSize()]
 
 
