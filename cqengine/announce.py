@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import chain
 from typing import Callable, Hashable, Iterable, Sequence
 
 import numpy as np
@@ -138,6 +139,13 @@ class Knowledge:
         """Where every id is known not to be a document id (present ones aside), as sorted
         disjoint spans: starts and ends. Worked out once per announcement, in Python on a
         few arcs, so that testing a whole block of terms is one search."""
+        merged = self.span_list
+        return (np.array([lo for lo, _ in merged], dtype=np.uint64),
+                np.array([hi for _, hi in merged], dtype=np.uint64))
+
+    @cached_property
+    def span_list(self) -> list[tuple[int, int]]:
+        """absent_spans as a list of (start, end): QNs in step put all theirs in one array."""
         spans = []
         if self.max_id is not None and self.max_id < MASK:
             spans.append((self.max_id + 1, MASK))
@@ -149,9 +157,7 @@ class Knowledge:
             spans += intersect_spans(within, arc_spans(*self.region))
         for a, b in self.piggy_arcs:
             spans += arc_spans(a, b)
-        merged = union_spans(spans)
-        return (np.array([lo for lo, _ in merged], dtype=np.uint64),
-                np.array([hi for _, hi in merged], dtype=np.uint64))
+        return union_spans(spans)
 
     def in_spans(self, ys: np.ndarray) -> np.ndarray:
         """Elementwise over a uint64 array: does y lie in the absent spans?"""
@@ -187,21 +193,25 @@ def known_in_parts(terms: np.ndarray, term_start: np.ndarray, knows: Sequence[Kn
                    ) -> tuple[np.ndarray, np.ndarray]:
     """Several QNs' knowledge at once (QNs resolving in step), over their blocks' terms
     side by side, part p's sorted from term_start[p]: where each knows a term absent
-    (Knowledge.absent_in) and where present (a member of its present_array). Each part's
+    (Knowledge.absent_in) and where present (one of its present ids). Each part's
     few spans and present ids are placed among its own terms by one search over all
     parts' (part, term) pairs, not a search per part."""
     n, parts = len(terms), np.arange(len(knows))
     keys = tagged(np.repeat(parts, np.diff(term_start)), terms)
 
-    def place(arrays: list[np.ndarray], side: str = "left") -> tuple[np.ndarray, np.ndarray]:
-        wanted = tagged(np.repeat(parts, [len(a) for a in arrays]), np.concatenate(arrays))
+    def place(ids: np.ndarray, counts: list[int], side: str = "left") -> tuple[np.ndarray, np.ndarray]:
+        wanted = tagged(np.repeat(parts, counts), ids)
         return keys.searchsorted(wanted, side), wanted
 
-    spans = [k.absent_spans for k in knows]
-    (lo, _), (hi, _) = place([a for a, _ in spans]), place([b for _, b in spans], "right")
+    # each QN's few spans and ids, in one array each (not an array per QN, then joined)
+    spans = [k.span_list for k in knows]
+    ends = np.array([end for s in spans for span in s for end in span], dtype=np.uint64).reshape(-1, 2)
+    counts = [len(s) for s in spans]
+    (lo, _), (hi, _) = place(ends[:, 0], counts), place(ends[:, 1], counts, "right")
     inside = np.zeros(n, dtype=bool)
     inside[ranges(lo, hi - lo)] = True  # the terms [lo, hi) of each span: few, most spans hold none
-    at, wanted = place([k.present_array for k in knows])
+    ids = np.fromiter(chain.from_iterable(k.present for k in knows), dtype=np.uint64)
+    at, wanted = place(ids, [len(k.present) for k in knows])
     hit = at < n
     at, wanted = at[hit], wanted[hit]
     present = np.zeros(n, dtype=bool)
