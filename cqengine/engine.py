@@ -58,6 +58,7 @@ PLACE_ATTEMPTS = 5   # lookups to place or remove a query while ownership moves
 DOC_CACHE = 20_000   # documents a DN keeps for resolution
 MAILBOX = 10_000     # undelivered alerts kept per subscription
 STACK = 10_000       # queries recorded by the meters settled as one stack
+PEERS = 4096         # node references kept by address (EngineNode._peer)
 
 
 MEASURE = "measure"  # the tag of what a QN asks to measure its shadows (Meter): no run reads it
@@ -488,6 +489,7 @@ class EngineNode:
         # QNs' (resolve_together; None: by me, at once); only when I measure no shadows
         self.together = together
         self.alert_listeners: list[Callable[[int], None]] = []  # told the subscription id
+        self._peers: dict[str, NodeRef] = {}  # see _peer
         self.shadow_indexes: dict[str, ShadowIndex] = {}  # name -> index; see ShadowIndex
         self.shadow_listeners: list[Callable[[str, list[int]], None]] = []  # told a shadow index's matches
         self.handlers = {
@@ -517,7 +519,13 @@ class EngineNode:
         return handler(request) if handler else self.chord.handle(method, request)
 
     def _peer(self, address: str) -> NodeRef:
-        return self.me if address == self.me.address else NodeRef(0, address)
+        """The node at an address (its id unknown: 0), or me; made once per address."""
+        ref = self._peers.get(address)
+        if ref is None:
+            if len(self._peers) >= PEERS:  # addresses come off the wire: keep only so many
+                self._peers.clear()
+            ref = self._peers[address] = self.me if address == self.me.address else NodeRef(0, address)
+        return ref
 
     # ---- subscribing -------------------------------------------------------------------
 
