@@ -58,7 +58,7 @@ PLACE_ATTEMPTS = 5   # lookups to place or remove a query while ownership moves
 DOC_CACHE = 20_000   # documents a DN keeps for resolution
 MAILBOX = 10_000     # undelivered alerts kept per subscription
 STACK = 10_000       # queries recorded by the meters settled as one stack
-PEERS = 4096         # node references kept by address (EngineNode._peer)
+PEERS = 4096         # node references kept by address (peer_at)
 
 
 MEASURE = "measure"  # the tag of what a QN asks to measure its shadows (Meter): no run reads it
@@ -419,6 +419,13 @@ class PublishedDoc:
         return member(np.array(ids, dtype=np.uint64), self._sorted)
 
 
+@lru_cache(maxsize=PEERS)
+def peer_at(address: str) -> NodeRef:
+    """The node at an address, its id unknown (0): one object per address for every node
+    of a process (a simulated ring's thousand send alert batches to the same homes)."""
+    return NodeRef(0, address)
+
+
 @dataclass
 class Mailbox:
     """A subscription's undelivered alerts; each docno enters once, ever."""
@@ -489,7 +496,6 @@ class EngineNode:
         # QNs' (resolve_together; None: by me, at once); only when I measure no shadows
         self.together = together
         self.alert_listeners: list[Callable[[int], None]] = []  # told the subscription id
-        self._peers: dict[str, NodeRef] = {}  # see _peer
         self.shadow_indexes: dict[str, ShadowIndex] = {}  # name -> index; see ShadowIndex
         self.shadow_listeners: list[Callable[[str, list[int]], None]] = []  # told a shadow index's matches
         self.handlers = {
@@ -519,13 +525,8 @@ class EngineNode:
         return handler(request) if handler else self.chord.handle(method, request)
 
     def _peer(self, address: str) -> NodeRef:
-        """The node at an address (its id unknown: 0), or me; made once per address."""
-        ref = self._peers.get(address)
-        if ref is None:
-            if len(self._peers) >= PEERS:  # addresses come off the wire: keep only so many
-                self._peers.clear()
-            ref = self._peers[address] = self.me if address == self.me.address else NodeRef(0, address)
-        return ref
+        me = self.me
+        return me if address == me.address else peer_at(address)
 
     # ---- subscribing -------------------------------------------------------------------
 
