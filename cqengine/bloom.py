@@ -64,10 +64,11 @@ class BloomFilter:
 
     @classmethod
     def of(cls, term_ids: Iterable[int], bits: int = 1024, hashes: int = 5) -> "BloomFilter":
-        bf = cls(bits, hashes)
-        for t in term_ids:
-            bf.add(t)
-        return bf
+        """The filter holding these ids (what adding each gives), its bits set at once."""
+        cls(bits, hashes)  # the same checks of bits and hashes, whatever the ids
+        on = np.zeros(bits, dtype=bool)
+        on[positions_array(np.fromiter(term_ids, dtype=np.uint64), bits, hashes).ravel()] = True
+        return cls(bits, hashes, np.packbits(on, bitorder="little").tobytes())
 
     def add(self, term_id: int) -> None:
         self._unpacked, self._held = None, {}

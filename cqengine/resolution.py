@@ -292,7 +292,10 @@ class InStep:
         width = max(b.codes.shape[0] for lists, _ in parts for b in lists)
         columns = np.empty((width, int(self.query_start[-1])), dtype=np.intp)  # theirs side by side
         self.lists: list[list[tuple[Block, np.ndarray | slice]]] = []  # per part: each block, its terms' places
-        at = 0
+        # every block, and the column its queries begin at: a match is read off its block,
+        # not off all the parts' entries joined (thousands, where a document matches hundreds)
+        self.blocks: list[Block] = []
+        starts, at = [], 0
         for (lists, _), (_, inverse), t in zip(parts, merged, self.term_start.tolist()):
             mine, start = [], 0
             for b in lists:
@@ -306,17 +309,19 @@ class InStep:
                     start += len(b.terms)
                 columns[w:, at:end] = columns[0, at:end]  # padded as a block pads a short query: its first code again
                 mine.append((b, places))
+                self.blocks.append(b)
+                starts.append(at)
                 at = end
             self.lists.append(mine)
+        self.block_start, self.queries = np.array(starts + [at]), at
         absent, self.present = known_in_parts(self.terms, self.term_start, [know for _, know in parts])
         kept = ~any_per_query(absent[columns]) if absent.any() else np.ones(columns.shape[1], dtype=bool)
         self.candidates = np.bincount(np.repeat(np.arange(self.parts), queries)[kept], minlength=self.parts)
-        self.entries = np.concatenate([b.entries for lists, _ in parts for b in lists])
         self.columns = columns
         kept = kept.nonzero()[0]
         self.asker, self.code = first_asked(columns, kept, 0, ~self.present, self.batch)
         self.asker = kept[self.asker]  # as places among the parts' queries
-        open_ = np.zeros(len(self.entries), dtype=bool)
+        open_ = np.zeros(self.queries, dtype=bool)
         open_[self.asker] = True
         self.open = open_.nonzero()[0]  # the queries left to ask about, before the first round
         self.unasked = kept[~open_[kept]]  # every term known present: matched without asking
@@ -349,7 +354,7 @@ class InStep:
         """Before the first round: drop queries with an unknown term that `passes` (over the
         parts' terms side by side) rules out. No term known present fails a filter."""
         self.open = self.open[~fail_any(self.columns, self.open, 0, ~passes)]
-        keep = np.zeros(len(self.entries), dtype=bool)
+        keep = np.zeros(self.queries, dtype=bool)
         keep[self.open] = True
         self.code = self.code[keep[self.asker]]
         self.asker = self.asker[keep[self.asker]]
@@ -374,7 +379,7 @@ class InStep:
             return
         told = np.zeros(len(self.terms), dtype=bool)  # answered absent
         told[at[~present]] = True
-        ended = np.zeros(len(self.entries), dtype=bool)
+        ended = np.zeros(self.queries, dtype=bool)
         ended[self.asker[told[self.code]]] = True  # heard one of its own first ids is absent
         rest = self.open[~ended[self.open]]
         # its entries are places among the parts' queries, so that its matches say whose they are
@@ -385,9 +390,10 @@ class InStep:
         """Per part, the entries it matched so far, in the order its Resolution matches them."""
         places = np.concatenate([self.unasked, np.array(self.res.matched if self.res else [], dtype=np.intp)])
         part = self.query_start.searchsorted(places, side="right") - 1
+        block = self.block_start.searchsorted(places, side="right") - 1
         out: list[list] = [[] for _ in range(self.parts)]
-        for p, e in zip(part.tolist(), self.entries[places].tolist()):
-            out[p].append(e)
+        for p, b, row in zip(part.tolist(), block.tolist(), (places - self.block_start[block]).tolist()):
+            out[p].append(self.blocks[b].entries[row])
         return out
 
 

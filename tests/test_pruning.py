@@ -179,6 +179,14 @@ def test_bloom_filter_has_no_false_negatives(members, others, byte_size):
     assert copy.contains_array(np.array(probe, dtype=np.uint64)).tolist() == [x in bf for x in probe]
 
 
+@given(st.lists(big_ids, max_size=200), st.integers(1, 16), st.integers(1, 7))
+def test_a_filter_of_ids_is_the_one_adding_each_makes(members, byte_size, hashes):
+    one_by_one = BloomFilter(byte_size * 8, hashes)
+    for x in members:
+        one_by_one.add(x)
+    assert BloomFilter.of(members, byte_size * 8, hashes).to_bytes() == one_by_one.to_bytes()
+
+
 @given(st.sets(big_ids, max_size=50), st.sets(big_ids, min_size=1, max_size=20))
 def test_a_filter_tested_in_bulk_then_added_to_answers_anew(members, later):
     """The bulk test keeps the filter's bits unpacked, and a block's terms' answers; an id
