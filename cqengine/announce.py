@@ -50,7 +50,6 @@ class Run:
         return cls(list(r.ids), r.prev, r.next, list(r.succ))
 
 
-
 def announcement(doc_key: int, dn: str, max_id: int, runs: Iterable[Run], hops: int) -> pb.Announcement:
     """The message carrying these runs (each added in place, not built and then copied)."""
     out = pb.Announcement(doc_key=doc_key, dn=dn, max_id=max_id, hops=hops)
