@@ -26,6 +26,7 @@ from chord.oracle import RingOracle, ring_problems
 
 HOST = "127.0.0.1"
 DEFAULT_RING_FILE = Path(".cqengine") / "ring.json"
+EXEC_WAITS = 50  # 10 ms looks at a process whose command line is not there yet (pid_alive)
 
 
 class RingError(Exception):
@@ -77,12 +78,19 @@ def pid_alive(pid: int, port: int | None = None) -> bool:
     """True if pid is a running (not zombie) cqengine node, on `port` when given."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        for _ in range(EXEC_WAITS):
+            if cmdline:
+                break
+            # a node just spawned may be caught inside exec, its arguments not yet there
+            # (Popen returns once exec is under way): it was taken for dead in CI
+            time.sleep(0.01)
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
     if stat.rsplit(")", 1)[1].split()[0] in ("Z", "X"):
         return False
-    args = [a.decode(errors="replace") for a in cmdline]
+    args = [a.decode(errors="replace") for a in cmdline.split(b"\0")]
     if "cqengine" not in " ".join(args) or "node" not in args:
         return False  # the pid was reused by something else
     return port is None or str(port) in args

@@ -4,7 +4,10 @@ import io
 import os
 import random
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +26,28 @@ def ring16(tmp_path):
         yield ring
     finally:
         stop_processes(ring.nodes, grace=2.0)
+
+
+def test_a_node_caught_inside_exec_is_alive(monkeypatch):
+    """Popen returns once exec is under way, before the new program's arguments show in
+    /proc: a node just spawned may have no command line yet, and is not dead."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "cqengine", "node", "--port", "7"])
+    try:
+        real, blank = Path.read_bytes, [True]
+
+        def read_bytes(path):
+            if path.name == "cmdline" and blank:
+                blank.pop()  # once: exec under way
+                return b""
+            return real(path)
+
+        monkeypatch.setattr(Path, "read_bytes", read_bytes)
+        assert pid_alive(proc.pid, 7)
+        assert not pid_alive(proc.pid, 8)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert not pid_alive(proc.pid, 7)
 
 
 def wait_gone(entries, timeout=10.0):
