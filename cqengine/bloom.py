@@ -48,13 +48,12 @@ def positions_array(term_ids: np.ndarray, bits: int, hashes: int) -> np.ndarray:
 
 class BloomFilter:
     def __init__(self, bits: int = 1024, hashes: int = 5, data: bytes | None = None) -> None:
-        if bits <= 0 or bits % 8 or hashes <= 0:
-            raise ValueError(f"a Bloom filter needs a positive multiple of 8 bits and hashes, not {bits}/{hashes}")
+        self._check(bits, hashes)
         self.bits, self.hashes = bits, hashes
         self._unpacked: np.ndarray | None = None  # the bits as bools, for contains_array; None after add
         self._held: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # for holds_terms; emptied by add
-        self.array = bitarray(bits, endian="little")
         if data is None:
+            self.array = bitarray(bits, endian="little")
             self.array.setall(0)
         else:
             if len(data) * 8 != bits:
@@ -62,10 +61,15 @@ class BloomFilter:
             self.array = bitarray(endian="little")
             self.array.frombytes(data)
 
+    @staticmethod
+    def _check(bits: int, hashes: int) -> None:
+        if bits <= 0 or bits % 8 or hashes <= 0:
+            raise ValueError(f"a Bloom filter needs a positive multiple of 8 bits and hashes, not {bits}/{hashes}")
+
     @classmethod
     def of(cls, term_ids: Iterable[int], bits: int = 1024, hashes: int = 5) -> "BloomFilter":
         """The filter holding these ids (what adding each gives), its bits set at once."""
-        cls(bits, hashes)  # the same checks of bits and hashes, whatever the ids
+        cls._check(bits, hashes)  # before the bits are laid out
         on = np.zeros(bits, dtype=bool)
         on[positions_array(np.fromiter(term_ids, dtype=np.uint64), bits, hashes).ravel()] = True
         return cls(bits, hashes, np.packbits(on, bitorder="little").tobytes())
