@@ -16,7 +16,7 @@ from chord.ledger import Ledger
 from chord.node import Call, Op, PeerUnreachable
 from chord.proto import chord_pb2
 from chord.routing import NodeRef
-from chord.transport import REPLY, Handler, ledger_kind
+from chord.transport import REPLY, Handler
 
 # Statuses that mean "this peer is gone or too slow": the protocol falls back around it.
 UNREACHABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
@@ -90,16 +90,15 @@ class GrpcTransport:
                 path, request_serializer=req.SerializeToString, response_deserializer=rep.FromString)
         return self._calls[key]
 
-    async def call(self, peer: NodeRef, method: str, request: Any, tag: str = "") -> Any:
-        kind = ledger_kind(method, tag)
-        self.ledger.record(kind, request.ByteSize())
+    async def call(self, peer: NodeRef, method: str, request: Any) -> Any:
+        self.ledger.record(method, request.ByteSize())
         try:
             reply = await self._callable(peer.address, method)(request, timeout=self.timeout)
         except grpc.aio.AioRpcError as e:
             if e.code() in UNREACHABLE:
                 raise PeerUnreachable(peer, e.code().name) from None
             raise
-        self.ledger.record(kind + REPLY, reply.ByteSize())
+        self.ledger.record(method + REPLY, reply.ByteSize())
         return reply
 
     async def close(self) -> None:
@@ -121,6 +120,6 @@ async def run_async(node: Handler, op: Op, transport: GrpcTransport) -> Any:
         reply, error = None, None
         try:
             reply = (node.handle(call.method, call.request) if call.peer == node.me
-                     else await transport.call(call.peer, call.method, call.request, call.tag))
+                     else await transport.call(call.peer, call.method, call.request))
         except PeerUnreachable as e:
             error = e

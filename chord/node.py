@@ -36,7 +36,6 @@ class Call(NamedTuple):
     peer: NodeRef
     method: str
     request: Any
-    tag: str = ""  # counted in the ledger as TAG:METHOD (a measurement told apart), not METHOD
 
 
 Op = Generator[Call, Any, Any]

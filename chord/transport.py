@@ -14,12 +14,7 @@ from chord.ledger import Ledger, LocalLedger
 from chord.node import Call, Op, PeerUnreachable
 from chord.routing import NodeRef
 
-REPLY = ".reply"
-
-
-def ledger_kind(method: str, tag: str = "") -> str:
-    """What a call is counted as: its method, or TAG:METHOD for a tagged call."""
-    return f"{tag}:{method}" if tag else method
+REPLY = ".reply"  # a reply is counted under its request's kind with this suffix
 
 
 class Handler(Protocol):
@@ -39,24 +34,23 @@ class MemoryTransport:
     def unregister(self, address: str) -> None:
         self.nodes.pop(address, None)
 
-    def _deliver(self, peer: NodeRef, method: str, request: Any, kind: str) -> Any:
+    def _deliver(self, peer: NodeRef, method: str, request: Any) -> Any:
         data = request.SerializeToString()
-        self.ledger.record(kind, len(data))
+        self.ledger.record(method, len(data))
         target = self.nodes.get(peer.address)
         if target is None:
             raise PeerUnreachable(peer, "no such node")
         return target.handle(method, type(request).FromString(data))
 
-    def call(self, peer: NodeRef, method: str, request: Any, tag: str = "") -> Any:
-        kind = ledger_kind(method, tag)
-        reply = self._deliver(peer, method, request, kind)
+    def call(self, peer: NodeRef, method: str, request: Any) -> Any:
+        reply = self._deliver(peer, method, request)
         data = reply.SerializeToString()
-        self.ledger.record(kind + REPLY, len(data))
+        self.ledger.record(method + REPLY, len(data))
         return type(reply).FromString(data)
 
     def send(self, peer: NodeRef, method: str, request: Any) -> None:
         """One-way: the reply, if the handler makes one, never crosses the wire."""
-        self._deliver(peer, method, request, method)
+        self._deliver(peer, method, request)
 
 
 def run_sync(node: Handler, op: Op, transport: MemoryTransport) -> Any:
@@ -72,6 +66,6 @@ def run_sync(node: Handler, op: Op, transport: MemoryTransport) -> Any:
         reply, error = None, None
         try:
             reply = (node.handle(call.method, call.request) if call.peer == me
-                     else transport.call(call.peer, call.method, call.request, call.tag))
+                     else transport.call(call.peer, call.method, call.request))
         except PeerUnreachable as e:
             error = e

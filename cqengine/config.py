@@ -13,7 +13,6 @@ from functools import cached_property
 from pathlib import Path
 
 from cqengine.analysis import term_id
-
 from cqengine.indexing import STRATEGIES
 from cqengine.proto import cqengine_pb2 as pb
 
@@ -42,18 +41,6 @@ class Settings:
     gossip_period: float = 1.0
     # a re-indexed entry stays at its old key this long, for documents already on their way
     reindex_grace: float = 5.0
-    # experiments may switch the observations off to measure them; the live ring keeps both
-    obs1: bool = True
-    obs2: bool = True
-    # experiments may resolve every candidate set the other way too, to measure both methods
-    # in one pass: its messages are counted as SHADOW:METHOD (bf:GetBloom) and its matches must agree
-    shadow_resolution: str = ""
-    # experiments may also prune and resolve every candidate set as these smaller piggyback
-    # depths would have (their succ ids are prefixes of ours): counted under kD: kinds and
-    # counters, with the announcement bytes depth D would have saved; matches must agree.
-    # A depth left with the same candidates, knowing the same of them, as one resolved
-    # already counts that one's messages again (echo: counters) instead of resending them
-    shadow_piggyback: tuple[int, ...] = ()
     df: dict[str, int] | None = field(default=None, repr=False)
     popular: frozenset[str] | None = field(default=None, repr=False)  # terms; None: gossip them
 
@@ -66,15 +53,8 @@ class Settings:
             raise SettingsError(f"unknown strategy {self.strategy!r}; choose one of {', '.join(STRATEGIES)}")
         if self.resolution not in RESOLUTIONS:
             raise SettingsError(f"unknown resolution {self.resolution!r}; choose td or bf")
-        if self.shadow_resolution not in ("",) + tuple(r for r in RESOLUTIONS if r != self.resolution):
-            raise SettingsError(f"shadow resolution {self.shadow_resolution!r} must be the method "
-                                f"other than {self.resolution}, or none")
         if not 0 <= self.piggyback <= 64:
             raise SettingsError(f"piggyback depth {self.piggyback} is outside 0-64")
-        if len(set(self.shadow_piggyback)) != len(self.shadow_piggyback) or \
-                not all(0 <= d < self.piggyback for d in self.shadow_piggyback):
-            raise SettingsError(f"shadow piggyback depths {list(self.shadow_piggyback)} must be distinct "
-                                f"and below the piggyback depth {self.piggyback}")
         if self.bloom_bits <= 0 or self.bloom_bits % 8:
             raise SettingsError(f"Bloom filter size {self.bloom_bits} must be a positive multiple of 8 bits")
         if not 1 <= self.bloom_hashes <= 32:

@@ -63,28 +63,6 @@ def unpack_many(vectors: Sequence[bytes], counts: Sequence[int]) -> np.ndarray:
     return bits[ranges(8 * (np.cumsum(sizes) - sizes), counts)]
 
 
-class Truth:
-    """The document's answers for a set of ids, known at once: what a QN measuring its
-    shadows learnt from the DN (cqengine.engine.Meter), so that their dialogues can be
-    worked out round by round without asking (`Stack`)."""
-
-    def __init__(self, present: np.ndarray) -> None:
-        self.array = present  # the ids the document holds, sorted uint64
-        self._masks: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-
-    @cached_property
-    def ids(self) -> frozenset[int]:
-        return frozenset(self.array.tolist())
-
-    def mask(self, terms: np.ndarray) -> np.ndarray:
-        """Elementwise over sorted terms, all among the ids answered: does the document
-        hold it? Worked out once per terms array (a block's depths and methods share it)."""
-        got = self._masks.get(id(terms))
-        if got is None:
-            got = self._masks[id(terms)] = (terms, member(terms, self.array))  # holds terms: its id stays
-        return got[1]
-
-
 SMALL = 16  # candidates up to which plain Python beats numpy's per-call cost
 
 
@@ -397,20 +375,6 @@ class InStep:
         return out
 
 
-def _ruled_out(blocks: list[tuple[Block, int]], columns: np.ndarray, bloom: BloomFilter | None) -> np.ndarray:
-    """Per column: does the filter rule out the query there (fail one of its terms)? Of
-    the blocks' queries (each block's begins at its column); any other column: no."""
-    failed = np.zeros(columns.shape[1], dtype=bool)
-    if not blocks:
-        return failed
-    fails = np.concatenate([~b.passes(bloom) for b, _ in blocks])  # their terms side by side
-    terms, sizes = np.array([len(b.terms) for b, _ in blocks]), np.array([len(b) for b, _ in blocks])
-    queries = ranges(np.array([at for _, at in blocks]), sizes)
-    offset = np.repeat(np.cumsum(terms) - terms, sizes)  # where a query's block's terms begin among them
-    failed[queries[fail_any(columns, queries, offset, fails)]] = True
-    return failed
-
-
 def fail_any(columns: np.ndarray, at: np.ndarray, offset: np.ndarray | int, fails: np.ndarray) -> np.ndarray:
     """Per query in these columns (its codes plus `offset` are places in `fails`): does one
     of its terms fail? Read a row of codes at a time, since the first term, asked first
@@ -426,100 +390,3 @@ def fail_any(columns: np.ndarray, at: np.ndarray, offset: np.ndarray | int, fail
         if not isinstance(offset, int):
             offset = offset[~failed]
     return out
-
-
-class Stack:
-    """Resolutions of several blocks worked out as one, told every answer (the measured
-    shadows of a document's QNs: cqengine.engine.Meter). Each block is a part of one
-    bigger block whose terms are the parts' terms side by side, a part's apart from
-    every other's even where the ids are the same, so the parts share nothing: the rounds
-    go in step and in each a part asks just what it would alone. One resolution of
-    thousands of queries costs about what one of a few does; a QN measures dozens.
-
-    A part resolving by filter drops the queries the filter rules out before it joins:
-    a term the filter fails is absent, and no term known present fails it, so which go
-    is the block's own (worked out once however many parts resolve it), and most go.
-
-    The first round is worked out from each query's first unknown ids alone (the next
-    `batch` it would ask), read a row of codes at a time: asked rarest first, they are
-    mostly absent, which ends 98% of a Skew document's queries there. Only the rest are
-    read whole, for the rounds after."""
-
-    def __init__(self, parts: Sequence[tuple[Block, np.ndarray | None, np.ndarray, bool]], batch: int = 1,
-                 bloom: BloomFilter | None = None) -> None:
-        """Parts: a block, the queries of it resolved (a mask; None: all), which of its
-        terms are known present, and whether it resolves by `bloom` first."""
-        width = max(b.codes.shape[0] for b, *_ in parts)
-        distinct: dict[int, Block] = {}  # the parts' blocks, each once (a block's methods and depths share it)
-        for b, *_ in parts:
-            distinct.setdefault(id(b), b)
-        order = {key: i for i, key in enumerate(distinct)}
-        blocks = list(distinct.values())
-        lengths = np.array([len(b) for b in blocks])
-        first = np.cumsum(lengths) - lengths
-        columns = np.empty((width, int(lengths.sum())), dtype=np.intp)  # theirs side by side
-        filtered = {id(b) for b, _, _, by_filter in parts if by_filter}
-        if filtered and bloom is None:
-            raise ValueError("a part resolving by filter needs the document's filter")
-        for b, at in zip(blocks, first.tolist()):  # padded as a block pads a short query: repeating its first code
-            mine, w = columns[:, at:at + len(b)], b.codes.shape[0]
-            mine[:w] = b.codes
-            mine[w:] = b.codes[0]
-        # per query of theirs: ruled out by the filter?
-        failed = _ruled_out([(b, at) for b, at in zip(blocks, first.tolist()) if id(b) in filtered], columns, bloom)
-        # every part's queries, as columns of the distinct blocks
-        ones = np.ones(int(lengths.max()), dtype=bool)
-        kept = np.concatenate([ones[:len(b)] if keep is None else keep for b, keep, *_ in parts])
-        which = np.array([order[id(b)] for b, *_ in parts])  # each part's block among the distinct ones
-        length = lengths[which]
-        picked = np.flatnonzero(kept)  # the queries resolved, over the parts' queries side by side
-        part = np.repeat(np.arange(len(parts)), length)[picked]
-        at = picked + (first[which] - (np.cumsum(length) - length))[part]
-        dropped = np.array([by_filter for *_, by_filter in parts])[part] & failed[at]
-        self.dropped = np.bincount(part[dropped], minlength=len(parts))  # per part: queries the filter ruled out
-        self.survivors = ~dropped  # per query resolved
-        self.query_part = part  # per query resolved: whose
-        self.part, self.at = part[self.survivors], at[self.survivors]  # per survivor: whose, its column
-        self.columns = columns
-        ends = np.cumsum([len(b.terms) for b, *_ in parts])
-        self.term_start = np.concatenate([[0], ends])  # where each part's terms begin, then where they end
-        self.present = np.concatenate([present for _, _, present, _ in parts])
-        self.batch = max(1, batch)
-        self.parts = len(parts)
-
-    def _codes(self, queries: np.ndarray) -> np.ndarray:
-        """Codes of these survivors, among the parts' terms side by side."""
-        return self.columns[:, self.at[queries]] + self.term_start[self.part[queries]]
-
-    def settle(self, present: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Resolve every part to the end, told the answers (`present`, a mask over the
-        parts' terms side by side). Returns per part whether it had queries left to ask
-        about before any filter (a part resolving by filter then asked for one: a query
-        the filter ruled out had one); the ids each round asks, a row per round, a column
-        per part; and per query resolved, side by side, whether it matched."""
-        n = len(self.part)
-        asker, code = first_asked(self.columns, self.at, self.term_start[self.part], ~self.present, self.batch)
-        open_ = np.zeros(n, dtype=bool)
-        open_[asker] = True
-        pending = (np.bincount(self.part[open_], minlength=self.parts) > 0) | (self.dropped > 0)
-        matched = ~open_  # every term known present: matched without asking
-        rounds = []
-        if len(code):
-            asked = np.zeros(len(self.present), dtype=bool)
-            asked[code] = True
-            first = asked.nonzero()[0]
-            rounds.append(np.diff(first.searchsorted(self.term_start)))
-            ended = np.zeros(n, dtype=bool)  # heard an id of theirs is absent
-            ended[asker[~present[code]]] = True
-            rest = np.flatnonzero(open_ & ~ended)
-            if len(rest):
-                # its entries are the survivors' places, so that its matches say whose they are; its
-                # terms are never asked by id (its rounds go by place): only how many there are counts
-                block = Block(rest, np.broadcast_to(np.uint64(0), (len(self.present),)), self._codes(rest))
-                res = Resolution(block, self.present, self.batch)
-                res.learn(first, present[first])
-                rounds += [np.diff(at.searchsorted(self.term_start)) for at in res.rounds(present)]  # at: ascending
-                matched[np.array(res.matched, dtype=np.intp)] = True
-        resolved = np.zeros(len(self.query_part), dtype=bool)
-        resolved[self.survivors.nonzero()[0][matched]] = True
-        return pending, np.array(rounds, dtype=np.int64).reshape(len(rounds), self.parts), resolved

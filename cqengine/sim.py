@@ -12,9 +12,11 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from chord.ledger import Count, Ledger
+from chord.node import Call, Op, PeerUnreachable
 from chord.simulator import Simulator
 from cqengine.config import Settings
-from cqengine.engine import EngineNode, Meter, Unsent, resolve_together, settle_meters, unsent_counts
+from cqengine.engine import EngineNode, Heard, resolve_together
+from cqengine.evaluation.measure import Tally
 from cqengine.proto import cqengine_pb2 as pb
 
 ANNOUNCE = ("Announce",)
@@ -52,6 +54,11 @@ class DocReport:
         return self.total(RESOLUTION)
 
 
+def _one(call: Call) -> Op:
+    """An operation of one call, returning its reply."""
+    return (yield call)
+
+
 def ledger_growth(before: dict[str, Count], after: dict[str, Count]) -> dict[str, Count]:
     out = {}
     for kind, c in after.items():
@@ -62,47 +69,62 @@ def ledger_growth(before: dict[str, Count], after: dict[str, Count]) -> dict[str
 
 
 class EngineSimulator:
+    """A ring of `nodes` engine nodes over an in-memory transport. Every node tells the
+    one observer (a Tally unless given: every node's counters summed as they grow) what
+    happens; a document's QNs resolve it together once its announcement has run its
+    course (cqengine.engine.resolve_together)."""
+
     def __init__(self, nodes: int, settings: Settings, seed: int = 0, r: int = 8,
-                 ledger: Ledger | None = None) -> None:
+                 ledger: Ledger | None = None, observer: Tally | None = None) -> None:
         settings.validate()
         self.settings = settings
         self.rng = random.Random(seed)
-        self.tally: Counter[str] = Counter()  # every node's counters, summed as they grow
-        # what every node measured instead of sending, counted in the tally once a document
-        # has run its course (not node by node: a measurement pass's QNs count thousands)
-        self.unsent: Unsent = {}
-        # the shadows every QN measured (a pass's), settled together once a document has run
-        # its course: a stack spans many QNs (cqengine.engine.settle_meters), not one each
-        self.meters: list[tuple[EngineNode, Meter]] = []
-        # the QNs' own resolutions of a document (where they measure no shadows), resolved in
-        # step once it has run its course (cqengine.engine.resolve_together)
-        self.together: list = []
+        self.observer = observer if observer is not None else Tally()
+        self.heard: list[tuple[EngineNode, Heard]] = []  # what the QNs heard, to resolve together
         self.ring = Simulator(r=r, seed=seed, ledger=ledger,
-                              app=lambda chord, spawn: EngineNode(chord, settings, spawn, tally=self.tally,
-                                                                  unsent=self.unsent, meters=self.meters,
-                                                                  together=self.together))
+                              app=lambda chord, spawn: EngineNode(chord, settings, spawn, observer=self.observer,
+                                                                  gather=lambda node, h: self.heard.append((node, h))))
         self.ring.build_instant([f"node-{i}" for i in range(nodes)])
 
     @property
     def engines(self) -> dict[str, EngineNode]:
         return self.ring.apps  # type: ignore[return-value]
 
+    @property
+    def tally(self) -> Counter[str]:
+        return self.observer.tally
+
+    def observe(self, observer: Tally) -> None:
+        """Have every node tell this observer from now on."""
+        self.observer = observer
+        for engine in self.engines.values():
+            engine.observer = observer
+
     def _run(self, address: str, op):
         result = self.ring.run(self.ring.nodes[address], op)
         self.ring.drain()
-        while self.together:  # the announcements have run their course: the QNs resolve in step
-            pending = self.together[:]
-            self.together.clear()
-            resolve_together(pending, lambda engine, op: self.ring.run(engine.chord, op))
+        while self.heard:  # the announcements have run their course: the QNs resolve together
+            heard = self.heard[:]
+            self.heard.clear()
+            self._resolve(heard)
             self.ring.drain()
-        try:
-            settle_meters(self.meters)
-        finally:
-            self.meters.clear()
-        for name, n in unsent_counts(self.unsent):
-            self.tally[name] += n
-        self.unsent.clear()
+        self.observer.settle()
         return result
+
+    def _resolve(self, heard: list[tuple[EngineNode, Heard]]) -> None:
+        """Make every call of the QNs' resolution, each from its node over the ring."""
+        together = resolve_together(heard)
+        reply, error = None, None
+        while True:
+            try:
+                node, call = together.throw(error) if error is not None else together.send(reply)
+            except StopIteration:
+                return
+            reply, error = None, None
+            try:
+                reply = self.ring.run(node.chord, _one(call))
+            except PeerUnreachable as e:
+                error = e
 
     def pick(self) -> str:
         return self.rng.choice(sorted(self.ring.nodes))

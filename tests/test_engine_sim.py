@@ -12,16 +12,18 @@ from __future__ import annotations
 import random
 from collections import Counter
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import pytest
 from hypothesis import example, given, settings as hsettings, strategies as st
 
+from cqengine import engine
 from cqengine.analysis import analyze, term_id
+from cqengine.announce import knowledge
 from cqengine.bloom import BloomFilter
 from cqengine.config import Settings, SettingsError
 from cqengine.corpus import generate_corpus
-from cqengine.engine import MAX_DOCNO, MAX_QUERY_TERMS, EngineError
+from cqengine.engine import ENGINE_SERVICE, MAX_DOCNO, MAX_QUERY_TERMS, EngineError
 from cqengine.matcher import document_terms, matches
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.sim import EngineSimulator
@@ -203,7 +205,7 @@ def publish_in_step_and_alone(strategy, resolution, depth, nodes, corpus_seed, s
                                                    dialogue_batch=batch, bloom_bits=bloom_bits, seed=seed), seed=seed)
         if not in_step:
             for e in sim.engines.values():
-                e.together = None
+                e.gather = None
         subscribe_all(sim, wl)
         unreachable = sorted(sim.engines)[-1]
         rows = []
@@ -264,84 +266,18 @@ def test_small_bloom_filters_err_and_term_dialogue_catches_it():
     assert out[64] > out[8192]  # false positives cost dialogue, but never a wrong alert
 
 
-@pytest.mark.parametrize("resolution,shadow", [("td", "bf"), ("bf", "td")])
-def test_a_shadow_resolution_counts_what_it_would_send_alone_and_agrees(resolution, shadow):
-    """Resolving by both methods (how experiments measure both in one pass) counts, as
-    echoes under SHADOW: kinds, exactly the resolution messages a ring of the shadow
-    method sends; what it sends to measure them is tagged measure:, and nothing else
-    changes. 64-bit filters make the Bloom side need dialogue too."""
-    wl = workload(1)
-    kinds, echoed = {}, Counter()
-    for res, sh in ((resolution, shadow), (resolution, ""), (shadow, "")):
-        sim = EngineSimulator(9, make_settings(wl, strategy="mhi", resolution=res, shadow_resolution=sh,
-                                               bloom_bits=64, piggyback=1, seed=4), seed=4)
-        subs = subscribe_all(sim, wl)
-        total = Counter()
-        for d in wl.docs:
-            report = sim.publish(d.docno, d.text, d.title)
-            for k, c in report.kinds.items():
-                total[k, "messages"] += c.messages
-                total[k, "bytes"] += c.bytes
-            for name, n in report.counters.items():
-                what, _, kind = name.partition(":")
-                if what in ("echo", "echo_bytes"):
-                    assert sh, name  # only a shadow is counted without being sent
-                    echoed[kind, "messages" if what == "echo" else "bytes"] += n
-        assert_exact(sim.alerts(), wl.oracle(subs))
-        assert sim.tally["shadow_disagreements"] == 0
-        kinds[res, sh] = total
-    both, tag = kinds[resolution, shadow], shadow + ":"
-    assert {k: v for k, v in both.items() if not k[0].startswith("measure:")} == kinds[resolution, ""]
-    assert {k[0] for k in both if k[0].startswith("measure:")} <= \
-        {f"measure:{rpc}{reply}" for rpc in ("GetDocument", "GetBloom") for reply in ("", ".reply")}
-    alone = {k: v for k, v in kinds[shadow, ""].items() if k[0].split(".")[0] in ("TermDialogue", "GetBloom")}
-    assert all(k[0].startswith(tag) for k in echoed)
-    assert {(k[0][len(tag):], k[1]): v for k, v in echoed.items()} == alone
-    assert alone[("TermDialogue", "messages")] > 0  # either way the dialogue has work to do
-
-
-def test_a_failed_measurement_costs_no_alert(caplog):
-    """A QN that cannot measure its shadows (here: no DN will say its document) still
-    reports what its own resolution matched: every subscriber is alerted, none dropped."""
-    wl = workload(1)
-    sim = EngineSimulator(9, make_settings(wl, strategy="mhi", resolution="td", shadow_resolution="bf",
-                                           piggyback=1, shadow_piggyback=(0,), seed=4), seed=4)
-    subs = subscribe_all(sim, wl)
-    for node in sim.engines.values():
-        node.handlers["GetDocument"] = lambda req: pb.DocumentReply(found=False)
-    with caplog.at_level("WARNING", logger="cqengine.engine"):
-        for d in wl.docs:
-            sim.publish(d.docno, d.text, d.title)
-    assert_exact(sim.alerts(), wl.oracle(subs))
-    assert sim.tally["alerts_dropped"] == 0
-    assert any("measuring shadows" in r.getMessage() for r in caplog.records)
-
-
-def test_the_shadow_resolution_must_be_the_other_method():
-    with pytest.raises(SettingsError, match="other than td"):
-        Settings(resolution="td", shadow_resolution="td").validate()
-    with pytest.raises(SettingsError, match="other than bf"):
-        Settings(resolution="bf", shadow_resolution="xx").validate()
-    assert Settings(resolution="bf", shadow_resolution="td").validate().shadow_resolution == "td"
-
-
-def test_shadow_depths_must_be_distinct_and_shallower():
-    for depths in ((3,), (1, 1), (-1,)):
-        with pytest.raises(SettingsError, match="below the piggyback depth 3"):
-            Settings(piggyback=3, shadow_piggyback=depths).validate()
-    assert Settings(piggyback=3, shadow_piggyback=(0, 2)).validate().shadow_piggyback == (0, 2)
-
-
 # ---- 2. observations ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("strategy,resolution,nodes", [
     ("ri", "td", 1), ("mhi", "bf", 2), ("mhi", "td", 16), ("ri", "bf", 40), ("oi", "td", 24),
     ("sap-mhi", "td", 9)])
-def test_observations_only_prune(strategy, resolution, nodes):
+def test_observations_only_prune(strategy, resolution, nodes, monkeypatch):
     wl = workload(1)
     runs = {}
     for obs in (True, False):
-        s = make_settings(wl, strategy=strategy, resolution=resolution, seed=9, obs1=obs, obs2=obs)
+        # a ring whose QNs know the document without Observations 1 and 2
+        monkeypatch.setattr(engine, "knowledge", partial(knowledge, obs1=obs, obs2=obs))
+        s = make_settings(wl, strategy=strategy, resolution=resolution, seed=9)
         sim = EngineSimulator(nodes, s, seed=9)
         subs = subscribe_all(sim, wl)
         reports = [sim.publish(d.docno, d.text, d.title, via=sim.pick()) for d in wl.docs]
@@ -716,17 +652,8 @@ def test_analyzed_input_alerts_as_text_does_and_the_tally_sums_the_nodes():
     assert sim.tally["candidates"] == sum(r.candidates for r in reports)
 
 
-def test_a_dn_tells_a_measuring_qn_its_document():
-    """GetDocument, which only measurement asks: the document's term ids, ascending, as
-    Term Dialogue would answer them one by one, and what its alerts carry; an unknown
-    document is not found."""
-    sim = EngineSimulator(4, Settings(), seed=3)
-    dn = sim.pick()
-    text = "The levee held as the hurricane passed over the levee"
-    sim.publish("D1", text, title="Storm", via=dn)
-    engine = sim.engines[dn]
-    (key, doc), = engine.docs.items()
-    reply = engine.handle("GetDocument", pb.DocumentRequest(doc_key=key))
-    assert reply.found and list(reply.ids) == sorted({term_id(t) for t in analyze(f"Storm\n{text}")})
-    assert (reply.docno, reply.title, reply.snippet) == ("D1", "Storm", text)
-    assert not engine.handle("GetDocument", pb.DocumentRequest(doc_key=key ^ 1)).found
+def test_the_engine_service_serves_no_measurement():
+    """What only measurement needs (a document's term ids) is no RPC of the node: the
+    simulator's observer sees the documents as their DN stores them."""
+    assert {m.name for m in ENGINE_SERVICE.methods} == {
+        "GetConfig", "Index", "Unindex", "Announce", "GetBloom", "TermDialogue", "Matched", "Deliver", "Gossip"}

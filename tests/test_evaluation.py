@@ -174,15 +174,15 @@ def test_quick_takes_the_scale_it_is_given(tmp_path):
 
 
 def test_one_pass_measures_every_method_and_depth_as_runs_of_their_own_would(tmp_path, monkeypatch):
-    from cqengine.engine import EngineNode
-    echoed, real = tmp_path / "echoed", EngineNode._echo
+    from cqengine.evaluation.measure import Shadows
+    echoed, real = tmp_path / "echoed", Shadows._echo
 
-    def noting(self, sent, tag):  # the workers are forked: they note it in a file
-        if sent:
+    def noting(self, node, outcome, tag):  # the workers are forked: they note it in a file
+        if outcome.measured:
             with echoed.open("a") as f:
                 f.write(f"{tag}\n")
-        real(self, sent, tag)
-    monkeypatch.setattr(EngineNode, "_echo", noting)
+        real(self, node, outcome, tag)
+    monkeypatch.setattr(Shadows, "_echo", noting)
     mhi = [RunSpec(IndexSpec("mhi", "skew"), r, k) for k in (0, 2, 5) for r in ("td", "bf")]
     specs = mhi + [RunSpec(IndexSpec("mhi", "skew"), "td", 1)] + \
         [RunSpec(IndexSpec("ri", "uniform"), r, 0, "second") for r in ("bf", "td")]
@@ -216,7 +216,7 @@ def test_a_pass_does_not_depend_on_how_its_shadows_are_stacked(tmp_path, monkeyp
     """The simulator settles a document's measured shadows together, in stacks of about
     STACK queries across its QNs (a stack of few queries settles part by part): however
     they are cut, every run reads the same."""
-    import cqengine.engine as engine
+    import cqengine.evaluation.measure as engine
     stacked, real = tmp_path / "stacked", engine.Stack
 
     def noting(parts, *args):  # the workers are forked: they note it in a file
@@ -280,13 +280,14 @@ def test_a_pass_whose_two_methods_disagree_stops(monkeypatch):
 
 
 def test_a_pass_whose_depths_disagree_stops(monkeypatch):
-    """Likewise for a shadow depth: here one that presents no candidates at all."""
-    from cqengine.engine import EngineNode
-    real = EngineNode._count_candidates
+    """Likewise for a shadow depth: here one that matches nothing."""
+    from cqengine.evaluation.measure import Meter
+    real = Meter.measure
 
-    def none_at_shadow_depths(self, keep, tag):
-        return 0 if tag else real(self, keep, tag)
-    monkeypatch.setattr(EngineNode, "_count_candidates", none_at_shadow_depths)
+    def nothing_at_shadow_depths(self, block, keep, present, methods, tag, outcome):
+        found = real(self, block, keep, present, methods, tag, outcome)
+        return [] if tag else found
+    monkeypatch.setattr(Meter, "measure", nothing_at_shadow_depths)
     specs = [RunSpec(IndexSpec("mhi", "skew"), "td", k) for k in (0, 3)]
     with pytest.raises(EvaluationError, match="methods or depths matched different queries"):
         small_lab(2).run(specs)

@@ -11,13 +11,14 @@ import pytest
 from chord.ids import in_open, in_open_closed
 from hypothesis import given, settings, strategies as st
 
-from cqengine.announce import (Knowledge, Run, Told, announcement, bytes_saved, group_runs, knowledge, known_in_parts, may_match,
-                               successors, truncated)
+from cqengine.announce import Knowledge, Run, announcement, group_runs, knowledge, known_in_parts, may_match, successors
 from cqengine.bloom import BloomFilter, _positions, positions_array
 from cqengine.engine import PublishedDoc
 from cqengine.postings import Block, member, union_terms
 from cqengine.proto import cqengine_pb2 as pb
-from cqengine.resolution import FEW, Resolution, SmallResolution, Stack, Truth, pack_bits, unpack_bits, unpack_many
+from cqengine.evaluation.depths import Told, bytes_saved, truncated
+from cqengine.evaluation.measure import Stack, Truth
+from cqengine.resolution import FEW, Resolution, SmallResolution, pack_bits, unpack_bits, unpack_many
 
 SMALL = 2**16  # a small id space makes collisions between query and document ids common
 ids = st.integers(0, SMALL)
@@ -45,8 +46,8 @@ def test_a_shallower_announcement_is_a_deeper_one_cut_short(doc, dest_seq, deep,
     deeper = list(deliver(whole, dest_seq, deep))
     assert list(deliver(whole, dest_seq, k)) == [truncated(runs, k) for runs in deeper]
     for runs in deeper:
-        msg = announcement(7, "node-3", max(doc), runs, 2)
-        cut = announcement(7, "node-3", max(doc), truncated(runs, k), 2)
+        msg = announcement("node-3", 2, [(7, max(doc), runs)])
+        cut = announcement("node-3", 2, [(7, max(doc), truncated(runs, k))])
         assert bytes_saved(msg.runs, [k, deep]) == [msg.ByteSize() - cut.ByteSize(), 0]
 
 
@@ -100,9 +101,9 @@ def test_all_depths_at_once_know_what_each_depth_does_from_any_runs(runs, max_id
 
 def test_bytes_saved_counts_a_run_whose_length_prefix_shrinks():
     run = Run(list(range(1, 13)), prev=20, next=0, succ=list(range(30, 40)))  # 189 bytes, 107 without succ: a one-byte length then
-    msg = announcement(1, "", 0, [run, Run([50], 40, 60, [70])], 0)
+    msg = announcement("", 0, [(1, 0, [run, Run([50], 40, 60, [70])])])
     for k in range(11):
-        cut = announcement(1, "", 0, truncated([run, Run([50], 40, 60, [70])], k), 0)
+        cut = announcement("", 0, [(1, 0, truncated([run, Run([50], 40, 60, [70])], k))])
         assert bytes_saved(msg.runs, [k]) == [msg.ByteSize() - cut.ByteSize()]
 
 

@@ -14,21 +14,21 @@ on the number of workers.
 
 Term Dialogue and Bloom filter runs of one configuration differ only once a QN holds its
 candidates, so they are measured in one pass: every QN resolves its candidates both ways
-(the engine's shadow resolution, its messages counted under `bf:` kinds) and each run is
+(the shadow resolution of cqengine.evaluation.measure.Shadows, its messages counted under `bf:` kinds) and each run is
 read off the ledger as if it had been alone — which tests/test_evaluation.py checks against
 runs made separately. Piggyback depths likewise differ only in what a QN knows of the
 document (the announcement's tree does not depend on k, and a shallower depth's succ ids
 are the first of a deeper one's), so a ring's runs over the same documents are one pass:
 the announcement carries the deepest depth and every QN also prunes and resolves as each
-shallower depth would have (the engine's shadow depths, under `kD:` kinds and counters,
+shallower depth would have (its shadow depths, under `kD:` kinds and counters,
 with the announcement bytes each would have saved). Only the host's own method and depth
-sends its resolution messages: every shadow is measured (cqengine.engine.Meter), its
+sends its resolution messages: every shadow is measured (cqengine.evaluation.measure.Meter), its
 messages worked out from the DN's answers and counted as echoes, as its run alone would
 have sent them. Every method and depth must match the same queries at every QN.
 
 The indexes of one workload differ only in where each query sits; the announcement does
 not depend on them, so a workload is one pass too: one ring hosts the others' indexes as
-shadow indexes (cqengine.engine.ShadowIndex, under INDEX/kD: kinds and counters), which
+shadow indexes (cqengine.evaluation.measure.ShadowIndex, under INDEX/kD: kinds and counters), which
 every QN also resolves at the depths wanted of them. A shadow index's matches are
 measured too (the report to the DN and the alert batches it would send are counted),
 and checked against the matcher as the host's alerts are. A shadow index measuring the
@@ -56,9 +56,9 @@ import mmh3
 import numpy as np
 
 from cqengine.config import RESOLUTIONS, Settings
-from cqengine.engine import ShadowIndex, depth_tag, resolution_tag
 from cqengine.evaluation import EvaluationError
 from cqengine.evaluation.inputs import Corpus, oracle, popular_ranking, workload
+from cqengine.evaluation.measure import ShadowIndex, Shadows, depth_tag, resolution_tag
 from cqengine.progress import Progress
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.sim import ANNOUNCE, RESOLUTION, EngineSimulator
@@ -503,27 +503,26 @@ class IndexedRing:
     def _publish_share(self, p: Pass, positions: list[int], count, rings: dict[IndexSpec, "IndexedRing"]) -> dict:
         sim, corpus, seed, half = self.sim, self.lab.corpus, self.lab.scale.seed, self.lab.half
         settings = sim.settings  # every node's
-        settings.resolution, settings.shadow_resolution = p.resolution, p.shadow
-        settings.piggyback, settings.shadow_piggyback = p.piggyback, p.depths[:-1]
+        settings.resolution, settings.piggyback = p.resolution, p.piggyback
         settings.validate()
-        disagreed = sim.tally["shadow_disagreements"]
+        shadows = Shadows(p.shadow, p.depths[:-1])
+        shadows.check(settings)
+        sim.observe(shadows)
         shadowed = Counter()  # the counters of shadows (TAG:NAME)
         alerted: list[tuple] = []
-        matched: dict[str, list[int]] = {}  # shadow index -> the subscriptions it matched
         for e in sim.engines.values():
             e.alert_listeners.append(lambda sub, e=e: alerted.append((e, sub)))
-            e.shadow_listeners.append(lambda name, subs: matched.setdefault(name, []).extend(subs))
         marks = {"all": (sim.ring.ledger.snapshot(), Counter())}  # where each half's growth starts
         rows: list[tuple] = []
         tally = {p.index_tag(part.index): Counter() for part in (p, *p.shadows)}
-        self._host(p, "all", rings)
+        self._host(p, "all", rings, shadows)
         for j in positions:  # ascending: the second half's shadow indexes join once it starts
             if j >= half and "second" not in marks:
                 marks["second"] = (sim.ring.ledger.snapshot(), shadowed.copy())
-                self._host(p, "second", rings)
+                self._host(p, "second", rings, shadows)
             docno = corpus.docnos[j]
             alerted.clear()
-            matched.clear()
+            shadows.matched.clear()
             report = sim.publish_terms(docno, corpus.terms[j],
                                        via=self.addresses[place(seed, "doc", docno, len(self.addresses))])
             got = set()
@@ -535,15 +534,15 @@ class IndexedRing:
             for shadow in p.shadows:
                 if shadow.documents == "all" or j >= half:
                     query_of = rings[shadow.index].query_of
-                    check(tally[shadow.index.tag], {query_of[sub] for sub in matched.get(shadow.index.tag, ())},
-                          self.oracle[j])
+                    check(tally[shadow.index.tag],
+                          {query_of[sub] for sub in shadows.matched.get(shadow.index.tag, ())}, self.oracle[j])
             counters = {k: n for k, n in report.counters.items() if ":" in k}
             shadowed.update(counters)
             rows.append((j, report.candidates, report.matches, report.alerts,
                          {k: (c.messages, c.bytes) for k, c in report.kinds.items()}, counters))
             count.value += 1
         for t in tally.values():
-            t["disagreements"] += sim.tally["shadow_disagreements"] - disagreed
+            t["disagreements"] += sim.tally["shadow_disagreements"]
         after = sim.ring.ledger.snapshot()
         marks.setdefault("second", (after, shadowed.copy()))
         growth = {docs: {k: [c.messages - before[k].messages if k in before else c.messages,
@@ -553,13 +552,14 @@ class IndexedRing:
                 "ledger": {docs: {k: v for k, v in g.items() if v[0]} for docs, g in growth.items()},
                 "counters": {docs: dict(shadowed - since) for docs, (_, since) in marks.items()}}
 
-    def _host(self, p: Pass, documents: str, rings: dict[IndexSpec, "IndexedRing"]) -> None:
+    def _host(self, p: Pass, documents: str, rings: dict[IndexSpec, "IndexedRing"], shadows: Shadows) -> None:
         """Host the shadow indexes that measure these documents on every node."""
         for shadow in p.shadows:
             if shadow.documents == documents:
                 theirs = rings[shadow.index].sim.engines
-                for address, e in self.sim.engines.items():
-                    e.shadow_indexes[shadow.index.tag] = ShadowIndex(theirs[address].index, shadow.depths)
+                for address in self.sim.engines:
+                    shadows.indexes.setdefault(address, {})[shadow.index.tag] = \
+                        ShadowIndex(theirs[address].index, shadow.depths)
 
 
 def answer(conn, fn, *args) -> None:

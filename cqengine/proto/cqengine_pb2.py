@@ -24,13 +24,27 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x63qengine/proto/cqengine.proto\x12\x08\x63qengine\"!\n\x10SubscribeRequest\x12\r\n\x05query\x18\x01 \x01(\t\"i\n\x0eSubscribeReply\x12\x17\n\x0fsubscription_id\x18\x01 \x01(\x06\x12\r\n\x05token\x18\x02 \x01(\t\x12\r\n\x05terms\x18\x03 \x03(\t\x12\x12\n\nindex_term\x18\x04 \x01(\t\x12\x0c\n\x04home\x18\x05 \x01(\t\"<\n\x12UnsubscribeRequest\x12\x17\n\x0fsubscription_id\x18\x01 \x01(\x06\x12\r\n\x05token\x18\x02 \x01(\t\"\x12\n\x10UnsubscribeReply\"<\n\x0ePublishRequest\x12\r\n\x05\x64ocno\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\x0c\x12\r\n\x05title\x18\x03 \x01(\t\"@\n\x0cPublishReply\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\x12\r\n\x05terms\x18\x02 \x01(\r\x12\x0f\n\x07\x64oc_key\x18\x03 \x01(\x06\"7\n\rStreamRequest\x12\x17\n\x0fsubscription_id\x18\x01 \x01(\x06\x12\r\n\x05token\x18\x02 \x01(\t\"O\n\x05\x41lert\x12\x17\n\x0fsubscription_id\x18\x01 \x01(\x06\x12\r\n\x05\x64ocno\x18\x02 \x01(\t\x12\r\n\x05title\x18\x03 \x01(\t\x12\x0f\n\x07snippet\x18\x04 \x01(\t\"\x0e\n\x0cStatsRequest\"6\n\x05\x43ount\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x10\n\x08messages\x18\x02 \x01(\x04\x12\r\n\x05\x62ytes\x18\x03 \x01(\x04\"\xd9\x02\n\nStatsReply\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0f\n\x07node_id\x18\x02 \x01(\x06\x12\x1f\n\x06ledger\x18\x03 \x03(\x0b\x32\x0f.cqengine.Count\x12\x15\n\rindex_entries\x18\x04 \x01(\x04\x12\x15\n\rsubscriptions\x18\x05 \x01(\x04\x12\x1b\n\x13\x64ocuments_published\x18\x06 \x01(\x04\x12\x12\n\ncandidates\x18\x07 \x01(\x04\x12\x0f\n\x07matches\x18\x08 \x01(\x04\x12\x18\n\x10\x61lerts_delivered\x18\t \x01(\x04\x12\x16\n\x0e\x61lerts_dropped\x18\n \x01(\x04\x12&\n\x06\x63onfig\x18\x0b \x01(\x0b\x32\x16.cqengine.EngineConfig\x12\x15\n\rsynopsis_size\x18\x0c \x01(\x04\x12\x17\n\x0fsynopsis_digest\x18\r \x01(\x06\x12\x11\n\treindexed\x18\x0e \x01(\x04\"\xcc\x02\n\x0c\x45ngineConfig\x12\x10\n\x08strategy\x18\x01 \x01(\t\x12\x11\n\tpiggyback\x18\x02 \x01(\r\x12\x12\n\nresolution\x18\x03 \x01(\t\x12\x12\n\nbloom_bits\x18\x04 \x01(\r\x12\x14\n\x0c\x62loom_hashes\x18\x05 \x01(\r\x12\x12\n\nstats_path\x18\x06 \x01(\t\x12\x14\n\x0cpopular_path\x18\x07 \x01(\t\x12\x1a\n\x12max_document_bytes\x18\x08 \x01(\x04\x12\x0c\n\x04seed\x18\t \x01(\x04\x12\x16\n\x0e\x64ialogue_batch\x18\n \x01(\r\x12\x12\n\nsynopsis_k\x18\x0b \x01(\r\x12\x12\n\nsynopsis_y\x18\x0c \x01(\r\x12\x17\n\x0fsynopsis_hashes\x18\r \x01(\r\x12\x15\n\rgossip_period\x18\x0e \x01(\x01\x12\x15\n\rreindex_grace\x18\x0f \x01(\x01\"\x0f\n\rConfigRequest\"A\n\rGossipRequest\x12\x10\n\x08term_ids\x18\x01 \x03(\x06\x12\x0e\n\x06values\x18\x02 \x01(\x0c\x12\x0e\n\x06hashes\x18\x03 \x01(\r\"\x05\n\x03\x41\x63k\"f\n\nQueryEntry\x12\x17\n\x0fsubscription_id\x18\x01 \x01(\x06\x12\x10\n\x08term_ids\x18\x02 \x03(\x06\x12\r\n\x05terms\x18\x03 \x03(\t\x12\x10\n\x08index_id\x18\x04 \x01(\x06\x12\x0c\n\x04home\x18\x05 \x01(\t\"3\n\x0cIndexRequest\x12#\n\x05\x65ntry\x18\x01 \x01(\x0b\x32\x14.cqengine.QueryEntry\";\n\x0eUnindexRequest\x12\x10\n\x08index_id\x18\x01 \x01(\x06\x12\x17\n\x0fsubscription_id\x18\x02 \x01(\x06\"\x1b\n\nIndexReply\x12\r\n\x05owner\x18\x01 \x01(\x08\"<\n\x03Run\x12\x0b\n\x03ids\x18\x01 \x03(\x06\x12\x0c\n\x04prev\x18\x02 \x01(\x06\x12\x0c\n\x04next\x18\x03 \x01(\x06\x12\x0c\n\x04succ\x18\x04 \x03(\x06\"f\n\x0c\x41nnouncement\x12\x0f\n\x07\x64oc_key\x18\x01 \x01(\x06\x12\n\n\x02\x64n\x18\x02 \x01(\t\x12\x0e\n\x06max_id\x18\x03 \x01(\x06\x12\x1b\n\x04runs\x18\x04 \x03(\x0b\x32\r.cqengine.Run\x12\x0c\n\x04hops\x18\x05 \x01(\r\"\x1f\n\x0c\x42loomRequest\x12\x0f\n\x07\x64oc_key\x18\x01 \x01(\x06\")\n\nBloomReply\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\x0c\n\x04\x62its\x18\x02 \x01(\x0c\"/\n\x0f\x44ialogueRequest\x12\x0f\n\x07\x64oc_key\x18\x01 \x01(\x06\x12\x0b\n\x03ids\x18\x02 \x03(\x06\"/\n\rDialogueReply\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\x0f\n\x07present\x18\x02 \x01(\x0c\"\"\n\x0f\x44ocumentRequest\x12\x0f\n\x07\x64oc_key\x18\x01 \x01(\x06\"Z\n\rDocumentReply\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\x0b\n\x03ids\x18\x02 \x03(\x06\x12\r\n\x05\x64ocno\x18\x03 \x01(\t\x12\r\n\x05title\x18\x04 \x01(\t\x12\x0f\n\x07snippet\x18\x05 \x01(\t\".\n\x05Match\x12\x17\n\x0fsubscription_id\x18\x01 \x01(\x06\x12\x0c\n\x04home\x18\x02 \x01(\t\"Q\n\x0eMatchedRequest\x12\x0f\n\x07\x64oc_key\x18\x01 \x01(\x06\x12 \n\x07matches\x18\x02 \x03(\x0b\x32\x0f.cqengine.MatchJ\x04\x08\x03\x10\x04R\x06shadow\"U\n\nAlertBatch\x12\r\n\x05\x64ocno\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x0f\n\x07snippet\x18\x03 \x01(\t\x12\x18\n\x10subscription_ids\x18\x04 \x03(\x06\x32\xc6\x02\n\x08\x43QEngine\x12\x41\n\tSubscribe\x12\x1a.cqengine.SubscribeRequest\x1a\x18.cqengine.SubscribeReply\x12G\n\x0bUnsubscribe\x12\x1c.cqengine.UnsubscribeRequest\x1a\x1a.cqengine.UnsubscribeReply\x12;\n\x07Publish\x12\x18.cqengine.PublishRequest\x1a\x16.cqengine.PublishReply\x12:\n\x0cStreamAlerts\x12\x17.cqengine.StreamRequest\x1a\x0f.cqengine.Alert0\x01\x12\x35\n\x05Stats\x12\x16.cqengine.StatsRequest\x1a\x14.cqengine.StatsReply2\xc2\x04\n\x06\x45ngine\x12<\n\tGetConfig\x12\x17.cqengine.ConfigRequest\x1a\x16.cqengine.EngineConfig\x12\x35\n\x05Index\x12\x16.cqengine.IndexRequest\x1a\x14.cqengine.IndexReply\x12\x39\n\x07Unindex\x12\x18.cqengine.UnindexRequest\x1a\x14.cqengine.IndexReply\x12\x31\n\x08\x41nnounce\x12\x16.cqengine.Announcement\x1a\r.cqengine.Ack\x12\x38\n\x08GetBloom\x12\x16.cqengine.BloomRequest\x1a\x14.cqengine.BloomReply\x12\x42\n\x0cTermDialogue\x12\x19.cqengine.DialogueRequest\x1a\x17.cqengine.DialogueReply\x12\x32\n\x07Matched\x12\x18.cqengine.MatchedRequest\x1a\r.cqengine.Ack\x12.\n\x07\x44\x65liver\x12\x14.cqengine.AlertBatch\x1a\r.cqengine.Ack\x12\x30\n\x06Gossip\x12\x17.cqengine.GossipRequest\x1a\r.cqengine.Ack\x12\x41\n\x0bGetDocument\x12\x19.cqengine.DocumentRequest\x1a\x17.cqengine.DocumentReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x63qengine/proto/cqengine.proto\x12\x08\x63qengine\"!\n\x10SubscribeRequest\x12\r\n\x05query\x18\x01 \x01(\t\"i\n\x0eSubscribeReply\x12\x17\n\x0fsubscription_id\x18\x01 \x01(\x06\x12\r\n\x05token\x18\x02 \x01(\t\x12\r\n\x05terms\x18\x03 \x03(\t\x12\x12\n\nindex_term\x18\x04 \x01(\t\x12\x0c\n\x04home\x18\x05 \x01(\t\"<\n\x12UnsubscribeRequest\x12\x17\n\x0fsubscription_id\x18\x01 \x01(\x06\x12\r\n\x05token\x18\x02 \x01(\t\"\x12\n\x10UnsubscribeReply\"<\n\x0ePublishRequest\x12\r\n\x05\x64ocno\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\x0c\x12\r\n\x05title\x18\x03 \x01(\t\"@\n\x0cPublishReply\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\x12\r\n\x05terms\x18\x02 \x01(\r\x12\x0f\n\x07\x64oc_key\x18\x03 \x01(\x06\"7\n\rStreamRequest\x12\x17\n\x0fsubscription_id\x18\x01 \x01(\x06\x12\r\n\x05token\x18\x02 \x01(\t\"O\n\x05\x41lert\x12\x17\n\x0fsubscription_id\x18\x01 \x01(\x06\x12\r\n\x05\x64ocno\x18\x02 \x01(\t\x12\r\n\x05title\x18\x03 \x01(\t\x12\x0f\n\x07snippet\x18\x04 \x01(\t\"\x0e\n\x0cStatsRequest\"6\n\x05\x43ount\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x10\n\x08messages\x18\x02 \x01(\x04\x12\r\n\x05\x62ytes\x18\x03 \x01(\x04\"\xd9\x02\n\nStatsReply\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0f\n\x07node_id\x18\x02 \x01(\x06\x12\x1f\n\x06ledger\x18\x03 \x03(\x0b\x32\x0f.cqengine.Count\x12\x15\n\rindex_entries\x18\x04 \x01(\x04\x12\x15\n\rsubscriptions\x18\x05 \x01(\x04\x12\x1b\n\x13\x64ocuments_published\x18\x06 \x01(\x04\x12\x12\n\ncandidates\x18\x07 \x01(\x04\x12\x0f\n\x07matches\x18\x08 \x01(\x04\x12\x18\n\x10\x61lerts_delivered\x18\t \x01(\x04\x12\x16\n\x0e\x61lerts_dropped\x18\n \x01(\x04\x12&\n\x06\x63onfig\x18\x0b \x01(\x0b\x32\x16.cqengine.EngineConfig\x12\x15\n\rsynopsis_size\x18\x0c \x01(\x04\x12\x17\n\x0fsynopsis_digest\x18\r \x01(\x06\x12\x11\n\treindexed\x18\x0e \x01(\x04\"\xcc\x02\n\x0c\x45ngineConfig\x12\x10\n\x08strategy\x18\x01 \x01(\t\x12\x11\n\tpiggyback\x18\x02 \x01(\r\x12\x12\n\nresolution\x18\x03 \x01(\t\x12\x12\n\nbloom_bits\x18\x04 \x01(\r\x12\x14\n\x0c\x62loom_hashes\x18\x05 \x01(\r\x12\x12\n\nstats_path\x18\x06 \x01(\t\x12\x14\n\x0cpopular_path\x18\x07 \x01(\t\x12\x1a\n\x12max_document_bytes\x18\x08 \x01(\x04\x12\x0c\n\x04seed\x18\t \x01(\x04\x12\x16\n\x0e\x64ialogue_batch\x18\n \x01(\r\x12\x12\n\nsynopsis_k\x18\x0b \x01(\r\x12\x12\n\nsynopsis_y\x18\x0c \x01(\r\x12\x17\n\x0fsynopsis_hashes\x18\r \x01(\r\x12\x15\n\rgossip_period\x18\x0e \x01(\x01\x12\x15\n\rreindex_grace\x18\x0f \x01(\x01\"\x0f\n\rConfigRequest\"A\n\rGossipRequest\x12\x10\n\x08term_ids\x18\x01 \x03(\x06\x12\x0e\n\x06values\x18\x02 \x01(\x0c\x12\x0e\n\x06hashes\x18\x03 \x01(\r\"\x05\n\x03\x41\x63k\"f\n\nQueryEntry\x12\x17\n\x0fsubscription_id\x18\x01 \x01(\x06\x12\x10\n\x08term_ids\x18\x02 \x03(\x06\x12\r\n\x05terms\x18\x03 \x03(\t\x12\x10\n\x08index_id\x18\x04 \x01(\x06\x12\x0c\n\x04home\x18\x05 \x01(\t\"3\n\x0cIndexRequest\x12#\n\x05\x65ntry\x18\x01 \x01(\x0b\x32\x14.cqengine.QueryEntry\";\n\x0eUnindexRequest\x12\x10\n\x08index_id\x18\x01 \x01(\x06\x12\x17\n\x0fsubscription_id\x18\x02 \x01(\x06\"\x1b\n\nIndexReply\x12\r\n\x05owner\x18\x01 \x01(\x08\"I\n\x03Run\x12\x0b\n\x03ids\x18\x01 \x03(\x06\x12\x0c\n\x04prev\x18\x02 \x01(\x06\x12\x0c\n\x04next\x18\x03 \x01(\x06\x12\x0c\n\x04succ\x18\x04 \x03(\x06\x12\x0b\n\x03\x64oc\x18\x05 \x01(\r\"p\n\x0c\x41nnouncement\x12\x14\n\x08\x64oc_keys\x18\x01 \x03(\x06\x42\x02\x10\x00\x12\n\n\x02\x64n\x18\x02 \x01(\t\x12\x13\n\x07max_ids\x18\x03 \x03(\x06\x42\x02\x10\x00\x12\x1b\n\x04runs\x18\x04 \x03(\x0b\x32\r.cqengine.Run\x12\x0c\n\x04hops\x18\x05 \x01(\r\"$\n\x0c\x42loomRequest\x12\x14\n\x08\x64oc_keys\x18\x01 \x03(\x06\x42\x02\x10\x00\"-\n\nBloomReply\x12\x11\n\x05\x66ound\x18\x01 \x03(\x08\x42\x02\x10\x00\x12\x0c\n\x04\x62its\x18\x02 \x01(\x0c\"D\n\x0f\x44ialogueRequest\x12\x14\n\x08\x64oc_keys\x18\x01 \x03(\x06\x42\x02\x10\x00\x12\x0b\n\x03ids\x18\x02 \x03(\x06\x12\x0e\n\x06\x63ounts\x18\x03 \x03(\r\"3\n\rDialogueReply\x12\x11\n\x05\x66ound\x18\x01 \x03(\x08\x42\x02\x10\x00\x12\x0f\n\x07present\x18\x02 \x01(\x0c\";\n\x05Match\x12\x17\n\x0fsubscription_id\x18\x01 \x01(\x06\x12\x0c\n\x04home\x18\x02 \x01(\t\x12\x0b\n\x03\x64oc\x18\x03 \x01(\r\"V\n\x0eMatchedRequest\x12\x14\n\x08\x64oc_keys\x18\x01 \x03(\x06\x42\x02\x10\x00\x12 \n\x07matches\x18\x02 \x03(\x0b\x32\x0f.cqengine.MatchJ\x04\x08\x03\x10\x04R\x06shadow\"h\n\nAlertBatch\x12\x0e\n\x06\x64ocnos\x18\x01 \x03(\t\x12\x0e\n\x06titles\x18\x02 \x03(\t\x12\x10\n\x08snippets\x18\x03 \x03(\t\x12\x18\n\x10subscription_ids\x18\x04 \x03(\x06\x12\x0e\n\x06\x63ounts\x18\x05 \x03(\r2\xc6\x02\n\x08\x43QEngine\x12\x41\n\tSubscribe\x12\x1a.cqengine.SubscribeRequest\x1a\x18.cqengine.SubscribeReply\x12G\n\x0bUnsubscribe\x12\x1c.cqengine.UnsubscribeRequest\x1a\x1a.cqengine.UnsubscribeReply\x12;\n\x07Publish\x12\x18.cqengine.PublishRequest\x1a\x16.cqengine.PublishReply\x12:\n\x0cStreamAlerts\x12\x17.cqengine.StreamRequest\x1a\x0f.cqengine.Alert0\x01\x12\x35\n\x05Stats\x12\x16.cqengine.StatsRequest\x1a\x14.cqengine.StatsReply2\xff\x03\n\x06\x45ngine\x12<\n\tGetConfig\x12\x17.cqengine.ConfigRequest\x1a\x16.cqengine.EngineConfig\x12\x35\n\x05Index\x12\x16.cqengine.IndexRequest\x1a\x14.cqengine.IndexReply\x12\x39\n\x07Unindex\x12\x18.cqengine.UnindexRequest\x1a\x14.cqengine.IndexReply\x12\x31\n\x08\x41nnounce\x12\x16.cqengine.Announcement\x1a\r.cqengine.Ack\x12\x38\n\x08GetBloom\x12\x16.cqengine.BloomRequest\x1a\x14.cqengine.BloomReply\x12\x42\n\x0cTermDialogue\x12\x19.cqengine.DialogueRequest\x1a\x17.cqengine.DialogueReply\x12\x32\n\x07Matched\x12\x18.cqengine.MatchedRequest\x1a\r.cqengine.Ack\x12.\n\x07\x44\x65liver\x12\x14.cqengine.AlertBatch\x1a\r.cqengine.Ack\x12\x30\n\x06Gossip\x12\x17.cqengine.GossipRequest\x1a\r.cqengine.Ackb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'cqengine.proto.cqengine_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_ANNOUNCEMENT'].fields_by_name['doc_keys']._loaded_options = None
+  _globals['_ANNOUNCEMENT'].fields_by_name['doc_keys']._serialized_options = b'\020\000'
+  _globals['_ANNOUNCEMENT'].fields_by_name['max_ids']._loaded_options = None
+  _globals['_ANNOUNCEMENT'].fields_by_name['max_ids']._serialized_options = b'\020\000'
+  _globals['_BLOOMREQUEST'].fields_by_name['doc_keys']._loaded_options = None
+  _globals['_BLOOMREQUEST'].fields_by_name['doc_keys']._serialized_options = b'\020\000'
+  _globals['_BLOOMREPLY'].fields_by_name['found']._loaded_options = None
+  _globals['_BLOOMREPLY'].fields_by_name['found']._serialized_options = b'\020\000'
+  _globals['_DIALOGUEREQUEST'].fields_by_name['doc_keys']._loaded_options = None
+  _globals['_DIALOGUEREQUEST'].fields_by_name['doc_keys']._serialized_options = b'\020\000'
+  _globals['_DIALOGUEREPLY'].fields_by_name['found']._loaded_options = None
+  _globals['_DIALOGUEREPLY'].fields_by_name['found']._serialized_options = b'\020\000'
+  _globals['_MATCHEDREQUEST'].fields_by_name['doc_keys']._loaded_options = None
+  _globals['_MATCHEDREQUEST'].fields_by_name['doc_keys']._serialized_options = b'\020\000'
   _globals['_SUBSCRIBEREQUEST']._serialized_start=43
   _globals['_SUBSCRIBEREQUEST']._serialized_end=76
   _globals['_SUBSCRIBEREPLY']._serialized_start=78
@@ -70,29 +84,25 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_INDEXREPLY']._serialized_start=1597
   _globals['_INDEXREPLY']._serialized_end=1624
   _globals['_RUN']._serialized_start=1626
-  _globals['_RUN']._serialized_end=1686
-  _globals['_ANNOUNCEMENT']._serialized_start=1688
-  _globals['_ANNOUNCEMENT']._serialized_end=1790
-  _globals['_BLOOMREQUEST']._serialized_start=1792
-  _globals['_BLOOMREQUEST']._serialized_end=1823
-  _globals['_BLOOMREPLY']._serialized_start=1825
-  _globals['_BLOOMREPLY']._serialized_end=1866
-  _globals['_DIALOGUEREQUEST']._serialized_start=1868
-  _globals['_DIALOGUEREQUEST']._serialized_end=1915
-  _globals['_DIALOGUEREPLY']._serialized_start=1917
-  _globals['_DIALOGUEREPLY']._serialized_end=1964
-  _globals['_DOCUMENTREQUEST']._serialized_start=1966
-  _globals['_DOCUMENTREQUEST']._serialized_end=2000
-  _globals['_DOCUMENTREPLY']._serialized_start=2002
-  _globals['_DOCUMENTREPLY']._serialized_end=2092
-  _globals['_MATCH']._serialized_start=2094
-  _globals['_MATCH']._serialized_end=2140
-  _globals['_MATCHEDREQUEST']._serialized_start=2142
-  _globals['_MATCHEDREQUEST']._serialized_end=2223
-  _globals['_ALERTBATCH']._serialized_start=2225
-  _globals['_ALERTBATCH']._serialized_end=2310
-  _globals['_CQENGINE']._serialized_start=2313
-  _globals['_CQENGINE']._serialized_end=2639
-  _globals['_ENGINE']._serialized_start=2642
-  _globals['_ENGINE']._serialized_end=3220
+  _globals['_RUN']._serialized_end=1699
+  _globals['_ANNOUNCEMENT']._serialized_start=1701
+  _globals['_ANNOUNCEMENT']._serialized_end=1813
+  _globals['_BLOOMREQUEST']._serialized_start=1815
+  _globals['_BLOOMREQUEST']._serialized_end=1851
+  _globals['_BLOOMREPLY']._serialized_start=1853
+  _globals['_BLOOMREPLY']._serialized_end=1898
+  _globals['_DIALOGUEREQUEST']._serialized_start=1900
+  _globals['_DIALOGUEREQUEST']._serialized_end=1968
+  _globals['_DIALOGUEREPLY']._serialized_start=1970
+  _globals['_DIALOGUEREPLY']._serialized_end=2021
+  _globals['_MATCH']._serialized_start=2023
+  _globals['_MATCH']._serialized_end=2082
+  _globals['_MATCHEDREQUEST']._serialized_start=2084
+  _globals['_MATCHEDREQUEST']._serialized_end=2170
+  _globals['_ALERTBATCH']._serialized_start=2172
+  _globals['_ALERTBATCH']._serialized_end=2276
+  _globals['_CQENGINE']._serialized_start=2279
+  _globals['_CQENGINE']._serialized_end=2605
+  _globals['_ENGINE']._serialized_start=2608
+  _globals['_ENGINE']._serialized_end=3119
 # @@protoc_insertion_point(module_scope)

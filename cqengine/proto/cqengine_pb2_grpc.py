@@ -278,6 +278,12 @@ class CQEngine:
 class EngineStub:
     """---------------------------------------------------------------- node to node
 
+    The unit of work is a batch of documents from one publishing node (DN). A batch of one is
+    the paper's protocol, and each message below then has the bytes of its one-document form:
+    the per-document fields are repeated but not packed (one element encodes as a singular
+    field would), a run or match names its document by its place in the batch (0, the
+    first, is not sent) and per-document counts are sent only for batches of several.
+
     """
 
     def __init__(self, channel):
@@ -331,15 +337,16 @@ class EngineStub:
                 request_serializer=cqengine_dot_proto_dot_cqengine__pb2.GossipRequest.SerializeToString,
                 response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.Ack.FromString,
                 _registered_method=True)
-        self.GetDocument = channel.unary_unary(
-                '/cqengine.Engine/GetDocument',
-                request_serializer=cqengine_dot_proto_dot_cqengine__pb2.DocumentRequest.SerializeToString,
-                response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.DocumentReply.FromString,
-                _registered_method=True)
 
 
 class EngineServicer:
     """---------------------------------------------------------------- node to node
+
+    The unit of work is a batch of documents from one publishing node (DN). A batch of one is
+    the paper's protocol, and each message below then has the bytes of its one-document form:
+    the per-document fields are repeated but not packed (one element encodes as a singular
+    field would), a run or match names its document by its place in the batch (0, the
+    first, is not sent) and per-document counts are sent only for batches of several.
 
     """
 
@@ -397,14 +404,6 @@ class EngineServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def GetDocument(self, request, context):
-        """Measurement only: the document as its DN holds it, with which an experiment's QN
-        works out what its shadows would send instead of sending it (cqengine.engine.Meter).
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
 
 def add_EngineServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -453,11 +452,6 @@ def add_EngineServicer_to_server(servicer, server):
                     request_deserializer=cqengine_dot_proto_dot_cqengine__pb2.GossipRequest.FromString,
                     response_serializer=cqengine_dot_proto_dot_cqengine__pb2.Ack.SerializeToString,
             ),
-            'GetDocument': grpc.unary_unary_rpc_method_handler(
-                    servicer.GetDocument,
-                    request_deserializer=cqengine_dot_proto_dot_cqengine__pb2.DocumentRequest.FromString,
-                    response_serializer=cqengine_dot_proto_dot_cqengine__pb2.DocumentReply.SerializeToString,
-            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'cqengine.Engine', rpc_method_handlers)
@@ -468,6 +462,12 @@ def add_EngineServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class Engine:
     """---------------------------------------------------------------- node to node
+
+    The unit of work is a batch of documents from one publishing node (DN). A batch of one is
+    the paper's protocol, and each message below then has the bytes of its one-document form:
+    the per-document fields are repeated but not packed (one element encodes as a singular
+    field would), a run or match names its document by its place in the batch (0, the
+    first, is not sent) and per-document counts are sent only for batches of several.
 
     """
 
@@ -704,33 +704,6 @@ class Engine:
             '/cqengine.Engine/Gossip',
             cqengine_dot_proto_dot_cqengine__pb2.GossipRequest.SerializeToString,
             cqengine_dot_proto_dot_cqengine__pb2.Ack.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def GetDocument(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/cqengine.Engine/GetDocument',
-            cqengine_dot_proto_dot_cqengine__pb2.DocumentRequest.SerializeToString,
-            cqengine_dot_proto_dot_cqengine__pb2.DocumentReply.FromString,
             options,
             channel_credentials,
             insecure,

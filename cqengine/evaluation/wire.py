@@ -1,10 +1,10 @@
 """Sizes of the engine's messages on the wire, worked out without building them.
 
 Measurement needs the bytes of messages that are never sent: the announcement a
-shallower piggyback depth would have carried (cqengine.announce.bytes_saved) and the
-resolution calls and alerts of a measured shadow (cqengine.engine.Meter). Every field of these
-messages has a number below 16, so its tag is one byte. Tests check each size against
-protobuf's own ByteSize.
+shallower piggyback depth would have carried (cqengine.evaluation.depths.bytes_saved)
+and the resolution calls and alerts of a measured shadow (cqengine.evaluation.measure),
+each of one document. Every field of these messages has a number below 16, so its tag is
+one byte. Tests check each size against the bytes of the message the engine sends.
 """
 
 from __future__ import annotations
@@ -24,11 +24,19 @@ def packed_fixed64_size(n: int) -> int:
 
 def bytes_field_size(n: int) -> int:
     """A bytes field of n bytes (none if empty)."""
-    return 1 + varint_size(n) + n if n else 0
+    return element_size(n) if n else 0
+
+
+def element_size(n: int) -> int:
+    """An element of n bytes of a repeated bytes or string field: sent even if empty."""
+    return 1 + varint_size(n) + n
 
 
 def fixed64_field_size(v: int) -> int:
     return 9 if v else 0
+
+
+KEY = 9  # a document's key: an element of a repeated fixed64 field, not packed (cqengine.proto)
 
 
 @lru_cache(maxsize=4096)  # node addresses and a document's strings, over and over
@@ -44,23 +52,23 @@ def message_field_size(size: int) -> int:
 FOUND = 2  # `found = true`: a tag and one byte
 
 
-def dialogue_sizes(doc_key: int, n: int) -> tuple[int, int]:
+def dialogue_sizes(n: int) -> tuple[int, int]:
     """A Term Dialogue round asking n ids that the DN answers: request and reply bytes."""
-    return fixed64_field_size(doc_key) + packed_fixed64_size(n), FOUND + bytes_field_size((n + 7) // 8)
+    return KEY + packed_fixed64_size(n), FOUND + bytes_field_size((n + 7) // 8)
 
 
-def bloom_sizes(doc_key: int, bits: int) -> tuple[int, int]:
+def bloom_sizes(bits: int) -> tuple[int, int]:
     """A Bloom filter of `bits` bits fetched from the DN: request and reply bytes."""
-    return fixed64_field_size(doc_key), FOUND + bytes_field_size(bits // 8)
+    return KEY, FOUND + bytes_field_size(bits // 8)
 
 
-def matched_size(doc_key: int, matches: Iterable[tuple[int, str]]) -> int:
+def matched_size(matches: Iterable[tuple[int, str]]) -> int:
     """A QN's report of its matches, (subscription id, home) each, to the DN."""
-    return fixed64_field_size(doc_key) + sum(
-        message_field_size(fixed64_field_size(sub) + string_field_size(home)) for sub, home in matches)
+    return KEY + sum(message_field_size(fixed64_field_size(sub) + string_field_size(home)) for sub, home in matches)
 
 
 def alert_batch_size(docno: str, title: str, snippet: str, n: int) -> int:
-    """The DN's batch of alerts for n subscriptions of one home node."""
-    return string_field_size(docno) + string_field_size(title) + string_field_size(snippet) + \
+    """The DN's batch of alerts of one document for n subscriptions of one home node (its
+    docno an element of a repeated field: sent even if empty)."""
+    return element_size(len(docno.encode("utf-8"))) + string_field_size(title) + string_field_size(snippet) + \
         packed_fixed64_size(n)

@@ -1,0 +1,655 @@
+"""Measurement: observers of a simulated ring's engine nodes (cqengine.observer).
+
+`Tally` sums every node's counters ring-wide. `Shadows` also measures, in one pass over
+the documents, what other settings would have sent: the other resolution method (the
+shadow method), shallower piggyback depths (shadow depths) and other strategies' indexes
+of the same subscriptions (shadow indexes). The runs of a pass differ only in what
+happens at a QN once it holds its runs of a document, and that is where it attaches
+(`on_heard`): it prunes and resolves each shadow as that setting would, measured, not
+sent. A shadow's matches are known at once (the queries whose terms the document all
+holds: the DN's document, which the observer sees stored); its dialogue is recorded and,
+once the document has run its course (`settle`), worked out with every other recorded for
+it, all at once and round by round (`Stack`), and its messages, and the alerts its matches
+would set off, are counted as its run alone would have sent them: echo:KIND and
+echo_bytes:KIND counters under the shadow's tag (kD for a depth, INDEX/kD for a shadow
+index, METHOD for the shadow method). A shadow left in the same state as one resolved
+already (the same candidates knowing the same of their terms), the node's own resolution
+included, would ask the same questions and hear the same answers: its messages are
+counted again (an echo) instead of worked out again. Every shadow must match the same
+queries as the node; tests/test_evaluation.py checks a pass against runs of their own.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from chord.routing import NodeRef
+from chord.transport import REPLY
+from cqengine.announce import may_match
+from cqengine.bloom import BloomFilter
+from cqengine.engine import EngineNode, Heard, PublishedDoc, local_ids, received_filter
+from cqengine.evaluation.depths import Told, bytes_saved
+from cqengine.evaluation.wire import alert_batch_size, bloom_sizes, dialogue_sizes, matched_size
+from cqengine.postings import Block, InvertedIndex, any_per_query, member, ranges
+from cqengine.proto import cqengine_pb2 as pb
+from cqengine.resolution import SMALL, Resolution, first_asked, fail_any, resolution
+
+STACK = 10_000  # queries recorded by the meters settled as one stack
+ACK = pb.Ack().ByteSize()  # an Ack's bytes: it is empty
+
+Sent = dict[tuple[str, str], list[int]]  # resolution calls: (method, rpc) -> [calls, request bytes, reply bytes]
+Unsent = dict[str, list[int]]  # calls measured, not sent: ledger kind -> [calls, request bytes, reply bytes]
+
+
+def ledger_kind(method: str, tag: str = "") -> str:
+    """What a measured call is counted as: its method, or TAG:METHOD for a shadow's."""
+    return f"{tag}:{method}" if tag else method
+
+
+@lru_cache(maxsize=None)  # asked per QN, index and depth: few distinct answers
+def depth_tag(d: int, index: str = "") -> str:
+    """The tag a shadow piggyback depth's messages and counters carry (INDEX/kD for a
+    depth of a shadow index)."""
+    return "/".join(t for t in (index, f"k{d}") if t)
+
+
+@lru_cache(maxsize=None)  # asked for every resolution call: few distinct answers
+def resolution_tag(depth: str, method: str, own: str) -> str:
+    """The ledger tag of resolving by `method` under a depth's tag on a ring that resolves
+    by `own`: kD, METHOD or kD/METHOD (the ring's own method and depth: none)."""
+    return "/".join(t for t in (depth, "" if method == own else method) if t)
+
+
+@lru_cache(maxsize=None)
+def _call_kind(rpc: str, tag: str, method: str, own: str) -> str:
+    """The ledger kind of a resolution call by `method` under a depth's tag."""
+    return ledger_kind(rpc, resolution_tag(tag, method, own))
+
+
+@lru_cache(maxsize=None)
+def _echo_names(kind: str) -> tuple[str, str, str, str]:
+    """The counters of a kind's echoes: messages and bytes, requests then replies."""
+    return tuple(f"{what}:{k}" for k in (kind, kind + REPLY) for what in ("echo", "echo_bytes"))
+
+
+def unsent_counts(unsent: Unsent) -> Iterator[tuple[str, int]]:
+    """The counters of calls measured instead of sent, as a run alone would have sent
+    them: echo:KIND messages and echo_bytes:KIND bytes, requests then replies."""
+    for kind, (calls, request, reply) in unsent.items():
+        yield from zip(_echo_names(kind), (calls, request, calls, reply))
+
+
+def _note(sent: Sent, call: tuple[str, str], n: int, request: int, reply: int) -> None:
+    noted = sent.setdefault(call, [0, 0, 0])
+    noted[0] += n
+    noted[1] += request
+    noted[2] += reply
+
+
+def _state(keep: np.ndarray, present: np.ndarray) -> tuple[bytes, bytes]:
+    """What decides a resolution of a block's queries: which it keeps, and which of the
+    block's terms the QN knows present."""
+    return keep.tobytes(), present.tobytes()
+
+
+class Tally:
+    """The observer a simulator gives its nodes unless told otherwise: every node's
+    counters summed ring-wide, as they grow."""
+
+    def __init__(self) -> None:
+        self.tally: Counter[str] = Counter()
+
+    def on_count(self, node: EngineNode, name: str, n: int) -> None:
+        self.tally[name] += n
+
+    def on_published(self, node: EngineNode, doc: PublishedDoc) -> None:
+        pass
+
+    def on_announce(self, node: EngineNode, msg: pb.Announcement) -> None:
+        pass
+
+    def on_heard(self, node: EngineNode, heard: Heard) -> None:
+        pass
+
+    def on_resolution_call(self, node: EngineNode, heard: Heard, rpc: str, request: Any, reply: Any) -> None:
+        pass
+
+    def on_matched(self, node: EngineNode, heard: Heard, matched: list[list[pb.QueryEntry]]) -> None:
+        pass
+
+    def settle(self) -> None:
+        """A document has run its course (the simulator says so)."""
+
+
+@dataclass
+class ShadowIndex:
+    """Another strategy's index of the same subscriptions, hosted beside a node's own for
+    measurement: every QN resolves its lists too, at each of `depths`, measured under the
+    index's name (NAME/kD: kinds and counters), with the report of its matches and the
+    alert batches they would set off (NAME:Matched, NAME:Deliver)."""
+    index: InvertedIndex
+    depths: tuple[int, ...]
+
+
+@dataclass
+class Measured:
+    """A shadow's resolution of a block of candidates by one method, recorded to be
+    worked out with the rest of its document's (Meter.settle), and counted under each of
+    `tags`: its own, then those of every shadow that echoes it."""
+    block: Block
+    keep: np.ndarray | None  # the block's candidates (None: all of it)
+    present: np.ndarray  # per term of the block: known present before asking
+    method: str
+    held: np.ndarray     # per term of the block: does the document hold it (the truth)?
+    matches: np.ndarray  # per candidate: does the document hold all its terms?
+    tags: list[str]
+
+
+@dataclass
+class Outcome:
+    """What resolving a block's candidates in one state sends: the calls made (the node's
+    own resolution, noted as it makes them) and the resolutions measured; a shadow left in
+    the same state counts them again under its own tag (an echo)."""
+    calls: Sent = field(default_factory=dict)
+    measured: list[Measured] = field(default_factory=list)
+
+
+@dataclass
+class Own:
+    """A QN's own resolution of what it heard, as the measurement needs it: what it sends
+    (for shadows in its state to echo), the queries it must match (worked out from the
+    document), and the queries it did match (told by the node)."""
+    outcome: Outcome = field(default_factory=Outcome)
+    found: list[pb.QueryEntry] | None = None
+    matched: list[pb.QueryEntry] = field(default_factory=list)
+    noting: bool = False  # do shadows echo its calls (else they need not be noted)?
+
+
+class Truth:
+    """The document's answers for a set of ids, known at once: what the measurement knows
+    of a document, so that dialogues can be worked out round by round without asking
+    (`Stack`)."""
+
+    def __init__(self, present: np.ndarray) -> None:
+        self.array = present  # the ids the document holds, sorted uint64
+        self.ids = frozenset(present.tolist())
+        self._masks: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def mask(self, terms: np.ndarray) -> np.ndarray:
+        """Elementwise over sorted terms, all among the ids answered: does the document
+        hold it? Worked out once per terms array (a block's depths and methods share it)."""
+        got = self._masks.get(id(terms))
+        if got is None:
+            got = self._masks[id(terms)] = (terms, member(terms, self.array))  # holds terms: its id stays
+        return got[1]
+
+
+class Meter:
+    """What a QN measures its shadows of one document with: the document as its DN holds
+    it (its term ids, what its alerts carry) and, if a shadow resolves by Bloom filter,
+    its filter. A shadow's matches are known at once (`matches`); its dialogue is recorded
+    (`measure`) to be worked out with every other recorded for the document, by the same
+    Resolution, all at once and round by round (`settle`)."""
+
+    def __init__(self, key: int, dn: NodeRef, doc: PublishedDoc, truth: Truth, bits: int, hashes: int) -> None:
+        self.key, self.dn, self.doc, self.truth = key, dn, doc, truth
+        self.bits, self.hashes = bits, hashes
+        self._filter: BloomFilter | None = None
+        self._matches: dict[int, tuple[Block, np.ndarray, np.ndarray]] = {}  # id(block) -> it, held, its matches
+        self.measured: list[Measured] = []
+
+    def filter(self) -> BloomFilter:
+        if self._filter is None:
+            self._filter = received_filter(self.bits, self.hashes, self.doc.bloom(self.bits, self.hashes))
+        return self._filter
+
+    def _held(self, block: Block) -> tuple[Block, np.ndarray, np.ndarray]:
+        """The block's terms the document holds, and its queries it matches: worked out
+        once per block, whichever depths resolve it."""
+        got = self._matches.get(id(block))
+        if got is None:
+            held = self.truth.mask(block.terms)
+            got = self._matches[id(block)] = (block, held, ~any_per_query(~held[block.codes]))
+        return got
+
+    def matches(self, block: Block, keep: np.ndarray | None) -> list[pb.QueryEntry]:
+        """The queries among the block's candidates (`keep`; None: all) that match."""
+        _, _, full = self._held(block)
+        return block.entries[full if keep is None else full & keep].tolist()
+
+    def measure(self, block: Block, keep: np.ndarray | None, present: np.ndarray, methods: Sequence[str],
+                tag: str, outcome: Outcome) -> list[pb.QueryEntry]:
+        """Record the resolution of the block's candidates (`keep`; None: all) by each
+        method, to be counted under `tag` (and noted in `outcome`); returns the queries
+        they match."""
+        if "bf" in methods:
+            self.filter()
+        _, held, full = self._held(block)
+        matches = full if keep is None else full[keep]
+        for method in methods:
+            outcome.measured.append(Measured(block, keep, present, method, held, matches, [tag]))
+        self.measured += outcome.measured[-len(methods):]
+        return block.entries[full if keep is None else full & keep].tolist()
+
+    @staticmethod
+    def settle(meters: Sequence["Meter"], batch: int, bits: int) -> Iterator[tuple["Meter", Measured, Sent, bool]]:
+        """Work out every resolution these meters recorded (all of one document: the QNs
+        it reached), all at once (Stack): each with its meter, the calls it would have
+        made, and whether it matched what the truth says it should."""
+        parts = [(meter, m) for meter in meters for m in meter.measured]
+        for meter in meters:
+            meter.measured = []
+        key = meters[0].key if meters else 0
+        if any(meter.key != key for meter in meters):
+            raise ValueError("meters of different documents settle apart")
+        if len(parts) == 1 or sum(len(m.matches) for _, m in parts) <= SMALL:  # nothing to share, or little
+            for meter, m in parts:
+                yield meter, m, *meter._settle_one(m, batch, bits)
+            return
+        bloom = next((meter._filter for meter, m in parts if m.method == "bf"), None)  # the document's
+        stack = Stack([(m.block, m.keep, m.present, m.method == "bf") for _, m in parts], batch, bloom)
+        pending, rounds, matched = stack.settle(np.concatenate([m.held for _, m in parts]))
+        bloomed = pending & np.array([m.method == "bf" for _, m in parts])  # asked for the filter
+        wrong = np.bincount(stack.query_part[matched != np.concatenate([m.matches for _, m in parts])],
+                            minlength=len(parts))
+        asked = np.unique(rounds)
+        request, reply = (np.zeros(int(asked[-1]) + 1 if len(asked) else 1, dtype=np.int64) for _ in range(2))
+        for n in asked[asked > 0].tolist():
+            request[n], reply[n] = dialogue_sizes(n)
+        calls, requests, replies = (rounds > 0).sum(axis=0), request[rounds].sum(axis=0), reply[rounds].sum(axis=0)
+        fetched = bloom_sizes(bits)
+        for (meter, m), bf, n, req, rep, bad in zip(parts, bloomed.tolist(), calls.tolist(), requests.tolist(),
+                                                     replies.tolist(), wrong.tolist()):
+            sent: Sent = {}
+            if bf:
+                _note(sent, (m.method, "GetBloom"), 1, *fetched)
+            if n:
+                _note(sent, (m.method, "TermDialogue"), n, req, rep)
+            yield meter, m, sent, not bad
+
+    def _settle_one(self, m: Measured, batch: int, bits: int) -> tuple[Sent, bool]:
+        """One resolution worked out alone: the stack's fixed costs buy nothing for one,
+        and for a few queries SmallResolution's Python beats numpy."""
+        candidates = m.block if m.keep is None else m.block.select(m.keep)
+        res = resolution(candidates, m.present, batch)
+        sent: Sent = {}
+        if m.method == "bf" and res.pending:
+            res.apply_bloom(self._filter)
+            _note(sent, (m.method, "GetBloom"), 1, *bloom_sizes(bits))
+        if isinstance(res, Resolution):
+            sizes = [len(at) for at in res.rounds(m.held)]
+        else:
+            sizes, held = [], self.truth.ids
+            while question := res.question():
+                res.answer(question, [y in held for y in question])
+                sizes.append(len(question))
+        for n in sizes:
+            _note(sent, (m.method, "TermDialogue"), 1, *dialogue_sizes(n))
+        return sent, {id(e) for e in res.matched} == {id(e) for e in candidates.entries[m.matches]}
+
+
+def _stacks(meters: list[tuple[EngineNode, Meter]]) -> Iterator[list[tuple[EngineNode, Meter]]]:
+    """Meters in runs of about STACK queries recorded: a stack's arrays then stay in the
+    processor's cache, which one of a whole document's (400,000 queries) does not."""
+    run, size = [], 0
+    for node, meter in meters:
+        run.append((node, meter))
+        size += sum(len(m.matches) for m in meter.measured)
+        if size >= STACK:
+            yield run
+            run, size = [], 0
+    if run:
+        yield run
+
+
+class Shadows(Tally):
+    """The observer of a measurement pass: besides the tally, every QN's shadows.
+
+    `resolution`: the shadow method ("" for none); `depths`: the shadow piggyback depths,
+    shallower than the ring's; `indexes`: per node address, the shadow indexes it hosts
+    by name. `matched` holds, per shadow index, the subscriptions its matches would alert
+    since it was last emptied."""
+
+    def __init__(self, resolution: str = "", depths: Sequence[int] = (),
+                 indexes: dict[str, dict[str, ShadowIndex]] | None = None) -> None:
+        super().__init__()
+        self.resolution, self.depths = resolution, tuple(depths)
+        self.indexes: dict[str, dict[str, ShadowIndex]] = indexes if indexes is not None else {}
+        self.matched: dict[str, list[int]] = {}
+        self._docs: dict[int, PublishedDoc] = {}     # the documents published, as their DN holds them
+        self._truths: dict[int, Truth] = {}
+        self._own: dict[int, Own] = {}               # id(heard) -> the QN's own resolution of it
+        self._owned: list[tuple[EngineNode, Own]] = []
+        self._echoes: list[tuple[EngineNode, Outcome, str]] = []  # calls counted again once known
+        self._meters: list[tuple[EngineNode, Meter]] = []
+        self._unsent: Unsent = {}
+
+    def check(self, settings) -> None:
+        """Refuse shadows the ring's settings cannot measure."""
+        if self.resolution not in ("", *{"td", "bf"} - {settings.resolution}):
+            raise ValueError(f"shadow resolution {self.resolution!r} must be the method other than "
+                             f"{settings.resolution}, or none")
+        if len(set(self.depths)) != len(self.depths) or not all(0 <= d < settings.piggyback for d in self.depths):
+            raise ValueError(f"shadow piggyback depths {list(self.depths)} must be distinct and below "
+                             f"the piggyback depth {settings.piggyback}")
+
+    # ---- what the nodes say ------------------------------------------------------------------
+
+    def on_published(self, node: EngineNode, doc: PublishedDoc) -> None:
+        self._docs[doc.key] = doc
+
+    def on_announce(self, node: EngineNode, msg: pb.Announcement) -> None:
+        if self.depths:  # the announcement bytes each shallower depth would not have sent
+            for d, n in zip(self.depths, bytes_saved(msg.runs, self.depths)):
+                if n:
+                    self.tally[f"{depth_tag(d)}:announce_bytes_saved"] += n
+
+    def on_heard(self, node: EngineNode, heard: Heard) -> None:
+        if len(heard.docs) != 1:
+            raise ValueError("shadows are measured on batches of one document")
+        self._measure(node, heard, heard.docs[0])
+
+    def on_resolution_call(self, node: EngineNode, heard: Heard, rpc: str, request: Any, reply: Any) -> None:
+        own = self._own.get(id(heard))
+        if own is not None and own.noting and heard.dn != node.me:  # a call to itself crosses no wire
+            _note(own.outcome.calls, (node.settings.resolution, rpc), 1, request.ByteSize(), reply.ByteSize())
+
+    def on_matched(self, node: EngineNode, heard: Heard, matched: list[list[pb.QueryEntry]]) -> None:
+        own = self._own.get(id(heard))
+        if own is not None:
+            own.matched = matched[0]
+
+    def settle(self) -> None:
+        """Count what every shadow of the document would have sent."""
+        for node, own in self._owned:
+            if own.found is not None and {id(e) for e in own.matched} != {id(e) for e in own.found}:
+                self.tally["shadow_disagreements"] += 1
+        for node, outcome, tag in self._echoes:
+            self._count_calls(node, outcome.calls, tag)
+        self._settle_meters()
+        for name, n in unsent_counts(self._unsent):
+            self.tally[name] += n
+        for pending in (self._docs, self._truths, self._own, self._owned, self._echoes, self._meters, self._unsent):
+            pending.clear()
+
+    # ---- a QN's shadows ----------------------------------------------------------------------
+
+    def _measure(self, node: EngineNode, heard: Heard, doc) -> None:
+        """Prune and resolve, measured, every shadow of a QN's runs of a document."""
+        s = node.settings
+        ids = local_ids(doc)
+        told = Told(doc.runs, doc.max_id, node.region(), s.piggyback)
+        truth = self._truths.get(doc.key)
+        if truth is None:
+            known = self._docs[doc.key]  # every QN of a document was told by its DN
+            truth = self._truths[doc.key] = Truth(np.array(sorted(known.ids), dtype=np.uint64))
+        meter = Meter(doc.key, heard.dn, self._docs[doc.key], truth, s.bloom_bits, s.bloom_hashes)
+        hosted = self.indexes.get(node.me.address, {})
+        own = self._own[id(heard)] = Own(noting=bool(self.depths or hosted))
+        self._owned.append((node, own))
+        shared: dict[bytes, tuple[Block, dict]] = {}
+        block, resolved = self._shared(shared, node.index, ids, bool(hosted))
+        if block is not None:
+            self._own_shadows(node, block, told, meter, resolved, own)
+        for name, shadow in hosted.items():
+            block, resolved = self._shared(shared, shadow.index, ids, True)
+            if block is not None:
+                matched = self._shadow_depths(node, block, told, meter, shadow.depths, name, resolved)
+                self._index_matched(node, meter, matched, name)
+        self._meters.append((node, meter))
+
+    @staticmethod
+    def _shared(shared: dict[bytes, tuple[Block, dict]], index: InvertedIndex, ids: list[int], hosting: bool
+                ) -> tuple[Block | None, dict]:
+        """The queries the index holds under these local ids, as one block (None: none),
+        with what its states resolved to: those of an index here that holds the same
+        queries, in the same order, if one came before (17% of Skew's blocks: strategies
+        often agree)."""
+        block = index.blocks(ids)
+        if block is None or not hosting:  # no other index to share with
+            return block, {}
+        return shared.setdefault(block.subscriptions(), (block, {}))
+
+    def _own_shadows(self, node: EngineNode, block: Block, told: Told, meter: Meter, resolved: dict,
+                     own: Own) -> None:
+        """The node's own state (what it resolves), the shadow method in it, and the
+        shadow depths; `resolved` then holds the states resolved."""
+        know = told.at(node.settings.piggyback)
+        keep = may_match(block, know.absent_in(block.terms))
+        present = member(block.terms, know.present_array)
+        n = int(np.count_nonzero(keep))
+        own.found = meter.matches(block, keep)
+        if n and self.resolution:
+            candidates = block if n == len(block) else block.select(keep)
+            self._agree(meter.measure(candidates, None, present, (self.resolution,), "", own.outcome), own.found)
+        if own.noting:
+            resolved[_state(keep, present)] = (own.outcome, own.found)
+        if self.depths:
+            self._shadow_depths(node, block, told, meter, self.depths, "", resolved, own.found)
+
+    def _shadow_depths(self, node: EngineNode, block: Block, told: Told, meter: Meter, wanted: tuple[int, ...],
+                       index: str, resolved: dict, matched: list[pb.QueryEntry] | None = None
+                       ) -> list[pb.QueryEntry]:
+        """Prune and resolve the block as each wanted depth would have (the runs cut
+        short), measured and counted under kD: kinds and counters (INDEX/kD: for a shadow
+        index); every depth must find the same matches (`matched`, the node's own; for a
+        shadow index its first depth's), which it returns. What each depth knows of the
+        block's terms is worked out for all depths at once (`Told.depths`), unless one
+        depth is wanted. A depth left in a state resolved already is counted as an echo."""
+        s = node.settings
+        known = told.depths(block.terms) if len(wanted) > 1 else None
+        for d in wanted:
+            tag = depth_tag(d, index)
+            if known is None:  # its own knowledge costs less than every depth's
+                know = told.at(d)
+                keep = may_match(block, know.absent_in(block.terms))
+                present = member(block.terms, know.present_array)
+            else:
+                keep, present = known.kept(block, d), known.present(d)
+            state = _state(keep, present)
+            n = int(np.count_nonzero(keep))
+            self.tally[f"{tag}:candidates"] += n
+            if state in resolved:
+                outcome, found = resolved[state]
+                self._echo(node, outcome, tag)
+            else:
+                outcome = Outcome()
+                found = []
+                if n:
+                    methods = tuple(m for m in (s.resolution, self.resolution) if m)
+                    found = meter.measure(block, keep if n < len(block) else None, present, methods, tag, outcome)
+                resolved[state] = (outcome, found)
+            if matched is None:
+                matched = found
+            else:
+                self._agree(found, matched)
+        return matched if matched is not None else []
+
+    def _index_matched(self, node: EngineNode, meter: Meter, matched: list[pb.QueryEntry], index: str) -> None:
+        """Count, under INDEX: echo kinds, the report a shadow index's run would send the
+        DN and the alert batches the DN would send for it, one per home node (none that
+        stays on a node: it never crosses the wire)."""
+        if not matched:
+            return
+        self.tally[f"{index}:matches"] += len(matched)
+        doc, dn = meter.doc, meter.dn.address
+        if dn != node.me.address:
+            self._count_echo(ledger_kind("Matched", index), 1,
+                             matched_size((e.subscription_id, e.home) for e in matched), ACK)
+        homes = Counter(e.home for e in matched)
+        sizes = [alert_batch_size(doc.docno, doc.title, doc.snippet, n) for home, n in homes.items() if home != dn]
+        if sizes:
+            self._count_echo(ledger_kind("Deliver", index), len(sizes), sum(sizes), len(sizes) * ACK)
+        self.matched.setdefault(index, []).extend(e.subscription_id for e in matched)
+
+    def _echo(self, node: EngineNode, outcome: Outcome, tag: str) -> None:
+        """Count what a state resolved already sends again under `tag`: its calls once
+        known (the node's own are noted as it makes them), its measured resolutions once
+        settled."""
+        self._echoes.append((node, outcome, tag))
+        for m in outcome.measured:
+            m.tags.append(tag)
+
+    def _agree(self, found: list[pb.QueryEntry], matched: list[pb.QueryEntry]) -> None:
+        """Count a shadow that matched other queries than the node's own resolution."""
+        if {id(e) for e in found} != {id(e) for e in matched}:  # the block's very entries
+            self.tally["shadow_disagreements"] += 1
+
+    # ---- counting what shadows would have sent ---------------------------------------------
+
+    def _settle_meters(self) -> None:
+        """Settle the shadows the QNs' meters recorded (Meter.settle), the document's in
+        stacks across its QNs, and count what each would have sent."""
+        by_doc: dict[int, list[tuple[EngineNode, Meter]]] = {}
+        for node, meter in self._meters:
+            if meter.measured:
+                by_doc.setdefault(meter.key, []).append((node, meter))
+        for pending in by_doc.values():
+            self._settle_document(pending)
+
+    def _settle_document(self, pending: list[tuple[EngineNode, Meter]]) -> None:
+        s = pending[0][0].settings  # the ring's: every node's
+        for run in _stacks(pending):
+            node_of = {id(meter): node for node, meter in run}
+            for meter, m, calls, agrees in Meter.settle([meter for _, meter in run], s.dialogue_batch, s.bloom_bits):
+                node = node_of[id(meter)]
+                if not agrees:
+                    self.tally["shadow_disagreements"] += 1
+                if calls and meter.dn != node.me:  # none to itself: that never crosses the wire
+                    for tag in m.tags:
+                        self._count_calls(node, calls, tag)
+
+    def _count_calls(self, node: EngineNode, calls: Sent, tag: str) -> None:
+        """Count resolution calls not sent as a run resolving under depth tag `tag` would
+        have sent them."""
+        own = node.settings.resolution
+        for (method, rpc), (n, request, reply) in calls.items():
+            self._count_echo(_call_kind(rpc, tag, method, own), n, request, reply)
+
+    def _count_echo(self, kind: str, calls: int, request: int, reply: int) -> None:
+        """Count calls of a ledger kind that a run alone would have sent (see unsent_counts)."""
+        got = self._unsent.get(kind)
+        if got is None:
+            self._unsent[kind] = [calls, request, reply]
+        else:
+            got[0] += calls
+            got[1] += request
+            got[2] += reply
+
+
+def _ruled_out(blocks: list[tuple[Block, int]], columns: np.ndarray, bloom: BloomFilter | None) -> np.ndarray:
+    """Per column: does the filter rule out the query there (fail one of its terms)? Of
+    the blocks' queries (each block's begins at its column); any other column: no."""
+    failed = np.zeros(columns.shape[1], dtype=bool)
+    if not blocks:
+        return failed
+    fails = np.concatenate([~b.passes(bloom) for b, _ in blocks])  # their terms side by side
+    terms, sizes = np.array([len(b.terms) for b, _ in blocks]), np.array([len(b) for b, _ in blocks])
+    queries = ranges(np.array([at for _, at in blocks]), sizes)
+    offset = np.repeat(np.cumsum(terms) - terms, sizes)  # where a query's block's terms begin among them
+    failed[queries[fail_any(columns, queries, offset, fails)]] = True
+    return failed
+
+
+
+
+class Stack:
+    """Resolutions of several blocks worked out as one, told every answer (the measured
+    shadows of a document's QNs: Meter). Each block is a part of one
+    bigger block whose terms are the parts' terms side by side, a part's apart from
+    every other's even where the ids are the same, so the parts share nothing: the rounds
+    go in step and in each a part asks just what it would alone. One resolution of
+    thousands of queries costs about what one of a few does; a QN measures dozens.
+
+    A part resolving by filter drops the queries the filter rules out before it joins:
+    a term the filter fails is absent, and no term known present fails it, so which go
+    is the block's own (worked out once however many parts resolve it), and most go.
+
+    The first round is worked out from each query's first unknown ids alone (the next
+    `batch` it would ask), read a row of codes at a time: asked rarest first, they are
+    mostly absent, which ends 98% of a Skew document's queries there. Only the rest are
+    read whole, for the rounds after."""
+
+    def __init__(self, parts: Sequence[tuple[Block, np.ndarray | None, np.ndarray, bool]], batch: int = 1,
+                 bloom: BloomFilter | None = None) -> None:
+        """Parts: a block, the queries of it resolved (a mask; None: all), which of its
+        terms are known present, and whether it resolves by `bloom` first."""
+        width = max(b.codes.shape[0] for b, *_ in parts)
+        distinct: dict[int, Block] = {}  # the parts' blocks, each once (a block's methods and depths share it)
+        for b, *_ in parts:
+            distinct.setdefault(id(b), b)
+        order = {key: i for i, key in enumerate(distinct)}
+        blocks = list(distinct.values())
+        lengths = np.array([len(b) for b in blocks])
+        first = np.cumsum(lengths) - lengths
+        columns = np.empty((width, int(lengths.sum())), dtype=np.intp)  # theirs side by side
+        filtered = {id(b) for b, _, _, by_filter in parts if by_filter}
+        if filtered and bloom is None:
+            raise ValueError("a part resolving by filter needs the document's filter")
+        for b, at in zip(blocks, first.tolist()):  # padded as a block pads a short query: repeating its first code
+            mine, w = columns[:, at:at + len(b)], b.codes.shape[0]
+            mine[:w] = b.codes
+            mine[w:] = b.codes[0]
+        # per query of theirs: ruled out by the filter?
+        failed = _ruled_out([(b, at) for b, at in zip(blocks, first.tolist()) if id(b) in filtered], columns, bloom)
+        # every part's queries, as columns of the distinct blocks
+        ones = np.ones(int(lengths.max()), dtype=bool)
+        kept = np.concatenate([ones[:len(b)] if keep is None else keep for b, keep, *_ in parts])
+        which = np.array([order[id(b)] for b, *_ in parts])  # each part's block among the distinct ones
+        length = lengths[which]
+        picked = np.flatnonzero(kept)  # the queries resolved, over the parts' queries side by side
+        part = np.repeat(np.arange(len(parts)), length)[picked]
+        at = picked + (first[which] - (np.cumsum(length) - length))[part]
+        dropped = np.array([by_filter for *_, by_filter in parts])[part] & failed[at]
+        self.dropped = np.bincount(part[dropped], minlength=len(parts))  # per part: queries the filter ruled out
+        self.survivors = ~dropped  # per query resolved
+        self.query_part = part  # per query resolved: whose
+        self.part, self.at = part[self.survivors], at[self.survivors]  # per survivor: whose, its column
+        self.columns = columns
+        ends = np.cumsum([len(b.terms) for b, *_ in parts])
+        self.term_start = np.concatenate([[0], ends])  # where each part's terms begin, then where they end
+        self.present = np.concatenate([present for _, _, present, _ in parts])
+        self.batch = max(1, batch)
+        self.parts = len(parts)
+
+    def _codes(self, queries: np.ndarray) -> np.ndarray:
+        """Codes of these survivors, among the parts' terms side by side."""
+        return self.columns[:, self.at[queries]] + self.term_start[self.part[queries]]
+
+    def settle(self, present: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Resolve every part to the end, told the answers (`present`, a mask over the
+        parts' terms side by side). Returns per part whether it had queries left to ask
+        about before any filter (a part resolving by filter then asked for one: a query
+        the filter ruled out had one); the ids each round asks, a row per round, a column
+        per part; and per query resolved, side by side, whether it matched."""
+        n = len(self.part)
+        asker, code = first_asked(self.columns, self.at, self.term_start[self.part], ~self.present, self.batch)
+        open_ = np.zeros(n, dtype=bool)
+        open_[asker] = True
+        pending = (np.bincount(self.part[open_], minlength=self.parts) > 0) | (self.dropped > 0)
+        matched = ~open_  # every term known present: matched without asking
+        rounds = []
+        if len(code):
+            asked = np.zeros(len(self.present), dtype=bool)
+            asked[code] = True
+            first = asked.nonzero()[0]
+            rounds.append(np.diff(first.searchsorted(self.term_start)))
+            ended = np.zeros(n, dtype=bool)  # heard an id of theirs is absent
+            ended[asker[~present[code]]] = True
+            rest = np.flatnonzero(open_ & ~ended)
+            if len(rest):
+                # its entries are the survivors' places, so that its matches say whose they are; its
+                # terms are never asked by id (its rounds go by place): only how many there are counts
+                block = Block(rest, np.broadcast_to(np.uint64(0), (len(self.present),)), self._codes(rest))
+                res = Resolution(block, self.present, self.batch)
+                res.learn(first, present[first])
+                rounds += [np.diff(at.searchsorted(self.term_start)) for at in res.rounds(present)]  # at: ascending
+                matched[np.array(res.matched, dtype=np.intp)] = True
+        resolved = np.zeros(len(self.query_part), dtype=bool)
+        resolved[self.survivors.nonzero()[0][matched]] = True
+        return pending, np.array(rounds, dtype=np.int64).reshape(len(rounds), self.parts), resolved
