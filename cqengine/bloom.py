@@ -50,8 +50,7 @@ class BloomFilter:
     def __init__(self, bits: int = 1024, hashes: int = 5, data: bytes | None = None) -> None:
         self._check(bits, hashes)
         self.bits, self.hashes = bits, hashes
-        self._unpacked: np.ndarray | None = None  # the bits as bools, for contains_array; None after add
-        self._held: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # for holds_terms; emptied by add
+        self._unpacked: np.ndarray | None = None  # the bits as bools, for holds_positions; None after add
         if data is None:
             self.array = bitarray(bits, endian="little")
             self.array.setall(0)
@@ -75,7 +74,7 @@ class BloomFilter:
         return cls(bits, hashes, np.packbits(on, bitorder="little").tobytes())
 
     def add(self, term_id: int) -> None:
-        self._unpacked, self._held = None, {}
+        self._unpacked = None
         for p in _positions(term_id, self.bits, self.hashes):
             self.array[p] = 1
 
@@ -94,14 +93,6 @@ class BloomFilter:
             self._unpacked = np.unpackbits(np.frombuffer(self.array.tobytes(), dtype=np.uint8),
                                            bitorder="little").view(bool)
         return np.logical_and.reduce(self._unpacked[positions], axis=0)
-
-    def holds_terms(self, terms: np.ndarray, positions: np.ndarray) -> np.ndarray:
-        """contains_array over a block's terms, worked out once per terms array: a QN
-        measuring several depths and indexes tests the same block against the filter."""
-        got = self._held.get(id(terms))
-        if got is None:
-            got = self._held[id(terms)] = (terms, self.contains_array(terms, positions))  # holds terms: its id stays
-        return got[1]
 
     def to_bytes(self) -> bytes:
         return self.array.tobytes()

@@ -44,7 +44,7 @@ from cqengine.indexing import chooser
 from cqengine.observer import Observer
 from cqengine.postings import InvertedIndex, member
 from cqengine.proto import cqengine_pb2 as pb
-from cqengine.resolution import FEW, InStep, pack_bits, unpack_many
+from cqengine.resolution import FEW, Resolver, pack_bits, unpack_many
 from cqengine.synopsis import Synopsis
 
 log = logging.getLogger("cqengine.engine")
@@ -626,7 +626,7 @@ def local_ids(doc: Announced) -> list[int]:
 def resolve_together(heard: Sequence[tuple[EngineNode, Heard]]) -> Together:
     """Resolve what these QNs heard, all at once: one node's announcement (a live node) or
     every QN's of a document (the simulator). Each document a QN holds queries for is a
-    part of one resolution (cqengine.resolution.InStep), pruned by what the QN knows of
+    part of one resolution (cqengine.resolution.Resolver), pruned by what the QN knows of
     it; each QN asks the DN of each announcement it heard one Term Dialogue request per
     round for all its documents in it (and first, resolving by filter, one request for
     their filters), and reports their matches in one message. A QN whose DN fails loses
@@ -653,7 +653,7 @@ def _resolve_parts(heard: Sequence[tuple[EngineNode, Heard]], parts: list[tuple[
     """The rounds of resolve_together: a filter first (resolving by filter), then Term
     Dialogue until every part's queries are decided; fills `matched`."""
     s = heard[0][0].settings  # the ring's
-    step = InStep(inputs, s.dialogue_batch)
+    step = Resolver.knowing(inputs, s.dialogue_batch)
     for (g, _), n in zip(parts, step.candidates.tolist()):
         heard[g][0].count("candidates", n)
     failed = np.zeros(len(parts), dtype=bool)

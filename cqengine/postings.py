@@ -24,7 +24,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from chord.store import SortedKeyStore
-from cqengine.bloom import BloomFilter, positions_array
+from cqengine.bloom import positions_array
 from cqengine.proto import cqengine_pb2 as pb
 
 Rarity = Callable[[int, str], float]  # (term id, term) -> document frequency
@@ -88,10 +88,6 @@ class Block:
         if not self._bloom or self._bloom[0] != (bits, hashes):
             self._bloom = ((bits, hashes), positions_array(self.terms, bits, hashes))
         return self._bloom[1]
-
-    def passes(self, bloom: BloomFilter) -> np.ndarray:
-        """Per term: does the filter hold it (else the document certainly does not)?"""
-        return bloom.holds_terms(self.terms, self.bloom_positions(bloom.bits, bloom.hashes))
 
     @classmethod
     def of(cls, entries: Sequence[pb.QueryEntry], rarity: Rarity | None = None) -> "Block":

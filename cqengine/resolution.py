@@ -1,29 +1,37 @@
-"""Query resolution at a QN (paper section 6), free of I/O.
+"""Query resolution (paper section 6), free of I/O: one resolver for many parts at once.
 
-Term Dialogue: the QN asks the publishing node about term ids, the DN answers with a bit
-vector. Asking is done in rounds: each round every unresolved query contributes its next
-`batch` unanswered ids, in the block's asking order (cqengine.postings: rarest first when
-document frequencies are known, else by id). An answer of "absent" drops a query; a query
-whose ids are all present is matched.
-Bloom filters: the DN's filter over all its term ids drops every query with an id the
-filter rules out; the survivors finish by Term Dialogue, since a filter can err "present".
-Resolutions told every answer at once (`Truth`) settle without asking, all together
-(`Stack`): each goes through the rounds its dialogue would, and says how many ids each
-round would have asked.
+A *part* is one QN's candidate queries for one document: the queries of its inverted
+lists under the document's ids there, less those with a term it knows absent (pruning,
+cqengine.announce). A resolver resolves any number of parts together: a live QN's
+documents of a batch, or every QN's of one document in the simulator. Parts share no
+term, so each asks in each round just what it would alone, and a round of thousands of
+queries costs about what one of a few does.
+
+Term Dialogue: the QN asks the publishing node (DN) about term ids, the DN answers with a
+bit vector. Asking goes in rounds: each round every undecided query asks its next `batch`
+ids not yet known, in its asking order (cqengine.postings: rarest first when document
+frequencies are known, else by id). An answer of "absent" drops a query; a query whose
+ids are all present is matched.
+Bloom filters: before the first round the DN's filter of the document drops every query
+with an id the filter rules out; the survivors finish by Term Dialogue, since a filter
+can err "present".
+
+The first round is worked out from each query's first unknown ids alone (`first_asked`),
+read a row of codes at a time: asked rarest first, they are mostly absent, which ends most
+queries there. Only the queries left after it are resolved whole (`Rounds`).
 """
 
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import numpy as np
 
-from cqengine.bloom import BloomFilter
 from cqengine.announce import Knowledge, known_in_parts
-from cqengine.postings import Block, any_per_query, member, ranges, union_terms
+from cqengine.bloom import BloomFilter
+from cqengine.postings import Block, any_per_query, ranges, union_terms
 from cqengine.proto import cqengine_pb2 as pb
-
 
 FEW = 32  # ids up to which plain Python beats numpy's per-call cost (most questions)
 
@@ -55,7 +63,7 @@ def unpack_bits(data: bytes, n: int) -> Sequence[bool]:
 
 def unpack_many(vectors: Sequence[bytes], counts: Sequence[int]) -> np.ndarray:
     """unpack_bits of each bit vector, the first counts[i] flags of the i-th, one after
-    another: a round's answers to many QNs, unpacked at once."""
+    another: a round's answers to many requests, unpacked at once."""
     for data, n in zip(vectors, counts):
         _answers(data, n)
     bits = np.unpackbits(np.frombuffer(b"".join(vectors), dtype=np.uint8), bitorder="little").view(bool)
@@ -63,165 +71,14 @@ def unpack_many(vectors: Sequence[bytes], counts: Sequence[int]) -> np.ndarray:
     return bits[ranges(8 * (np.cumsum(sizes) - sizes), counts)]
 
 
-SMALL = 16  # candidates up to which plain Python beats numpy's per-call cost
-
-
-def resolution(block: Block, present: np.ndarray, batch: int = 1) -> "Resolution | SmallResolution":
-    """A QN's resolution of its candidates, knowing which of the block's terms are present
-    (a mask over block.terms): in bulk, or for the few candidates most QNs hold, the same
-    rules on Python lists (asking the same questions in the same order)."""
-    return (SmallResolution if len(block) <= SMALL else Resolution)(block, present, batch)
-
-
-def _unknown_lists(block: Block, entries: list, codes: np.ndarray, unknown: np.ndarray) -> list:
-    """Each of these queries (codes: a column each) with its unknown ids in asking order.
-    Of a big block only the terms they hold are read."""
-    if len(block.terms) <= 2 * codes.size:  # reading them all costs less than finding those
-        ids, open_ = block.terms.tolist(), unknown.tolist()
-    else:
-        used = np.unique(codes)
-        at = used.tolist()
-        ids, open_ = dict(zip(at, block.terms[used].tolist())), dict(zip(at, unknown[used].tolist()))
-    return [(e, [ids[c] for c in dict.fromkeys(column) if open_[c]]) for e, column in zip(entries, codes.T.tolist())]
-
-
-class SmallResolution:
-    """Resolution's rules on lists: each query's unknown ids in asking order, answers by id."""
-
-    def __init__(self, block: Block, present: np.ndarray, batch: int = 1) -> None:
-        self.batch = max(1, batch)
-        self.block = block
-        self.answers: dict[int, bool] = {}
-        lists = _unknown_lists(block, block.entries.tolist(), block.codes, ~present)
-        self.matched: list[pb.QueryEntry] = [e for e, unknown in lists if not unknown]
-        self.rows: list[tuple[pb.QueryEntry, list[int]]] = [(e, unknown) for e, unknown in lists if unknown]
-
-    @property
-    def pending(self) -> int:
-        return len(self.rows)
-
-    def apply_bloom(self, bloom: BloomFilter) -> int:
-        before = len(self.rows)
-        ids = sorted({y for _, unknown in self.rows for y in unknown})
-        if ids:  # the block's terms are tested once, at the filter positions it holds
-            terms = self.block.terms
-            passes = self.block.passes(bloom)
-            held = dict(zip(ids, passes[terms.searchsorted(np.array(ids, dtype=np.uint64))].tolist()))
-            self.rows = [(e, unknown) for e, unknown in self.rows if all(held[y] for y in unknown)]
-        return before - len(self.rows)
-
-    def question(self) -> list[int]:
-        ask: set[int] = set()
-        for _, ids in self.rows:
-            ask.update([y for y in ids if y not in self.answers][:self.batch])
-        return sorted(ask)
-
-    def answer(self, ids: Sequence[int], present: Sequence[bool]) -> None:
-        self.answers.update(zip(ids, map(bool, present)))
-        rows = []
-        for e, unknown in self.rows:
-            told = [self.answers.get(y) for y in unknown]
-            if False in told:
-                continue
-            if None in told:
-                rows.append((e, unknown))
-            else:
-                self.matched.append(e)
-        self.rows = rows
-
-
-class Resolution:
-    """One QN's resolution of a block of candidates.
-
-    What is known of each distinct term (asked? absent?) lives in arrays over the block's
-    terms; `rows` are the queries still undecided.
-    """
-
-    def __init__(self, block: Block, present: np.ndarray, batch: int = 1) -> None:
-        self.batch = max(1, batch)
-        self.block = block
-        self.unknown = ~present  # per term: not known present
-        self.waiting = self.unknown.copy()  # per term: unknown and not asked yet
-        self.asked = np.zeros(len(block.terms), dtype=bool)
-        self.absent = np.zeros(len(block.terms), dtype=bool)
-        open_rows = any_per_query(self.unknown[block.codes])
-        self.matched: list[pb.QueryEntry] = block.entries[~open_rows].tolist()  # all known present
-        self.rows = open_rows.nonzero()[0]
-        self.codes = block.codes.compress(open_rows, axis=1)
-        self._asking, self._question = np.zeros(0, dtype=np.intp), None
-
-    @property
-    def pending(self) -> int:
-        return len(self.rows)
-
-    def apply_bloom(self, bloom: BloomFilter) -> int:
-        """Drop queries the filter rules out; returns how many went."""
-        return self.rule_out(self.block.passes(bloom))
-
-    def rule_out(self, passes: np.ndarray) -> int:
-        """Drop queries with an unknown term that `passes` (a mask over the block's terms)
-        rules out; returns how many went."""
-        self.absent |= self.unknown & ~passes
-        out = any_per_query(self.absent[self.codes])
-        self._keep(~out)
-        return int(np.count_nonzero(out))
-
-    def question(self) -> list[int]:
-        """The ids to ask about this round, sorted: each pending query's next `batch`
-        unasked unknown ids; empty when every query is decided."""
-        self._asking = self._next()
-        self._question = self.block.terms[self._asking].tolist()
-        return self._question
-
-    def answer(self, ids: Sequence[int], present: Sequence[bool]) -> None:
-        at = self._asking if ids is self._question else \
-            np.searchsorted(self.block.terms, np.array(ids, dtype=np.uint64))
-        self.learn(at, np.asarray(present, dtype=bool))
-
-    def rounds(self, present: np.ndarray) -> Iterator[np.ndarray]:
-        """Resolve to the end, told the answers (`present`, a mask over the block's terms)
-        instead of asking them: where in the terms each round's ids are."""
-        while len(self.rows):
-            at = self._next()
-            yield at
-            self.learn(at, present[at])
-
-    def _next(self) -> np.ndarray:
-        """Where (in the block's terms) this round's ids are."""
-        codes = self.codes
-        waiting = self.waiting[codes]  # a pending query always has one
-        ask = np.zeros(len(self.block.terms), dtype=bool)
-        if self.batch == 1:  # the common case, without a cumulative sum
-            ask[codes[waiting.T.argmax(axis=1), np.arange(codes.shape[1])]] = True
-        else:
-            ask[codes[waiting & (np.cumsum(waiting, axis=0) <= self.batch)]] = True
-        return ask.nonzero()[0]
-
-    def learn(self, at: np.ndarray, present: np.ndarray) -> None:
-        """The answers for the terms at `at` (places in its terms, ascending): decide the
-        queries they decide."""
-        self.asked[at] = True
-        self.waiting[at] = False
-        self.absent[at[~present]] = True
-        codes = self.codes
-        dropped = any_per_query(self.absent[codes])
-        done = ~dropped & ~any_per_query(self.waiting[codes])
-        self.matched += self.block.entries[self.rows[done]].tolist()
-        self._keep(~dropped & ~done)
-
-    def _keep(self, keep: np.ndarray) -> None:
-        self.rows = self.rows[keep]
-        self.codes = self.codes.compress(keep, axis=1)  # the pending queries' codes, in step with rows
-
-
 def first_asked(columns: np.ndarray, at: np.ndarray, offset: np.ndarray | int, unknown: np.ndarray,
                 batch: int) -> tuple[np.ndarray, np.ndarray]:
     """What a first round asks of the queries in these columns (their codes plus `offset`
-    are places in `unknown`): pairs of query (its place in `at`) and code, each query's first
-    `batch` unknown codes in asking order (a short query's padding, which repeats its first
-    code, counting as Resolution counts it). Read a row of codes at a time: asked rarest
-    first, the first unknown code is mostly in the first row or two, so few queries are
-    read whole. A query that asks nothing has every term known present."""
+    are places in `unknown`): pairs of query (its place in `at`) and code, each query's
+    first `batch` unknown codes in asking order (a short query's padding, which repeats its
+    first code, counting as Rounds counts it). Read a row of codes at a time: the first
+    unknown code is mostly in the first row or two, so few queries are read whole. A
+    query that asks nothing has every term known present."""
     asked: list[tuple[np.ndarray, np.ndarray]] = []
     count = np.zeros(len(at), dtype=np.intp)
     todo = np.arange(len(at))
@@ -244,137 +101,6 @@ def first_asked(columns: np.ndarray, at: np.ndarray, offset: np.ndarray | int, u
     return np.concatenate([q for q, _ in asked]), np.concatenate([c for _, c in asked])
 
 
-class InStep:
-    """Resolutions of several QNs' blocks asked in step (a shell running many QNs: the
-    simulator, cqengine.engine.resolve_together): their blocks side by side, each part's
-    terms apart from every other's, so the rounds go together and in each a part asks
-    just what its own Resolution would, and is answered by its own DN. Pruning too is
-    done for all parts at once: a part's candidates are its block's queries without a
-    term it knows absent (cqengine.announce.may_match). One round of thousands of
-    queries costs about what one of a few does.
-
-    As in Stack, the first round is worked out from each query's first unknown ids alone
-    (first_asked), and a filter's rule-outs read a row at a time; only the queries left
-    after the first round's answers are resolved whole, by one Resolution."""
-
-    def __init__(self, parts: Sequence[tuple[Sequence[Block], Knowledge]], batch: int = 1) -> None:
-        """Parts: a QN's blocks, those of its inverted lists under its local ids in key order
-        (InvertedIndex.lists: its queries as one block of them would hold them), and what it
-        knows of the document. A part's terms are its blocks' merged."""
-        merged = [union_terms(lists) if len(lists) > 1 else (lists[0].terms, None) for lists, _ in parts]
-        self.term_start = np.concatenate([[0], np.cumsum([len(terms) for terms, _ in merged])])
-        self.terms = np.concatenate([terms for terms, _ in merged])
-        queries = np.array([sum(map(len, lists)) for lists, _ in parts])
-        self.query_start = np.concatenate([[0], np.cumsum(queries)])
-        self.parts, self.batch = len(parts), max(1, batch)
-        width = max(b.codes.shape[0] for lists, _ in parts for b in lists)
-        columns = np.empty((width, int(self.query_start[-1])), dtype=np.intp)  # theirs side by side
-        self.lists: list[list[tuple[Block, np.ndarray | slice]]] = []  # per part: each block, its terms' places
-        # every block, and the column its queries begin at: a match is read off its block,
-        # not off all the parts' entries joined (thousands, where a document matches hundreds)
-        self.blocks: list[Block] = []
-        starts, at = [], 0
-        for (lists, _), (_, inverse), t in zip(parts, merged, self.term_start.tolist()):
-            mine, start = [], 0
-            for b in lists:
-                end, w = at + len(b), b.codes.shape[0]
-                if inverse is None:
-                    places: np.ndarray | slice = slice(t, t + len(b.terms))
-                    np.add(b.codes, t, out=columns[:w, at:end])  # the part's codes among all terms
-                else:
-                    places = inverse[start:start + len(b.terms)] + t
-                    columns[:w, at:end] = places[b.codes]
-                    start += len(b.terms)
-                columns[w:, at:end] = columns[0, at:end]  # padded as a block pads a short query: its first code again
-                mine.append((b, places))
-                self.blocks.append(b)
-                starts.append(at)
-                at = end
-            self.lists.append(mine)
-        self.block_start, self.queries = np.array(starts + [at]), at
-        absent, self.present = known_in_parts(self.terms, self.term_start, [know for _, know in parts])
-        kept = ~any_per_query(absent[columns]) if absent.any() else np.ones(columns.shape[1], dtype=bool)
-        self.candidates = np.bincount(np.repeat(np.arange(self.parts), queries)[kept], minlength=self.parts)
-        self.columns = columns
-        kept = kept.nonzero()[0]
-        self.asker, self.code = first_asked(columns, kept, 0, ~self.present, self.batch)
-        self.asker = kept[self.asker]  # as places among the parts' queries
-        open_ = np.zeros(self.queries, dtype=bool)
-        open_[self.asker] = True
-        self.open = open_.nonzero()[0]  # the queries left to ask about, before the first round
-        self.unasked = kept[~open_[kept]]  # every term known present: matched without asking
-        self.res: Resolution | None = None  # the queries left after the first round
-
-    def passes(self, filters: Sequence[tuple[int, BloomFilter | None]]) -> np.ndarray:
-        """Over the parts' terms: which the filter each of these parts received holds
-        (None: none came, so none; a part not given: all). The parts that heard the
-        same filter (a document's QNs all do) test all their blocks' terms at once."""
-        out = np.ones(len(self.terms), dtype=bool)
-        heard: dict[int, tuple[BloomFilter, list[int]]] = {}
-        for p, bloom in filters:
-            if bloom is None:
-                out[self.term_start[p]:self.term_start[p + 1]] = False
-            else:
-                heard.setdefault(id(bloom), (bloom, []))[1].append(p)
-        for bloom, parts in heard.values():
-            blocks = [(b, places) for p in parts for b, places in self.lists[p]]
-            positions = np.concatenate([b.bloom_positions(bloom.bits, bloom.hashes) for b, _ in blocks], axis=1)
-            places = np.concatenate([np.arange(at.start, at.stop) if isinstance(at, slice) else at for _, at in blocks])
-            out[places] = bloom.holds_positions(positions)  # a term of several blocks: the same answer each time
-        return out
-
-    def pending(self) -> np.ndarray:
-        """Per part: its queries still undecided."""
-        rows = self.open if self.res is None else self.res.block.entries[self.res.rows]
-        return np.diff(rows.searchsorted(self.query_start))
-
-    def rule_out(self, passes: np.ndarray) -> None:
-        """Before the first round: drop queries with an unknown term that `passes` (over the
-        parts' terms side by side) rules out. No term known present fails a filter."""
-        self.open = self.open[~fail_any(self.columns, self.open, 0, ~passes)]
-        keep = np.zeros(self.queries, dtype=bool)
-        keep[self.open] = True
-        self.code = self.code[keep[self.asker]]
-        self.asker = self.asker[keep[self.asker]]
-
-    def questions(self) -> list[tuple[int, np.ndarray, list[int]]]:
-        """This round's questions, per part that asks: the part, where its ids are among
-        the parts' terms, and the ids (sorted: what its Resolution's question() says)."""
-        if self.res is None:
-            ask = np.zeros(len(self.terms), dtype=bool)
-            ask[self.code] = True
-            at = ask.nonzero()[0]
-        else:
-            at = self.res._next() if self.res.pending else np.zeros(0, dtype=np.intp)
-        cut = at.searchsorted(self.term_start).tolist()
-        ids = self.terms[at].tolist()
-        return [(p, at[a:b], ids[a:b]) for p, (a, b) in enumerate(zip(cut, cut[1:])) if b > a]
-
-    def learn(self, at: np.ndarray, present: np.ndarray) -> None:
-        """The answers for the terms at `at` (ascending, among the parts' terms)."""
-        if self.res is not None:
-            self.res.learn(at, present)
-            return
-        told = np.zeros(len(self.terms), dtype=bool)  # answered absent
-        told[at[~present]] = True
-        ended = np.zeros(self.queries, dtype=bool)
-        ended[self.asker[told[self.code]]] = True  # heard one of its own first ids is absent
-        rest = self.open[~ended[self.open]]
-        # its entries are places among the parts' queries, so that its matches say whose they are
-        self.res = Resolution(Block(rest, self.terms, self.columns[:, rest]), self.present, self.batch)
-        self.res.learn(at, present)
-
-    def matched(self) -> list[list]:
-        """Per part, the entries it matched so far, in the order its Resolution matches them."""
-        places = np.concatenate([self.unasked, np.array(self.res.matched if self.res else [], dtype=np.intp)])
-        part = self.query_start.searchsorted(places, side="right") - 1
-        block = self.block_start.searchsorted(places, side="right") - 1
-        out: list[list] = [[] for _ in range(self.parts)]
-        for p, b, row in zip(part.tolist(), block.tolist(), (places - self.block_start[block]).tolist()):
-            out[p].append(self.blocks[b].entries[row])
-        return out
-
-
 def fail_any(columns: np.ndarray, at: np.ndarray, offset: np.ndarray | int, fails: np.ndarray) -> np.ndarray:
     """Per query in these columns (its codes plus `offset` are places in `fails`): does one
     of its terms fail? Read a row of codes at a time, since the first term, asked first
@@ -390,3 +116,278 @@ def fail_any(columns: np.ndarray, at: np.ndarray, offset: np.ndarray | int, fail
         if not isinstance(offset, int):
             offset = offset[~failed]
     return out
+
+
+class Rounds:
+    """The rounds of Term Dialogue of some queries, each a column of codes into the terms:
+    what is known of each term (asked? absent?) lives in arrays over the terms, `rows`
+    are the queries still undecided (their names, as given), `matched` those matched."""
+
+    def __init__(self, names: np.ndarray, codes: np.ndarray, present: np.ndarray, batch: int) -> None:
+        self.batch = batch
+        self.waiting = ~present  # per term: unknown and not asked yet
+        self.absent = np.zeros(len(present), dtype=bool)
+        open_rows = any_per_query(self.waiting[codes])
+        self.matched: list[int] = names[~open_rows].tolist()  # all known present
+        self.rows = names[open_rows]
+        self.codes = codes.compress(open_rows, axis=1)
+
+    def next(self) -> np.ndarray:
+        """Where among the terms this round's ids are, ascending: each undecided query's
+        next `batch` ids not yet asked (a pending query always has one)."""
+        codes = self.codes
+        waiting = self.waiting[codes]
+        ask = np.zeros(len(self.waiting), dtype=bool)
+        if self.batch == 1:  # the common case, without a cumulative sum
+            ask[codes[waiting.T.argmax(axis=1), np.arange(codes.shape[1])]] = True
+        else:
+            ask[codes[waiting & (np.cumsum(waiting, axis=0) <= self.batch)]] = True
+        return ask.nonzero()[0]
+
+    def learn(self, at: np.ndarray, present: np.ndarray) -> None:
+        """The answers for the terms at `at`: decide the queries they decide."""
+        self.waiting[at] = False
+        self.absent[at[~present]] = True
+        codes = self.codes
+        dropped = any_per_query(self.absent[codes])
+        done = ~dropped & ~any_per_query(self.waiting[codes])
+        self.matched += self.rows[done].tolist()
+        keep = ~dropped & ~done
+        self.rows = self.rows[keep]
+        self.codes = codes.compress(keep, axis=1)
+
+
+class Resolver:
+    """The resolution of many parts at once. Each part's queries are those of a *unit* (a
+    QN's lists under a document's ids, as one block of them would hold them), and its
+    terms its unit's, apart from every other part's: parts that share a unit (a live QN's
+    documents under the same ids, a measured QN's depths and methods) share its columns
+    of codes, not its terms.
+
+    Made `knowing` what each QN knows of its document (the protocol) or given each part's
+    candidates and known-present terms (`of_candidates`, measurement). Then, each step for
+    all parts at once: `pending`, a filter's rule-outs (`passes`, `rule_out`), rounds of
+    `questions` and answers (`learn`) or all rounds told the answers (`settle`), `matched`.
+    """
+
+    def __init__(self, units: Sequence[Sequence[Block]], part_unit: Sequence[int], batch: int) -> None:
+        """Lays out the units' queries as columns of codes into each unit's terms, and each
+        part's terms (its unit's) side by side."""
+        self.batch = max(1, batch)
+        self.part_unit = np.asarray(part_unit, dtype=np.intp)
+        self.parts = len(self.part_unit)
+        merged = [union_terms(lists) if len(lists) > 1 else (lists[0].terms, None) for lists in units]
+        self.unit_terms = [terms for terms, _ in merged]
+        width = max(b.codes.shape[0] for lists in units for b in lists)
+        sizes = [sum(map(len, lists)) for lists in units]
+        self.unit_start = np.concatenate([[0], np.cumsum(sizes)]).astype(np.intp)
+        self.columns = np.empty((width, int(self.unit_start[-1])), dtype=np.intp)
+        # every unit's blocks in column order: a match is read off its block, not off all
+        # the units' entries joined (thousands, where a document matches hundreds)
+        self.blocks: list[Block] = []
+        self._places: list[list[tuple[Block, np.ndarray | None]]] = []  # per unit: its blocks' terms' places
+        starts, at = [], 0
+        for lists, (_, inverse) in zip(units, merged):
+            placed, start = [], 0
+            for b in lists:
+                end, w = at + len(b), b.codes.shape[0]
+                if inverse is None:
+                    self.columns[:w, at:end] = b.codes
+                    placed.append((b, None))
+                else:
+                    places = inverse[start:start + len(b.terms)]
+                    self.columns[:w, at:end] = places[b.codes]
+                    placed.append((b, places))
+                    start += len(b.terms)
+                self.columns[w:, at:end] = self.columns[0, at:end]  # padded as a block pads a short query
+                self.blocks.append(b)
+                starts.append(at)
+                at = end
+            self._places.append(placed)
+        self.block_start = np.array(starts + [at], dtype=np.intp)
+        lengths = np.array([len(t) for t in self.unit_terms], dtype=np.intp)[self.part_unit]
+        self.term_start = np.concatenate([[0], np.cumsum(lengths)]).astype(np.intp)
+        self._positions: dict[tuple[int, int, int], np.ndarray] = {}
+
+    @classmethod
+    def knowing(cls, parts: Sequence[tuple[Sequence[Block], Knowledge]], batch: int = 1) -> "Resolver":
+        """Parts as QNs hold them: a QN's inverted lists under a document's local ids, in
+        key order (InvertedIndex.lists), and what it knows of the document; a part's
+        candidates are its queries without a term it knows absent (Observations 1-2,
+        Algorithm 4), all parts' worked out at once."""
+        units, part_unit = _units([lists for lists, _ in parts])
+        self = cls(units, part_unit, batch)
+        absent, present = known_in_parts(self.terms, self.term_start, [know for _, know in parts])
+        part, col = self._queries([None] * self.parts)
+        if absent.any():
+            kept = ~fail_any(self.columns, col, self.term_start[part], absent)
+            part, col = part[kept], col[kept]
+        self._start(part, col, present)
+        return self
+
+    @classmethod
+    def of_candidates(cls, parts: Sequence[tuple[Block, np.ndarray | None, np.ndarray]],
+                      batch: int = 1) -> "Resolver":
+        """Parts given as a block, its candidates (a mask over its queries; None: all) and
+        which of its terms are known present; a block may be several parts."""
+        units, part_unit = _units([(block,) for block, _, _ in parts])
+        self = cls(units, part_unit, batch)
+        part, col = self._queries([keep for _, keep, _ in parts])
+        self._start(part, col, np.concatenate([present for _, _, present in parts]))
+        return self
+
+    def _queries(self, keeps: Sequence[np.ndarray | None]) -> tuple[np.ndarray, np.ndarray]:
+        """Every part's queries (those its mask keeps): whose, and their columns."""
+        units = self.part_unit
+        counts = np.array([self.unit_start[u + 1] - self.unit_start[u] if keep is None else np.count_nonzero(keep)
+                           for u, keep in zip(units.tolist(), keeps)], dtype=np.intp)
+        part = np.repeat(np.arange(self.parts), counts)
+        if all(keep is None for keep in keeps):
+            return part, ranges(self.unit_start[units], counts)
+        col = np.concatenate([np.arange(self.unit_start[u], self.unit_start[u + 1]) if keep is None
+                              else self.unit_start[u] + np.flatnonzero(keep)
+                              for u, keep in zip(units.tolist(), keeps)] or [np.zeros(0, dtype=np.intp)])
+        return part, col.astype(np.intp)
+
+    def _start(self, part: np.ndarray, col: np.ndarray, present: np.ndarray) -> None:
+        """The candidates, and what the first round asks of them."""
+        self.part, self.col, self.present = part, col, present
+        self.candidates = np.bincount(part, minlength=self.parts)  # per part
+        self.asker, self.code = first_asked(self.columns, col, self.term_start[part], ~present, self.batch)
+        open_ = np.zeros(len(part), dtype=bool)
+        open_[self.asker] = True
+        self.open = open_.nonzero()[0]  # the candidates left to ask about, before the first round
+        self.unasked = (~open_).nonzero()[0]  # every term known present: matched without asking
+        self.rounds: Rounds | None = None  # the candidates left after the first round
+
+    @cached_property
+    def terms(self) -> np.ndarray:
+        """Every part's terms, side by side (asked only for ids: told answers go by place)."""
+        return np.concatenate([self.unit_terms[u] for u in self.part_unit.tolist()] or
+                              [np.zeros(0, dtype=np.uint64)])
+
+    def pending(self) -> np.ndarray:
+        """Per part: its candidates still undecided."""
+        rows = self.open if self.rounds is None else np.asarray(self.rounds.rows, dtype=np.intp)
+        return np.bincount(self.part[rows], minlength=self.parts)
+
+    def passes(self, filters: Sequence[tuple[int, BloomFilter | None]]) -> np.ndarray:
+        """Over every part's terms: which the filter each of these parts received holds
+        (None: none came, so none; a part not given: all). The units of the parts that
+        heard the same filter (a document's QNs all do) are tested at once."""
+        out = np.ones(int(self.term_start[-1]), dtype=bool)
+        heard: dict[int, tuple[BloomFilter, list[int]]] = {}
+        for p, bloom in filters:
+            if bloom is None:
+                out[self.term_start[p]:self.term_start[p + 1]] = False
+            else:
+                heard.setdefault(id(bloom), (bloom, []))[1].append(p)
+        for bloom, parts in heard.values():
+            units = list(dict.fromkeys(self.part_unit[parts].tolist()))
+            held = bloom.holds_positions(np.concatenate([self._unit_positions(u, bloom) for u in units], axis=1))
+            ends = np.cumsum([len(self.unit_terms[u]) for u in units])
+            by_unit = dict(zip(units, np.split(held, ends[:-1])))
+            for p in parts:
+                out[self.term_start[p]:self.term_start[p + 1]] = by_unit[int(self.part_unit[p])]
+        return out
+
+    def _unit_positions(self, u: int, bloom: BloomFilter) -> np.ndarray:
+        """The filter positions of a unit's terms, from its blocks' (a key's terms stay put,
+        so a block keeps its own)."""
+        key = (u, bloom.bits, bloom.hashes)
+        got = self._positions.get(key)
+        if got is None:
+            placed = self._places[u]
+            if placed[0][1] is None:  # one block: its terms are the unit's
+                got = placed[0][0].bloom_positions(bloom.bits, bloom.hashes)
+            else:
+                got = np.empty((bloom.hashes, len(self.unit_terms[u])), dtype=np.intp)
+                for b, places in placed:  # a term of several blocks: the same positions each time
+                    got[:, places] = b.bloom_positions(bloom.bits, bloom.hashes)
+            self._positions[key] = got
+        return got
+
+    def rule_out(self, passes: np.ndarray) -> None:
+        """Before the first round: drop candidates with an unknown term that `passes`
+        (over every part's terms) rules out. No term known present fails a filter."""
+        if self.rounds is not None:
+            raise ValueError("a filter rules out before the first round")
+        out = fail_any(self.columns, self.col[self.open], self.term_start[self.part[self.open]], ~passes)
+        gone = np.zeros(len(self.part), dtype=bool)
+        gone[self.open[out]] = True
+        self.open = self.open[~out]
+        kept = ~gone[self.asker]
+        self.asker, self.code = self.asker[kept], self.code[kept]
+
+    def asking(self) -> np.ndarray:
+        """Where among every part's terms this round's ids are, ascending (none when every
+        candidate is decided)."""
+        if self.rounds is None:
+            ask = np.zeros(int(self.term_start[-1]), dtype=bool)
+            ask[self.code] = True
+            return ask.nonzero()[0]
+        return self.rounds.next() if len(self.rounds.rows) else np.zeros(0, dtype=np.intp)
+
+    def questions(self) -> list[tuple[int, np.ndarray, list[int]]]:
+        """This round's questions, per part that asks: the part, where its ids are among
+        every part's terms, and the ids (ascending)."""
+        at = self.asking()
+        cut = at.searchsorted(self.term_start).tolist()
+        ids = self.terms[at].tolist()
+        return [(p, at[a:b], ids[a:b]) for p, (a, b) in enumerate(zip(cut, cut[1:])) if b > a]
+
+    def learn(self, at: np.ndarray, present: np.ndarray) -> None:
+        """The answers for the terms at `at` (a round's, ascending, among every part's terms)."""
+        if self.rounds is None:
+            told = np.zeros(len(self.present), dtype=bool)  # answered absent
+            told[at[~present]] = True
+            ended = np.zeros(len(self.part), dtype=bool)
+            ended[self.asker[told[self.code]]] = True  # heard one of its own first ids is absent
+            rest = self.open[~ended[self.open]]
+            codes = self.columns[:, self.col[rest]] + self.term_start[self.part[rest]]
+            self.rounds = Rounds(rest, codes, self.present, self.batch)
+        self.rounds.learn(at, present)
+
+    def settle(self, told: np.ndarray) -> np.ndarray:
+        """Resolve every part to the end, told the answers (`told`, over every part's
+        terms) instead of asking: how many ids each round asks, a row per round, a column
+        per part."""
+        rounds = []
+        while len(at := self.asking()):
+            rounds.append(np.diff(at.searchsorted(self.term_start)))
+            self.learn(at, told[at])
+        return np.array(rounds, dtype=np.int64).reshape(len(rounds), self.parts)
+
+    def _matched(self) -> np.ndarray:
+        return np.concatenate([self.unasked, np.array(self.rounds.matched if self.rounds else [], dtype=np.intp)])
+
+    def matched_mask(self) -> np.ndarray:
+        """Per candidate (the parts' side by side): matched so far?"""
+        out = np.zeros(len(self.part), dtype=bool)
+        out[self._matched()] = True
+        return out
+
+    def matched(self) -> list[list[pb.QueryEntry]]:
+        """Per part, the entries it matched so far."""
+        found = self._matched()
+        cols = self.col[found]
+        block = self.block_start.searchsorted(cols, side="right") - 1
+        out: list[list] = [[] for _ in range(self.parts)]
+        for p, b, row in zip(self.part[found].tolist(), block.tolist(), (cols - self.block_start[block]).tolist()):
+            out[p].append(self.blocks[b].entries[row])
+        return out
+
+
+def _units(parts: Sequence[Sequence[Block]]) -> tuple[list[Sequence[Block]], list[int]]:
+    """The distinct units (the same blocks, in the same order) and each part's."""
+    seen: dict[tuple[int, ...], int] = {}
+    units: list[Sequence[Block]] = []
+    part_unit = []
+    for lists in parts:
+        key = tuple(map(id, lists))
+        u = seen.get(key)
+        if u is None:
+            u = seen[key] = len(units)
+            units.append(lists)
+        part_unit.append(u)
+    return units, part_unit

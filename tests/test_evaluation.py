@@ -216,19 +216,21 @@ def test_a_pass_does_not_depend_on_how_its_shadows_are_stacked(tmp_path, monkeyp
     """The simulator settles a document's measured shadows together, in stacks of about
     STACK queries across its QNs (a stack of few queries settles part by part): however
     they are cut, every run reads the same."""
-    import cqengine.evaluation.measure as engine
-    stacked, real = tmp_path / "stacked", engine.Stack
+    import cqengine.evaluation.measure as measure
+    stacked, real = tmp_path / "stacked", measure.Resolver
 
-    def noting(parts, *args):  # the workers are forked: they note it in a file
-        with stacked.open("a") as f:
-            f.write(f"{len(parts)}\n")
-        return real(parts, *args)
-    monkeypatch.setattr(engine, "Stack", noting)
+    class Noting:
+        @staticmethod
+        def of_candidates(parts, *args):  # the workers are forked: they note it in a file
+            with stacked.open("a") as f:
+                f.write(f"{len(parts)}\n")
+            return real.of_candidates(parts, *args)
+    monkeypatch.setattr(measure, "Resolver", Noting)
     specs = [RunSpec(IndexSpec("mhi", "skew"), r, k) for k in (0, 3) for r in ("td", "bf")] + \
         [RunSpec(IndexSpec("ri", "skew"), "bf", 0), RunSpec(IndexSpec("sap-mhi", "skew", 20), "td", 3, "second")]
-    got, whole = [], engine.STACK
+    got, whole = [], measure.STACK
     for stack in (whole, 40, 1):  # the whole document at once, a few QNs, one QN
-        monkeypatch.setattr(engine, "STACK", stack)
+        monkeypatch.setattr(measure, "STACK", stack)
         got.append(small_lab(2).run(specs))  # the workers are forked: the patches reach them
         if stack == whole:  # the whole document's shadows went into stacks of many parts
             assert stacked.exists() and max(map(int, stacked.read_text().split())) > 8
@@ -270,10 +272,11 @@ def test_a_plan_is_one_pass_per_workload_measuring_every_run_wanted(keys):
 def test_a_pass_whose_two_methods_disagree_stops(monkeypatch):
     """Were the shadow resolution ever to match other queries than the engine's own, the
     pass must fail rather than report either run (workers are forked: the patch reaches
-    them). Here the measured filter rules every term out, so its side matches nothing."""
-    from cqengine.postings import Block
-    real = Block.passes
-    monkeypatch.setattr(Block, "passes", lambda self, bloom: np.zeros_like(real(self, bloom)))
+    them). Here the measured filter is empty: it rules every unknown term out, so its side
+    matches too little."""
+    from cqengine.bloom import BloomFilter
+    from cqengine.evaluation.measure import Meter
+    monkeypatch.setattr(Meter, "filter", lambda self: BloomFilter(self.bits, self.hashes))
     specs = [RunSpec(IndexSpec("ri", "skew"), r) for r in ("td", "bf")]
     with pytest.raises(EvaluationError, match="methods or depths matched different queries"):
         small_lab(2).run(specs)

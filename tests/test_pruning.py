@@ -17,8 +17,7 @@ from cqengine.engine import PublishedDoc
 from cqengine.postings import Block, member, union_terms
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.evaluation.depths import Told, bytes_saved, truncated
-from cqengine.evaluation.measure import Stack, Truth
-from cqengine.resolution import FEW, Resolution, SmallResolution, pack_bits, unpack_bits, unpack_many
+from cqengine.resolution import FEW, pack_bits, unpack_bits, unpack_many
 
 SMALL = 2**16  # a small id space makes collisions between query and document ids common
 ids = st.integers(0, SMALL)
@@ -145,31 +144,6 @@ def entries_strategy():
     return st.lists(st.sets(ids, min_size=1, max_size=6), min_size=1, max_size=30)
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.sets(ids, min_size=1, max_size=40), entries_strategy(),
-       st.lists(st.integers(0, 3), min_size=1, max_size=5), st.integers(0, 4),
-       st.booleans(), st.integers(1, 3), st.integers(8, 64))
-def test_prune_then_resolve_equals_brute_force(doc, queries, dest_seq, k, use_bloom, batch, bloom_bytes):
-    doc_sorted = sorted(doc)
-    entries = [pb.QueryEntry(subscription_id=i, term_ids=sorted(q), terms=[str(y) for y in sorted(q)])
-               for i, q in enumerate(queries)]
-    truth = {i for i, q in enumerate(queries) if q <= doc}
-    confirmed = set()
-    for local in deliver([Run.whole(doc_sorted)], dest_seq, k):
-        know = knowledge(local, doc_sorted[-1], (0, 0), k)
-        local_ids = {x for r in local for x in r.ids}
-        # each QN considers the queries indexed under its local ids (here: under their min id)
-        mine = [e for e in entries if e.term_ids[0] in local_ids]
-        block = Block.of(mine, rarity=lambda y, t: -y)
-        survivors = block.select(may_match(block, know.absent_in(block.terms)))
-        assert {e.subscription_id for e in mine} & truth <= {e.subscription_id for e in survivors.entries}
-        # bulk and list resolution ask the same questions, in the same rounds, and agree
-        bf = BloomFilter.of(doc, bloom_bytes * 8, 3) if use_bloom else None
-        confirmed |= set(resolve_alike(Resolution(survivors, present_in(survivors, know), batch=batch),
-                                       SmallResolution(survivors, present_in(survivors, know), batch=batch), doc, bf))
-    assert confirmed == {i for i in truth if queries[i] and min(queries[i]) in doc}
-
-
 @given(st.sets(big_ids, max_size=200), st.sets(big_ids, max_size=50), st.integers(1, 16))
 def test_bloom_filter_has_no_false_negatives(members, others, byte_size):
     bf = BloomFilter.of(members, byte_size * 8, 5)
@@ -190,18 +164,18 @@ def test_a_filter_of_ids_is_the_one_adding_each_makes(members, byte_size, hashes
 
 @given(st.sets(big_ids, max_size=50), st.sets(big_ids, min_size=1, max_size=20))
 def test_a_filter_tested_in_bulk_then_added_to_answers_anew(members, later):
-    """The bulk test keeps the filter's bits unpacked, and a block's terms' answers; an id
-    added afterwards is found either way."""
+    """The bulk test keeps the filter's bits unpacked; an id added afterwards is found
+    either way."""
     bf = BloomFilter.of(members, 256, 3)
     probe = np.array(sorted(members | later), dtype=np.uint64)
     positions = positions_array(probe, 256, 3)
     for _ in range(2):  # the second time from what it kept
         assert bf.contains_array(probe).tolist() == [x in bf for x in probe.tolist()]
-        assert bf.holds_terms(probe, positions).tolist() == [x in bf for x in probe.tolist()]
+        assert bf.holds_positions(positions).tolist() == [x in bf for x in probe.tolist()]
     for x in later:
         bf.add(x)
     assert bf.contains_array(probe).tolist() == [x in bf for x in probe.tolist()]
-    assert bf.holds_terms(probe, positions).tolist() == [x in bf for x in probe.tolist()]
+    assert bf.holds_positions(positions).tolist() == [x in bf for x in probe.tolist()]
     assert bf.contains_array(np.array(sorted(later), dtype=np.uint64)).all()
 
 
@@ -209,37 +183,6 @@ def test_a_filter_tested_in_bulk_then_added_to_answers_anew(members, later):
 def test_bloom_positions_in_bulk_are_the_scalar_ones(term_ids, byte_size, hashes):
     got = positions_array(np.array(term_ids, dtype=np.uint64), byte_size * 8, hashes)
     assert got.T.tolist() == [_positions(t, byte_size * 8, hashes) for t in term_ids]
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.sets(ids, max_size=30), st.sets(ids, max_size=10), entries_strategy(), st.integers(1, 3),
-       st.booleans(), st.booleans())
-def test_bulk_and_list_resolution_ask_alike(doc, known, queries, batch, use_bloom, by_rarity):
-    """The two forms of resolution (numpy for many candidates, lists for few) ask the same
-    questions round by round and confirm the same queries: their bytes are the same."""
-    entries = [pb.QueryEntry(subscription_id=i, term_ids=sorted(q), terms=[str(y) for y in sorted(q)])
-               for i, q in enumerate(queries)]
-    block = Block.of(entries, rarity=(lambda y, t: y % 7) if by_rarity else None)
-    know = Knowledge(present=known & doc)
-    present = present_in(block, know)
-    got = resolve_alike(Resolution(block, present, batch), SmallResolution(block, present, batch), doc,
-                        BloomFilter.of(doc, 64, 2) if use_bloom else None)
-    assert got == [i for i, q in enumerate(queries) if q <= doc]
-
-
-def resolve_alike(bulk, small, doc, bf=None) -> list[int]:
-    """Run both forms of resolution against the document in lockstep, asserting they ask
-    the same questions round by round and confirm the same queries; those queries, sorted."""
-    if bf is not None:
-        assert bulk.apply_bloom(bf) == small.apply_bloom(bf)
-    while q := bulk.question():
-        assert q == small.question()
-        bulk.answer(q, [y in doc for y in q])
-        small.answer(q, [y in doc for y in q])
-    assert small.question() == [] and bulk.pending == small.pending == 0
-    got = sorted(e.subscription_id for e in bulk.matched)
-    assert got == sorted(e.subscription_id for e in small.matched)
-    return got
 
 
 def reference_absent(know, y: int) -> bool:
@@ -292,7 +235,7 @@ def test_qns_know_in_step_what_each_knows_alone(qns, max_id, k, obs1, obs2):
 
 @given(st.lists(st.sets(st.one_of(ids, big_ids, st.just(0), st.just(2**64 - 1)), max_size=30), min_size=1, max_size=4))
 def test_merged_terms_are_the_distinct_ones_with_each_blocks_places(term_sets):
-    """A QN's blocks' terms merged (Block.concat, InStep) as np.unique merges them."""
+    """A QN's blocks' terms merged (Block.concat, Resolver) as np.unique merges them."""
     blocks = [Block.of_rows(np.arange(max(1, len(t))), [[y] for y in sorted(t)] or [[7]]) for t in term_sets]
     terms, inverse = union_terms(blocks)
     want, want_inverse = np.unique(np.concatenate([b.terms for b in blocks]), return_inverse=True)
@@ -319,58 +262,3 @@ def test_a_document_answers_a_question_of_any_length_by_membership(doc, question
     held = PublishedDoc(1, "d", "", "", frozenset(doc)).holds(question)
     assert [bool(h) for h in held] == [y in doc for y in question]
     assert [bool(f) for f in unpack_bits(pack_bits(held), len(question))] == [y in doc for y in question]
-
-
-def present_in(block, know) -> np.ndarray:
-    """Which of the block's terms the knowledge holds present: what a resolution starts from."""
-    return member(block.terms, know.present_array)
-
-
-def dialogue(res, doc, bf=None) -> tuple[list[list[int]], list[int]]:
-    """Resolve against the document: the questions asked, round by round, and the matches."""
-    if bf is not None:
-        res.apply_bloom(bf)
-    rounds = []
-    while q := res.question():
-        rounds.append(q)
-        res.answer(q, [y in doc for y in q])
-    return rounds, sorted(e.subscription_id for e in res.matched)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.sets(ids, max_size=30),
-       st.lists(st.tuples(st.sets(ids, max_size=10), entries_strategy(), st.booleans(), st.none() | st.integers(1),
-                          st.booleans()), min_size=1, max_size=4), st.integers(1, 3))
-def test_resolutions_stacked_and_told_every_answer_settle_as_their_dialogues_go(doc, parts, batch):
-    """A QN's measured shadows are settled together, told at once the document's answers
-    for every term they may ask: each part (some of a block's queries, or all), by
-    dialogue or by filter first, goes through the rounds its own dialogue would, asking
-    as many ids in each, and matches the same queries; a part by filter asks for one
-    only if queries were left to ask about. The blocks may share ids: each part's are
-    its own, and a block may be several parts (a QN's methods and depths resolve one
-    block with other candidates, or knowing other terms present)."""
-    bf = BloomFilter.of(doc, 64, 2)
-    truth = Truth(np.array(sorted(doc), dtype=np.uint64))
-    stacked, alone = [], []
-    for known, queries, by_filter, picked, again in parts:
-        entries = [pb.QueryEntry(subscription_id=i, term_ids=sorted(q), terms=[str(y) for y in sorted(q)])
-                   for i, q in enumerate(queries)]
-        block = stacked[-1][0] if again and stacked else Block.of(entries)
-        keep = None if picked is None else np.array([bool(picked >> i & 1) for i in range(len(block))])
-        present = present_in(block, Knowledge(present=known & doc))
-        stacked.append((block, keep, present, by_filter))
-        fresh = Resolution(block if keep is None else block.select(keep), present, batch)
-        alone.append((fresh.pending > 0, *dialogue(fresh, doc, bf if by_filter else None)))
-    stack = Stack(stacked, batch, bf)
-    pending, rounds, matched = stack.settle(np.concatenate([truth.mask(b.terms) for b, *_ in stacked]))
-    start = 0
-    for i, ((block, keep, _, by_filter), (was_pending, asked, found)) in enumerate(zip(stacked, alone)):
-        if by_filter:
-            assert pending[i] == was_pending
-        assert rounds[:len(asked), i].tolist() == [len(q) for q in asked]
-        assert rounds[len(asked):, i].sum() == 0  # a part asks in the first rounds, then is done
-        mine = block.entries if keep is None else block.entries[keep]
-        end = start + len(mine)
-        assert sorted(mine[j].subscription_id for j in matched[start:end].nonzero()[0]) == found
-        start = end
-    assert start == len(matched)

@@ -9,7 +9,7 @@ happens at a QN once it holds its runs of a document, and that is where it attac
 sent. A shadow's matches are known at once (the queries whose terms the document all
 holds: the DN's document, which the observer sees stored); its dialogue is recorded and,
 once the document has run its course (`settle`), worked out with every other recorded for
-it, all at once and round by round (`Stack`), and its messages, and the alerts its matches
+it, all at once and round by round (cqengine.resolution.Resolver), and its messages, and the alerts its matches
 would set off, are counted as its run alone would have sent them: echo:KIND and
 echo_bytes:KIND counters under the shadow's tag (kD for a depth, INDEX/kD for a shadow
 index, METHOD for the shadow method). A shadow left in the same state as one resolved
@@ -35,9 +35,9 @@ from cqengine.bloom import BloomFilter
 from cqengine.engine import EngineNode, Heard, PublishedDoc, local_ids, received_filter
 from cqengine.evaluation.depths import Told, bytes_saved
 from cqengine.evaluation.wire import alert_batch_size, bloom_sizes, dialogue_sizes, matched_size
-from cqengine.postings import Block, InvertedIndex, any_per_query, member, ranges
+from cqengine.postings import Block, InvertedIndex, any_per_query, member
 from cqengine.proto import cqengine_pb2 as pb
-from cqengine.resolution import SMALL, Resolution, first_asked, fail_any, resolution
+from cqengine.resolution import Resolver
 
 STACK = 10_000  # queries recorded by the meters settled as one stack
 ACK = pb.Ack().ByteSize()  # an Ack's bytes: it is empty
@@ -172,12 +172,10 @@ class Own:
 
 class Truth:
     """The document's answers for a set of ids, known at once: what the measurement knows
-    of a document, so that dialogues can be worked out round by round without asking
-    (`Stack`)."""
+    of a document, so that dialogues can be worked out round by round without asking."""
 
     def __init__(self, present: np.ndarray) -> None:
         self.array = present  # the ids the document holds, sorted uint64
-        self.ids = frozenset(present.tolist())
         self._masks: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def mask(self, terms: np.ndarray) -> np.ndarray:
@@ -194,7 +192,7 @@ class Meter:
     it (its term ids, what its alerts carry) and, if a shadow resolves by Bloom filter,
     its filter. A shadow's matches are known at once (`matches`); its dialogue is recorded
     (`measure`) to be worked out with every other recorded for the document, by the same
-    Resolution, all at once and round by round (`settle`)."""
+    resolver as the nodes', all at once and round by round (`settle`)."""
 
     def __init__(self, key: int, dn: NodeRef, doc: PublishedDoc, truth: Truth, bits: int, hashes: int) -> None:
         self.key, self.dn, self.doc, self.truth = key, dn, doc, truth
@@ -239,23 +237,24 @@ class Meter:
     @staticmethod
     def settle(meters: Sequence["Meter"], batch: int, bits: int) -> Iterator[tuple["Meter", Measured, Sent, bool]]:
         """Work out every resolution these meters recorded (all of one document: the QNs
-        it reached), all at once (Stack): each with its meter, the calls it would have
-        made, and whether it matched what the truth says it should."""
+        it reached), all at once, told the document's answers (cqengine.resolution.Resolver):
+        each with its meter, the calls it would have made, and whether it matched what the
+        truth says it should."""
         parts = [(meter, m) for meter in meters for m in meter.measured]
         for meter in meters:
             meter.measured = []
-        key = meters[0].key if meters else 0
-        if any(meter.key != key for meter in meters):
-            raise ValueError("meters of different documents settle apart")
-        if len(parts) == 1 or sum(len(m.matches) for _, m in parts) <= SMALL:  # nothing to share, or little
-            for meter, m in parts:
-                yield meter, m, *meter._settle_one(m, batch, bits)
+        if not parts:
             return
-        bloom = next((meter._filter for meter, m in parts if m.method == "bf"), None)  # the document's
-        stack = Stack([(m.block, m.keep, m.present, m.method == "bf") for _, m in parts], batch, bloom)
-        pending, rounds, matched = stack.settle(np.concatenate([m.held for _, m in parts]))
-        bloomed = pending & np.array([m.method == "bf" for _, m in parts])  # asked for the filter
-        wrong = np.bincount(stack.query_part[matched != np.concatenate([m.matches for _, m in parts])],
+        if any(meter.key != meters[0].key for meter in meters):
+            raise ValueError("meters of different documents settle apart")
+        resolver = Resolver.of_candidates([(m.block, m.keep, m.present) for _, m in parts], batch)
+        filtered = np.array([m.method == "bf" for _, m in parts])
+        bloomed = (resolver.pending() > 0) & filtered  # asked for the filter: queries were left to ask about
+        if bloomed.any():
+            bloom = next(meter.filter() for meter, m in parts if m.method == "bf")  # the document's
+            resolver.rule_out(resolver.passes([(p, bloom) for p in np.flatnonzero(bloomed).tolist()]))
+        rounds = resolver.settle(np.concatenate([m.held for _, m in parts]))
+        wrong = np.bincount(resolver.part[resolver.matched_mask() != np.concatenate([m.matches for _, m in parts])],
                             minlength=len(parts))
         asked = np.unique(rounds)
         request, reply = (np.zeros(int(asked[-1]) + 1 if len(asked) else 1, dtype=np.int64) for _ in range(2))
@@ -271,26 +270,6 @@ class Meter:
             if n:
                 _note(sent, (m.method, "TermDialogue"), n, req, rep)
             yield meter, m, sent, not bad
-
-    def _settle_one(self, m: Measured, batch: int, bits: int) -> tuple[Sent, bool]:
-        """One resolution worked out alone: the stack's fixed costs buy nothing for one,
-        and for a few queries SmallResolution's Python beats numpy."""
-        candidates = m.block if m.keep is None else m.block.select(m.keep)
-        res = resolution(candidates, m.present, batch)
-        sent: Sent = {}
-        if m.method == "bf" and res.pending:
-            res.apply_bloom(self._filter)
-            _note(sent, (m.method, "GetBloom"), 1, *bloom_sizes(bits))
-        if isinstance(res, Resolution):
-            sizes = [len(at) for at in res.rounds(m.held)]
-        else:
-            sizes, held = [], self.truth.ids
-            while question := res.question():
-                res.answer(question, [y in held for y in question])
-                sizes.append(len(question))
-        for n in sizes:
-            _note(sent, (m.method, "TermDialogue"), 1, *dialogue_sizes(n))
-        return sent, {id(e) for e in res.matched} == {id(e) for e in candidates.entries[m.matches]}
 
 
 def _stacks(meters: list[tuple[EngineNode, Meter]]) -> Iterator[list[tuple[EngineNode, Meter]]]:
@@ -540,116 +519,3 @@ class Shadows(Tally):
             got[0] += calls
             got[1] += request
             got[2] += reply
-
-
-def _ruled_out(blocks: list[tuple[Block, int]], columns: np.ndarray, bloom: BloomFilter | None) -> np.ndarray:
-    """Per column: does the filter rule out the query there (fail one of its terms)? Of
-    the blocks' queries (each block's begins at its column); any other column: no."""
-    failed = np.zeros(columns.shape[1], dtype=bool)
-    if not blocks:
-        return failed
-    fails = np.concatenate([~b.passes(bloom) for b, _ in blocks])  # their terms side by side
-    terms, sizes = np.array([len(b.terms) for b, _ in blocks]), np.array([len(b) for b, _ in blocks])
-    queries = ranges(np.array([at for _, at in blocks]), sizes)
-    offset = np.repeat(np.cumsum(terms) - terms, sizes)  # where a query's block's terms begin among them
-    failed[queries[fail_any(columns, queries, offset, fails)]] = True
-    return failed
-
-
-
-
-class Stack:
-    """Resolutions of several blocks worked out as one, told every answer (the measured
-    shadows of a document's QNs: Meter). Each block is a part of one
-    bigger block whose terms are the parts' terms side by side, a part's apart from
-    every other's even where the ids are the same, so the parts share nothing: the rounds
-    go in step and in each a part asks just what it would alone. One resolution of
-    thousands of queries costs about what one of a few does; a QN measures dozens.
-
-    A part resolving by filter drops the queries the filter rules out before it joins:
-    a term the filter fails is absent, and no term known present fails it, so which go
-    is the block's own (worked out once however many parts resolve it), and most go.
-
-    The first round is worked out from each query's first unknown ids alone (the next
-    `batch` it would ask), read a row of codes at a time: asked rarest first, they are
-    mostly absent, which ends 98% of a Skew document's queries there. Only the rest are
-    read whole, for the rounds after."""
-
-    def __init__(self, parts: Sequence[tuple[Block, np.ndarray | None, np.ndarray, bool]], batch: int = 1,
-                 bloom: BloomFilter | None = None) -> None:
-        """Parts: a block, the queries of it resolved (a mask; None: all), which of its
-        terms are known present, and whether it resolves by `bloom` first."""
-        width = max(b.codes.shape[0] for b, *_ in parts)
-        distinct: dict[int, Block] = {}  # the parts' blocks, each once (a block's methods and depths share it)
-        for b, *_ in parts:
-            distinct.setdefault(id(b), b)
-        order = {key: i for i, key in enumerate(distinct)}
-        blocks = list(distinct.values())
-        lengths = np.array([len(b) for b in blocks])
-        first = np.cumsum(lengths) - lengths
-        columns = np.empty((width, int(lengths.sum())), dtype=np.intp)  # theirs side by side
-        filtered = {id(b) for b, _, _, by_filter in parts if by_filter}
-        if filtered and bloom is None:
-            raise ValueError("a part resolving by filter needs the document's filter")
-        for b, at in zip(blocks, first.tolist()):  # padded as a block pads a short query: repeating its first code
-            mine, w = columns[:, at:at + len(b)], b.codes.shape[0]
-            mine[:w] = b.codes
-            mine[w:] = b.codes[0]
-        # per query of theirs: ruled out by the filter?
-        failed = _ruled_out([(b, at) for b, at in zip(blocks, first.tolist()) if id(b) in filtered], columns, bloom)
-        # every part's queries, as columns of the distinct blocks
-        ones = np.ones(int(lengths.max()), dtype=bool)
-        kept = np.concatenate([ones[:len(b)] if keep is None else keep for b, keep, *_ in parts])
-        which = np.array([order[id(b)] for b, *_ in parts])  # each part's block among the distinct ones
-        length = lengths[which]
-        picked = np.flatnonzero(kept)  # the queries resolved, over the parts' queries side by side
-        part = np.repeat(np.arange(len(parts)), length)[picked]
-        at = picked + (first[which] - (np.cumsum(length) - length))[part]
-        dropped = np.array([by_filter for *_, by_filter in parts])[part] & failed[at]
-        self.dropped = np.bincount(part[dropped], minlength=len(parts))  # per part: queries the filter ruled out
-        self.survivors = ~dropped  # per query resolved
-        self.query_part = part  # per query resolved: whose
-        self.part, self.at = part[self.survivors], at[self.survivors]  # per survivor: whose, its column
-        self.columns = columns
-        ends = np.cumsum([len(b.terms) for b, *_ in parts])
-        self.term_start = np.concatenate([[0], ends])  # where each part's terms begin, then where they end
-        self.present = np.concatenate([present for _, _, present, _ in parts])
-        self.batch = max(1, batch)
-        self.parts = len(parts)
-
-    def _codes(self, queries: np.ndarray) -> np.ndarray:
-        """Codes of these survivors, among the parts' terms side by side."""
-        return self.columns[:, self.at[queries]] + self.term_start[self.part[queries]]
-
-    def settle(self, present: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Resolve every part to the end, told the answers (`present`, a mask over the
-        parts' terms side by side). Returns per part whether it had queries left to ask
-        about before any filter (a part resolving by filter then asked for one: a query
-        the filter ruled out had one); the ids each round asks, a row per round, a column
-        per part; and per query resolved, side by side, whether it matched."""
-        n = len(self.part)
-        asker, code = first_asked(self.columns, self.at, self.term_start[self.part], ~self.present, self.batch)
-        open_ = np.zeros(n, dtype=bool)
-        open_[asker] = True
-        pending = (np.bincount(self.part[open_], minlength=self.parts) > 0) | (self.dropped > 0)
-        matched = ~open_  # every term known present: matched without asking
-        rounds = []
-        if len(code):
-            asked = np.zeros(len(self.present), dtype=bool)
-            asked[code] = True
-            first = asked.nonzero()[0]
-            rounds.append(np.diff(first.searchsorted(self.term_start)))
-            ended = np.zeros(n, dtype=bool)  # heard an id of theirs is absent
-            ended[asker[~present[code]]] = True
-            rest = np.flatnonzero(open_ & ~ended)
-            if len(rest):
-                # its entries are the survivors' places, so that its matches say whose they are; its
-                # terms are never asked by id (its rounds go by place): only how many there are counts
-                block = Block(rest, np.broadcast_to(np.uint64(0), (len(self.present),)), self._codes(rest))
-                res = Resolution(block, self.present, self.batch)
-                res.learn(first, present[first])
-                rounds += [np.diff(at.searchsorted(self.term_start)) for at in res.rounds(present)]  # at: ascending
-                matched[np.array(res.matched, dtype=np.intp)] = True
-        resolved = np.zeros(len(self.query_part), dtype=bool)
-        resolved[self.survivors.nonzero()[0][matched]] = True
-        return pending, np.array(rounds, dtype=np.int64).reshape(len(rounds), self.parts), resolved
