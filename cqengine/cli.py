@@ -12,6 +12,7 @@ import os
 import sys
 import time
 from dataclasses import replace
+from itertools import islice
 from pathlib import Path
 
 from chord.ids import hash_id, parse_id
@@ -21,6 +22,9 @@ from cqengine.config import RESOLUTIONS, Settings, SettingsError
 from cqengine.indexing import STRATEGIES
 from cqengine.ring import DEFAULT_RING_FILE, RingError, any_node, ring_down, ring_status, ring_up
 from cqengine.trec import TrecError
+
+
+PUBLISH_CALL = 256  # documents `publish` sends per PublishBatch call
 
 
 class CliError(Exception):
@@ -43,6 +47,16 @@ def positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
     return value
 
 
@@ -125,6 +139,26 @@ ENGINE_FLAGS = {  # option -> (Settings field, type, help)
 }
 
 
+def publishing_options(p: argparse.ArgumentParser) -> None:
+    from cqengine.service import Publishing
+    d = Publishing()
+    g = p.add_argument_group("publishing (per node: how documents published through it are batched)")
+    g.add_argument("--linger-ms", type=non_negative_float, default=d.linger_ms, metavar="MS",
+                   help="a batch waits this long after its first document for more (default %(default)s)")
+    g.add_argument("--batch-docs", type=positive, default=d.batch_docs, metavar="N",
+                   help="a batch goes at once when it holds this many documents (default %(default)s)")
+
+
+def publishing_from(args: argparse.Namespace):
+    from cqengine.service import Publishing
+    return Publishing(linger_ms=args.linger_ms, batch_docs=args.batch_docs)
+
+
+def publishing_flags(args: argparse.Namespace) -> list[str]:
+    """The publishing options, as arguments for every node process of a ring."""
+    return ["--linger-ms", str(args.linger_ms), "--batch-docs", str(args.batch_docs)]
+
+
 def engine_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("engine (ring-wide: set by the node that starts the ring)")
     for flag, (_, kind, text) in ENGINE_FLAGS.items():
@@ -188,6 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
     node.add_argument("--id", type=node_id, help="node id, decimal or 0x-hex (default: mmh3 of address)")
     node.add_argument("-v", "--verbose", action="store_true")
     timing_options(node)
+    publishing_options(node)
     engine_options(node)
 
     ring = sub.add_parser("ring", help="start, inspect or stop a ring of local node processes")
@@ -198,6 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--timeout", type=positive_float, help="seconds to wait for convergence (default 30+N)")
     ring_file_option(up)
     timing_options(up)
+    publishing_options(up)
     engine_options(up)
     ring_file_option(ring_sub.add_parser("status", help="each node's view; exit 0 only if the ring is correct"))
     ring_file_option(ring_sub.add_parser("down", help="stop every node of the ring file"))
@@ -301,7 +337,7 @@ def cmd_node(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     asyncio.run(serve_engine(args.host, args.port, args.join, args.id, args.successors,
-                             timing_from(args), settings, args.advertise))
+                             timing_from(args), settings, args.advertise, publishing_from(args)))
     return 0
 
 
@@ -310,7 +346,8 @@ def cmd_ring(args: argparse.Namespace) -> int:
         settings_from(args)  # refuse bad settings here, before any process starts
         progress = progress_printer()
         ring_up(args.nodes, args.ring_file, args.base_port, r=args.successors, timing=timing_from(args),
-                timeout=args.timeout, progress=progress, engine=given_engine_flags(args))
+                timeout=args.timeout, progress=progress, engine=given_engine_flags(args),
+                node_args=publishing_flags(args))
         progress("")
         return 0
     if args.ring_command == "status":
@@ -363,18 +400,26 @@ def cmd_publish(args: argparse.Namespace) -> int:
                 raise CliError(f"{f}: no such file")
         total = sum(f.stat().st_size for f in args.files)
         progress, n, terms, start, done_bytes = Progress("publishing", total), 0, 0, time.monotonic(), 0
+        refused = []
         for f in args.files:
-            for doc in iter_trec(f):
-                terms += client.publish(doc.docno, doc.text, doc.title).terms
-                n += 1
-                progress.update(n, done_bytes)
+            docs = iter_trec(f)
+            while chunk := list(islice(docs, PUBLISH_CALL)):  # one PublishBatch call each
+                replies = client.publish_many([(d.docno, d.text, d.title) for d in chunk], per_call=PUBLISH_CALL)
+                for doc, reply in zip(chunk, replies):
+                    if reply.accepted:
+                        n, terms = n + 1, terms + reply.terms
+                    else:
+                        refused.append(f"{f}: {doc.docno}: {reply.error}")
+                progress.update(n + len(refused), done_bytes)
             done_bytes += f.stat().st_size  # progress moves a file at a time
-            progress.update(n, done_bytes)
+            progress.update(n + len(refused), done_bytes)
         progress.close()
         elapsed = time.monotonic() - start
+        for line in refused:
+            print(f"cqengine: refused {line}", file=sys.stderr)
         print(f"published {n} documents ({terms / max(n, 1):.0f} terms each) in {elapsed:.1f}s "
-              f"({n / max(elapsed, 1e-9):.0f} docs/s)")
-    return 0
+              f"({n / max(elapsed, 1e-9):.0f} docs/s)" + (f"; {len(refused)} refused" if refused else ""))
+    return 1 if refused else 0
 
 
 def cmd_stats(args: argparse.Namespace) -> int:

@@ -3,16 +3,18 @@
     with Client("127.0.0.1:7000") as c:
         sub = c.subscribe("hurricane levee")
         c.publish("DOC-1", "The levee held as the hurricane passed.")
+        c.publish_many([("DOC-2", "More rain on the levee.", ""), ("DOC-3", "Calm.", "")])
         for alert in c.alerts(sub):
             print(alert.docno)
 
 The node a client subscribes through is the subscription's home: its alerts stream from
-there (`alerts` connects to the home node by itself).
+there (`alerts` connects to the home node by itself; one stream may carry many of a home's
+subscriptions).
 """
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterable, Iterator, Sequence
 
 import grpc
 
@@ -67,22 +69,44 @@ class Client:
         body = text.encode("utf-8") if isinstance(text, str) else text
         return self._call("Publish", pb.PublishRequest(docno=docno, text=body, title=title))
 
+    def publish_many(self, docs: Iterable[tuple[str, str | bytes, str]], per_call: int = 1000
+                     ) -> list[pb.PublishReply]:
+        """Publish (docno, text, title) documents, `per_call` to a PublishBatch call: per
+        document its reply, whose `accepted` is false (with `code` and `error`) for one
+        the node refused. The node publishes them in batches of its own."""
+        out: list[pb.PublishReply] = []
+        batch: list[pb.PublishRequest] = []
+        for docno, text, title in docs:
+            batch.append(pb.PublishRequest(docno=docno, title=title,
+                                           text=text.encode("utf-8") if isinstance(text, str) else text))
+            if len(batch) == per_call:
+                out += self._call("PublishBatch", pb.PublishBatchRequest(documents=batch)).results
+                batch = []
+        if batch:
+            out += self._call("PublishBatch", pb.PublishBatchRequest(documents=batch)).results
+        return out
+
     def stats(self) -> pb.StatsReply:
         return self._call("Stats", pb.StatsRequest())
 
-    def alerts(self, sub: pb.SubscribeReply | tuple[int, str], home: str | None = None,
-               timeout: float | None = None) -> Iterator[pb.Alert]:
-        """Alerts as they arrive, until the stream ends, the iterator is closed or `timeout` s pass."""
-        if isinstance(sub, pb.SubscribeReply):
-            sub_id, token, home = sub.subscription_id, sub.token, home or sub.home
-        else:
-            sub_id, token = sub
+    def alerts(self, sub: pb.SubscribeReply | tuple[int, str] | Sequence[pb.SubscribeReply | tuple[int, str]],
+               home: str | None = None, timeout: float | None = None) -> Iterator[pb.Alert]:
+        """Alerts as they arrive, until the stream ends, the iterator is closed or `timeout`
+        s pass. `sub` is a subscription (a SubscribeReply, or its id and token) or several
+        of one home node's, streamed together."""
+        subs = [sub] if isinstance(sub, (pb.SubscribeReply, tuple)) else list(sub)
+        if not subs:
+            raise ClientError("INVALID_ARGUMENT", "no subscription to stream")
+        keys = [(s.subscription_id, s.token) if isinstance(s, pb.SubscribeReply) else s for s in subs]
+        home = home or next((s.home for s in subs if isinstance(s, pb.SubscribeReply)), None)
         client = Client(home) if home and home != self.address else self
-        stream = client._stub.StreamAlerts(pb.StreamRequest(subscription_id=sub_id, token=token),
-                                           timeout=timeout)
+        (first_id, first_token), *more = keys
+        request = pb.StreamRequest(subscription_id=first_id, token=first_token,
+                                   subscriptions=[pb.SubscriptionKey(subscription_id=i, token=t) for i, t in more])
+        stream = client._stub.StreamAlerts(request, timeout=timeout)
         try:
-            for alert in stream:
-                yield alert
+            for alerts in stream:
+                yield from alerts.alerts
         except grpc.RpcError as e:
             ended = {grpc.StatusCode.CANCELLED} | ({grpc.StatusCode.DEADLINE_EXCEEDED} if timeout else set())
             if e.code() not in ended:

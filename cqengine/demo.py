@@ -79,27 +79,31 @@ def wait_quiet(addresses: list[str], timeout: float = 30.0) -> None:
         time.sleep(0.3)
 
 
-def drain(sub, timeout: float = 0.5) -> list[tuple[int, str]]:
-    with Client(sub.home) as client:
-        return [(a.subscription_id, a.docno) for a in client.alerts(sub, timeout=timeout)]
+def drain(home: str, subs, timeout: float = 0.5) -> list[tuple[int, str]]:
+    """The alerts waiting for these subscriptions of one home node, on one stream."""
+    with Client(home) as client:
+        return [(a.subscription_id, a.docno) for a in client.alerts(subs, timeout=timeout)]
 
 
 def collect_alerts(subs, addresses: list[str], attempts: int = 6) -> list[tuple[int, str]]:
     """Every alert waiting on the subscribers' streams, once the ring is quiet.
 
-    Streams are read with a short deadline; one that runs out early leaves its alerts in
-    the mailbox, so this drains again until it holds as many alerts as the home nodes
-    report delivered.
+    Each home node's subscriptions are read on one stream with a short deadline; one that
+    runs out early leaves its alerts in the mailboxes, so this drains again until it holds
+    as many alerts as the home nodes report delivered.
     """
     wait_quiet(addresses)
     expected = 0
     for a in addresses:
         with Client(a, timeout=5) as client:
             expected += client.stats().alerts_delivered
+    by_home: dict[str, list] = {}
+    for sub in subs:
+        by_home.setdefault(sub.home, []).append(sub)
     got: list[tuple[int, str]] = []
-    with ThreadPoolExecutor(32) as pool:
+    with ThreadPoolExecutor(len(by_home) or 1) as pool:
         for _ in range(attempts):
-            got += [pair for pairs in pool.map(drain, subs) for pair in pairs]
+            got += [pair for pairs in pool.map(drain, by_home, by_home.values()) for pair in pairs]
             if len(got) >= expected:
                 break
     return got

@@ -328,21 +328,22 @@ class EngineNode:
 
     # ---- publishing and announcing -----------------------------------------------------
 
-    def publish(self, docno: str, text: bytes, title: str = "") -> Op:
-        """Analyze and publish one document, a batch of one."""
+    def publish(self, docno: str, text: bytes, title: str = "") -> pb.PublishReply:
+        """Analyze and publish one document, a batch of one; EngineError if refused."""
         doc = prepare(docno, text, title, self.settings.max_document_bytes)
-        return (yield from self.publish_terms(doc.docno, doc.terms, doc.title, doc.snippet))
+        return self.publish_terms(doc.docno, doc.terms, doc.title, doc.snippet)
 
-    def publish_terms(self, docno: str, terms: Sequence[str], title: str = "", snippet: str = "") -> Op:
+    def publish_terms(self, docno: str, terms: Sequence[str], title: str = "", snippet: str = "") -> pb.PublishReply:
         """Publish one document already analyzed (by `analyze`, here or in a Spark job)."""
-        (reply,) = yield from self.publish_batch([Document(docno, terms, title, snippet)])
+        (reply,) = self.publish_batch([Document(docno, terms, title, snippet)])
         if isinstance(reply, EngineError):
             raise reply
         return reply
 
-    def publish_batch(self, docs: Sequence[Document]) -> Op:
-        """Store every document of the batch fit to publish and announce them together.
-        Returns, per document, its PublishReply or the EngineError that refused it."""
+    def publish_batch(self, docs: Sequence[Document]) -> list[pb.PublishReply | EngineError]:
+        """Store every document of the batch fit to publish, and have them announced
+        together (an operation handed to `spawn`). Per document, its PublishReply or the
+        EngineError that refused it: a document is accepted once its DN holds it."""
         out: list[pb.PublishReply | EngineError] = []
         stored: list[PublishedDoc] = []
         for doc in docs:
@@ -354,7 +355,7 @@ class EngineNode:
             out.append(pb.PublishReply(accepted=True, terms=len(stored[-1].ids), doc_key=stored[-1].key))
         batch = [Announced(doc.key, max(doc.ids), [Run.whole(sorted(doc.ids))]) for doc in stored if doc.ids]
         if batch:
-            yield from self._announce(self.me, batch, hops=0)
+            self.spawn(self._announce(self.me, batch, hops=0))
         return out
 
     def _store(self, doc: Document) -> PublishedDoc:

@@ -122,21 +122,21 @@ def free_ports(n: int, host: str = HOST) -> list[int]:
 
 
 def node_command(port: int, join: str | None, r: int, timing: Timing,
-                 engine: list[str] = ()) -> list[str]:
+                 engine: list[str] = (), node_args: list[str] = ()) -> list[str]:
     cmd = [sys.executable, "-m", "cqengine", "node", "--host", HOST, "--port", str(port),
            "--successors", str(r), "--stabilize", str(timing.stabilize),
            "--fix-fingers", str(timing.fix_fingers),
            "--check-predecessor", str(timing.check_predecessor),
-           "--rpc-timeout", str(timing.rpc_timeout)]
+           "--rpc-timeout", str(timing.rpc_timeout), *node_args]
     # a joining node takes the engine settings from the ring; the first node sets them
     return cmd + (["--join", join] if join else list(engine))
 
 
 def spawn(port: int, join: str | None, r: int, timing: Timing, log_dir: Path,
-          engine: list[str] = ()) -> NodeEntry:
+          engine: list[str] = (), node_args: list[str] = ()) -> NodeEntry:
     log_path = log_dir / f"node-{port}.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(node_command(port, join, r, timing, engine), stdout=log,
+        proc = subprocess.Popen(node_command(port, join, r, timing, engine, node_args), stdout=log,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)  # outlives `ring up`
     return NodeEntry(address=f"{HOST}:{port}", port=port, pid=proc.pid, log=str(log_path))
@@ -252,7 +252,10 @@ def format_table(view: RingView, r: int) -> str:
 def ring_up(n: int, ring_path: Path, base_port: int | None = None, r: int = 8,
             timing: Timing | None = None, timeout: float | None = None,
             out: TextIO = sys.stdout, progress: Callable[[str], None] = lambda s: None,
-            engine: list[str] = ()) -> RingFile:
+            engine: list[str] = (), node_args: list[str] = ()) -> RingFile:
+    """Start n node processes on loopback, the first with the ring-wide `engine` options,
+    every one with `node_args` (options of each node, such as how it batches), and wait
+    until the ring has converged."""
     if n < 1:
         raise RingError(f"a ring needs at least one node, not {n}")
     timing = timing or Timing()
@@ -273,11 +276,11 @@ def ring_up(n: int, ring_path: Path, base_port: int | None = None, r: int = 8,
     log_dir.mkdir(parents=True, exist_ok=True)
     ring = RingFile(path=ring_path, r=r, engine=list(engine))
     try:
-        first = spawn(ports[0], None, r, timing, log_dir, engine)
+        first = spawn(ports[0], None, r, timing, log_dir, engine, node_args)
         ring.nodes.append(first)
         _wait_serving(first, timeout=20)
         for port in ports[1:]:
-            ring.nodes.append(spawn(port, first.address, r, timing, log_dir))
+            ring.nodes.append(spawn(port, first.address, r, timing, log_dir, node_args=node_args))
         ring.save()  # from here `ring down` can clean up even if we are interrupted
         for entry in ring.nodes[1:]:
             _wait_serving(entry, timeout=20)

@@ -9,13 +9,13 @@ from __future__ import annotations
 import random
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable
 
 from chord.ledger import Count, Ledger
 from chord.node import Call, Op, PeerUnreachable
 from chord.simulator import Simulator
 from cqengine.config import Settings
-from cqengine.engine import EngineNode, Heard, resolve_together
+from cqengine.engine import Document, EngineNode, Heard, resolve_together
 from cqengine.evaluation.measure import Tally
 from cqengine.proto import cqengine_pb2 as pb
 
@@ -101,7 +101,13 @@ class EngineSimulator:
             engine.observer = observer
 
     def _run(self, address: str, op):
+        """Run an operation at a node, and everything it sets off."""
         result = self.ring.run(self.ring.nodes[address], op)
+        self._settle()
+        return result
+
+    def _settle(self) -> None:
+        """Run everything queued, the QNs' resolutions included, to the end."""
         self.ring.drain()
         while self.heard:  # the announcements have run their course: the QNs resolve together
             heard = self.heard[:]
@@ -109,7 +115,6 @@ class EngineSimulator:
             self._resolve(heard)
             self.ring.drain()
         self.observer.settle()
-        return result
 
     def _resolve(self, heard: list[tuple[EngineNode, Heard]]) -> None:
         """Make every call of the QNs' resolution, each from its node over the ring."""
@@ -141,18 +146,25 @@ class EngineSimulator:
 
     def publish(self, docno: str, text: str, title: str = "", via: str | None = None) -> DocReport:
         address = via or self.pick()
-        return self._report(docno, address, self.engines[address].publish(docno, text.encode("utf-8"), title))
+        return self._report([docno], address, lambda: [self.engines[address].publish(docno, text.encode("utf-8"), title)])
 
     def publish_terms(self, docno: str, terms: list[str], via: str) -> DocReport:
-        return self._report(docno, via, self.engines[via].publish_terms(docno, terms))
+        return self._report([docno], via, lambda: [self.engines[via].publish_terms(docno, terms)])
 
-    def _report(self, docno: str, address: str, op) -> DocReport:
+    def publish_batch(self, docs: list[Document], via: str) -> DocReport:
+        """Publish documents (analyzed) through one node as one batch; the report is the
+        batch's (refused documents count no terms)."""
+        return self._report([d.docno for d in docs], via, lambda: self.engines[via].publish_batch(docs))
+
+    def _report(self, docnos: list[str], address: str, publish: Callable[[], list]) -> DocReport:
         """Publish, run everything it sets off, and read its cost off the ledger and tally."""
         before, counts = self.ring.ledger.snapshot(), self.tally.copy()
-        reply = self._run(address, op)
+        replies = publish()
+        self._settle()
         grown = {name: n - counts[name] for name, n in self.tally.items() if n != counts[name]}
-        return DocReport(docno=docno, dn=address, terms=reply.terms, candidates=grown.get("candidates", 0),
-                         matches=grown.get("matches", 0), alerts=grown.get("alerts_delivered", 0),
+        return DocReport(docno=" ".join(docnos), dn=address, terms=sum(getattr(r, "terms", 0) for r in replies),
+                         candidates=grown.get("candidates", 0), matches=grown.get("matches", 0),
+                         alerts=grown.get("alerts_delivered", 0),
                          kinds=ledger_growth(before, self.ring.ledger.snapshot()), counters=grown)
 
     def gossip_round(self) -> None:
@@ -161,7 +173,7 @@ class EngineSimulator:
         self.rng.shuffle(addresses)
         for a in addresses:
             self.ring.run(self.ring.nodes[a], self.engines[a].gossip())
-        self.ring.drain()
+        self._settle()
 
     def alerts(self) -> list[tuple[int, str]]:
         """Every alert delivered so far, taken off the subscribers' streams."""

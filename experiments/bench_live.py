@@ -1,13 +1,21 @@
-"""Live throughput and latency: a loopback ring, Q subscriptions, D documents.
+"""Live throughput and latency: a loopback ring beside a single-process percolator, in one run.
 
-Starts N node processes, registers Q Skew queries (mean 2 terms) through random nodes and
-keeps every subscription's alert stream open, then publishes D generated documents through
-random nodes from C concurrent publishers, as fast as the ring accepts them. Reports
-documents per second (accepted), publish-to-alert latency (p50, p99: from the start of the
-Publish call to the alert's arrival on the stream), engine bytes and messages per document,
-and whether the alerts equal the brute-force matcher.
+For each workload and subscription count:
+1. the single-process percolator (the project's analyzer and an inverted index of the
+   queries under their rarest term, analysis included) matches the documents on one
+   core: documents/s;
+2. a ring of N node processes (`ring up`) gets the subscriptions through the client API,
+   keeps one alert stream open per home node, and is sent the documents in PublishBatch
+   calls to random nodes, as fast as it takes them: documents/s from the first publish to
+   the last alert, alerts/s, the node processes' CPU seconds per document, engine bytes
+   and messages per document, and whether the alerts equal the matcher's;
+3. the same documents again (new docnos) are published one at a time at half that rate:
+   publish-to-alert latency, p50 and p99.
 
-    python experiments/bench_live.py [--nodes 8] [--queries 1000] [--docs 500] [--concurrency 8]
+Workloads: `skew`, the paper's Skew queries (mean size 5) over a generated TREC-AP-like
+corpus; `text`, queries of 3-4 consecutive words taken from the documents' text.
+
+    python experiments/bench_live.py [--nodes 8] [--subscriptions 10000,100000] [--docs 2000]
 
 Writes experiments/results/bench_live.json.
 """
@@ -18,8 +26,8 @@ import argparse
 import asyncio
 import io
 import json
+import os
 import random
-import statistics
 import sys
 import tempfile
 import time
@@ -27,140 +35,311 @@ from collections import Counter
 from pathlib import Path
 
 import grpc
+import numpy as np
 
+from cqengine.analysis import analyze
 from cqengine.corpus import generate_corpus
-from cqengine.matcher import document_frequencies, document_terms, matches
+from cqengine.matcher import document_frequencies, document_terms, match_documents
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.proto import cqengine_pb2_grpc as pb_grpc
 from cqengine.ring import ring_down, ring_up
+from cqengine.trec import TrecDoc
 from cqengine.workload import generate_queries
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ENGINE_KINDS = ("Announce", "GetBloom", "TermDialogue", "Matched", "Deliver")
+CHANNEL = [("grpc.max_send_message_length", 64 << 20), ("grpc.max_receive_message_length", 64 << 20)]
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+# ---- inputs ----------------------------------------------------------------------------------
+
+def workload_queries(kind: str, docs: list[TrecDoc], n: int, seed: int) -> list[str]:
+    """n query texts: the paper's Skew queries of the corpus, or 3-4 consecutive words of a
+    random document's text (whatever analysis leaves of them must not be empty)."""
+    if kind == "skew":
+        return [" ".join(q) for q in generate_queries(document_frequencies(docs), n, "skew", mean_size=5.0,
+                                                      seed=seed)]
+    rng = random.Random(seed)
+    words = [d.text.split() for d in docs]
+    out = []
+    while len(out) < n:
+        w = words[rng.randrange(len(words))]
+        k = rng.choice((3, 4))
+        at = rng.randrange(max(1, len(w) - k))
+        text = " ".join(w[at:at + k])
+        if analyze(text):
+            out.append(text)
+    return out
+
+
+# ---- the single-process percolator ------------------------------------------------------------
+
+def percolate(queries: list[list[str]], docs: list[TrecDoc], df: Counter) -> tuple[float, set[tuple[int, str]]]:
+    """The queries filed under their rarest term; each document analyzed and matched against
+    the queries filed under its terms. Returns the seconds it took (filing aside) and the
+    (query, docno) pairs matched."""
+    filed: dict[str, list[tuple[int, frozenset[str]]]] = {}
+    for i, q in enumerate(queries):
+        filed.setdefault(min(q, key=lambda t: (df[t], t)), []).append((i, frozenset(q)))
+    out: set[tuple[int, str]] = set()
+    start = time.process_time()
+    for d in docs:
+        have = set(analyze(f"{d.title}\n{d.text}"))
+        for t in have:
+            for i, need in filed.get(t, ()):
+                if need <= have:
+                    out.add((i, d.docno))
+    return time.process_time() - start, out
+
+
+# ---- the ring ---------------------------------------------------------------------------------
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User and system CPU seconds the processes have taken so far."""
+    tick, total = os.sysconf("SC_CLK_TCK"), 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / tick
+
+
+def quantiles(values: list[float]) -> tuple[float | None, float | None]:
+    if not values:
+        return None, None
+    return float(np.percentile(values, 50)), float(np.percentile(values, 99))
+
+
+class Ring:
+    """Client side of a running ring: stubs, the subscriptions, the alert streams."""
+
+    def __init__(self, addresses: list[str], rng: random.Random) -> None:
+        self.addresses, self.rng = addresses, rng
+        self.channels = {a: grpc.aio.insecure_channel(a, options=CHANNEL) for a in addresses}
+        self.stubs = {a: pb_grpc.CQEngineStub(c) for a, c in self.channels.items()}
+        self.arrivals: list[tuple[int, str, float]] = []
+        self.streams: list[asyncio.Task] = []
+
+    async def subscribe(self, queries: list[str], concurrency: int = 128) -> list[pb.SubscribeReply]:
+        limit, done = asyncio.Semaphore(concurrency), [0]
+        start = time.perf_counter()
+
+        async def one(q: str) -> pb.SubscribeReply:
+            async with limit:
+                reply = await self.stubs[self.rng.choice(self.addresses)].Subscribe(pb.SubscribeRequest(query=q))
+            done[0] += 1
+            if done[0] % 10_000 == 0:
+                say(f"  {done[0]} subscriptions ({done[0] / (time.perf_counter() - start):.0f}/s)")
+            return reply
+        return list(await asyncio.gather(*(one(q) for q in queries)))
+
+    async def open_streams(self, subs: list[pb.SubscribeReply]) -> None:
+        """One stream per home node, carrying all its subscriptions."""
+        by_home: dict[str, list[pb.SubscribeReply]] = {}
+        for s in subs:
+            by_home.setdefault(s.home, []).append(s)
+
+        async def listen(home: str, mine: list[pb.SubscribeReply]) -> None:
+            first, *rest = mine
+            request = pb.StreamRequest(subscription_id=first.subscription_id, token=first.token,
+                                       subscriptions=[pb.SubscriptionKey(subscription_id=s.subscription_id,
+                                                                         token=s.token) for s in rest])
+            try:
+                async for alerts in self.stubs[home].StreamAlerts(request):
+                    now = time.perf_counter()
+                    self.arrivals += [(a.subscription_id, a.docno, now) for a in alerts.alerts]
+            except grpc.aio.AioRpcError as e:
+                if e.code() != grpc.StatusCode.CANCELLED:
+                    raise
+        self.streams = [asyncio.create_task(listen(h, m)) for h, m in by_home.items()]
+        await asyncio.sleep(0.5)
+
+    async def wait_alerts(self, want: int, timeout: float) -> None:
+        deadline = time.perf_counter() + timeout
+        while len(self.arrivals) < want and time.perf_counter() < deadline:
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.3)  # late duplicates would show here
+
+    async def ledger(self) -> tuple[Counter, Counter]:
+        """Ring-wide engine messages and bytes by kind."""
+        messages, size = Counter(), Counter()
+        for stub in self.stubs.values():
+            for c in (await stub.Stats(pb.StatsRequest())).ledger:
+                if c.kind.split(".")[0] in ENGINE_KINDS:
+                    messages[c.kind] += c.messages
+                    size[c.kind] += c.bytes
+        return messages, size
+
+    async def close(self) -> None:
+        for task in self.streams:
+            task.cancel()
+        await asyncio.gather(*self.streams, return_exceptions=True)
+        for c in self.channels.values():
+            await c.close()
+
+
+async def throughput(ring: Ring, docs: list[TrecDoc], args, want: int, pids: list[int]) -> dict:
+    """Publish every document in PublishBatch calls from concurrent publishers."""
+    todo = [docs[i:i + args.per_call] for i in range(0, len(docs), args.per_call)]
+    refused = []
+
+    async def publisher() -> None:
+        while todo:
+            chunk = todo.pop()
+            reply = await ring.stubs[ring.rng.choice(ring.addresses)].PublishBatch(pb.PublishBatchRequest(
+                documents=[pb.PublishRequest(docno=d.docno, text=d.text.encode(), title=d.title) for d in chunk]))
+            refused.extend(r.error for r in reply.results if not r.accepted)
+
+    before, cpu = await ring.ledger(), cpu_seconds(pids)
+    start = time.perf_counter()
+    await asyncio.gather(*(publisher() for _ in range(args.publishers)))
+    published = time.perf_counter()
+    await ring.wait_alerts(want, args.settle)
+    end = max([published] + [t for *_, t in ring.arrivals])
+    cpu = cpu_seconds(pids) - cpu
+    after = await ring.ledger()
+    n = len(docs)
+    messages = {k: after[0][k] - before[0][k] for k in after[0]}
+    size = {k: after[1][k] - before[1][k] for k in after[1]}
+    return {"seconds": end - start, "publish_seconds": published - start, "docs_per_second": n / (end - start),
+            "refused": len(refused), "cpu_seconds_per_document": cpu / n,
+            "engine_bytes_per_document": sum(size.values()) / n,
+            "engine_messages_per_document": sum(messages.values()) / n,
+            "bytes_per_document_by_kind": {k: v / n for k, v in sorted(size.items()) if v},
+            "messages_per_document_by_kind": {k: v / n for k, v in sorted(messages.items()) if v}}
+
+
+async def latency(ring: Ring, docs: list[TrecDoc], rate: float, want: int, settle: float) -> dict:
+    """Publish the documents one at a time, at `rate` a second: publish-to-alert times."""
+    sent: dict[str, float] = {}
+    start = time.perf_counter()
+
+    async def one(d: TrecDoc) -> None:
+        sent[d.docno] = time.perf_counter()
+        await ring.stubs[ring.rng.choice(ring.addresses)].Publish(
+            pb.PublishRequest(docno=d.docno, text=d.text.encode(), title=d.title))
+
+    tasks = []
+    for i, d in enumerate(docs):
+        await asyncio.sleep(max(0.0, start + i / rate - time.perf_counter()))
+        tasks.append(asyncio.create_task(one(d)))
+    await asyncio.gather(*tasks)
+    await ring.wait_alerts(want, settle)
+    times = [1000 * (t - sent[d]) for _, d, t in ring.arrivals if d in sent]
+    p50, p99 = quantiles(times)
+    return {"rate": rate, "p50_ms": p50, "p99_ms": p99, "alerts": len(times)}
+
+
+async def measure_ring(args, kind: str, queries: list[str], docs: list[TrecDoc], stats_file: Path,
+                       oracle: set[tuple[int, str]], analyzed: list[list[str]]) -> dict:
+    with tempfile.TemporaryDirectory(prefix="bench-live-") as tmp:
+        ring_path = Path(tmp) / "ring.json"
+        engine = ["--strategy", args.strategy, "--resolution", args.resolution, "--stats", str(stats_file)]
+        say(f"starting {args.nodes} nodes ...")
+        ring_file = ring_up(args.nodes, ring_path, out=io.StringIO(), engine=engine,
+                            node_args=["--batch-docs", str(args.batch_docs), "--linger-ms", str(args.linger_ms)])
+        ring = Ring(ring_file.addresses(), random.Random(args.seed))
+        try:
+            t = time.perf_counter()
+            subs = await ring.subscribe(queries)
+            subscribe_s = time.perf_counter() - t
+            say(f"  {len(subs)} subscriptions in {subscribe_s:.1f}s")
+            query_of = {s.subscription_id: i for i, s in enumerate(subs)}
+            assert all(list(s.terms) == analyzed[i] for i, s in enumerate(subs))
+            await ring.open_streams(subs)
+            pids = [e.pid for e in ring_file.nodes]
+            fast = await throughput(ring, docs, args, len(oracle), pids)
+            got = [(query_of[s], d) for s, d, _ in ring.arrivals]
+            fast["alerts"] = len(got)
+            fast["alerts_per_second"] = len(got) / fast["seconds"]
+            fast["alerts_equal_matcher"] = len(got) == len(set(got)) and set(got) == oracle
+            say(f"  ring: {fast['docs_per_second']:.0f} docs/s, {len(got)} alerts "
+                f"({'=' if fast['alerts_equal_matcher'] else '!='} matcher)")
+            ring.arrivals.clear()
+            later = [TrecDoc(f"L-{d.docno}", d.text, d.title) for d in docs]
+            slow = await latency(ring, later, fast["docs_per_second"] / 2, len(oracle), args.settle)
+            got = [(query_of[s], d[2:]) for s, d, _ in ring.arrivals]
+            slow["alerts_equal_matcher"] = len(got) == len(set(got)) and set(got) == oracle
+            say(f"  at {slow['rate']:.0f} docs/s: p50 {slow['p50_ms'] or 0:.1f} ms, p99 {slow['p99_ms'] or 0:.1f} ms")
+        finally:
+            await ring.close()
+            ring_down(ring_path, out=io.StringIO())
+    return {"subscriptions_per_second": len(subs) / subscribe_s, "throughput": fast, "latency": slow}
 
 
 async def run(args) -> dict:
-    rng = random.Random(args.seed)
     docs = list(generate_corpus(args.docs, seed=args.seed, vocab_size=args.vocab, mean_terms=args.terms))
-    queries = [" ".join(q) for q in generate_queries(document_frequencies(docs), args.queries, "skew",
-                                                     mean_size=2.0, seed=args.seed)]
-    with tempfile.TemporaryDirectory(prefix="bench-live-") as tmp:
-        ring_path = Path(tmp) / "ring.json"
-        engine = ["--strategy", args.strategy, "--resolution", args.resolution, "--piggyback", str(args.piggyback)]
-        print(f"starting {args.nodes} nodes ...", file=sys.stderr, flush=True)
-        ring = ring_up(args.nodes, ring_path, out=io.StringIO(), engine=engine)
-        try:
-            return await measure(args, ring.addresses(), queries, docs, rng)
-        finally:
-            ring_down(ring_path, out=io.StringIO())
-
-
-async def measure(args, addresses, queries, docs, rng) -> dict:
-    channels = {a: grpc.aio.insecure_channel(a) for a in addresses}
-    stubs = {a: pb_grpc.CQEngineStub(c) for a, c in channels.items()}
-    limit = asyncio.Semaphore(64)
-
-    async def subscribe(q):
-        async with limit:
-            return await stubs[rng.choice(addresses)].Subscribe(pb.SubscribeRequest(query=q))
-
-    t0 = time.perf_counter()
-    subs = await asyncio.gather(*(subscribe(q) for q in queries))
-    subscribe_s = time.perf_counter() - t0
-    print(f"{len(subs)} subscriptions in {subscribe_s:.1f}s", file=sys.stderr, flush=True)
-
-    arrivals: list[tuple[int, str, float]] = []
-
-    async def listen(sub):
-        stream = stubs[sub.home].StreamAlerts(pb.StreamRequest(subscription_id=sub.subscription_id,
-                                                               token=sub.token))
-        try:
-            async for alert in stream:
-                arrivals.append((alert.subscription_id, alert.docno, time.perf_counter()))
-        except grpc.aio.AioRpcError as e:
-            if e.code() != grpc.StatusCode.CANCELLED:
-                raise
-
-    listeners = [asyncio.create_task(listen(s)) for s in subs]
-    await asyncio.sleep(0.5)  # streams open
-    want = matches({s.subscription_id: s.terms for s in subs},
-                   {d.docno: document_terms(d.text, d.title) for d in docs})
-
-    published: dict[str, float] = {}
-    queue = list(docs)
-
-    async def publisher():
-        while queue:
-            d = queue.pop()
-            published[d.docno] = time.perf_counter()
-            await stubs[rng.choice(addresses)].Publish(
-                pb.PublishRequest(docno=d.docno, text=d.text.encode(), title=d.title))
-
-    t0 = time.perf_counter()
-    await asyncio.gather(*(publisher() for _ in range(args.concurrency)))
-    publish_s = time.perf_counter() - t0
-    print(f"{len(docs)} documents published in {publish_s:.1f}s", file=sys.stderr, flush=True)
-    deadline = time.perf_counter() + args.settle
-    while len(arrivals) < len(want) and time.perf_counter() < deadline:
-        await asyncio.sleep(0.05)
-    await asyncio.sleep(0.3)  # late duplicates would show here
-    for task in listeners:
-        task.cancel()
-    await asyncio.gather(*listeners, return_exceptions=True)
-
-    stats = [await stub.Stats(pb.StatsRequest()) for stub in stubs.values()]
-    for c in channels.values():
-        await c.close()
-    ledger: Counter = Counter()
-    messages: Counter = Counter()
-    for s in stats:
-        for c in s.ledger:
-            ledger[c.kind] += c.bytes
-            messages[c.kind] += c.messages
-    engine_kinds = [k for k in ledger if k.split(".")[0] in ENGINE_KINDS]
-    got = [(s, d) for s, d, _ in arrivals]
-    latencies = sorted(t - published[d] for _, d, t in arrivals)
-    cuts = statistics.quantiles(latencies, n=100, method="inclusive") if len(latencies) > 1 else latencies * 99
-    n = len(docs)
-    return {
-        "benchmark": "bench_live", "nodes": args.nodes, "queries": len(subs), "documents": n,
-        "concurrency": args.concurrency, "strategy": args.strategy, "resolution": args.resolution,
-        "piggyback": args.piggyback, "seed": args.seed,
-        "subscriptions_per_second": len(subs) / subscribe_s,
-        "documents_per_second": n / publish_s,
-        "alerts": len(got), "alerts_expected": len(want),
-        "alerts_equal_matcher": len(got) == len(set(got)) and set(got) == want,
-        "latency_p50_ms": 1000 * cuts[49] if latencies else None,
-        "latency_p99_ms": 1000 * cuts[98] if latencies else None,
-        "engine_bytes_per_document": sum(ledger[k] for k in engine_kinds) / n,
-        "engine_messages_per_document": sum(messages[k] for k in engine_kinds) / n,
-        "bytes_per_document_by_kind": {k: ledger[k] / n for k in sorted(engine_kinds)},
-        "candidates_per_document": sum(s.candidates for s in stats) / n,
-    }
+    df = document_frequencies(docs)
+    terms = [document_terms(d.text, d.title) for d in docs]
+    out = []
+    with tempfile.TemporaryDirectory(prefix="bench-live-stats-") as tmp:
+        stats_file = Path(tmp) / "stats.tsv"
+        stats_file.write_text("".join(f"{t}\t{n}\n" for t, n in df.most_common()))
+        for kind in args.workloads:
+            for n in args.subscriptions:
+                say(f"{kind}, {n} subscriptions, {len(docs)} documents")
+                queries = workload_queries(kind, docs, n, args.seed)
+                analyzed = [analyze(q) for q in queries]
+                seconds, found = percolate(analyzed, docs, df)
+                oracle = {(i, d.docno) for d, hits in zip(docs, match_documents(analyzed, terms)) for i in hits}
+                assert found == oracle, "the percolator disagrees with the matcher"
+                single = len(docs) / seconds
+                say(f"  single process: {single:.0f} docs/s, {len(oracle)} matches")
+                ring = await measure_ring(args, kind, queries, docs, stats_file, oracle, analyzed)
+                fast = ring["throughput"]
+                out.append({"workload": kind, "subscriptions": n, "documents": len(docs),
+                            "single_process_docs_per_second": single, "matches": len(oracle),
+                            "ring_docs_per_second": fast["docs_per_second"],
+                            "ratio": fast["docs_per_second"] / single, **ring})
+    return {"benchmark": "bench_live", "nodes": args.nodes, "cores": os.cpu_count(), "strategy": args.strategy,
+            "resolution": args.resolution, "batch_docs": args.batch_docs, "linger_ms": args.linger_ms,
+            "per_call": args.per_call, "publishers": args.publishers, "seed": args.seed,
+            "corpus": {"documents": len(docs), "vocabulary": len(df),
+                       "unique_terms_per_document": sum(map(len, terms)) / len(terms)},
+            "goals": {"ratio": 0.5, "docs_per_second_at_100000": 1000, "p99_ms": 250},
+            "runs": out}
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--nodes", type=int, default=8)
-    p.add_argument("--queries", type=int, default=1000)
-    p.add_argument("--docs", type=int, default=500)
-    p.add_argument("--concurrency", type=int, default=8, help="concurrent publishers")
-    p.add_argument("--strategy", default="mhi")
+    p.add_argument("--subscriptions", default="10000,100000", help="comma-separated counts")
+    p.add_argument("--docs", type=int, default=2000)
+    p.add_argument("--workloads", default="skew,text", help="comma-separated: skew, text")
+    p.add_argument("--strategy", default="oi")
     p.add_argument("--resolution", default="td")
-    p.add_argument("--piggyback", type=int, default=0)
-    p.add_argument("--vocab", type=int, default=5000, help="generated corpus vocabulary")
-    p.add_argument("--terms", type=float, default=100.0, help="mean unique terms per document")
-    p.add_argument("--settle", type=float, default=30.0, help="seconds to wait for the last alerts")
+    p.add_argument("--batch-docs", type=int, default=64, help="the nodes' --batch-docs")
+    p.add_argument("--linger-ms", type=float, default=5.0, help="the nodes' --linger-ms")
+    p.add_argument("--per-call", type=int, default=64, help="documents per PublishBatch call")
+    p.add_argument("--publishers", type=int, default=4, help="concurrent PublishBatch callers")
+    p.add_argument("--vocab", type=int, default=46654, help="generated corpus vocabulary")
+    p.add_argument("--terms", type=float, default=178.0, help="mean unique terms per document")
+    p.add_argument("--settle", type=float, default=60.0, help="seconds to wait for the last alerts")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args(argv)
-    result = asyncio.run(run(args))
+    args.subscriptions = [int(n) for n in args.subscriptions.split(",")]
+    args.workloads = args.workloads.split(",")
+    if set(args.workloads) - {"skew", "text"}:
+        p.error(f"unknown workload in {args.workloads}; choose skew, text")
     args.out.mkdir(parents=True, exist_ok=True)
+    result = asyncio.run(run(args))
     path = args.out / "bench_live.json"
     path.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps({k: v for k, v in result.items() if k != "bytes_per_document_by_kind"}, indent=2))
+    print(f"{'workload':8} {'subs':>7} {'single/s':>9} {'ring/s':>8} {'ratio':>6} {'alerts/s':>9} "
+          f"{'p50 ms':>7} {'p99 ms':>7} {'cpu ms/doc':>10}  alerts = matcher")
+    for r in result["runs"]:
+        f, s = r["throughput"], r["latency"]
+        print(f"{r['workload']:8} {r['subscriptions']:>7} {r['single_process_docs_per_second']:>9.0f} "
+              f"{r['ring_docs_per_second']:>8.0f} {r['ratio']:>6.2f} {f['alerts_per_second']:>9.0f} "
+              f"{s['p50_ms'] or 0:>7.1f} {s['p99_ms'] or 0:>7.1f} {1000 * f['cpu_seconds_per_document']:>10.2f}  "
+              f"{f['alerts_equal_matcher'] and s['alerts_equal_matcher']}")
     print(f"wrote {path}")
-    return 0 if result["alerts_equal_matcher"] else 1
+    return 0 if all(r["throughput"]["alerts_equal_matcher"] and r["latency"]["alerts_equal_matcher"]
+                    for r in result["runs"]) else 1
 
 
 if __name__ == "__main__":

@@ -5,15 +5,20 @@ import random
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
+import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from conftest import FAST, assert_one_line_error, cqengine
 from cqengine.client import Client, ClientError
 from cqengine.corpus import generate_corpus
 from cqengine.demo import collect_alerts, wait_quiet
 from cqengine.matcher import document_frequencies, document_terms, matches
+from cqengine.proto import cqengine_pb2 as pb
 from cqengine.ring import free_ports, ring_up, stop_processes, wait_converged
+from cqengine.service import MAX_REQUEST_DOCS
 from cqengine.trec import write_trec
 from cqengine.workload import generate_queries
 
@@ -82,6 +87,63 @@ def test_bad_input_is_refused_and_changes_nothing(ring):
         after = c.stats()
         assert after.subscriptions == before.subscriptions
         assert after.documents_published == before.documents_published
+
+
+def test_a_bad_document_in_a_batch_is_refused_alone(ring):
+    """Each document of a PublishBatch call gets its own status: the bad ones are refused
+    with why, the rest are published and alert their subscribers."""
+    a = ring.addresses()[1]
+    with Client(a) as c:
+        sub = c.subscribe("walrus tusk")
+        before = c.stats().documents_published
+        replies = c.publish_many([("W1", "a walrus tusk of ivory", ""), ("W2", b"caf\xe9 au lait", ""),
+                                  ("W3", "walrus " * 50000, ""), ("  ", "walrus tusk", ""),
+                                  ("W4", "the walrus lost a tusk", "Tusk")])
+        assert [r.accepted for r in replies] == [True, False, False, False, True]
+        assert [r.code for r in replies] == ["", "INVALID_ARGUMENT", "INVALID_ARGUMENT", "INVALID_ARGUMENT", ""]
+        assert "not UTF-8" in replies[1].error and "limit is 200000" in replies[2].error
+        assert "docno" in replies[3].error
+        assert replies[0].terms == 3 and replies[0].doc_key != replies[4].doc_key
+        assert c.stats().documents_published == before + 2
+        wait_quiet(ring.addresses())
+        assert sorted(x.docno for x in c.alerts(sub, timeout=0.5)) == ["W1", "W4"]
+        c.unsubscribe(sub.subscription_id, sub.token)
+
+
+def test_an_empty_or_oversized_batch_is_refused_whole(ring):
+    with Client(ring.addresses()[2]) as c:
+        before = c.stats().documents_published
+        with pytest.raises(ClientError, match="at least one document") as e:
+            c._call("PublishBatch", pb.PublishBatchRequest())
+        assert e.value.code == "INVALID_ARGUMENT"
+        too_many = [pb.PublishRequest(docno=f"T{i}", text=b"tiny") for i in range(MAX_REQUEST_DOCS + 1)]
+        with pytest.raises(ClientError, match=f"at most {MAX_REQUEST_DOCS}") as e:
+            c._call("PublishBatch", pb.PublishBatchRequest(documents=too_many))
+        assert e.value.code == "INVALID_ARGUMENT"
+        assert c.stats().documents_published == before
+
+
+def test_a_node_answers_health_checks_while_it_analyzes_a_large_batch(ring):
+    """Analysis runs beside the event loop: while ~20 MB of documents are analyzed (a second
+    or more), the node still answers every health check."""
+    a = ring.addresses()[3]
+    words = [d.text for d in generate_corpus(40, seed=3, vocab_size=20000, mean_terms=400)]
+    text = " ".join(words)
+    docs = [(f"H{i}", (text * (150_000 // len(text) + 1))[:150_000], "") for i in range(130)]
+    with Client(a, timeout=120) as c, ThreadPoolExecutor(1) as pool:
+        published = pool.submit(c.publish_many, docs)
+        answered = 0
+        with grpc.insecure_channel(a) as channel:
+            health = health_pb2_grpc.HealthStub(channel)
+            while not published.done():
+                reply = health.Check(health_pb2.HealthCheckRequest(), timeout=2.0)
+                assert reply.status == health_pb2.HealthCheckResponse.SERVING
+                answered += 1
+                time.sleep(0.05)
+        assert all(r.accepted for r in published.result())
+    # the node analyzes 130 documents as 3 batches of at most 64: were it to analyze on its
+    # event loop, a check could be answered only between two batches, 4 at the most
+    assert answered >= 5
 
 
 def test_unsubscribed_queries_get_no_alerts_and_streams_end(ring):

@@ -51,10 +51,15 @@ class CQEngineStub:
                 request_serializer=cqengine_dot_proto_dot_cqengine__pb2.PublishRequest.SerializeToString,
                 response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.PublishReply.FromString,
                 _registered_method=True)
+        self.PublishBatch = channel.unary_unary(
+                '/cqengine.CQEngine/PublishBatch',
+                request_serializer=cqengine_dot_proto_dot_cqengine__pb2.PublishBatchRequest.SerializeToString,
+                response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.PublishBatchReply.FromString,
+                _registered_method=True)
         self.StreamAlerts = channel.unary_stream(
                 '/cqengine.CQEngine/StreamAlerts',
                 request_serializer=cqengine_dot_proto_dot_cqengine__pb2.StreamRequest.SerializeToString,
-                response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.Alert.FromString,
+                response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.Alerts.FromString,
                 _registered_method=True)
         self.Stats = channel.unary_unary(
                 '/cqengine.CQEngine/Stats',
@@ -86,8 +91,17 @@ class CQEngineServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PublishBatch(self, request, context):
+        """Many documents in one call, each accepted or refused on its own.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def StreamAlerts(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Alerts of one or more of the node's subscriptions, as they arrive: each message
+        carries the alerts waiting when it is sent.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -116,10 +130,15 @@ def add_CQEngineServicer_to_server(servicer, server):
                     request_deserializer=cqengine_dot_proto_dot_cqengine__pb2.PublishRequest.FromString,
                     response_serializer=cqengine_dot_proto_dot_cqengine__pb2.PublishReply.SerializeToString,
             ),
+            'PublishBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.PublishBatch,
+                    request_deserializer=cqengine_dot_proto_dot_cqengine__pb2.PublishBatchRequest.FromString,
+                    response_serializer=cqengine_dot_proto_dot_cqengine__pb2.PublishBatchReply.SerializeToString,
+            ),
             'StreamAlerts': grpc.unary_stream_rpc_method_handler(
                     servicer.StreamAlerts,
                     request_deserializer=cqengine_dot_proto_dot_cqengine__pb2.StreamRequest.FromString,
-                    response_serializer=cqengine_dot_proto_dot_cqengine__pb2.Alert.SerializeToString,
+                    response_serializer=cqengine_dot_proto_dot_cqengine__pb2.Alerts.SerializeToString,
             ),
             'Stats': grpc.unary_unary_rpc_method_handler(
                     servicer.Stats,
@@ -221,6 +240,33 @@ class CQEngine:
             _registered_method=True)
 
     @staticmethod
+    def PublishBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cqengine.CQEngine/PublishBatch',
+            cqengine_dot_proto_dot_cqengine__pb2.PublishBatchRequest.SerializeToString,
+            cqengine_dot_proto_dot_cqengine__pb2.PublishBatchReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def StreamAlerts(request,
             target,
             options=(),
@@ -236,7 +282,7 @@ class CQEngine:
             target,
             '/cqengine.CQEngine/StreamAlerts',
             cqengine_dot_proto_dot_cqengine__pb2.StreamRequest.SerializeToString,
-            cqengine_dot_proto_dot_cqengine__pb2.Alert.FromString,
+            cqengine_dot_proto_dot_cqengine__pb2.Alerts.FromString,
             options,
             channel_credentials,
             insecure,
