@@ -73,9 +73,12 @@ class MethodTable:
 
 class GrpcTransport:
     def __init__(self, ledger: Ledger | None = None, timeout: float = 1.0,
-                 table: MethodTable | None = None) -> None:
+                 table: MethodTable | None = None, timeouts: dict[str, float] | None = None) -> None:
+        """`timeout`: seconds a call waits for its reply before its peer counts as
+        unreachable; `timeouts`: other waits for some methods."""
         self.ledger = ledger if ledger is not None else Ledger()
         self.timeout = timeout
+        self.timeouts = timeouts or {}
         self.table = table or MethodTable([CHORD_SERVICE])
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._calls: dict[tuple[str, str], Any] = {}
@@ -93,7 +96,8 @@ class GrpcTransport:
     async def call(self, peer: NodeRef, method: str, request: Any) -> Any:
         self.ledger.record(method, request.ByteSize())
         try:
-            reply = await self._callable(peer.address, method)(request, timeout=self.timeout)
+            reply = await self._callable(peer.address, method)(request,
+                                                                timeout=self.timeouts.get(method, self.timeout))
         except grpc.aio.AioRpcError as e:
             if e.code() in UNREACHABLE:
                 raise PeerUnreachable(peer, e.code().name) from None

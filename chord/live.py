@@ -40,7 +40,8 @@ class Timing:
     stabilize: float = 0.25
     fix_fingers: float = 0.5
     check_predecessor: float = 0.5
-    rpc_timeout: float = 1.0
+    rpc_timeout: float = 1.0   # the ring's own calls: a peer silent this long counts as failed
+    call_timeout: float = 30.0  # an application's calls (the engine's): a busy peer answers late, not never
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -77,7 +78,9 @@ class LiveNode:
         self.timing = timing or Timing()
         self.ledger = Ledger()
         self.methods = MethodTable([CHORD_SERVICE] + (self.app.services if self.app else []))
-        self.transport = GrpcTransport(self.ledger, timeout=self.timing.rpc_timeout, table=self.methods)
+        app_methods = [m.name for service in (self.app.services if self.app else []) for m in service.methods]
+        self.transport = GrpcTransport(self.ledger, timeout=self.timing.rpc_timeout, table=self.methods,
+                                       timeouts=dict.fromkeys(app_methods, self.timing.call_timeout))
         self.health = health.aio.HealthServicer()
         self.server: grpc.aio.Server | None = None
         self._tasks: list[asyncio.Task] = []

@@ -11,6 +11,8 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, TypeVar
 
+import numpy as np
+
 from chord.ids import BITS, MASK, SPACE, distance, in_open_closed, short
 
 T = TypeVar("T")
@@ -106,10 +108,20 @@ class RoutingTable:
 
     def router(self) -> Callable[[int], NodeRef | None]:
         """`next_hop` (avoiding nobody) for the table as it is now, as a bisect per key, and
-        None where the hop would be me. An announcement routes every id it carries: this is
-        its cost at scale."""
-        me = self.me
-        return self.piecewise("router", lambda key: None if (hop := self.next_hop(key)) == me else hop)
+        None where the hop would be me."""
+        return self.piecewise("router", self._route)
+
+    def routes(self, keys: np.ndarray) -> tuple[np.ndarray, list[NodeRef | None]]:
+        """`router` for many keys at once (an announcement routes every id it carries): for
+        each key the place of its hop among the distinct hops, and those hops."""
+        self.piecewise("router", self._route)
+        starts, answers = self._compiled["router"][2:]
+        hops = list(dict.fromkeys(answers))  # a hop may answer several stretches of the circle
+        place = np.array([hops.index(a) for a in answers], dtype=np.intp)
+        return place[starts.searchsorted(keys - np.uint64(self.me.id), side="right") - 1], hops
+
+    def _route(self, key: int) -> NodeRef | None:
+        return None if (hop := self.next_hop(key)) == self.me else hop
 
     def piecewise(self, name: str, rule: Callable[[int], T]) -> Callable[[int], T]:
         """A rule of this table's (Algorithm 1, a lookup step) precomputed as a bisect per key.
@@ -138,7 +150,7 @@ class RoutingTable:
         def compiled(x: int) -> T:
             return answers[bisect.bisect_right(starts, (x - me) & MASK) - 1]
 
-        self._compiled[name] = (key, compiled)
+        self._compiled[name] = (key, compiled, np.array(starts, dtype=np.uint64), answers)
         return compiled
 
     def group_by_next_hop(self, keys: Iterable[int]) -> tuple[list[int], dict[NodeRef, list[int]]]:

@@ -70,6 +70,7 @@ def analyze(text: str) -> list[str]:
     return list(seen)
 
 
+@lru_cache(maxsize=1 << 18)  # every document and query hashes the same vocabulary again
 def term_id(term: str) -> int:
     """The term's key on the ring: the unsigned 64-bit mmh3 of the term."""
     return hash_id(term)

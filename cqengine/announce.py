@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import chain
-from typing import Callable, Hashable, Iterable, Sequence
+from typing import Callable, Hashable, Iterable, Sequence, TypeVar
 
 import numpy as np
 
@@ -95,29 +95,53 @@ def successors(ids: Sequence[int], j: int, tail: Sequence[int], k: int) -> list[
     return out + list(tail[:k - len(out)])
 
 
-def split(run: Run, dests: Sequence[Hashable], k: int) -> list[tuple[Hashable, Run]]:
-    """Cut a run where the destination of consecutive ids changes; dests[i] is ids[i]'s."""
+Route = Callable[[np.ndarray], tuple[np.ndarray, Sequence[Hashable]]]  # ids -> each one's place among hops, hops
+T = TypeVar("T")
+
+
+def split(run: Run, places: np.ndarray, hops: Sequence[Hashable], k: int) -> list[tuple[Hashable, Run]]:
+    """Cut a run where the next hop of consecutive ids changes (ids[i]'s is hops[places[i]])."""
+    ids, n = run.ids, len(run.ids)
+    cuts = (np.flatnonzero(places[1:] != places[:-1]) + 1).tolist()
     out = []
-    start = 0
-    ids = run.ids
-    for i in range(1, len(ids) + 1):
-        if i < len(ids) and dests[i] == dests[start]:
-            continue
+    for start, end in zip([0, *cuts], [*cuts, n]):
         prev = ids[start - 1] if start > 0 else run.prev
-        nxt = ids[i] if i < len(ids) else run.next
-        succ = successors(ids, i - 1, run.succ, k) if k else []
-        out.append((dests[start], Run(ids[start:i], prev, nxt, succ)))
-        start = i
+        nxt = ids[end] if end < n else run.next
+        succ = successors(ids, end - 1, run.succ, k) if k else []
+        out.append((hops[places[start]], Run(ids[start:end], prev, nxt, succ)))
     return out
 
 
-def group_runs(runs: Iterable[Run], dest: Callable[[int], Hashable], k: int) -> dict[Hashable, list[Run]]:
-    """Algorithms 1 and 3 over runs: sub-runs per next hop (None: mine to process)."""
-    groups: dict[Hashable, list[Run]] = {}
-    for run in runs:
-        for d, sub in split(run, [dest(x) for x in run.ids], k):
-            groups.setdefault(d, []).append(sub)
-    return groups
+def route_runs(runs: Sequence[tuple[T, Run]], route: Route, k: int) -> dict[Hashable, dict[T, list[Run]]]:
+    """Algorithms 1 and 3 over the runs of a batch's documents (each with its document),
+    every id routed at once: per next hop (None: mine), each document's sub-runs."""
+    if not runs:
+        return {}
+    lengths = [len(run.ids) for _, run in runs]
+    places, hops = route(np.fromiter(chain.from_iterable(run.ids for _, run in runs), dtype=np.uint64,
+                                     count=sum(lengths)))
+    out: dict[Hashable, dict[T, list[Run]]] = {}
+    at = 0
+    for (doc, run), n in zip(runs, lengths):
+        for hop, sub in split(run, places[at:at + n], hops, k):
+            out.setdefault(hop, {}).setdefault(doc, []).append(sub)
+        at += n
+    return out
+
+
+def group_runs(runs: Iterable[Run], route: Route, k: int) -> dict[Hashable, list[Run]]:
+    """route_runs for one document's runs: its sub-runs per next hop (None: mine)."""
+    return {hop: by_doc[0] for hop, by_doc in route_runs([(0, r) for r in runs], route, k).items()}
+
+
+def per_id(dest: Callable[[int], Hashable]) -> Route:
+    """A route from a rule for one id at a time."""
+    def route(ids: np.ndarray) -> tuple[np.ndarray, list[Hashable]]:
+        dests = [dest(x) for x in ids.tolist()]
+        hops = list(dict.fromkeys(dests))
+        place = {h: i for i, h in enumerate(hops)}
+        return np.array([place[d] for d in dests], dtype=np.intp), hops
+    return route
 
 
 @dataclass

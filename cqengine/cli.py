@@ -111,14 +111,18 @@ def timing_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--fix-fingers", type=positive_float, default=d.fix_fingers, metavar="S")
     g.add_argument("--check-predecessor", type=positive_float, default=d.check_predecessor, metavar="S")
     g.add_argument("--rpc-timeout", type=positive_float, default=d.rpc_timeout, metavar="S",
-                   help="a peer silent this long counts as failed (default %(default)s)")
+                   help="a peer silent this long to the ring's calls counts as failed (default %(default)s)")
+    g.add_argument("--call-timeout", type=positive_float, default=d.call_timeout, metavar="S",
+                   help="how long the engine's calls (announcements, resolution, alerts) wait for a "
+                        "busy peer (default %(default)s)")
     g.add_argument("--successors", type=int, default=8, metavar="R",
                    help="successor list length r (default %(default)s)")
 
 
 def timing_from(args: argparse.Namespace) -> Timing:
     return Timing(stabilize=args.stabilize, fix_fingers=args.fix_fingers,
-                  check_predecessor=args.check_predecessor, rpc_timeout=args.rpc_timeout)
+                  check_predecessor=args.check_predecessor, rpc_timeout=args.rpc_timeout,
+                  call_timeout=args.call_timeout)
 
 
 ENGINE_FLAGS = {  # option -> (Settings field, type, help)

@@ -29,7 +29,7 @@ import time
 from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import groupby
+from itertools import chain, groupby
 from typing import Any, Callable, Generator, Sequence
 
 import numpy as np
@@ -37,7 +37,7 @@ import numpy as np
 from chord.node import Call, ChordNode, Op, PeerUnreachable
 from chord.routing import NodeRef
 from cqengine.analysis import analyze, term_id
-from cqengine.announce import Announced, Knowledge, Run, announced, announcement, group_runs, knowledge
+from cqengine.announce import Announced, Knowledge, Run, announced, announcement, knowledge, route_runs
 from cqengine.bloom import BloomFilter
 from cqengine.config import Settings
 from cqengine.indexing import chooser
@@ -70,11 +70,13 @@ class EngineError(Exception):
 
 @dataclass(frozen=True)
 class Document:
-    """A document ready to publish: its docno, its analyzed terms, and what its alerts carry."""
+    """A document ready to publish: its docno, its analyzed terms (and their ids, if known
+    already), and what its alerts carry."""
     docno: str
     terms: Sequence[str]
     title: str = ""
     snippet: str = ""
+    ids: frozenset[int] | None = None
 
 
 def prepare(docno: str, text: bytes, title: str, limit: int) -> Document:
@@ -88,7 +90,8 @@ def prepare(docno: str, text: bytes, title: str, limit: int) -> Document:
     except UnicodeDecodeError as e:
         raise EngineError("INVALID_ARGUMENT", f"document {docno} is not UTF-8 (bad byte at "
                                               f"offset {e.start})") from None
-    return Document(docno, analyze(f"{title}\n{body}"), title, " ".join(body.split())[:SNIPPET])
+    terms = analyze(f"{title}\n{body}")
+    return Document(docno, terms, title, " ".join(body.split())[:SNIPPET], frozenset(map(term_id, terms)))
 
 
 @dataclass
@@ -123,6 +126,11 @@ class Heard:
     in the QN's region, those runs."""
     dn: NodeRef
     docs: list[Announced]
+
+
+def _mine(ids: np.ndarray) -> tuple[np.ndarray, list[None]]:
+    """Every id processed here: an announcement past the hop limit."""
+    return np.zeros(len(ids), dtype=np.intp), [None]
 
 
 @lru_cache(maxsize=PEERS)
@@ -201,15 +209,21 @@ class EngineNode:
 
     def __init__(self, chord: ChordNode, settings: Settings, spawn: Callable[[Op], None],
                  now: Callable[[], float] = time.monotonic, observer: Observer | None = None,
-                 gather: Callable[["EngineNode", Heard], None] | None = None) -> None:
+                 gather: Callable[["EngineNode", Heard], None] | None = None,
+                 later: Callable[[float, Callable[[], None]], None] | None = None, linger: float = 0.0) -> None:
         """`gather`: where a shell that hosts many QNs (the simulator) collects what they
         heard, to resolve it together once an announcement has run its course
-        (resolve_together); None: each announcement is resolved as it is heard."""
+        (resolve_together); None: each announcement is resolved as it is heard.
+        `later(seconds, fn)`: a shell's timer. `linger`: seconds a DN gathers the matches
+        QNs report before it delivers them, one batch of alerts per home node (0: each
+        report's at once, the paper's protocol)."""
         self.chord = chord
         self.settings = settings
         self.spawn = spawn
         self.observer = observer
         self.gather = gather
+        self.later, self.linger = later, linger
+        self.outbox: dict[str, dict[int, tuple[PublishedDoc, list[int]]]] = {}  # home -> key -> doc, subscriptions
         df = settings.df
         self.index = InvertedIndex((lambda y, t: df.get(t, 0)) if df is not None else None)
         chord.store = self.index  # inverted lists move with key ownership
@@ -363,8 +377,8 @@ class EngineNode:
         docno = doc.docno.strip()
         if not docno or len(docno) > MAX_DOCNO:
             raise EngineError("INVALID_ARGUMENT", f"a document needs a docno of 1-{MAX_DOCNO} characters")
-        kept = PublishedDoc(self.rng.getrandbits(64), docno, doc.title, doc.snippet,
-                            frozenset(term_id(t) for t in doc.terms))
+        ids = doc.ids if doc.ids is not None else frozenset(map(term_id, doc.terms))
+        kept = PublishedDoc(self.rng.getrandbits(64), docno, doc.title, doc.snippet, ids)
         self.docs[kept.key] = kept
         if self.settings.gossiped:
             self.synopsis.add_document(docno, kept.ids)  # the DN stores, so counts, what it announces
@@ -388,26 +402,23 @@ class EngineNode:
         announcement per next hop for all of them; then my own runs are resolved."""
         k = self.settings.piggyback
         local: dict[int, list[Run]] = {}  # place in the batch -> my runs of that document
-        todo: dict[int, list[Run]] = {i: doc.runs for i, doc in enumerate(docs)}
+        todo = [(i, run) for i, doc in enumerate(docs) for run in doc.runs]
         while todo:
             # each id's next hop by the table as it is now (a failed hop changes it); None: mine
-            route = self.chord.table.router() if hops < HOP_LIMIT else (lambda x: None)
-            by_hop: dict[NodeRef, dict[int, list[Run]]] = {}
-            for i, runs in todo.items():
-                groups = group_runs(runs, route, k)
-                local.setdefault(i, []).extend(groups.pop(None, []))
-                for hop, hop_runs in groups.items():
-                    by_hop.setdefault(hop, {})[i] = hop_runs
-            todo = {}
+            by_hop = route_runs(todo, self.chord.table.routes if hops < HOP_LIMIT else _mine, k)
+            for i, runs in by_hop.pop(None, {}).items():
+                local.setdefault(i, []).extend(runs)
+            todo = []
             for hop, parts in by_hop.items():
-                out = announcement(dn.address, hops + 1, ((docs[i].key, docs[i].max_id, runs) for i, runs in parts.items()))
+                out = announcement(dn.address, hops + 1, ((docs[i].key, docs[i].max_id, runs)
+                                                          for i, runs in parts.items()))
                 if self.observer is not None:
                     self.observer.on_announce(self, out)
                 try:
                     yield Call(hop, "Announce", out)
                 except PeerUnreachable:
-                    for i, runs in parts.items():  # forgotten by the lookup layer: regroup around it
-                        todo.setdefault(i, []).extend(runs)
+                    # forgotten by the lookup layer: regroup around it
+                    todo += [(i, run) for i, runs in parts.items() for run in runs]
                     self.chord.table.forget(hop)
         mine = [Announced(docs[i].key, docs[i].max_id, runs) for i, runs in sorted(local.items()) if runs]
         if not mine:
@@ -488,16 +499,32 @@ class EngineNode:
             by_home.setdefault(m.home, {}).setdefault(m.doc, []).append(m.subscription_id)
         if lost:
             self.count("alerts_dropped", lost)
-        batches = [(self.peer(home), alert_batch([(docs[d], subs) for d, subs in sorted(per_doc.items())]))
-                   for home, per_doc in sorted(by_home.items())]
-        if batches:
-            self.spawn(self._deliver(batches))
+        if not by_home:
+            return pb.Ack()
+        if self.linger > 0 and self.later is not None:  # with the reports of the next moments
+            if not self.outbox:
+                self.later(self.linger, self._flush)
+            for home, per_doc in by_home.items():
+                waiting = self.outbox.setdefault(home, {})
+                for d, subs in per_doc.items():
+                    waiting.setdefault(docs[d].key, (docs[d], []))[1].extend(subs)
+        else:
+            self.spawn(self._deliver({home: {docs[d].key: (docs[d], subs) for d, subs in per_doc.items()}
+                                      for home, per_doc in by_home.items()}))
         return pb.Ack()
 
-    def _deliver(self, batches: list[tuple[NodeRef, pb.AlertBatch]]) -> Op:
-        for home, batch in batches:
+    def _flush(self) -> None:
+        """The linger is over: deliver what the reports since it began matched."""
+        outbox, self.outbox = self.outbox, {}
+        if outbox:
+            self.spawn(self._deliver(outbox))
+
+    def _deliver(self, alerts: dict[str, dict[int, tuple[PublishedDoc, list[int]]]]) -> Op:
+        """One batch of alerts to each home node: its subscriptions of each document."""
+        for home, per_doc in sorted(alerts.items()):
+            batch = alert_batch(list(per_doc.values()))
             try:
-                yield Call(home, "Deliver", batch)
+                yield Call(self.peer(home), "Deliver", batch)
             except PeerUnreachable:
                 self.count("alerts_dropped", len(batch.subscription_ids))
 
@@ -619,9 +646,10 @@ class EngineNode:
 Together = Generator[tuple[EngineNode, Call], Any, None]  # yields a call with the node making it
 
 
-def local_ids(doc: Announced) -> list[int]:
+def local_ids(doc: Announced) -> np.ndarray:
     """The ids of a document's runs at a QN, ascending: the keys whose lists it consults."""
-    return sorted({x for run in doc.runs for x in run.ids})
+    ids = np.fromiter(chain.from_iterable(run.ids for run in doc.runs), dtype=np.uint64)
+    return np.unique(ids)
 
 
 def resolve_together(heard: Sequence[tuple[EngineNode, Heard]]) -> Together:
@@ -661,6 +689,8 @@ def _resolve_parts(heard: Sequence[tuple[EngineNode, Heard]], parts: list[tuple[
 
     def drop(ps: list[int], why: str) -> None:
         """These parts' DN failed them: their queries' alerts are lost, counted."""
+        if not ps:
+            return
         pending, found = step.pending(), step.matched()
         for p in ps:
             if not failed[p]:

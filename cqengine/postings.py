@@ -73,6 +73,7 @@ class Block:
     codes: np.ndarray    # (width, len(entries)) intp into terms: a column per query
     _bloom: tuple = ()   # ((bits, hashes), the terms' filter positions by hash): a key's terms stay put
     _subscriptions: bytes | None = None
+    _padded: tuple = ()  # (width, its codes padded to that width)
 
     def subscriptions(self) -> bytes:
         """Its queries' subscription ids in order, as bytes: which queries it holds, as a
@@ -83,6 +84,13 @@ class Block:
             self._subscriptions = np.fromiter((e.subscription_id for e in self.entries), dtype=np.uint64,
                                               count=len(self.entries)).tobytes()
         return self._subscriptions
+
+    def padded(self, width: int) -> np.ndarray:
+        """Its codes with as many rows as a wider block's (resolved beside it): a short
+        query repeats its first code, which changes nothing."""
+        if not self._padded or self._padded[0] != width:
+            self._padded = (width, widen(self.codes, width))
+        return self._padded[1]
 
     def bloom_positions(self, bits: int, hashes: int) -> np.ndarray:
         if not self._bloom or self._bloom[0] != (bits, hashes):
@@ -165,6 +173,7 @@ class InvertedIndex(SortedKeyStore):
         self._subs: dict[int, set[int]] = {}
         self._merged: OrderedDict[tuple[int, ...], tuple[list[Block], Block]] = OrderedDict()  # see blocks
         self._merged_size = 0
+        self._held: np.ndarray | None = None  # the keys with lists, as an array (None: to make again)
 
     def block(self, key: int) -> Block | None:
         """The key's list as a block; None when nothing is indexed under it."""
@@ -176,9 +185,18 @@ class InvertedIndex(SortedKeyStore):
             b = self._blocks[key] = Block.of(entries, self.rarity)
         return b
 
-    def lists(self, keys: Sequence[int]) -> list[Block]:
-        """The blocks of the lists under these keys that hold queries, in key order."""
-        return [b for b in map(self.block, keys) if b]
+    def lists(self, keys: np.ndarray) -> list[Block]:
+        """The blocks of the lists under these keys (uint64, ascending) that hold queries, in
+        key order. A document's ids at a node mostly have no list there: they are found
+        by one search among the keys held, not a lookup each."""
+        held = self._held
+        if held is None:
+            held = self._held = np.array(self._keys, dtype=np.uint64)
+        keys = np.asarray(keys, dtype=np.uint64)
+        if not len(held) or not len(keys):
+            return []
+        at = np.minimum(held.searchsorted(keys), len(held) - 1)
+        return [self.block(key) for key in keys[held[at] == keys].tolist()]
 
     def blocks(self, keys: Sequence[int]) -> Block | None:
         """The lists under these keys as one block; None when nothing is indexed under any.
@@ -242,6 +260,7 @@ class InvertedIndex(SortedKeyStore):
         self.put(key, entry)
 
     def put(self, key: int, value: pb.QueryEntry) -> None:
+        self._held = None
         self._blocks.pop(key, None)
         self._forget_merged()
         self._subs.setdefault(key, set()).add(value.subscription_id)
@@ -260,6 +279,7 @@ class InvertedIndex(SortedKeyStore):
         return items
 
     def _changed(self, key: int) -> None:
+        self._held = None
         self._blocks.pop(key, None)
         self._forget_merged()
         left = self._values.get(key)

@@ -23,14 +23,13 @@ queries there. Only the queries left after it are resolved whole (`Rounds`).
 
 from __future__ import annotations
 
-from functools import cached_property
 from typing import Sequence
 
 import numpy as np
 
 from cqengine.announce import Knowledge, known_in_parts
 from cqengine.bloom import BloomFilter
-from cqengine.postings import Block, any_per_query, ranges, union_terms
+from cqengine.postings import Block, any_per_query, ranges
 from cqengine.proto import cqengine_pb2 as pb
 
 FEW = 32  # ids up to which plain Python beats numpy's per-call cost (most questions)
@@ -158,113 +157,114 @@ class Rounds:
 
 
 class Resolver:
-    """The resolution of many parts at once. Each part's queries are those of a *unit* (a
-    QN's lists under a document's ids, as one block of them would hold them), and its
-    terms its unit's, apart from every other part's: parts that share a unit (a live QN's
-    documents under the same ids, a measured QN's depths and methods) share its columns
-    of codes, not its terms.
+    """The resolution of many parts at once, each part's terms apart from every other's.
 
     Made `knowing` what each QN knows of its document (the protocol) or given each part's
-    candidates and known-present terms (`of_candidates`, measurement). Then, each step for
-    all parts at once: `pending`, a filter's rule-outs (`passes`, `rule_out`), rounds of
-    `questions` and answers (`learn`) or all rounds told the answers (`settle`), `matched`.
+    candidates and known-present terms (`of_candidates`, measurement). Either way the
+    queries are columns of codes (`columns`, their entries beside them), and a candidate
+    is a (part, column) pair whose codes, plus its offset, are places among every part's
+    terms. Then, each step for all parts at once: `pending`, a filter's rule-outs
+    (`passes`, `rule_out`), rounds of `questions` and answers (`learn`) or all rounds told
+    the answers (`settle`), `matched`.
     """
 
-    def __init__(self, units: Sequence[Sequence[Block]], part_unit: Sequence[int], batch: int) -> None:
-        """Lays out the units' queries as columns of codes into each unit's terms, and each
-        part's terms (its unit's) side by side."""
-        self.batch = max(1, batch)
-        self.part_unit = np.asarray(part_unit, dtype=np.intp)
-        self.parts = len(self.part_unit)
-        merged = [union_terms(lists) if len(lists) > 1 else (lists[0].terms, None) for lists in units]
-        self.unit_terms = [terms for terms, _ in merged]
-        width = max(b.codes.shape[0] for lists in units for b in lists)
-        sizes = [sum(map(len, lists)) for lists in units]
-        self.unit_start = np.concatenate([[0], np.cumsum(sizes)]).astype(np.intp)
-        self.columns = np.empty((width, int(self.unit_start[-1])), dtype=np.intp)
-        # every unit's blocks in column order: a match is read off its block, not off all
-        # the units' entries joined (thousands, where a document matches hundreds)
-        self.blocks: list[Block] = []
-        self._places: list[list[tuple[Block, np.ndarray | None]]] = []  # per unit: its blocks' terms' places
-        starts, at = [], 0
-        for lists, (_, inverse) in zip(units, merged):
-            placed, start = [], 0
-            for b in lists:
-                end, w = at + len(b), b.codes.shape[0]
-                if inverse is None:
-                    self.columns[:w, at:end] = b.codes
-                    placed.append((b, None))
-                else:
-                    places = inverse[start:start + len(b.terms)]
-                    self.columns[:w, at:end] = places[b.codes]
-                    placed.append((b, places))
-                    start += len(b.terms)
-                self.columns[w:, at:end] = self.columns[0, at:end]  # padded as a block pads a short query
-                self.blocks.append(b)
-                starts.append(at)
-                at = end
-            self._places.append(placed)
-        self.block_start = np.array(starts + [at], dtype=np.intp)
-        lengths = np.array([len(t) for t in self.unit_terms], dtype=np.intp)[self.part_unit]
-        self.term_start = np.concatenate([[0], np.cumsum(lengths)]).astype(np.intp)
-        self._positions: dict[tuple[int, int, int], np.ndarray] = {}
+    batch: int
+    parts: int
+    columns: np.ndarray       # (width, columns) codes
+    entries: np.ndarray       # per column, its query's entry
+    term_start: np.ndarray    # per part, where its terms begin among every part's (and where they end)
+    _sources: list[list[tuple[Block, np.ndarray]]]  # per part: its blocks and their terms' places
 
     @classmethod
     def knowing(cls, parts: Sequence[tuple[Sequence[Block], Knowledge]], batch: int = 1) -> "Resolver":
         """Parts as QNs hold them: a QN's inverted lists under a document's local ids, in
-        key order (InvertedIndex.lists), and what it knows of the document; a part's
-        candidates are its queries without a term it knows absent (Observations 1-2,
-        Algorithm 4), all parts' worked out at once."""
-        units, part_unit = _units([lists for lists, _ in parts])
-        self = cls(units, part_unit, batch)
+        key order (InvertedIndex.lists), and what it knows of the document; a part's terms
+        are its lists' merged (for all parts by one sort), its candidates its queries
+        without a term it knows absent (Observations 1-2, Algorithm 4)."""
+        self = cls()
+        self.batch, self.parts = max(1, batch), len(parts)
+        blocks = [b for lists, _ in parts for b in lists]
+        owner = np.repeat(np.arange(len(parts)), [len(lists) for lists, _ in parts])  # per block: its part
+        sizes = np.array([len(b.terms) for b in blocks], dtype=np.intp)
+        terms = np.concatenate([b.terms for b in blocks])  # every block's, side by side
+        term_part = np.repeat(owner, sizes)
+        order = np.lexsort((terms, term_part))  # by part, then term: each part's merged
+        ranked, ranked_part = terms[order], term_part[order]
+        first = np.empty(len(order), dtype=bool)
+        first[:1] = True
+        first[1:] = (ranked[1:] != ranked[:-1]) | (ranked_part[1:] != ranked_part[:-1])
+        places = np.empty(len(order), dtype=np.intp)  # of every block's terms among every part's
+        places[order] = np.cumsum(first) - 1
+        self.terms = ranked[first]
+        self.term_start = np.searchsorted(ranked_part[first], np.arange(len(parts) + 1)).astype(np.intp)
+        width = max(b.codes.shape[0] for b in blocks)
+        starts = np.cumsum(sizes) - sizes
+        codes = np.concatenate([b.padded(width) + at for b, at in zip(blocks, starts.tolist())], axis=1)
+        self.columns = places[codes]
+        self.entries = np.concatenate([b.entries for b in blocks])
+        self._sources = [[] for _ in parts]
+        for b, p, at, n in zip(blocks, owner.tolist(), starts.tolist(), sizes.tolist()):
+            self._sources[p].append((b, places[at:at + n]))
         absent, present = known_in_parts(self.terms, self.term_start, [know for _, know in parts])
-        part, col = self._queries([None] * self.parts)
+        part = np.repeat(owner, [len(b) for b in blocks])
+        col = np.arange(len(part))
         if absent.any():
-            kept = ~fail_any(self.columns, col, self.term_start[part], absent)
+            kept = ~fail_any(self.columns, col, 0, absent)
             part, col = part[kept], col[kept]
-        self._start(part, col, present)
+        self._start(part, col, 0, present)
         return self
 
     @classmethod
     def of_candidates(cls, parts: Sequence[tuple[Block, np.ndarray | None, np.ndarray]],
                       batch: int = 1) -> "Resolver":
         """Parts given as a block, its candidates (a mask over its queries; None: all) and
-        which of its terms are known present; a block may be several parts."""
-        units, part_unit = _units([(block,) for block, _, _ in parts])
-        self = cls(units, part_unit, batch)
-        part, col = self._queries([keep for _, keep, _ in parts])
-        self._start(part, col, np.concatenate([present for _, _, present in parts]))
+        which of its terms are known present. A block may be several parts (a QN measured
+        at several depths and by both methods): they share its columns, not its terms."""
+        self = cls()
+        self.batch, self.parts = max(1, batch), len(parts)
+        distinct: dict[int, int] = {}  # id(block) -> its place among the distinct blocks
+        blocks: list[Block] = []
+        for b, _, _ in parts:
+            if id(b) not in distinct:
+                distinct[id(b)] = len(blocks)
+                blocks.append(b)
+        width = max(b.codes.shape[0] for b in blocks)
+        self.columns = np.concatenate([b.padded(width) for b in blocks], axis=1)  # codes into each block's terms
+        self.entries = np.concatenate([b.entries for b in blocks])
+        sizes = np.array([len(b) for b in blocks], dtype=np.intp)
+        block_start = np.cumsum(sizes) - sizes
+        which = [distinct[id(b)] for b, _, _ in parts]
+        self.term_start = np.concatenate([[0], np.cumsum([len(b.terms) for b, _, _ in parts])]).astype(np.intp)
+        self._sources = [[(b, np.arange(t, t + len(b.terms)))] for (b, _, _), t in zip(parts, self.term_start.tolist())]
+        counts = [len(b) if keep is None else int(np.count_nonzero(keep)) for b, keep, _ in parts]
+        part = np.repeat(np.arange(len(parts)), counts)
+        col = np.concatenate([block_start[u] + (np.arange(len(b)) if keep is None else np.flatnonzero(keep))
+                              for u, (b, keep, _) in zip(which, parts)] or [np.zeros(0, dtype=np.intp)])
+        self._start(part, col.astype(np.intp), self.term_start[part],
+                    np.concatenate([present for _, _, present in parts]))
         return self
 
-    def _queries(self, keeps: Sequence[np.ndarray | None]) -> tuple[np.ndarray, np.ndarray]:
-        """Every part's queries (those its mask keeps): whose, and their columns."""
-        units = self.part_unit
-        counts = np.array([self.unit_start[u + 1] - self.unit_start[u] if keep is None else np.count_nonzero(keep)
-                           for u, keep in zip(units.tolist(), keeps)], dtype=np.intp)
-        part = np.repeat(np.arange(self.parts), counts)
-        if all(keep is None for keep in keeps):
-            return part, ranges(self.unit_start[units], counts)
-        col = np.concatenate([np.arange(self.unit_start[u], self.unit_start[u + 1]) if keep is None
-                              else self.unit_start[u] + np.flatnonzero(keep)
-                              for u, keep in zip(units.tolist(), keeps)] or [np.zeros(0, dtype=np.intp)])
-        return part, col.astype(np.intp)
-
-    def _start(self, part: np.ndarray, col: np.ndarray, present: np.ndarray) -> None:
-        """The candidates, and what the first round asks of them."""
-        self.part, self.col, self.present = part, col, present
+    def _start(self, part: np.ndarray, col: np.ndarray, offset: np.ndarray | int, present: np.ndarray) -> None:
+        """The candidates (part, column, offset of its codes), and what the first round
+        asks of them."""
+        self.part, self.col, self.offset, self.present = part, col, offset, present
         self.candidates = np.bincount(part, minlength=self.parts)  # per part
-        self.asker, self.code = first_asked(self.columns, col, self.term_start[part], ~present, self.batch)
+        self.asker, self.code = first_asked(self.columns, col, offset, ~present, self.batch)
         open_ = np.zeros(len(part), dtype=bool)
         open_[self.asker] = True
         self.open = open_.nonzero()[0]  # the candidates left to ask about, before the first round
         self.unasked = (~open_).nonzero()[0]  # every term known present: matched without asking
         self.rounds: Rounds | None = None  # the candidates left after the first round
 
-    @cached_property
-    def terms(self) -> np.ndarray:
-        """Every part's terms, side by side (asked only for ids: told answers go by place)."""
-        return np.concatenate([self.unit_terms[u] for u in self.part_unit.tolist()] or
-                              [np.zeros(0, dtype=np.uint64)])
+    def _offset(self, queries: np.ndarray) -> np.ndarray | int:
+        return self.offset if isinstance(self.offset, int) else self.offset[queries]
+
+    def ids(self, at: np.ndarray) -> list[int]:
+        """The term ids at these places among every part's terms."""
+        terms = getattr(self, "terms", None)
+        if terms is None:  # given parts: their blocks' terms side by side, made once asked
+            terms = self.terms = np.concatenate([b.terms for sources in self._sources for b, _ in sources])
+        return terms[at].tolist()
 
     def pending(self) -> np.ndarray:
         """Per part: its candidates still undecided."""
@@ -273,8 +273,8 @@ class Resolver:
 
     def passes(self, filters: Sequence[tuple[int, BloomFilter | None]]) -> np.ndarray:
         """Over every part's terms: which the filter each of these parts received holds
-        (None: none came, so none; a part not given: all). The units of the parts that
-        heard the same filter (a document's QNs all do) are tested at once."""
+        (None: none came, so none; a part not given: all). The blocks of the parts that
+        heard the same filter (a document's QNs all do) are tested at once, each once."""
         out = np.ones(int(self.term_start[-1]), dtype=bool)
         heard: dict[int, tuple[BloomFilter, list[int]]] = {}
         for p, bloom in filters:
@@ -283,36 +283,22 @@ class Resolver:
             else:
                 heard.setdefault(id(bloom), (bloom, []))[1].append(p)
         for bloom, parts in heard.values():
-            units = list(dict.fromkeys(self.part_unit[parts].tolist()))
-            held = bloom.holds_positions(np.concatenate([self._unit_positions(u, bloom) for u in units], axis=1))
-            ends = np.cumsum([len(self.unit_terms[u]) for u in units])
-            by_unit = dict(zip(units, np.split(held, ends[:-1])))
-            for p in parts:
-                out[self.term_start[p]:self.term_start[p + 1]] = by_unit[int(self.part_unit[p])]
+            sources = [source for p in parts for source in self._sources[p]]
+            blocks = list({id(b): b for b, _ in sources}.values())
+            held = bloom.holds_positions(np.concatenate([b.bloom_positions(bloom.bits, bloom.hashes)
+                                                         for b in blocks], axis=1))
+            ends = np.cumsum([len(b.terms) for b in blocks])
+            of = {id(b): h for b, h in zip(blocks, np.split(held, ends[:-1]))}
+            # a term of several of a part's blocks gets the same answer each time
+            out[np.concatenate([places for _, places in sources])] = np.concatenate([of[id(b)] for b, _ in sources])
         return out
-
-    def _unit_positions(self, u: int, bloom: BloomFilter) -> np.ndarray:
-        """The filter positions of a unit's terms, from its blocks' (a key's terms stay put,
-        so a block keeps its own)."""
-        key = (u, bloom.bits, bloom.hashes)
-        got = self._positions.get(key)
-        if got is None:
-            placed = self._places[u]
-            if placed[0][1] is None:  # one block: its terms are the unit's
-                got = placed[0][0].bloom_positions(bloom.bits, bloom.hashes)
-            else:
-                got = np.empty((bloom.hashes, len(self.unit_terms[u])), dtype=np.intp)
-                for b, places in placed:  # a term of several blocks: the same positions each time
-                    got[:, places] = b.bloom_positions(bloom.bits, bloom.hashes)
-            self._positions[key] = got
-        return got
 
     def rule_out(self, passes: np.ndarray) -> None:
         """Before the first round: drop candidates with an unknown term that `passes`
         (over every part's terms) rules out. No term known present fails a filter."""
         if self.rounds is not None:
             raise ValueError("a filter rules out before the first round")
-        out = fail_any(self.columns, self.col[self.open], self.term_start[self.part[self.open]], ~passes)
+        out = fail_any(self.columns, self.col[self.open], self._offset(self.open), ~passes)
         gone = np.zeros(len(self.part), dtype=bool)
         gone[self.open[out]] = True
         self.open = self.open[~out]
@@ -333,7 +319,7 @@ class Resolver:
         every part's terms, and the ids (ascending)."""
         at = self.asking()
         cut = at.searchsorted(self.term_start).tolist()
-        ids = self.terms[at].tolist()
+        ids = self.ids(at)
         return [(p, at[a:b], ids[a:b]) for p, (a, b) in enumerate(zip(cut, cut[1:])) if b > a]
 
     def learn(self, at: np.ndarray, present: np.ndarray) -> None:
@@ -344,7 +330,7 @@ class Resolver:
             ended = np.zeros(len(self.part), dtype=bool)
             ended[self.asker[told[self.code]]] = True  # heard one of its own first ids is absent
             rest = self.open[~ended[self.open]]
-            codes = self.columns[:, self.col[rest]] + self.term_start[self.part[rest]]
+            codes = self.columns[:, self.col[rest]] + self._offset(rest)
             self.rounds = Rounds(rest, codes, self.present, self.batch)
         self.rounds.learn(at, present)
 
@@ -370,24 +356,8 @@ class Resolver:
     def matched(self) -> list[list[pb.QueryEntry]]:
         """Per part, the entries it matched so far."""
         found = self._matched()
-        cols = self.col[found]
-        block = self.block_start.searchsorted(cols, side="right") - 1
-        out: list[list] = [[] for _ in range(self.parts)]
-        for p, b, row in zip(self.part[found].tolist(), block.tolist(), (cols - self.block_start[block]).tolist()):
-            out[p].append(self.blocks[b].entries[row])
-        return out
-
-
-def _units(parts: Sequence[Sequence[Block]]) -> tuple[list[Sequence[Block]], list[int]]:
-    """The distinct units (the same blocks, in the same order) and each part's."""
-    seen: dict[tuple[int, ...], int] = {}
-    units: list[Sequence[Block]] = []
-    part_unit = []
-    for lists in parts:
-        key = tuple(map(id, lists))
-        u = seen.get(key)
-        if u is None:
-            u = seen[key] = len(units)
-            units.append(lists)
-        part_unit.append(u)
-    return units, part_unit
+        part = self.part[found]
+        order = np.argsort(part, kind="stable")
+        entries = self.entries[self.col[found][order]]
+        ends = np.cumsum(np.bincount(part, minlength=self.parts))
+        return [chunk.tolist() for chunk in np.split(entries, ends[:-1])]

@@ -127,7 +127,7 @@ def node_command(port: int, join: str | None, r: int, timing: Timing,
            "--successors", str(r), "--stabilize", str(timing.stabilize),
            "--fix-fingers", str(timing.fix_fingers),
            "--check-predecessor", str(timing.check_predecessor),
-           "--rpc-timeout", str(timing.rpc_timeout), *node_args]
+           "--rpc-timeout", str(timing.rpc_timeout), "--call-timeout", str(timing.call_timeout), *node_args]
     # a joining node takes the engine settings from the ring; the first node sets them
     return cmd + (["--join", join] if join else list(engine))
 

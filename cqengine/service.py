@@ -35,7 +35,8 @@ ALERTS_PER_MESSAGE = 1_000  # alerts one message of a stream carries at most
 class Publishing:
     """How a node gathers the documents published through it into batches (as Kafka's
     producer: linger.ms, batch.size): a batch goes when it holds `batch_docs` documents
-    or `linger_ms` after its first arrived."""
+    or `linger_ms` after its first arrived. As DN it gathers the matches QNs report for
+    as long, and delivers them in one batch per home node."""
     linger_ms: float = 5.0
     batch_docs: int = 64
 
@@ -272,7 +273,11 @@ async def serve_engine(host: str, port: int, join: str | None, node_id: int | No
         settings = (settings or Settings()).validate()
     except SettingsError as e:
         raise StartupError(str(e)) from None
+    def later(seconds: float, fn) -> None:
+        asyncio.get_running_loop().call_later(seconds, fn)
+
     await serve(host, port, join, node_id, r, timing, advertise,
-                app=lambda chord, spawn: EngineNode(chord, settings, spawn),
+                app=lambda chord, spawn: EngineNode(chord, settings, spawn, later=later,
+                                                    linger=publishing.linger_ms / 1000),
                 add_services=lambda live, server: pb_grpc.add_CQEngineServicer_to_server(
                     ClientAPI(live, live.app, publishing), server))

@@ -11,7 +11,7 @@ import pytest
 from chord.ids import in_open, in_open_closed
 from hypothesis import given, settings, strategies as st
 
-from cqengine.announce import Knowledge, Run, announcement, group_runs, knowledge, known_in_parts, may_match, successors
+from cqengine.announce import Knowledge, Run, announcement, group_runs, knowledge, known_in_parts, may_match, per_id, successors
 from cqengine.bloom import BloomFilter, _positions, positions_array
 from cqengine.engine import PublishedDoc
 from cqengine.postings import Block, member, union_terms
@@ -26,7 +26,7 @@ big_ids = st.integers(0, 2**64 - 1)
 
 def deliver(runs, dest_seq, k, depth=3):
     """Split runs hop by hop with arbitrary destinations; yield each QN's local runs."""
-    groups = group_runs(runs, lambda x: dest_seq[x % len(dest_seq)], k)
+    groups = group_runs(runs, per_id(lambda x: dest_seq[x % len(dest_seq)]), k)
     for dest, sub in groups.items():
         if dest == 0 or depth == 0:
             yield sub

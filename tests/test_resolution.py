@@ -131,16 +131,22 @@ def test_the_resolver_asks_what_each_part_would_alone_and_matches_brute_force(do
             for p, (*_, given) in enumerate(expect)] == [matched for _, _, matched, *_ in expect]
 
 
-def test_parts_of_one_unit_share_its_columns_not_its_terms():
-    """Two documents under the same lists at one QN (a live batch): one set of columns,
-    two sets of terms, each answered by its own document."""
-    entries = entries_of([{1, 2}, {2, 3}, {4}])
-    block = Block.of(entries)
+def test_two_documents_under_the_same_lists_are_each_answered_by_their_own():
+    """A live QN's batch: two documents under the same lists are two parts, their terms
+    apart; measured parts of one block share its columns, not its terms."""
+    block = Block.of(entries_of([{1, 2}, {2, 3}, {4}]))
     know = Knowledge(present=set())  # knows nothing: every term is asked
     resolver = Resolver.knowing([([block], know), ([block], know)], 1)
-    assert resolver.columns.shape[1] == 3 and resolver.term_start.tolist() == [0, 4, 8]
+    assert resolver.term_start.tolist() == [0, 4, 8]
     docs = [{1, 2, 4}, {2, 3}]
+    asked = []
     while questions := resolver.questions():
+        asked.append([q for _, _, q in questions])
         resolver.learn(np.concatenate([at for _, at, _ in questions]),
                        np.array([y in docs[p] for p, _, q in questions for y in q], dtype=bool))
+    assert asked[0] == [[1, 2, 4], [1, 2, 4]]  # each query's first id, an id once per document
     assert [sorted(e.subscription_id for e in m) for m in resolver.matched()] == [[0, 2], [1]]
+    nothing = np.zeros(len(block.terms), dtype=bool)
+    measured = Resolver.of_candidates([(block, None, nothing), (block, np.array([True, False, True]), nothing)])
+    assert measured.columns.shape[1] == 3 and measured.term_start.tolist() == [0, 4, 8]
+    assert measured.candidates.tolist() == [3, 2]

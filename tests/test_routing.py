@@ -1,5 +1,6 @@
 """Next-hop grouping (the paper's Algorithm 1) and key hand-over ranges, as properties."""
 
+import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from chord.ids import BITS, SPACE, distance, in_open_closed
@@ -61,9 +62,14 @@ def test_precomputed_rules_answer_as_the_rules(nodes, data, scrambled):
     for key in keys:
         assert t.router()(key) == hop(key)
         assert node.step(key) == node._step(key)
+    places, hops = t.routes(np.array(keys, dtype=np.uint64))  # every key at once
+    assert [hops[i] for i in places.tolist()] == [hop(key) for key in keys]
+    assert len(set(hops)) == len(hops)  # a hop once: a run cut only where its hop changes
     t.fingers = list(reversed(t.fingers))  # a changed table is routed afresh
     assert all(t.router()(key) == hop(key) for key in keys)
     assert all(node.step(key) == node._step(key) for key in keys)
+    places, hops = t.routes(np.array(keys, dtype=np.uint64))
+    assert [hops[i] for i in places.tolist()] == [hop(key) for key in keys]
 
 
 @settings(max_examples=150, deadline=None)
