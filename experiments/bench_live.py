@@ -9,8 +9,9 @@ For each workload and subscription count:
    calls to random nodes, as fast as it takes them: documents/s from the first publish to
    the last alert, alerts/s, the node processes' CPU seconds per document, engine bytes
    and messages per document, and whether the alerts equal the matcher's;
-3. the same documents again (new docnos) are published one at a time at half that rate:
-   publish-to-alert latency, p50 and p99.
+3. the same documents again (new docnos) arrive at half that rate and are sent as a
+   producer sends them (every --producer-linger-ms, what arrived meanwhile, in one call):
+   latency from a document's arrival to its alert, p50 and p99.
 
 Workloads: `skew`, the paper's Skew queries (mean size 5) over a generated TREC-AP-like
 corpus; `text`, queries of 3-4 consecutive words taken from the documents' text.
@@ -212,25 +213,31 @@ async def throughput(ring: Ring, docs: list[TrecDoc], args, want: int, pids: lis
             "messages_per_document_by_kind": {k: v / n for k, v in sorted(messages.items()) if v}}
 
 
-async def latency(ring: Ring, docs: list[TrecDoc], rate: float, want: int, settle: float) -> dict:
-    """Publish the documents one at a time, at `rate` a second: publish-to-alert times."""
-    sent: dict[str, float] = {}
+async def latency(ring: Ring, docs: list[TrecDoc], rate: float, want: int, args) -> dict:
+    """Documents arriving at `rate` a second, sent as a producer sends them (Kafka's
+    linger.ms on the client): every `--producer-linger-ms`, what arrived meanwhile in one
+    PublishBatch call to a random node. Latency: from a document's arrival to its alert."""
+    arrived: dict[str, float] = {}
+    sends = []
     start = time.perf_counter()
-
-    async def one(d: TrecDoc) -> None:
-        sent[d.docno] = time.perf_counter()
-        await ring.stubs[ring.rng.choice(ring.addresses)].Publish(
-            pb.PublishRequest(docno=d.docno, text=d.text.encode(), title=d.title))
-
-    tasks = []
-    for i, d in enumerate(docs):
-        await asyncio.sleep(max(0.0, start + i / rate - time.perf_counter()))
-        tasks.append(asyncio.create_task(one(d)))
-    await asyncio.gather(*tasks)
-    await ring.wait_alerts(want, settle)
-    times = [1000 * (t - sent[d]) for _, d, t in ring.arrivals if d in sent]
+    sent = 0
+    while sent < len(docs):
+        due = min(len(docs), int((time.perf_counter() - start) * rate) + 1)  # arrived by now
+        if due > sent:
+            chunk = docs[sent:due]
+            for j, d in enumerate(chunk, sent):
+                arrived[d.docno] = start + j / rate
+            sends.append(asyncio.ensure_future(ring.stubs[ring.rng.choice(ring.addresses)].PublishBatch(
+                pb.PublishBatchRequest(documents=[pb.PublishRequest(docno=d.docno, text=d.text.encode(),
+                                                                    title=d.title) for d in chunk]))))
+            sent = due
+        await asyncio.sleep(args.producer_linger_ms / 1000)
+    await asyncio.gather(*sends)
+    await ring.wait_alerts(want, args.settle)
+    times = [1000 * (t - arrived[d]) for _, d, t in ring.arrivals if d in arrived]
     p50, p99 = quantiles(times)
-    return {"rate": rate, "p50_ms": p50, "p99_ms": p99, "alerts": len(times)}
+    return {"rate": rate, "p50_ms": p50, "p99_ms": p99, "alerts": len(times),
+            "producer_linger_ms": args.producer_linger_ms}
 
 
 async def measure_ring(args, kind: str, queries: list[str], docs: list[TrecDoc], stats_file: Path,
@@ -260,7 +267,7 @@ async def measure_ring(args, kind: str, queries: list[str], docs: list[TrecDoc],
                 f"({'=' if fast['alerts_equal_matcher'] else '!='} matcher)")
             ring.arrivals.clear()
             later = [TrecDoc(f"L-{d.docno}", d.text, d.title) for d in docs]
-            slow = await latency(ring, later, fast["docs_per_second"] / 2, len(oracle), args.settle)
+            slow = await latency(ring, later, fast["docs_per_second"] / 2, len(oracle), args)
             got = [(query_of[s], d[2:]) for s, d, _ in ring.arrivals]
             slow["alerts_equal_matcher"] = len(got) == len(set(got)) and set(got) == oracle
             say(f"  at {slow['rate']:.0f} docs/s: p50 {slow['p50_ms'] or 0:.1f} ms, p99 {slow['p99_ms'] or 0:.1f} ms")
@@ -315,6 +322,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--linger-ms", type=float, default=5.0, help="the nodes' --linger-ms")
     p.add_argument("--per-call", type=int, default=64, help="documents per PublishBatch call")
     p.add_argument("--publishers", type=int, default=4, help="concurrent PublishBatch callers")
+    p.add_argument("--producer-linger-ms", type=float, default=20.0,
+                   help="latency phase: the producer sends what arrived every this often")
     p.add_argument("--vocab", type=int, default=46654, help="generated corpus vocabulary")
     p.add_argument("--terms", type=float, default=178.0, help="mean unique terms per document")
     p.add_argument("--settle", type=float, default=60.0, help="seconds to wait for the last alerts")
