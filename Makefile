@@ -5,13 +5,22 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-slow protos bench java clean
+.PHONY: demo test test-slow lint format protos bench java clean
 
 demo: java $(STAMP)
 	$(VENV)/bin/cqengine demo
 
-test: java $(STAMP)
+test: java lint
 	$(PY) -m pytest -q
+
+# ruff: lint and format check (line length 100, pyproject.toml); `make format` rewrites
+lint: $(STAMP)
+	$(VENV)/bin/ruff check --no-cache .
+	$(VENV)/bin/ruff format --no-cache --check .
+
+format: $(STAMP)
+	$(VENV)/bin/ruff format --no-cache .
+	$(VENV)/bin/ruff check --no-cache --fix .
 
 test-slow: java $(STAMP)
 	$(PY) -m pytest -q -m slow

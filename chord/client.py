@@ -49,7 +49,8 @@ def serving(address: str, timeout: float = 1.0) -> bool:
     try:
         with grpc.insecure_channel(address) as channel:
             reply = health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service=""), timeout=timeout)
+                health_pb2.HealthCheckRequest(service=""), timeout=timeout
+            )
         return reply.status == health_pb2.HealthCheckResponse.SERVING
     except grpc.RpcError:
         return False

@@ -19,13 +19,18 @@ from chord.routing import NodeRef
 from chord.transport import REPLY, Handler
 
 # Statuses that mean "this peer is gone or too slow": the protocol falls back around it.
-UNREACHABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
-               grpc.StatusCode.CANCELLED}
+UNREACHABLE = {
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.CANCELLED,
+}
 
 # Key hand-over carries a whole region's data in one message: lift gRPC's 4 MiB default.
 MAX_MESSAGE = 64 << 20
-SIZE_OPTIONS = [("grpc.max_send_message_length", MAX_MESSAGE),
-                ("grpc.max_receive_message_length", MAX_MESSAGE)]
+SIZE_OPTIONS = [
+    ("grpc.max_send_message_length", MAX_MESSAGE),
+    ("grpc.max_receive_message_length", MAX_MESSAGE),
+]
 CHANNEL_OPTIONS = SIZE_OPTIONS + [
     # fail fast when a peer dies, instead of backing off for up to two minutes
     ("grpc.initial_reconnect_backoff_ms", 200),
@@ -47,8 +52,11 @@ class MethodTable:
                     continue
                 if m.name in self.methods:
                     raise ValueError(f"method name {m.name} is defined by two services")
-                self.methods[m.name] = (f"/{service.full_name}/{m.name}",
-                                        GetMessageClass(m.input_type), GetMessageClass(m.output_type))
+                self.methods[m.name] = (
+                    f"/{service.full_name}/{m.name}",
+                    GetMessageClass(m.input_type),
+                    GetMessageClass(m.output_type),
+                )
 
     def generic_handlers(self, dispatch: Callable[[str, Any], Awaitable[Any]]) -> list:
         """Server side: every unary method of every service goes through one dispatch."""
@@ -56,6 +64,7 @@ class MethodTable:
         def rpc(name: str):
             async def handler(request, context):
                 return await dispatch(name, request)
+
             return handler
 
         out = []
@@ -65,15 +74,22 @@ class MethodTable:
                 if m.name in self.methods:
                     _, req, rep = self.methods[m.name]
                     handlers[m.name] = grpc.unary_unary_rpc_method_handler(
-                        rpc(m.name), request_deserializer=req.FromString,
-                        response_serializer=rep.SerializeToString)
+                        rpc(m.name),
+                        request_deserializer=req.FromString,
+                        response_serializer=rep.SerializeToString,
+                    )
             out.append(grpc.method_handlers_generic_handler(service.full_name, handlers))
         return out
 
 
 class GrpcTransport:
-    def __init__(self, ledger: Ledger | None = None, timeout: float = 1.0,
-                 table: MethodTable | None = None, timeouts: dict[str, float] | None = None) -> None:
+    def __init__(
+        self,
+        ledger: Ledger | None = None,
+        timeout: float = 1.0,
+        table: MethodTable | None = None,
+        timeouts: dict[str, float] | None = None,
+    ) -> None:
         """`timeout`: seconds a call waits for its reply before its peer counts as
         unreachable; `timeouts`: other waits for some methods."""
         self.ledger = ledger if ledger is not None else Ledger()
@@ -87,17 +103,21 @@ class GrpcTransport:
         key = (address, method)
         if key not in self._calls:
             if address not in self._channels:
-                self._channels[address] = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+                self._channels[address] = grpc.aio.insecure_channel(
+                    address, options=CHANNEL_OPTIONS
+                )
             path, req, rep = self.table.methods[method]
             self._calls[key] = self._channels[address].unary_unary(
-                path, request_serializer=req.SerializeToString, response_deserializer=rep.FromString)
+                path, request_serializer=req.SerializeToString, response_deserializer=rep.FromString
+            )
         return self._calls[key]
 
     async def call(self, peer: NodeRef, method: str, request: Any) -> Any:
         self.ledger.record(method, request.ByteSize())
         try:
-            reply = await self._callable(peer.address, method)(request,
-                                                                timeout=self.timeouts.get(method, self.timeout))
+            reply = await self._callable(peer.address, method)(
+                request, timeout=self.timeouts.get(method, self.timeout)
+            )
         except grpc.aio.AioRpcError as e:
             if e.code() in UNREACHABLE:
                 raise PeerUnreachable(peer, e.code().name) from None
@@ -123,7 +143,10 @@ async def run_async(node: Handler, op: Op, transport: GrpcTransport) -> Any:
             return stop.value
         reply, error = None, None
         try:
-            reply = (node.handle(call.method, call.request) if call.peer == node.me
-                     else await transport.call(call.peer, call.method, call.request))
+            reply = (
+                node.handle(call.method, call.request)
+                if call.peer == node.me
+                else await transport.call(call.peer, call.method, call.request)
+            )
         except PeerUnreachable as e:
             error = e

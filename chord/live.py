@@ -40,8 +40,10 @@ class Timing:
     stabilize: float = 0.25
     fix_fingers: float = 0.5
     check_predecessor: float = 0.5
-    rpc_timeout: float = 1.0   # the ring's own calls: a peer silent this long counts as failed
-    call_timeout: float = 30.0  # an application's calls (the engine's): a busy peer answers late, not never
+    rpc_timeout: float = 1.0  # the ring's own calls: a peer silent this long counts as failed
+    call_timeout: float = (
+        30.0  # an application's calls (the engine's): a busy peer answers late, not never
+    )
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -67,20 +69,35 @@ AppFactory = Callable[[ChordNode, Callable[[Op], None]], App]
 
 
 class LiveNode:
-    def __init__(self, host: str, port: int, node_id: int | None = None, r: int = 8,
-                 timing: Timing | None = None, advertise: str | None = None,
-                 app: AppFactory | None = None) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        node_id: int | None = None,
+        r: int = 8,
+        timing: Timing | None = None,
+        advertise: str | None = None,
+        app: AppFactory | None = None,
+    ) -> None:
         address = f"{advertise or host}:{port}"
         self.host, self.port = host, port
-        self.node = ChordNode(NodeRef(hash_id(address) if node_id is None else node_id, address), r=r)
+        self.node = ChordNode(
+            NodeRef(hash_id(address) if node_id is None else node_id, address), r=r
+        )
         self.app: App | None = app(self.node, self.spawn) if app else None
         self.handler: Handler = self.app or self.node
         self.timing = timing or Timing()
         self.ledger = Ledger()
         self.methods = MethodTable([CHORD_SERVICE] + (self.app.services if self.app else []))
-        app_methods = [m.name for service in (self.app.services if self.app else []) for m in service.methods]
-        self.transport = GrpcTransport(self.ledger, timeout=self.timing.rpc_timeout, table=self.methods,
-                                       timeouts=dict.fromkeys(app_methods, self.timing.call_timeout))
+        app_methods = [
+            m.name for service in (self.app.services if self.app else []) for m in service.methods
+        ]
+        self.transport = GrpcTransport(
+            self.ledger,
+            timeout=self.timing.rpc_timeout,
+            table=self.methods,
+            timeouts=dict.fromkeys(app_methods, self.timing.call_timeout),
+        )
         self.health = health.aio.HealthServicer()
         self.server: grpc.aio.Server | None = None
         self._tasks: list[asyncio.Task] = []
@@ -112,12 +129,15 @@ class LiveNode:
             return pb.LookupReply(owner=to_info(owner), hops=hops)
         reply = self.handler.handle(method, request)
         if method == "GetState":
-            reply.ledger.extend(pb.LedgerEntry(kind=k, messages=c.messages, bytes=c.bytes)
-                                for k, c in self.ledger.snapshot().items())
+            reply.ledger.extend(
+                pb.LedgerEntry(kind=k, messages=c.messages, bytes=c.bytes)
+                for k, c in self.ledger.snapshot().items()
+            )
         return reply
 
-    async def start(self, join: str | None = None,
-                    add_services: Callable[[grpc.aio.Server], None] | None = None) -> None:
+    async def start(
+        self, join: str | None = None, add_services: Callable[[grpc.aio.Server], None] | None = None
+    ) -> None:
         check_port_free(self.host, self.port)
         self.server = grpc.aio.server(options=SERVER_OPTIONS)
         self.server.add_generic_rpc_handlers(self.methods.generic_handlers(self.dispatch))
@@ -133,9 +153,11 @@ class LiveNode:
         if join:
             await self._join(join)
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
-        loops = [(self.node.stabilize, self.timing.stabilize),
-                 (self.node.check_predecessor, self.timing.check_predecessor),
-                 (self.node.fix_fingers, self.timing.fix_fingers)]
+        loops = [
+            (self.node.stabilize, self.timing.stabilize),
+            (self.node.check_predecessor, self.timing.check_predecessor),
+            (self.node.fix_fingers, self.timing.fix_fingers),
+        ]
         loops += self.app.periodic() if self.app else []
         self._tasks = [asyncio.create_task(self._every(op, period)) for op, period in loops]
 
@@ -189,16 +211,29 @@ class LiveNode:
         await self.stop(graceful=True)
 
 
-async def serve(host: str, port: int, join: str | None, node_id: int | None, r: int,
-                timing: Timing, advertise: str | None = None, app: AppFactory | None = None,
-                add_services: Callable[[LiveNode, grpc.aio.Server], None] | None = None) -> None:
+async def serve(
+    host: str,
+    port: int,
+    join: str | None,
+    node_id: int | None,
+    r: int,
+    timing: Timing,
+    advertise: str | None = None,
+    app: AppFactory | None = None,
+    add_services: Callable[[LiveNode, grpc.aio.Server], None] | None = None,
+) -> None:
     node = LiveNode(host, port, node_id=node_id, r=r, timing=timing, advertise=advertise, app=app)
     try:
-        await node.start(join, (lambda server: add_services(node, server)) if add_services else None)
+        await node.start(
+            join, (lambda server: add_services(node, server)) if add_services else None
+        )
     except BaseException:
         await node.stop(graceful=False)
         raise
-    print(f"node {node.me.id:016x} serving on {node.me.address}"
-          + (f", joined through {join}" if join else ", new ring"), flush=True)
+    print(
+        f"node {node.me.id:016x} serving on {node.me.address}"
+        + (f", joined through {join}" if join else ", new ring"),
+        flush=True,
+    )
     await node.serve_until_signalled()
     print(f"node {node.me.address} left the ring", flush=True)

@@ -33,6 +33,7 @@ class JoinError(Exception):
 
 class Call(NamedTuple):
     """What an operation asks of the shell that drives it (a tuple: made per message)."""
+
     peer: NodeRef
     method: str
     request: Any
@@ -59,8 +60,9 @@ def items_from_pb(items) -> list[tuple[int, bytes]]:
 
 
 class ChordNode:
-    def __init__(self, me: NodeRef, r: int = 8, store: KeyStore | None = None,
-                 seed: int | None = None) -> None:
+    def __init__(
+        self, me: NodeRef, r: int = 8, store: KeyStore | None = None, seed: int | None = None
+    ) -> None:
         self.table = RoutingTable(me, r=r)
         self.store: KeyStore = store if store is not None else SortedKeyStore()
         self.rng = random.Random(seed if seed is not None else me.id)
@@ -149,8 +151,12 @@ class ChordNode:
 
     def _on_get_state(self, req: pb.Empty) -> pb.StateReply:
         t = self.table
-        reply = pb.StateReply(node=to_info(t.me), successors=[to_info(s) for s in t.successors],
-                              fingers=[to_info(f or t.me) for f in t.fingers], keys=len(self.store))
+        reply = pb.StateReply(
+            node=to_info(t.me),
+            successors=[to_info(s) for s in t.successors],
+            fingers=[to_info(f or t.me) for f in t.fingers],
+            keys=len(self.store),
+        )
         if t.predecessor is not None:
             reply.predecessor.CopyFrom(to_info(t.predecessor))
         return reply
@@ -179,8 +185,9 @@ class ChordNode:
             done, node = self.step(key, frozenset(avoid))
             while not done:
                 try:
-                    reply = yield Call(node, "FindSuccessor",
-                                       pb.FindSuccessorRequest(key=key, avoid=sorted(avoid)))
+                    reply = yield Call(
+                        node, "FindSuccessor", pb.FindSuccessorRequest(key=key, avoid=sorted(avoid))
+                    )
                 except PeerUnreachable:
                     self._avoid(node, avoid)
                     if not path:
@@ -268,8 +275,9 @@ class ChordNode:
             owner, _ = yield from self.lookup(start)
             t.fingers[i] = owner
             i += 1
-            while i < BITS and in_open_closed((t.me.id + (1 << i)) & ((1 << BITS) - 1),
-                                              start, owner.id):
+            while i < BITS and in_open_closed(
+                (t.me.id + (1 << i)) & ((1 << BITS) - 1), start, owner.id
+            ):
                 t.fingers[i] = owner
                 i += 1
 
@@ -301,7 +309,12 @@ class ChordNode:
             raise
         if pred is not None and pred != succ:
             try:
-                yield Call(pred, "Leave", pb.LeaveRequest(
-                    leaving=to_info(t.me), successors=[to_info(s) for s in t.successors]))
+                yield Call(
+                    pred,
+                    "Leave",
+                    pb.LeaveRequest(
+                        leaving=to_info(t.me), successors=[to_info(s) for s in t.successors]
+                    ),
+                )
             except PeerUnreachable:
                 pass  # its stabilize will find my successor without me

@@ -44,8 +44,13 @@ class RingOracle:
         return [self.owner(finger_start(node.id, i)) for i in range(BITS)]
 
     def table(self, node: NodeRef, r: int) -> RoutingTable:
-        return RoutingTable(node, r=r, predecessor=self.predecessor(node),
-                            successors=self.successors(node, r), fingers=self.fingers(node))
+        return RoutingTable(
+            node,
+            r=r,
+            predecessor=self.predecessor(node),
+            successors=self.successors(node, r),
+            fingers=self.fingers(node),
+        )
 
 
 def zave_problems(tables: list[RoutingTable]) -> list[str]:

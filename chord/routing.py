@@ -136,8 +136,11 @@ class RoutingTable:
         if cached is not None and cached[0] == key:
             return cached[1]
         me = self.me.id
-        marks = {distance(me, n.id) for n in (self.predecessor, *self.successors, *self.fingers)
-                 if n is not None}
+        marks = {
+            distance(me, n.id)
+            for n in (self.predecessor, *self.successors, *self.fingers)
+            if n is not None
+        }
         probes = sorted({0, 1} | {q for b in marks for q in (b, b + 1) if q < SPACE})
         starts: list[int] = []
         answers: list = []

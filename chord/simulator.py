@@ -20,14 +20,14 @@ from chord.oracle import RingOracle, ring_problems
 from chord.routing import NodeRef
 from chord.transport import Handler, MemoryTransport, run_sync
 
-
 # builds an application (the engine) around a ChordNode; the callable it is given queues an Op
 AppFactory = Callable[[ChordNode, Callable[[Op], None]], Handler]
 
 
 class Simulator:
-    def __init__(self, r: int = 8, seed: int = 0, ledger: Ledger | None = None,
-                 app: AppFactory | None = None) -> None:
+    def __init__(
+        self, r: int = 8, seed: int = 0, ledger: Ledger | None = None, app: AppFactory | None = None
+    ) -> None:
         self.r = r
         self.rng = random.Random(seed)
         self.transport = MemoryTransport(ledger)
@@ -52,8 +52,11 @@ class Simulator:
         ref = NodeRef(hash_id(address) if node_id is None else node_id, address)
         node = ChordNode(ref, r=self.r, seed=self.rng.getrandbits(64))
         self.nodes[address] = node
-        self.apps[address] = self.make_app(node, lambda op: self.queue.append((address, op))) \
-            if self.make_app else node
+        self.apps[address] = (
+            self.make_app(node, lambda op: self.queue.append((address, op)))
+            if self.make_app
+            else node
+        )
         self.transport.register(self.apps[address])
         return node
 
@@ -94,8 +97,9 @@ class Simulator:
             self.run(node, node.join(bootstrap.me))
         return node
 
-    def build_by_joins(self, addresses: Iterable[str], rounds_between: int = 1,
-                       max_rounds: int = 200) -> int:
+    def build_by_joins(
+        self, addresses: Iterable[str], rounds_between: int = 1, max_rounds: int = 200
+    ) -> int:
         """Join one node at a time through a random member; return rounds to converge."""
         for a in addresses:
             self.join(a)

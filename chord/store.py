@@ -34,7 +34,9 @@ def _same(value: Any) -> Any:
 class SortedKeyStore(Generic[V]):
     """A multimap key -> values with keys kept sorted, so range hand-over is a bisect."""
 
-    def __init__(self, encode: Callable[[V], bytes] = _same, decode: Callable[[bytes], V] = _same) -> None:
+    def __init__(
+        self, encode: Callable[[V], bytes] = _same, decode: Callable[[bytes], V] = _same
+    ) -> None:
         self._keys: list[int] = []
         self._values: dict[int, list[V]] = {}
         self._count = 0
@@ -78,8 +80,10 @@ class SortedKeyStore(Generic[V]):
         elif lo < hi:
             spans = [(bisect.bisect_right(self._keys, lo), bisect.bisect_right(self._keys, hi))]
         else:  # wraps past zero
-            spans = [(bisect.bisect_right(self._keys, lo), len(self._keys)),
-                     (0, bisect.bisect_right(self._keys, hi))]
+            spans = [
+                (bisect.bisect_right(self._keys, lo), len(self._keys)),
+                (0, bisect.bisect_right(self._keys, hi)),
+            ]
         taken = [k for a, b in spans for k in self._keys[a:b]]
         if not taken:
             return []

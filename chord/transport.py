@@ -65,7 +65,10 @@ def run_sync(node: Handler, op: Op, transport: MemoryTransport) -> Any:
             return stop.value
         reply, error = None, None
         try:
-            reply = (node.handle(call.method, call.request) if call.peer == me
-                     else transport.call(call.peer, call.method, call.request))
+            reply = (
+                node.handle(call.method, call.request)
+                if call.peer == me
+                else transport.call(call.peer, call.method, call.request)
+            )
         except PeerUnreachable as e:
             error = e

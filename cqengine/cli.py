@@ -17,12 +17,18 @@ from pathlib import Path
 
 from chord.ids import hash_id, parse_id
 from chord.live import StartupError, Timing
-from cqengine.client import Client, ClientError
-from cqengine.config import RESOLUTIONS, Settings, SettingsError
-from cqengine.indexing import STRATEGIES
-from cqengine.ring import DEFAULT_RING_FILE, RingError, any_node, ring_down, ring_status, ring_up
-from cqengine.trec import TrecError
-
+from cqengine.core.indexing import STRATEGIES
+from cqengine.core.settings import RESOLUTIONS, Settings, SettingsError
+from cqengine.live.client import Client, ClientError
+from cqengine.live.ring import (
+    DEFAULT_RING_FILE,
+    RingError,
+    any_node,
+    ring_down,
+    ring_status,
+    ring_up,
+)
+from cqengine.text.trec import TrecError
 
 PUBLISH_CALL = 256  # documents `publish` sends per PublishBatch call
 
@@ -39,6 +45,7 @@ class Parser(argparse.ArgumentParser):
 
 
 # ---- argument types -----------------------------------------------------------------------
+
 
 def positive_float(text: str) -> float:
     try:
@@ -104,57 +111,125 @@ def address(text: str) -> str:
 
 # ---- option groups ------------------------------------------------------------------------
 
+
 def timing_options(p: argparse.ArgumentParser) -> None:
     d = Timing()
     g = p.add_argument_group("ring maintenance (seconds; each period is randomized by +-50%)")
     g.add_argument("--stabilize", type=positive_float, default=d.stabilize, metavar="S")
     g.add_argument("--fix-fingers", type=positive_float, default=d.fix_fingers, metavar="S")
-    g.add_argument("--check-predecessor", type=positive_float, default=d.check_predecessor, metavar="S")
-    g.add_argument("--rpc-timeout", type=positive_float, default=d.rpc_timeout, metavar="S",
-                   help="a peer silent this long to the ring's calls counts as failed (default %(default)s)")
-    g.add_argument("--call-timeout", type=positive_float, default=d.call_timeout, metavar="S",
-                   help="how long the engine's calls (announcements, resolution, alerts) wait for a "
-                        "busy peer (default %(default)s)")
-    g.add_argument("--successors", type=int, default=8, metavar="R",
-                   help="successor list length r (default %(default)s)")
+    g.add_argument(
+        "--check-predecessor", type=positive_float, default=d.check_predecessor, metavar="S"
+    )
+    g.add_argument(
+        "--rpc-timeout",
+        type=positive_float,
+        default=d.rpc_timeout,
+        metavar="S",
+        help="a peer silent this long to the ring's calls counts as failed (default %(default)s)",
+    )
+    g.add_argument(
+        "--call-timeout",
+        type=positive_float,
+        default=d.call_timeout,
+        metavar="S",
+        help="how long the engine's calls (announcements, resolution, alerts) wait for a "
+        "busy peer (default %(default)s)",
+    )
+    g.add_argument(
+        "--successors",
+        type=int,
+        default=8,
+        metavar="R",
+        help="successor list length r (default %(default)s)",
+    )
 
 
 def timing_from(args: argparse.Namespace) -> Timing:
-    return Timing(stabilize=args.stabilize, fix_fingers=args.fix_fingers,
-                  check_predecessor=args.check_predecessor, rpc_timeout=args.rpc_timeout,
-                  call_timeout=args.call_timeout)
+    return Timing(
+        stabilize=args.stabilize,
+        fix_fingers=args.fix_fingers,
+        check_predecessor=args.check_predecessor,
+        rpc_timeout=args.rpc_timeout,
+        call_timeout=args.call_timeout,
+    )
 
 
 ENGINE_FLAGS = {  # option -> (Settings field, type, help)
     "--strategy": ("strategy", str, f"query indexing: {' | '.join(STRATEGIES)} (default mhi)"),
-    "--stats": ("stats_path", str, "term statistics FILE (term<TAB>df lines, or JSON): OI, rarest-first dialogue"),
+    "--stats": (
+        "stats_path",
+        str,
+        "term statistics FILE (term<TAB>df lines, or JSON): OI, rarest-first dialogue",
+    ),
     "--popular": ("popular_path", str, "popular terms FILE, one a line: SAP-MHI"),
-    "--piggyback": ("piggyback", count, "successor ids piggybacked per announced run, k (default 0)"),
-    "--resolution": ("resolution", str, f"query resolution: {' | '.join(RESOLUTIONS)} (default td)"),
+    "--piggyback": (
+        "piggyback",
+        count,
+        "successor ids piggybacked per announced run, k (default 0)",
+    ),
+    "--resolution": (
+        "resolution",
+        str,
+        f"query resolution: {' | '.join(RESOLUTIONS)} (default td)",
+    ),
     "--bloom-bits": ("bloom_bits", count, "Bloom filter size in bits (default 1024)"),
     "--bloom-hashes": ("bloom_hashes", count, "Bloom filter hash functions (default 5)"),
-    "--dialogue-batch": ("dialogue_batch", count, "ids asked per query per Term Dialogue round (default 1)"),
+    "--dialogue-batch": (
+        "dialogue_batch",
+        count,
+        "ids asked per query per Term Dialogue round (default 1)",
+    ),
     "--max-doc-bytes": ("max_document_bytes", count, "largest document accepted (default 1 MiB)"),
     "--seed": ("seed", count, "seed of every random choice, e.g. RI's (default 0)"),
-    "--synopsis-k": ("synopsis_k", count, "SAP-MHI without --popular: popular terms learnt by gossip, K (default 3000)"),
-    "--synopsis-hashes": ("synopsis_hashes", count, "coin-toss registers per synopsis term (default 1, exact merging)"),
-    "--gossip": ("gossip_period", positive_float, "seconds between synopsis gossip rounds (default 1)"),
-    "--reindex-grace": ("reindex_grace", positive_float, "seconds a re-indexed query stays at its old key (default 5)"),
+    "--synopsis-k": (
+        "synopsis_k",
+        count,
+        "SAP-MHI without --popular: popular terms learnt by gossip, K (default 3000)",
+    ),
+    "--synopsis-hashes": (
+        "synopsis_hashes",
+        count,
+        "coin-toss registers per synopsis term (default 1, exact merging)",
+    ),
+    "--gossip": (
+        "gossip_period",
+        positive_float,
+        "seconds between synopsis gossip rounds (default 1)",
+    ),
+    "--reindex-grace": (
+        "reindex_grace",
+        positive_float,
+        "seconds a re-indexed query stays at its old key (default 5)",
+    ),
 }
 
 
 def publishing_options(p: argparse.ArgumentParser) -> None:
-    from cqengine.service import Publishing
+    from cqengine.live.publishing import Publishing
+
     d = Publishing()
-    g = p.add_argument_group("publishing (per node: how documents published through it are batched)")
-    g.add_argument("--linger-ms", type=non_negative_float, default=d.linger_ms, metavar="MS",
-                   help="a batch waits this long after its first document for more (default %(default)s)")
-    g.add_argument("--batch-docs", type=positive, default=d.batch_docs, metavar="N",
-                   help="a batch goes at once when it holds this many documents (default %(default)s)")
+    g = p.add_argument_group(
+        "publishing (per node: how documents published through it are batched)"
+    )
+    g.add_argument(
+        "--linger-ms",
+        type=non_negative_float,
+        default=d.linger_ms,
+        metavar="MS",
+        help="a batch waits this long after its first document for more (default %(default)s)",
+    )
+    g.add_argument(
+        "--batch-docs",
+        type=positive,
+        default=d.batch_docs,
+        metavar="N",
+        help="a batch goes at once when it holds this many documents (default %(default)s)",
+    )
 
 
 def publishing_from(args: argparse.Namespace):
-    from cqengine.service import Publishing
+    from cqengine.live.publishing import Publishing
+
     return Publishing(linger_ms=args.linger_ms, batch_docs=args.batch_docs)
 
 
@@ -166,8 +241,13 @@ def publishing_flags(args: argparse.Namespace) -> list[str]:
 def engine_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("engine (ring-wide: set by the node that starts the ring)")
     for flag, (_, kind, text) in ENGINE_FLAGS.items():
-        g.add_argument(flag, type=kind, default=None, help=text,
-                       metavar="FILE" if "path" in ENGINE_FLAGS[flag][0] else None)
+        g.add_argument(
+            flag,
+            type=kind,
+            default=None,
+            help=text,
+            metavar="FILE" if "path" in ENGINE_FLAGS[flag][0] else None,
+        )
 
 
 def given_engine_flags(args: argparse.Namespace) -> list[str]:
@@ -193,58 +273,91 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 
 def ring_file_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--ring-file", type=Path,
-                   default=Path(os.environ.get("CQENGINE_RING_FILE", DEFAULT_RING_FILE)),
-                   help="where the ring's nodes are recorded (default $CQENGINE_RING_FILE "
-                        f"or {DEFAULT_RING_FILE})")
+    p.add_argument(
+        "--ring-file",
+        type=Path,
+        default=Path(os.environ.get("CQENGINE_RING_FILE", DEFAULT_RING_FILE)),
+        help="where the ring's nodes are recorded (default $CQENGINE_RING_FILE "
+        f"or {DEFAULT_RING_FILE})",
+    )
 
 
 def node_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--node", type=address, metavar="HOST:PORT",
-                   help="the node to talk to (default: a node of the ring file that answers)")
+    p.add_argument(
+        "--node",
+        type=address,
+        metavar="HOST:PORT",
+        help="the node to talk to (default: a node of the ring file that answers)",
+    )
     ring_file_option(p)
 
 
 def spark_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--master", metavar="URL",
-                   help="Spark master, e.g. spark://host:7077 (default $CQENGINE_SPARK_MASTER or local[*])")
+    p.add_argument(
+        "--master",
+        metavar="URL",
+        help="Spark master, e.g. spark://host:7077 (default $CQENGINE_SPARK_MASTER or local[*])",
+    )
     p.add_argument("--partitions", type=count, help="partitions to spread the work over")
 
 
 # ---- the parser ---------------------------------------------------------------------------
 
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="cqengine", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=Parser
+    )
 
     node = sub.add_parser("node", help="run one ring node in this process")
     node.add_argument("--port", type=port_number, required=True)
-    node.add_argument("--host", default="127.0.0.1", help="address to listen on (default %(default)s)")
-    node.add_argument("--advertise", metavar="HOST", help="host other nodes reach this one at (default: --host)")
-    node.add_argument("--join", type=address, metavar="HOST:PORT",
-                      help="any node of the ring to join; omit to start a new ring")
-    node.add_argument("--id", type=node_id, help="node id, decimal or 0x-hex (default: mmh3 of address)")
+    node.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default %(default)s)"
+    )
+    node.add_argument(
+        "--advertise", metavar="HOST", help="host other nodes reach this one at (default: --host)"
+    )
+    node.add_argument(
+        "--join",
+        type=address,
+        metavar="HOST:PORT",
+        help="any node of the ring to join; omit to start a new ring",
+    )
+    node.add_argument(
+        "--id", type=node_id, help="node id, decimal or 0x-hex (default: mmh3 of address)"
+    )
     node.add_argument("-v", "--verbose", action="store_true")
     timing_options(node)
     publishing_options(node)
     engine_options(node)
 
     ring = sub.add_parser("ring", help="start, inspect or stop a ring of local node processes")
-    ring_sub = ring.add_subparsers(dest="ring_command", required=True, metavar="ACTION", parser_class=Parser)
+    ring_sub = ring.add_subparsers(
+        dest="ring_command", required=True, metavar="ACTION", parser_class=Parser
+    )
     up = ring_sub.add_parser("up", help="start N nodes on loopback and wait until converged")
     up.add_argument("-n", "--nodes", type=int, required=True, metavar="N")
-    up.add_argument("--base-port", type=port_number, help="ports P..P+N-1 (default: any free ports)")
-    up.add_argument("--timeout", type=positive_float, help="seconds to wait for convergence (default 30+N)")
+    up.add_argument(
+        "--base-port", type=port_number, help="ports P..P+N-1 (default: any free ports)"
+    )
+    up.add_argument(
+        "--timeout", type=positive_float, help="seconds to wait for convergence (default 30+N)"
+    )
     ring_file_option(up)
     timing_options(up)
     publishing_options(up)
     engine_options(up)
-    ring_file_option(ring_sub.add_parser("status", help="each node's view; exit 0 only if the ring is correct"))
+    ring_file_option(
+        ring_sub.add_parser("status", help="each node's view; exit 0 only if the ring is correct")
+    )
     ring_file_option(ring_sub.add_parser("down", help="stop every node of the ring file"))
 
     s = sub.add_parser("subscribe", help="register a query and print its alerts as they arrive")
     s.add_argument("query")
-    s.add_argument("--count", type=count, help="exit after this many alerts (default: until interrupted)")
+    s.add_argument(
+        "--count", type=count, help="exit after this many alerts (default: until interrupted)"
+    )
     node_option(s)
 
     p = sub.add_parser("publish", help="publish TREC files (plain or .gz), or one text")
@@ -261,60 +374,125 @@ def build_parser() -> argparse.ArgumentParser:
     a = sub.add_parser("analyze", help="print the terms the engine makes of a text, one a line")
     a.add_argument("text")
 
-    pr = sub.add_parser("prep", help="Spark: analyze a corpus into documents, term statistics and a summary")
-    pr.add_argument("--input", nargs="+", type=Path, required=True, metavar="PATH",
-                    help="TREC files (plain/.gz), JSON Lines (docno, text), or directories of them "
-                         "or of plain-text files")
+    pr = sub.add_parser(
+        "prep", help="Spark: analyze a corpus into documents, term statistics and a summary"
+    )
+    pr.add_argument(
+        "--input",
+        nargs="+",
+        type=Path,
+        required=True,
+        metavar="PATH",
+        help="TREC files (plain/.gz), JSON Lines (docno, text), or directories of them "
+        "or of plain-text files",
+    )
     pr.add_argument("--out", type=Path, required=True, metavar="DIR")
     pr.add_argument("--skip-bad", action="store_true", help="skip and count malformed documents")
     spark_options(pr)
 
     w = sub.add_parser("workload", help="Spark: generate a query workload from term statistics")
-    w.add_argument("--stats", type=Path, required=True, metavar="DIR", help="output of `cqengine prep`")
+    w.add_argument(
+        "--stats", type=Path, required=True, metavar="DIR", help="output of `cqengine prep`"
+    )
     w.add_argument("--kind", choices=("uniform", "skew", "inverskew"), required=True)
     w.add_argument("--queries", type=int, required=True, metavar="N")
-    w.add_argument("--mean-size", type=positive_float, default=5.0, metavar="V",
-                   help="mean query size; sizes ~ Normal(V, 0.3V) (default %(default)s)")
+    w.add_argument(
+        "--mean-size",
+        type=positive_float,
+        default=5.0,
+        metavar="V",
+        help="mean query size; sizes ~ Normal(V, 0.3V) (default %(default)s)",
+    )
     w.add_argument("--seed", type=count, default=1)
-    w.add_argument("--out", type=Path, required=True, metavar="DIR",
-                   help="writes queries.parquet, queries.jsonl and summary.json here")
+    w.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        metavar="DIR",
+        help="writes queries.parquet, queries.jsonl and summary.json here",
+    )
     spark_options(w)
 
     g = sub.add_parser("gen-corpus", help="write a synthetic TREC corpus (Zipfian pseudo-words)")
     g.add_argument("--docs", type=count, required=True, metavar="N")
-    g.add_argument("--out", type=Path, required=True,
-                   help="a file (.gz for gzip), or with --files a directory of part files")
-    g.add_argument("--files", type=count, default=1, help="split over this many gzip files (default 1)")
+    g.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="a file (.gz for gzip), or with --files a directory of part files",
+    )
+    g.add_argument(
+        "--files", type=count, default=1, help="split over this many gzip files (default 1)"
+    )
     g.add_argument("--seed", type=count, default=1)
-    g.add_argument("--vocab", type=count, default=46654, help="vocabulary size (default: TREC-AP's)")
-    g.add_argument("--mean-terms", type=positive_float, default=178.0,
-                   help="mean unique terms per document (default: TREC-AP's)")
-    g.add_argument("--zipf", type=positive_float, default=1.0, help="Zipf exponent of term popularity")
+    g.add_argument(
+        "--vocab", type=count, default=46654, help="vocabulary size (default: TREC-AP's)"
+    )
+    g.add_argument(
+        "--mean-terms",
+        type=positive_float,
+        default=178.0,
+        help="mean unique terms per document (default: TREC-AP's)",
+    )
+    g.add_argument(
+        "--zipf", type=positive_float, default=1.0, help="Zipf exponent of term popularity"
+    )
 
-    x = sub.add_parser("experiment", help="reproduce the paper's evaluation on the simulator: report, JSON, plots")
-    x.add_argument("name", choices=("table2", "piggyback", "synopsis", "breakdown", "all"),
-                   help="table2 (Table 2), piggyback (Figure 3), synopsis (Figures 4, 5), breakdown "
-                        "(Figure 6), or all of them")
-    x.add_argument("--corpus", type=Path, metavar="DIR", help="output of `cqengine prep` (optional with --quick)")
-    x.add_argument("--out", type=Path, required=True, metavar="DIR",
-                   help="writes NAME.md, NAME.json and the figures' PNGs here")
+    x = sub.add_parser(
+        "experiment", help="reproduce the paper's evaluation on the simulator: report, JSON, plots"
+    )
+    x.add_argument(
+        "name",
+        choices=("table2", "piggyback", "synopsis", "breakdown", "all"),
+        help="table2 (Table 2), piggyback (Figure 3), synopsis (Figures 4, 5), breakdown "
+        "(Figure 6), or all of them",
+    )
+    x.add_argument(
+        "--corpus",
+        type=Path,
+        metavar="DIR",
+        help="output of `cqengine prep` (optional with --quick)",
+    )
+    x.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        metavar="DIR",
+        help="writes NAME.md, NAME.json and the figures' PNGs here",
+    )
     # the scale's defaults are the paper's, or --quick's; a value given overrides either
     x.add_argument("--nodes", type=positive, help="ring size (default 1000; --quick: 64)")
-    x.add_argument("--queries", type=positive, help="queries per workload (default 100000; --quick: 2000)")
-    x.add_argument("--docs", type=positive,
-                   help="documents published, the first by docno; synopses sample the first half "
-                        "(default 10000; --quick: 300)")
-    x.add_argument("--mean-size", type=positive_float, metavar="V",
-                   help="mean query size; sizes ~ Normal(V, 0.3V) (default 5)")
+    x.add_argument(
+        "--queries", type=positive, help="queries per workload (default 100000; --quick: 2000)"
+    )
+    x.add_argument(
+        "--docs",
+        type=positive,
+        help="documents published, the first by docno; synopses sample the first half "
+        "(default 10000; --quick: 300)",
+    )
+    x.add_argument(
+        "--mean-size",
+        type=positive_float,
+        metavar="V",
+        help="mean query size; sizes ~ Normal(V, 0.3V) (default 5)",
+    )
     x.add_argument("--seed", type=count, default=1)
-    x.add_argument("--workers", type=positive, help="processes publishing in parallel (default: one per core)")
-    x.add_argument("--quick", action="store_true",
-                   help="every run small (64 nodes, 2,000 queries, 300 documents, K scaled to the vocabulary), "
-                        "on a generated corpus unless --corpus is given: a minute or two; --nodes, --queries, "
-                        "--docs and --mean-size still set what they name")
+    x.add_argument(
+        "--workers", type=positive, help="processes publishing in parallel (default: one per core)"
+    )
+    x.add_argument(
+        "--quick",
+        action="store_true",
+        help="every run small (64 nodes, 2,000 queries, 300 documents, K scaled to the "
+        "vocabulary), on a generated corpus unless --corpus is given: a minute or two; --nodes, "
+        "--queries, --docs and --mean-size still set what they name",
+    )
     x.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
 
-    demo = sub.add_parser("demo", help="a live ring per strategy: workload, corpus, alerts checked, costs compared")
+    demo = sub.add_parser(
+        "demo", help="a live ring per strategy: workload, corpus, alerts checked, costs compared"
+    )
     demo.add_argument("-n", "--nodes", type=int, default=8)
     demo.add_argument("--queries", type=int, default=300)
     demo.add_argument("--docs", type=int, default=60)
@@ -324,6 +502,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # ---- commands -----------------------------------------------------------------------------
 
+
 def progress_printer():
     """Progress on one rewritten stderr line when it is a terminal, silence otherwise."""
     if not sys.stderr.isatty():
@@ -332,16 +511,34 @@ def progress_printer():
 
 
 def cmd_node(args: argparse.Namespace) -> int:
-    from cqengine.service import serve_engine
+    from cqengine.live.service import serve_engine
+
     if args.host in ("0.0.0.0", "::") and not args.advertise:
-        raise CliError(f"--host {args.host} listens everywhere; say with --advertise how peers reach this node")
+        raise CliError(
+            f"--host {args.host} listens everywhere; say with --advertise how peers reach this node"
+        )
     if args.join and given_engine_flags(args):
-        raise CliError("engine options belong to the ring: a joining node takes them from the node it joins")
+        raise CliError(
+            "engine options belong to the ring: a joining node takes them from the node it joins"
+        )
     settings = None if args.join else settings_from(args)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    asyncio.run(serve_engine(args.host, args.port, args.join, args.id, args.successors,
-                             timing_from(args), settings, args.advertise, publishing_from(args)))
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    asyncio.run(
+        serve_engine(
+            args.host,
+            args.port,
+            args.join,
+            args.id,
+            args.successors,
+            timing_from(args),
+            settings,
+            args.advertise,
+            publishing_from(args),
+        )
+    )
     return 0
 
 
@@ -349,9 +546,17 @@ def cmd_ring(args: argparse.Namespace) -> int:
     if args.ring_command == "up":
         settings_from(args)  # refuse bad settings here, before any process starts
         progress = progress_printer()
-        ring_up(args.nodes, args.ring_file, args.base_port, r=args.successors, timing=timing_from(args),
-                timeout=args.timeout, progress=progress, engine=given_engine_flags(args),
-                node_args=publishing_flags(args))
+        ring_up(
+            args.nodes,
+            args.ring_file,
+            args.base_port,
+            r=args.successors,
+            timing=timing_from(args),
+            timeout=args.timeout,
+            progress=progress,
+            engine=given_engine_flags(args),
+            node_args=publishing_flags(args),
+        )
         progress("")
         return 0
     if args.ring_command == "status":
@@ -367,8 +572,12 @@ def target(args: argparse.Namespace) -> str:
 def cmd_subscribe(args: argparse.Namespace) -> int:
     with Client(target(args)) as client:
         sub = client.subscribe(args.query)
-        print(f"subscription {sub.subscription_id:016x}: terms {' '.join(sub.terms)}; indexed under "
-              f"{sub.index_term!r}; alerts from {sub.home}", file=sys.stderr, flush=True)
+        print(
+            f"subscription {sub.subscription_id:016x}: terms {' '.join(sub.terms)}; indexed under "
+            f"{sub.index_term!r}; alerts from {sub.home}",
+            file=sys.stderr,
+            flush=True,
+        )
         seen = 0
         try:
             if args.count == 0:
@@ -390,7 +599,8 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
 
 def cmd_publish(args: argparse.Namespace) -> int:
     from cqengine.progress import Progress
-    from cqengine.trec import iter_trec
+    from cqengine.text.trec import iter_trec
+
     if bool(args.files) == bool(args.text):
         raise CliError("give FILEs to publish, or --text, not both or neither")
     with Client(target(args)) as client:
@@ -403,12 +613,20 @@ def cmd_publish(args: argparse.Namespace) -> int:
             if not f.is_file():
                 raise CliError(f"{f}: no such file")
         total = sum(f.stat().st_size for f in args.files)
-        progress, n, terms, start, done_bytes = Progress("publishing", total), 0, 0, time.monotonic(), 0
+        progress, n, terms, start, done_bytes = (
+            Progress("publishing", total),
+            0,
+            0,
+            time.monotonic(),
+            0,
+        )
         refused = []
         for f in args.files:
             docs = iter_trec(f)
             while chunk := list(islice(docs, PUBLISH_CALL)):  # one PublishBatch call each
-                replies = client.publish_many([(d.docno, d.text, d.title) for d in chunk], per_call=PUBLISH_CALL)
+                replies = client.publish_many(
+                    [(d.docno, d.text, d.title) for d in chunk], per_call=PUBLISH_CALL
+                )
                 for doc, reply in zip(chunk, replies):
                     if reply.accepted:
                         n, terms = n + 1, terms + reply.terms
@@ -421,13 +639,17 @@ def cmd_publish(args: argparse.Namespace) -> int:
         elapsed = time.monotonic() - start
         for line in refused:
             print(f"cqengine: refused {line}", file=sys.stderr)
-        print(f"published {n} documents ({terms / max(n, 1):.0f} terms each) in {elapsed:.1f}s "
-              f"({n / max(elapsed, 1e-9):.0f} docs/s)" + (f"; {len(refused)} refused" if refused else ""))
+        print(
+            f"published {n} documents ({terms / max(n, 1):.0f} terms each) in {elapsed:.1f}s "
+            f"({n / max(elapsed, 1e-9):.0f} docs/s)"
+            + (f"; {len(refused)} refused" if refused else "")
+        )
     return 1 if refused else 0
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from cqengine.ring import RingFile
+    from cqengine.live.ring import RingFile
+
     addresses = [target(args)]
     if args.all:
         addresses = RingFile.load(args.ring_file).addresses()
@@ -445,8 +667,15 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def print_stats(replies) -> None:
     ledger: dict[str, list[int]] = {}
-    fields = ("index_entries", "subscriptions", "documents_published", "candidates", "matches",
-              "alerts_delivered", "alerts_dropped")
+    fields = (
+        "index_entries",
+        "subscriptions",
+        "documents_published",
+        "candidates",
+        "matches",
+        "alerts_delivered",
+        "alerts_dropped",
+    )
     sums = dict.fromkeys(fields, 0)
     for r in replies:
         for c in r.ledger:
@@ -457,7 +686,9 @@ def print_stats(replies) -> None:
             sums[f] += getattr(r, f)
     cfg = replies[0].config
     print(f"nodes: {', '.join(r.node for r in replies)}")
-    print(f"engine: strategy {cfg.strategy}, resolution {cfg.resolution}, piggyback {cfg.piggyback}")
+    print(
+        f"engine: strategy {cfg.strategy}, resolution {cfg.resolution}, piggyback {cfg.piggyback}"
+    )
     for f in fields:
         print(f"{f.replace('_', ' '):20} {sums[f]}")
     docs = sums["documents_published"]
@@ -469,26 +700,32 @@ def print_stats(replies) -> None:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from cqengine.analysis import analyze
+    from cqengine.text.analysis import analyze
+
     for term in analyze(args.text):
         print(term)
     return 0
 
 
 def spark_session(args: argparse.Namespace):
-    from cqengine.spark import session
+    from cqengine.spark.session import session
+
     try:
         return session(args.master)
     except Exception as e:  # the JVM failed to start: say what to check, not a Py4J trace
-        raise CliError(f"Spark could not start ({type(e).__name__}); it needs Java 17+ on PATH "
-                       f"and a reachable master") from None
+        raise CliError(
+            f"Spark could not start ({type(e).__name__}); it needs Java 17+ on PATH and a "
+            f"reachable master"
+        ) from None
 
 
 def run_spark_job(args: argparse.Namespace, job) -> int:
     """Start Spark, run one job on it, print the job's summary as JSON; a refusal is one line."""
     import json
-    from cqengine.prep import PrepError
-    from cqengine.workload_job import WorkloadError
+
+    from cqengine.spark.prep import PrepError
+    from cqengine.spark.workload_job import WorkloadError
+
     spark = spark_session(args)
     try:
         summary = job(spark)
@@ -501,26 +738,40 @@ def run_spark_job(args: argparse.Namespace, job) -> int:
 
 
 def cmd_prep(args: argparse.Namespace) -> int:
-    from cqengine.prep import run_prep
+    from cqengine.spark.prep import run_prep
+
     for path in args.input:  # before the JVM starts
         if not path.exists():
             raise CliError(f"{path}: no such file or directory")
-    return run_spark_job(args, lambda spark: run_prep(spark, args.input, args.out, args.skip_bad,
-                                                        args.partitions))
+    return run_spark_job(
+        args, lambda spark: run_prep(spark, args.input, args.out, args.skip_bad, args.partitions)
+    )
 
 
 def cmd_workload(args: argparse.Namespace) -> int:
-    from cqengine.workload_job import run_workload
+    from cqengine.spark.workload_job import run_workload
+
     if not (args.stats / "terms.parquet").exists():  # before the JVM starts
         raise CliError(f"{args.stats}: no terms.parquet here; run `cqengine prep` first")
-    return run_spark_job(args, lambda spark: run_workload(spark, args.stats, args.kind, args.queries,
-                                                            args.mean_size, args.seed, args.out,
-                                                            args.partitions))
+    return run_spark_job(
+        args,
+        lambda spark: run_workload(
+            spark,
+            args.stats,
+            args.kind,
+            args.queries,
+            args.mean_size,
+            args.seed,
+            args.out,
+            args.partitions,
+        ),
+    )
 
 
 def cmd_gen_corpus(args: argparse.Namespace) -> int:
-    from cqengine.corpus import write_corpus_files, write_corpus
     from cqengine.progress import Progress
+    from cqengine.text.corpus import write_corpus, write_corpus_files
+
     if args.docs == 0 or args.files == 0 or args.vocab == 0:
         raise CliError("--docs, --files and --vocab must be positive")
     kw = dict(seed=args.seed, vocab_size=args.vocab, mean_terms=args.mean_terms, zipf_s=args.zipf)
@@ -531,8 +782,9 @@ def cmd_gen_corpus(args: argparse.Namespace) -> int:
         where = str(args.out)
     else:
         progress = Progress("generating", args.docs)
-        paths = write_corpus_files(args.out, args.docs, args.files,
-                                   progress=lambda k: progress.update(k, k), **kw)
+        paths = write_corpus_files(
+            args.out, args.docs, args.files, progress=lambda k: progress.update(k, k), **kw
+        )
         progress.close()
         where = f"{len(paths)} files in {args.out}"
     print(f"wrote {args.docs} documents ({where}) in {time.monotonic() - start:.1f}s")
@@ -543,12 +795,28 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     from cqengine.evaluation import EvaluationError
     from cqengine.evaluation.evaluate import corpus_for, default_workers, evaluate, quick_scale
     from cqengine.evaluation.runs import Scale
-    scale = quick_scale(args.seed, args.workers or default_workers()) if args.quick else \
-        Scale(seed=args.seed, workers=args.workers or default_workers())
-    given = {k: v for k, v in (("nodes", args.nodes), ("queries", args.queries), ("docs", args.docs),
-                               ("mean_size", args.mean_size)) if v is not None}
+
+    scale = (
+        quick_scale(args.seed, args.workers or default_workers())
+        if args.quick
+        else Scale(seed=args.seed, workers=args.workers or default_workers())
+    )
+    given = {
+        k: v
+        for k, v in (
+            ("nodes", args.nodes),
+            ("queries", args.queries),
+            ("docs", args.docs),
+            ("mean_size", args.mean_size),
+        )
+        if v is not None
+    }
     scale = replace(scale, **given)
-    command = "cqengine " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["experiment"] else f"cqengine experiment {args.name}"
+    command = (
+        "cqengine " + " ".join(sys.argv[1:])
+        if sys.argv[1:2] == ["experiment"]
+        else f"cqengine experiment {args.name}"
+    )
     try:
         corpus = corpus_for(args.corpus, args.quick, args.seed, scale.docs)
         if args.quick and args.docs is None:  # a small prep output is used whole
@@ -563,12 +831,23 @@ def cmd_experiment(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from cqengine.demo import run_demo
+
     return 0 if run_demo(args.nodes, args.queries, args.docs, args.seed) else 1
 
 
-COMMANDS = {"node": cmd_node, "ring": cmd_ring, "subscribe": cmd_subscribe, "publish": cmd_publish,
-            "stats": cmd_stats, "analyze": cmd_analyze, "demo": cmd_demo, "prep": cmd_prep,
-            "workload": cmd_workload, "gen-corpus": cmd_gen_corpus, "experiment": cmd_experiment}
+COMMANDS = {
+    "node": cmd_node,
+    "ring": cmd_ring,
+    "subscribe": cmd_subscribe,
+    "publish": cmd_publish,
+    "stats": cmd_stats,
+    "analyze": cmd_analyze,
+    "demo": cmd_demo,
+    "prep": cmd_prep,
+    "workload": cmd_workload,
+    "gen-corpus": cmd_gen_corpus,
+    "experiment": cmd_experiment,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

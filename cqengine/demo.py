@@ -24,14 +24,14 @@ from pathlib import Path
 from chord.client import lookup
 from chord.node import to_ref
 from chord.oracle import RingOracle
-from cqengine.client import Client
-from cqengine.matcher import document_frequencies, document_terms, matches
-from cqengine.ring import observe, ring_down, ring_up
-from cqengine.trec import TrecDoc, iter_trec
-from cqengine.workload import generate_queries
+from cqengine.evaluation.matcher import document_frequencies, document_terms, matches
+from cqengine.live.client import Client
+from cqengine.live.ring import observe, ring_down, ring_up
+from cqengine.text.trec import TrecDoc, iter_trec
+from cqengine.text.workload import generate_queries
 
 SAMPLE = "sample.trec.gz"
-# the bundled corpus is generated text (cqengine.corpus), so it may be shipped freely;
+# the bundled corpus is generated text (cqengine.text.corpus), so it may be shipped freely;
 # tests/test_demo.py checks it is what this recipe makes
 SAMPLE_RECIPE = dict(n_docs=120, seed=7, vocab_size=2500, mean_terms=60.0)
 STRATEGIES = ("ri", "oi", "mhi", "sap-mhi")
@@ -59,8 +59,10 @@ def check_lookups(addresses: list[str], r: int, rng: random.Random, per_node: in
     oracle = RingOracle(to_ref(s.node) for s in view.states.values())
     keys = [rng.getrandbits(64) for _ in range(per_node)]
     wrong = sum(lookup(a, k)[0] != oracle.owner(k) for a in addresses for k in keys)
-    print(f"  lookups: {len(addresses) * per_node - wrong} of {len(addresses) * per_node} "
-          f"from every node found the true owner")
+    print(
+        f"  lookups: {len(addresses) * per_node - wrong} of {len(addresses) * per_node} from every "
+        f"node found the true owner"
+    )
     return wrong == 0
 
 
@@ -72,7 +74,10 @@ def wait_quiet(addresses: list[str], timeout: float = 30.0) -> None:
         for a in addresses:
             with Client(a, timeout=5) as client:
                 stats.append(client.stats())
-        now = (sum(s.matches for s in stats), sum(s.alerts_delivered + s.alerts_dropped for s in stats))
+        now = (
+            sum(s.matches for s in stats),
+            sum(s.alerts_delivered + s.alerts_dropped for s in stats),
+        )
         if now == last and now[0] == now[1]:
             return
         last = now
@@ -109,11 +114,24 @@ def collect_alerts(subs, addresses: list[str], attempts: int = 6) -> list[tuple[
     return got
 
 
-def run_strategy(strategy: str, nodes: int, queries: list[str], docs: list[TrecDoc],
-                 files: dict[str, Path], rng: random.Random) -> Outcome:
+def run_strategy(
+    strategy: str,
+    nodes: int,
+    queries: list[str],
+    docs: list[TrecDoc],
+    files: dict[str, Path],
+    rng: random.Random,
+) -> Outcome:
     with tempfile.TemporaryDirectory(prefix="cqengine-demo-") as tmp:
         ring_path = Path(tmp) / "ring.json"
-        engine = ["--strategy", strategy, "--stats", str(files["stats"]), "--popular", str(files["popular"])]
+        engine = [
+            "--strategy",
+            strategy,
+            "--stats",
+            str(files["stats"]),
+            "--popular",
+            str(files["popular"]),
+        ]
         ring = ring_up(nodes, ring_path, out=io.StringIO(), engine=engine)
         try:
             addresses = ring.addresses()
@@ -129,27 +147,37 @@ def run_strategy(strategy: str, nodes: int, queries: list[str], docs: list[TrecD
                 c.close()
         finally:
             ring_down(ring_path, out=io.StringIO())
-    want = matches({s.subscription_id: s.terms for s in subs},
-                   {d.docno: document_terms(d.text, d.title) for d in docs})
+    want = matches(
+        {s.subscription_id: s.terms for s in subs},
+        {d.docno: document_terms(d.text, d.title) for d in docs},
+    )
     correct = lookups_ok and len(got) == len(set(got)) and set(got) == want
-    print(f"  {len(subs)} subscriptions, {len(docs)} documents: {len(got)} alerts, "
-          f"matcher expects {len(want)}: {'OK' if correct else 'MISMATCH'}")
+    print(
+        f"  {len(subs)} subscriptions, {len(docs)} documents: {len(got)} alerts, matcher expects "
+        f"{len(want)}: {'OK' if correct else 'MISMATCH'}"
+    )
     ledger = Counter()
     for s in stats:
         for c in s.ledger:
             ledger[c.kind] += c.bytes
     n = len(docs)
-    return Outcome(strategy, len(got), len(want), correct,
-                   sum(s.candidates for s in stats) / n,
-                   ledger["Announce"] / n,
-                   sum(ledger[k] for k in ("TermDialogue", "TermDialogue.reply", "GetBloom", "GetBloom.reply")) / n,
-                   sorted(s.index_entries for s in stats))
+    return Outcome(
+        strategy,
+        len(got),
+        len(want),
+        correct,
+        sum(s.candidates for s in stats) / n,
+        ledger["Announce"] / n,
+        sum(ledger[k] for k in ("TermDialogue", "TermDialogue.reply", "GetBloom", "GetBloom.reply"))
+        / n,
+        sorted(s.index_entries for s in stats),
+    )
 
 
 def write_inputs(df: Counter, directory: Path) -> dict[str, Path]:
     stats, popular = directory / "stats.tsv", directory / "popular.txt"
     stats.write_text("term\tdf\n" + "".join(f"{t}\t{n}\n" for t, n in sorted(df.items())))
-    top = sorted(df, key=lambda t: (-df[t], t))[:max(1, len(df) // 20)]  # the top 5%
+    top = sorted(df, key=lambda t: (-df[t], t))[: max(1, len(df) // 20)]  # the top 5%
     popular.write_text("".join(f"{t}\n" for t in top))
     return {"stats": stats, "popular": popular}
 
@@ -157,20 +185,33 @@ def write_inputs(df: Counter, directory: Path) -> dict[str, Path]:
 def run_demo(nodes: int = 8, n_queries: int = 300, n_docs: int = 60, seed: int = 1) -> bool:
     docs = sample_corpus()[:n_docs]
     df = document_frequencies(docs)
-    queries = [" ".join(q) for q in generate_queries(df, n_queries, "skew", mean_size=2.0, seed=seed)]
-    print(f"sample corpus: {len(docs)} documents, {len(df)} terms; workload: {len(queries)} "
-          f"Skew queries (mean 2 terms)\n")
+    queries = [
+        " ".join(q) for q in generate_queries(df, n_queries, "skew", mean_size=2.0, seed=seed)
+    ]
+    print(
+        f"sample corpus: {len(docs)} documents, {len(df)} terms; workload: {len(queries)} Skew "
+        f"queries (mean 2 terms)\n"
+    )
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="cqengine-inputs-") as tmp:
         files = write_inputs(df, Path(tmp))
         for strategy in STRATEGIES:
-            outcomes.append(run_strategy(strategy, nodes, queries, docs, files, random.Random(seed)))
-    print(f"\n{'strategy':10} {'alerts':>7} {'candidates/doc':>15} {'announce B/doc':>15} "
-          f"{'resolution B/doc':>17}  index entries per node (min/median/max)")
+            outcomes.append(
+                run_strategy(strategy, nodes, queries, docs, files, random.Random(seed))
+            )
+    print(
+        f"\n{'strategy':10} {'alerts':>7} {'candidates/doc':>15} {'announce B/doc':>15} "
+        f"{'resolution B/doc':>17}  index entries per node (min/median/max)"
+    )
     for o in outcomes:
         e = o.entries
-        print(f"{o.strategy:10} {o.alerts:>7} {o.candidates:>15.1f} {o.announce_bytes:>15.0f} "
-              f"{o.resolution_bytes:>17.0f}  {e[0]}/{e[len(e) // 2]}/{e[-1]}")
+        print(
+            f"{o.strategy:10} {o.alerts:>7} {o.candidates:>15.1f} {o.announce_bytes:>15.0f} "
+            f"{o.resolution_bytes:>17.0f}  {e[0]}/{e[len(e) // 2]}/{e[-1]}"
+        )
     ok = all(o.correct for o in outcomes)
-    print("\nevery alert matched the brute-force matcher" if ok else "\nSOME ALERTS WERE WRONG", file=sys.stdout)
+    print(
+        "\nevery alert matched the brute-force matcher" if ok else "\nSOME ALERTS WERE WRONG",
+        file=sys.stdout,
+    )
     return ok

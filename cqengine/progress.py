@@ -1,4 +1,5 @@
-"""Progress for long commands: a bar rewritten in place on a terminal, else a line every few seconds."""
+"""Progress for long commands: a bar rewritten in place on a terminal, else a line every few
+seconds."""
 
 from __future__ import annotations
 
@@ -8,8 +9,14 @@ from typing import TextIO
 
 
 class Progress:
-    def __init__(self, label: str, total: float | None = None, unit: str = "docs",
-                 out: TextIO = sys.stderr, every: float = 5.0) -> None:
+    def __init__(
+        self,
+        label: str,
+        total: float | None = None,
+        unit: str = "docs",
+        out: TextIO = sys.stderr,
+        every: float = 5.0,
+    ) -> None:
         self.label, self.total, self.unit, self.out, self.every = label, total, unit, out, every
         self.count = 0
         self.start = self._last = time.monotonic()
@@ -31,10 +38,19 @@ class Progress:
         if self.total and done is not None:
             frac = min(1.0, done / self.total)
             bar = "#" * int(frac * 30)
-            left = f", {duration(elapsed * (1 - frac) / frac)} left" if frac > 0 else ""  # at the pace so far
-            text = f"{self.label}: [{bar:<30}] {frac:4.0%} {self.count} {self.unit} ({rate:.0f}/s{left})"
-        print(("\r" if self.tty else "") + text + ("\033[K" if self.tty else ""), end=end,
-              file=self.out, flush=True)
+            left = (
+                f", {duration(elapsed * (1 - frac) / frac)} left" if frac > 0 else ""
+            )  # at the pace so far
+            text = (
+                f"{self.label}: [{bar:<30}] {frac:4.0%} {self.count} {self.unit} "
+                f"({rate:.0f}/s{left})"
+            )
+        print(
+            ("\r" if self.tty else "") + text + ("\033[K" if self.tty else ""),
+            end=end,
+            file=self.out,
+            flush=True,
+        )
 
     def close(self) -> None:
         if self.tty:

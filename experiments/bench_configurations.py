@@ -26,11 +26,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from cqengine.config import RESOLUTIONS
+from cqengine.core.indexing import STRATEGIES
+from cqengine.core.settings import RESOLUTIONS
 from cqengine.evaluation import EvaluationError
 from cqengine.evaluation.evaluate import writable
 from cqengine.evaluation.experiments import WORKLOADS
-from cqengine.indexing import STRATEGIES
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -40,7 +40,9 @@ def choices(text: str, allowed, what: str) -> list[str]:
     got = [t for t in text.split(",") if t]
     bad = [t for t in got if t not in allowed]
     if bad or not got:
-        raise argparse.ArgumentTypeError(f"{what}: {', '.join(bad) or 'none'} (choose from {', '.join(allowed)})")
+        raise argparse.ArgumentTypeError(
+            f"{what}: {', '.join(bad) or 'none'} (choose from {', '.join(allowed)})"
+        )
     return got
 
 
@@ -48,24 +50,46 @@ def summary(r: dict, goal: float) -> dict:
     """What one bench_sim result says of its configuration."""
     (run,) = r["runs"]
     s, o, m = r["seconds"], run["oracle"], run["metrics"]
-    return {"configuration": run["name"], "seconds": s["configuration_total"],
-            "index_seconds": s["index"], "publish_seconds": s["publish"],
-            "under_goal": s["configuration_total"] < goal, "peak_memory_mib": r["peak_memory_mib"],
-            "queries_per_doc": m["queries_per_doc"], "alerts_per_doc": m["alerts_per_doc"],
-            "resolution_bytes_per_doc": m["resolution_bytes_per_doc"],
-            "alerts_equal_matcher": not (o["missing"] or o["unexpected"] or o["wrong_docno"] or o["disagreements"])}
+    return {
+        "configuration": run["name"],
+        "seconds": s["configuration_total"],
+        "index_seconds": s["index"],
+        "publish_seconds": s["publish"],
+        "under_goal": s["configuration_total"] < goal,
+        "peak_memory_mib": r["peak_memory_mib"],
+        "queries_per_doc": m["queries_per_doc"],
+        "alerts_per_doc": m["alerts_per_doc"],
+        "resolution_bytes_per_doc": m["resolution_bytes_per_doc"],
+        "alerts_equal_matcher": not (
+            o["missing"] or o["unexpected"] or o["wrong_docno"] or o["disagreements"]
+        ),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--corpus", type=Path, help="prep output (default: each run generates one)")
-    p.add_argument("--strategies", type=lambda t: choices(t, STRATEGIES, "--strategies"),
-                   default=list(STRATEGIES))
-    p.add_argument("--workloads", type=lambda t: choices(t, WORKLOADS, "--workloads"), default=list(WORKLOADS))
-    p.add_argument("--resolutions", type=lambda t: choices(t, RESOLUTIONS, "--resolutions"), default=["td"])
-    p.add_argument("--goal", type=float, default=120.0, help="seconds a configuration should take (default 120)")
+    p.add_argument(
+        "--strategies",
+        type=lambda t: choices(t, STRATEGIES, "--strategies"),
+        default=list(STRATEGIES),
+    )
+    p.add_argument(
+        "--workloads", type=lambda t: choices(t, WORKLOADS, "--workloads"), default=list(WORKLOADS)
+    )
+    p.add_argument(
+        "--resolutions", type=lambda t: choices(t, RESOLUTIONS, "--resolutions"), default=["td"]
+    )
+    p.add_argument(
+        "--goal",
+        type=float,
+        default=120.0,
+        help="seconds a configuration should take (default 120)",
+    )
     p.add_argument("--out", type=Path, default=RESULTS / "bench_configurations.json")
-    p.add_argument("bench_args", nargs="*", help="after --: more bench_sim.py arguments (e.g. --docs 2000)")
+    p.add_argument(
+        "bench_args", nargs="*", help="after --: more bench_sim.py arguments (e.g. --docs 2000)"
+    )
     args = p.parse_args(argv)
     try:
         writable(args.out.parent)  # before many minutes of runs
@@ -77,27 +101,57 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for i, (strategy, workload, resolution) in enumerate(todo, 1):
             out = Path(tmp) / f"{strategy}_{workload}_{resolution}.json"
-            cmd = [sys.executable, str(HERE / "bench_sim.py"), "--strategy", strategy, "--workload", workload,
-                   "--resolution", resolution, "--out", str(out), *args.bench_args]
+            cmd = [
+                sys.executable,
+                str(HERE / "bench_sim.py"),
+                "--strategy",
+                strategy,
+                "--workload",
+                workload,
+                "--resolution",
+                resolution,
+                "--out",
+                str(out),
+                *args.bench_args,
+            ]
             if args.corpus:
                 cmd += ["--corpus", str(args.corpus)]
-            print(f"[{i}/{len(todo)}] {strategy}/{workload}/{resolution} ...", file=sys.stderr, flush=True)
+            print(
+                f"[{i}/{len(todo)}] {strategy}/{workload}/{resolution} ...",
+                file=sys.stderr,
+                flush=True,
+            )
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode != 0:
                 print(proc.stderr[-3000:], file=sys.stderr)
-                print(f"bench_configurations: {strategy}/{workload}/{resolution} failed", file=sys.stderr)
+                print(
+                    f"bench_configurations: {strategy}/{workload}/{resolution} failed",
+                    file=sys.stderr,
+                )
                 return 1
             rows.append(summary(json.loads(out.read_text()), args.goal))
-            print(f"[{i}/{len(todo)}] {rows[-1]['configuration']}: {rows[-1]['seconds']:.0f} s "
-                  f"(publishing {rows[-1]['publish_seconds']:.0f} s)", file=sys.stderr, flush=True)
-    result = {"benchmark": "bench_configurations", "goal_seconds": args.goal,
-              "corpus": str(args.corpus) if args.corpus else "generated",
-              "bench_args": args.bench_args, "seconds": time.perf_counter() - started,
-              "under_goal": sum(r["under_goal"] for r in rows), "configurations": rows}
+            print(
+                f"[{i}/{len(todo)}] {rows[-1]['configuration']}: {rows[-1]['seconds']:.0f} s "
+                f"(publishing {rows[-1]['publish_seconds']:.0f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
+    result = {
+        "benchmark": "bench_configurations",
+        "goal_seconds": args.goal,
+        "corpus": str(args.corpus) if args.corpus else "generated",
+        "bench_args": args.bench_args,
+        "seconds": time.perf_counter() - started,
+        "under_goal": sum(r["under_goal"] for r in rows),
+        "configurations": rows,
+    }
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     for r in rows:
-        print(f"{r['configuration']:32s} {r['seconds']:7.1f} s  {'under' if r['under_goal'] else 'OVER '} "
-              f"the goal  {r['queries_per_doc']:9.0f} queries/doc  {r['alerts_per_doc']:6.1f} alerts/doc")
+        print(
+            f"{r['configuration']:32s} {r['seconds']:7.1f} s  "
+            f"{'under' if r['under_goal'] else 'OVER '} the goal  {r['queries_per_doc']:9.0f} "
+            f"queries/doc  {r['alerts_per_doc']:6.1f} alerts/doc"
+        )
     print(f"{result['under_goal']} of {len(rows)} configurations under {args.goal:.0f} s")
     return 0
 

@@ -38,18 +38,21 @@ from pathlib import Path
 import grpc
 import numpy as np
 
-from cqengine.analysis import analyze
-from cqengine.corpus import generate_corpus
-from cqengine.matcher import document_frequencies, document_terms, match_documents
+from cqengine.evaluation.matcher import document_frequencies, document_terms, match_documents
+from cqengine.live.ring import ring_down, ring_up
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.proto import cqengine_pb2_grpc as pb_grpc
-from cqengine.ring import ring_down, ring_up
-from cqengine.trec import TrecDoc
-from cqengine.workload import generate_queries
+from cqengine.text.analysis import analyze
+from cqengine.text.corpus import generate_corpus
+from cqengine.text.trec import TrecDoc
+from cqengine.text.workload import generate_queries
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ENGINE_KINDS = ("Announce", "GetBloom", "TermDialogue", "Matched", "Deliver")
-CHANNEL = [("grpc.max_send_message_length", 64 << 20), ("grpc.max_receive_message_length", 64 << 20)]
+CHANNEL = [
+    ("grpc.max_send_message_length", 64 << 20),
+    ("grpc.max_receive_message_length", 64 << 20),
+]
 
 
 def say(text: str) -> None:
@@ -58,12 +61,17 @@ def say(text: str) -> None:
 
 # ---- inputs ----------------------------------------------------------------------------------
 
+
 def workload_queries(kind: str, docs: list[TrecDoc], n: int, seed: int) -> list[str]:
     """n query texts: the paper's Skew queries of the corpus, or 3-4 consecutive words of a
     random document's text (whatever analysis leaves of them must not be empty)."""
     if kind == "skew":
-        return [" ".join(q) for q in generate_queries(document_frequencies(docs), n, "skew", mean_size=5.0,
-                                                      seed=seed)]
+        return [
+            " ".join(q)
+            for q in generate_queries(
+                document_frequencies(docs), n, "skew", mean_size=5.0, seed=seed
+            )
+        ]
     rng = random.Random(seed)
     words = [d.text.split() for d in docs]
     out = []
@@ -71,7 +79,7 @@ def workload_queries(kind: str, docs: list[TrecDoc], n: int, seed: int) -> list[
         w = words[rng.randrange(len(words))]
         k = rng.choice((3, 4))
         at = rng.randrange(max(1, len(w) - k))
-        text = " ".join(w[at:at + k])
+        text = " ".join(w[at : at + k])
         if analyze(text):
             out.append(text)
     return out
@@ -79,7 +87,10 @@ def workload_queries(kind: str, docs: list[TrecDoc], n: int, seed: int) -> list[
 
 # ---- the single-process percolator ------------------------------------------------------------
 
-def percolate(queries: list[list[str]], docs: list[TrecDoc], df: Counter) -> tuple[float, set[tuple[int, str]]]:
+
+def percolate(
+    queries: list[list[str]], docs: list[TrecDoc], df: Counter
+) -> tuple[float, set[tuple[int, str]]]:
     """The queries filed under their rarest term; each document analyzed and matched against
     the queries filed under its terms. Returns the seconds it took (filing aside) and the
     (query, docno) pairs matched."""
@@ -98,6 +109,7 @@ def percolate(queries: list[list[str]], docs: list[TrecDoc], df: Counter) -> tup
 
 
 # ---- the ring ---------------------------------------------------------------------------------
+
 
 def cpu_seconds(pids: list[int]) -> float:
     """User and system CPU seconds the processes have taken so far."""
@@ -124,17 +136,22 @@ class Ring:
         self.arrivals: list[tuple[int, str, float]] = []
         self.streams: list[asyncio.Task] = []
 
-    async def subscribe(self, queries: list[str], concurrency: int = 128) -> list[pb.SubscribeReply]:
+    async def subscribe(
+        self, queries: list[str], concurrency: int = 128
+    ) -> list[pb.SubscribeReply]:
         limit, done = asyncio.Semaphore(concurrency), [0]
         start = time.perf_counter()
 
         async def one(q: str) -> pb.SubscribeReply:
             async with limit:
-                reply = await self.stubs[self.rng.choice(self.addresses)].Subscribe(pb.SubscribeRequest(query=q))
+                reply = await self.stubs[self.rng.choice(self.addresses)].Subscribe(
+                    pb.SubscribeRequest(query=q)
+                )
             done[0] += 1
             if done[0] % 10_000 == 0:
                 say(f"  {done[0]} subscriptions ({done[0] / (time.perf_counter() - start):.0f}/s)")
             return reply
+
         return list(await asyncio.gather(*(one(q) for q in queries)))
 
     async def open_streams(self, subs: list[pb.SubscribeReply]) -> None:
@@ -145,9 +162,14 @@ class Ring:
 
         async def listen(home: str, mine: list[pb.SubscribeReply]) -> None:
             first, *rest = mine
-            request = pb.StreamRequest(subscription_id=first.subscription_id, token=first.token,
-                                       subscriptions=[pb.SubscriptionKey(subscription_id=s.subscription_id,
-                                                                         token=s.token) for s in rest])
+            request = pb.StreamRequest(
+                subscription_id=first.subscription_id,
+                token=first.token,
+                subscriptions=[
+                    pb.SubscriptionKey(subscription_id=s.subscription_id, token=s.token)
+                    for s in rest
+                ],
+            )
             try:
                 async for alerts in self.stubs[home].StreamAlerts(request):
                     now = time.perf_counter()
@@ -155,6 +177,7 @@ class Ring:
             except grpc.aio.AioRpcError as e:
                 if e.code() != grpc.StatusCode.CANCELLED:
                     raise
+
         self.streams = [asyncio.create_task(listen(h, m)) for h, m in by_home.items()]
         await asyncio.sleep(0.5)
 
@@ -184,14 +207,20 @@ class Ring:
 
 async def throughput(ring: Ring, docs: list[TrecDoc], args, want: int, pids: list[int]) -> dict:
     """Publish every document in PublishBatch calls from concurrent publishers."""
-    todo = [docs[i:i + args.per_call] for i in range(0, len(docs), args.per_call)]
+    todo = [docs[i : i + args.per_call] for i in range(0, len(docs), args.per_call)]
     refused = []
 
     async def publisher() -> None:
         while todo:
             chunk = todo.pop()
-            reply = await ring.stubs[ring.rng.choice(ring.addresses)].PublishBatch(pb.PublishBatchRequest(
-                documents=[pb.PublishRequest(docno=d.docno, text=d.text.encode(), title=d.title) for d in chunk]))
+            reply = await ring.stubs[ring.rng.choice(ring.addresses)].PublishBatch(
+                pb.PublishBatchRequest(
+                    documents=[
+                        pb.PublishRequest(docno=d.docno, text=d.text.encode(), title=d.title)
+                        for d in chunk
+                    ]
+                )
+            )
             refused.extend(r.error for r in reply.results if not r.accepted)
 
     before, cpu = await ring.ledger(), cpu_seconds(pids)
@@ -205,12 +234,17 @@ async def throughput(ring: Ring, docs: list[TrecDoc], args, want: int, pids: lis
     n = len(docs)
     messages = {k: after[0][k] - before[0][k] for k in after[0]}
     size = {k: after[1][k] - before[1][k] for k in after[1]}
-    return {"seconds": end - start, "publish_seconds": published - start, "docs_per_second": n / (end - start),
-            "refused": len(refused), "cpu_seconds_per_document": cpu / n,
-            "engine_bytes_per_document": sum(size.values()) / n,
-            "engine_messages_per_document": sum(messages.values()) / n,
-            "bytes_per_document_by_kind": {k: v / n for k, v in sorted(size.items()) if v},
-            "messages_per_document_by_kind": {k: v / n for k, v in sorted(messages.items()) if v}}
+    return {
+        "seconds": end - start,
+        "publish_seconds": published - start,
+        "docs_per_second": n / (end - start),
+        "refused": len(refused),
+        "cpu_seconds_per_document": cpu / n,
+        "engine_bytes_per_document": sum(size.values()) / n,
+        "engine_messages_per_document": sum(messages.values()) / n,
+        "bytes_per_document_by_kind": {k: v / n for k, v in sorted(size.items()) if v},
+        "messages_per_document_by_kind": {k: v / n for k, v in sorted(messages.items()) if v},
+    }
 
 
 async def latency(ring: Ring, docs: list[TrecDoc], rate: float, want: int, args) -> dict:
@@ -227,27 +261,62 @@ async def latency(ring: Ring, docs: list[TrecDoc], rate: float, want: int, args)
             chunk = docs[sent:due]
             for j, d in enumerate(chunk, sent):
                 arrived[d.docno] = start + j / rate
-            sends.append(asyncio.ensure_future(ring.stubs[ring.rng.choice(ring.addresses)].PublishBatch(
-                pb.PublishBatchRequest(documents=[pb.PublishRequest(docno=d.docno, text=d.text.encode(),
-                                                                    title=d.title) for d in chunk]))))
+            sends.append(
+                asyncio.ensure_future(
+                    ring.stubs[ring.rng.choice(ring.addresses)].PublishBatch(
+                        pb.PublishBatchRequest(
+                            documents=[
+                                pb.PublishRequest(
+                                    docno=d.docno, text=d.text.encode(), title=d.title
+                                )
+                                for d in chunk
+                            ]
+                        )
+                    )
+                )
+            )
             sent = due
         await asyncio.sleep(args.producer_linger_ms / 1000)
     await asyncio.gather(*sends)
     await ring.wait_alerts(want, args.settle)
     times = [1000 * (t - arrived[d]) for _, d, t in ring.arrivals if d in arrived]
     p50, p99 = quantiles(times)
-    return {"rate": rate, "p50_ms": p50, "p99_ms": p99, "alerts": len(times),
-            "producer_linger_ms": args.producer_linger_ms}
+    return {
+        "rate": rate,
+        "p50_ms": p50,
+        "p99_ms": p99,
+        "alerts": len(times),
+        "producer_linger_ms": args.producer_linger_ms,
+    }
 
 
-async def measure_ring(args, kind: str, queries: list[str], docs: list[TrecDoc], stats_file: Path,
-                       oracle: set[tuple[int, str]], analyzed: list[list[str]]) -> dict:
+async def measure_ring(
+    args,
+    kind: str,
+    queries: list[str],
+    docs: list[TrecDoc],
+    stats_file: Path,
+    oracle: set[tuple[int, str]],
+    analyzed: list[list[str]],
+) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-live-") as tmp:
         ring_path = Path(tmp) / "ring.json"
-        engine = ["--strategy", args.strategy, "--resolution", args.resolution, "--stats", str(stats_file)]
+        engine = [
+            "--strategy",
+            args.strategy,
+            "--resolution",
+            args.resolution,
+            "--stats",
+            str(stats_file),
+        ]
         say(f"starting {args.nodes} nodes ...")
-        ring_file = ring_up(args.nodes, ring_path, out=io.StringIO(), engine=engine,
-                            node_args=["--batch-docs", str(args.batch_docs), "--linger-ms", str(args.linger_ms)])
+        ring_file = ring_up(
+            args.nodes,
+            ring_path,
+            out=io.StringIO(),
+            engine=engine,
+            node_args=["--batch-docs", str(args.batch_docs), "--linger-ms", str(args.linger_ms)],
+        )
         ring = Ring(ring_file.addresses(), random.Random(args.seed))
         try:
             t = time.perf_counter()
@@ -263,22 +332,33 @@ async def measure_ring(args, kind: str, queries: list[str], docs: list[TrecDoc],
             fast["alerts"] = len(got)
             fast["alerts_per_second"] = len(got) / fast["seconds"]
             fast["alerts_equal_matcher"] = len(got) == len(set(got)) and set(got) == oracle
-            say(f"  ring: {fast['docs_per_second']:.0f} docs/s, {len(got)} alerts "
-                f"({'=' if fast['alerts_equal_matcher'] else '!='} matcher)")
+            say(
+                f"  ring: {fast['docs_per_second']:.0f} docs/s, {len(got)} alerts "
+                f"({'=' if fast['alerts_equal_matcher'] else '!='} matcher)"
+            )
             ring.arrivals.clear()
             later = [TrecDoc(f"L-{d.docno}", d.text, d.title) for d in docs]
             slow = await latency(ring, later, fast["docs_per_second"] / 2, len(oracle), args)
             got = [(query_of[s], d[2:]) for s, d, _ in ring.arrivals]
             slow["alerts_equal_matcher"] = len(got) == len(set(got)) and set(got) == oracle
-            say(f"  at {slow['rate']:.0f} docs/s: p50 {slow['p50_ms'] or 0:.1f} ms, p99 {slow['p99_ms'] or 0:.1f} ms")
+            say(
+                f"  at {slow['rate']:.0f} docs/s: p50 {slow['p50_ms'] or 0:.1f} ms, p99 "
+                f"{slow['p99_ms'] or 0:.1f} ms"
+            )
         finally:
             await ring.close()
             ring_down(ring_path, out=io.StringIO())
-    return {"subscriptions_per_second": len(subs) / subscribe_s, "throughput": fast, "latency": slow}
+    return {
+        "subscriptions_per_second": len(subs) / subscribe_s,
+        "throughput": fast,
+        "latency": slow,
+    }
 
 
 async def run(args) -> dict:
-    docs = list(generate_corpus(args.docs, seed=args.seed, vocab_size=args.vocab, mean_terms=args.terms))
+    docs = list(
+        generate_corpus(args.docs, seed=args.seed, vocab_size=args.vocab, mean_terms=args.terms)
+    )
     df = document_frequencies(docs)
     terms = [document_terms(d.text, d.title) for d in docs]
     out = []
@@ -291,23 +371,47 @@ async def run(args) -> dict:
                 queries = workload_queries(kind, docs, n, args.seed)
                 analyzed = [analyze(q) for q in queries]
                 seconds, found = percolate(analyzed, docs, df)
-                oracle = {(i, d.docno) for d, hits in zip(docs, match_documents(analyzed, terms)) for i in hits}
+                oracle = {
+                    (i, d.docno)
+                    for d, hits in zip(docs, match_documents(analyzed, terms))
+                    for i in hits
+                }
                 assert found == oracle, "the percolator disagrees with the matcher"
                 single = len(docs) / seconds
                 say(f"  single process: {single:.0f} docs/s, {len(oracle)} matches")
                 ring = await measure_ring(args, kind, queries, docs, stats_file, oracle, analyzed)
                 fast = ring["throughput"]
-                out.append({"workload": kind, "subscriptions": n, "documents": len(docs),
-                            "single_process_docs_per_second": single, "matches": len(oracle),
-                            "ring_docs_per_second": fast["docs_per_second"],
-                            "ratio": fast["docs_per_second"] / single, **ring})
-    return {"benchmark": "bench_live", "nodes": args.nodes, "cores": os.cpu_count(), "strategy": args.strategy,
-            "resolution": args.resolution, "batch_docs": args.batch_docs, "linger_ms": args.linger_ms,
-            "per_call": args.per_call, "publishers": args.publishers, "seed": args.seed,
-            "corpus": {"documents": len(docs), "vocabulary": len(df),
-                       "unique_terms_per_document": sum(map(len, terms)) / len(terms)},
-            "goals": {"ratio": 0.5, "docs_per_second_at_100000": 1000, "p99_ms": 250},
-            "runs": out}
+                out.append(
+                    {
+                        "workload": kind,
+                        "subscriptions": n,
+                        "documents": len(docs),
+                        "single_process_docs_per_second": single,
+                        "matches": len(oracle),
+                        "ring_docs_per_second": fast["docs_per_second"],
+                        "ratio": fast["docs_per_second"] / single,
+                        **ring,
+                    }
+                )
+    return {
+        "benchmark": "bench_live",
+        "nodes": args.nodes,
+        "cores": os.cpu_count(),
+        "strategy": args.strategy,
+        "resolution": args.resolution,
+        "batch_docs": args.batch_docs,
+        "linger_ms": args.linger_ms,
+        "per_call": args.per_call,
+        "publishers": args.publishers,
+        "seed": args.seed,
+        "corpus": {
+            "documents": len(docs),
+            "vocabulary": len(df),
+            "unique_terms_per_document": sum(map(len, terms)) / len(terms),
+        },
+        "goals": {"ratio": 0.5, "docs_per_second_at_100000": 1000, "p99_ms": 250},
+        "runs": out,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -322,8 +426,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--linger-ms", type=float, default=5.0, help="the nodes' --linger-ms")
     p.add_argument("--per-call", type=int, default=64, help="documents per PublishBatch call")
     p.add_argument("--publishers", type=int, default=4, help="concurrent PublishBatch callers")
-    p.add_argument("--producer-linger-ms", type=float, default=20.0,
-                   help="latency phase: the producer sends what arrived every this often")
+    p.add_argument(
+        "--producer-linger-ms",
+        type=float,
+        default=20.0,
+        help="latency phase: the producer sends what arrived every this often",
+    )
     p.add_argument("--vocab", type=int, default=46654, help="generated corpus vocabulary")
     p.add_argument("--terms", type=float, default=178.0, help="mean unique terms per document")
     p.add_argument("--settle", type=float, default=60.0, help="seconds to wait for the last alerts")
@@ -338,17 +446,28 @@ def main(argv: list[str] | None = None) -> int:
     result = asyncio.run(run(args))
     path = args.out / "bench_live.json"
     path.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"{'workload':8} {'subs':>7} {'single/s':>9} {'ring/s':>8} {'ratio':>6} {'alerts/s':>9} "
-          f"{'p50 ms':>7} {'p99 ms':>7} {'cpu ms/doc':>10}  alerts = matcher")
+    print(
+        f"{'workload':8} {'subs':>7} {'single/s':>9} {'ring/s':>8} {'ratio':>6} {'alerts/s':>9} "
+        f"{'p50 ms':>7} {'p99 ms':>7} {'cpu ms/doc':>10}  alerts = matcher"
+    )
     for r in result["runs"]:
         f, s = r["throughput"], r["latency"]
-        print(f"{r['workload']:8} {r['subscriptions']:>7} {r['single_process_docs_per_second']:>9.0f} "
-              f"{r['ring_docs_per_second']:>8.0f} {r['ratio']:>6.2f} {f['alerts_per_second']:>9.0f} "
-              f"{s['p50_ms'] or 0:>7.1f} {s['p99_ms'] or 0:>7.1f} {1000 * f['cpu_seconds_per_document']:>10.2f}  "
-              f"{f['alerts_equal_matcher'] and s['alerts_equal_matcher']}")
+        print(
+            f"{r['workload']:8} {r['subscriptions']:>7} "
+            f"{r['single_process_docs_per_second']:>9.0f} {r['ring_docs_per_second']:>8.0f} "
+            f"{r['ratio']:>6.2f} {f['alerts_per_second']:>9.0f} {s['p50_ms'] or 0:>7.1f} "
+            f"{s['p99_ms'] or 0:>7.1f} {1000 * f['cpu_seconds_per_document']:>10.2f}  "
+            f"{f['alerts_equal_matcher'] and s['alerts_equal_matcher']}"
+        )
     print(f"wrote {path}")
-    return 0 if all(r["throughput"]["alerts_equal_matcher"] and r["latency"]["alerts_equal_matcher"]
-                    for r in result["runs"]) else 1
+    return (
+        0
+        if all(
+            r["throughput"]["alerts_equal_matcher"] and r["latency"]["alerts_equal_matcher"]
+            for r in result["runs"]
+        )
+        else 1
+    )
 
 
 if __name__ == "__main__":

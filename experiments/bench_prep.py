@@ -18,9 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from cqengine.corpus import write_corpus_files
-from cqengine.prep import run_prep
-from cqengine.spark import session
+from cqengine.spark.prep import run_prep
+from cqengine.spark.session import session
+from cqengine.text.corpus import write_corpus_files
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -34,9 +34,15 @@ def measure(spark, n: int, work: Path, files: int, seed: int) -> dict:
     t0 = time.perf_counter()
     summary = run_prep(spark, [corpus], work / f"prep-{n}")
     prep_s = time.perf_counter() - t0
-    return {"documents": n, "files": files, "generate_seconds": generate_s, "prep_seconds": prep_s,
-            "documents_per_second": n / prep_s, "vocabulary": summary["vocabulary"],
-            "unique_terms_per_document": summary["unique_terms_per_document"]}
+    return {
+        "documents": n,
+        "files": files,
+        "generate_seconds": generate_s,
+        "prep_seconds": prep_s,
+        "documents_per_second": n / prep_s,
+        "vocabulary": summary["vocabulary"],
+        "unique_terms_per_document": summary["unique_terms_per_document"],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,7 +59,9 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="bench-prep-") as tmp:
             for n in (int(s) for s in args.sizes.split(",")):
                 rows.append(measure(spark, n, Path(tmp), args.files, args.seed))
-                print(f"{n} documents: {rows[-1]['documents_per_second']:.0f} docs/s", file=sys.stderr)
+                print(
+                    f"{n} documents: {rows[-1]['documents_per_second']:.0f} docs/s", file=sys.stderr
+                )
     finally:
         spark.stop()
     args.out.mkdir(parents=True, exist_ok=True)

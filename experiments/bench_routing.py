@@ -41,21 +41,33 @@ def measure(n: int, r: int, lookups: int, seed: int) -> dict:
         key = rng.getrandbits(64)
         owner, h = sim.lookup(rng.choice(addresses), key)
         if owner != oracle.owner(key):
-            raise SystemExit(f"lookup of {key:x} in a {n}-node ring found {owner}, not {oracle.owner(key)}")
+            raise SystemExit(
+                f"lookup of {key:x} in a {n}-node ring found {owner}, not {oracle.owner(key)}"
+            )
         hops.append(h)
     lookup_s = time.perf_counter() - t0
     cuts = statistics.quantiles(hops, n=100, method="inclusive")
     traffic = sim.ledger.total()
-    return {"nodes": n, "successors": r, "lookups": lookups,
-            "mean": statistics.fmean(hops), "p1": cuts[0], "p50": statistics.median(hops),
-            "p99": cuts[98], "max": max(hops), "half_log2_n": 0.5 * math.log2(n),
-            "messages_per_lookup": traffic.messages / lookups,
-            "bytes_per_lookup": traffic.bytes / lookups,
-            "build_seconds": build_s, "lookups_per_second": lookups / lookup_s}
+    return {
+        "nodes": n,
+        "successors": r,
+        "lookups": lookups,
+        "mean": statistics.fmean(hops),
+        "p1": cuts[0],
+        "p50": statistics.median(hops),
+        "p99": cuts[98],
+        "max": max(hops),
+        "half_log2_n": 0.5 * math.log2(n),
+        "messages_per_lookup": traffic.messages / lookups,
+        "bytes_per_lookup": traffic.bytes / lookups,
+        "build_seconds": build_s,
+        "lookups_per_second": lookups / lookup_s,
+    }
 
 
 def plot(rows: list[dict], path: Path) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -64,9 +76,17 @@ def plot(rows: list[dict], path: Path) -> None:
         mine = [row for row in rows if row["successors"] == r]
         ns = [row["nodes"] for row in mine]
         mean = [row["mean"] for row in mine]
-        ax.errorbar(ns, mean, yerr=[[m - row["p1"] for m, row in zip(mean, mine)],
-                                    [row["p99"] - m for m, row in zip(mean, mine)]],
-                    marker="o", capsize=3, label=f"mean hops, r={r} (bars: p1-p99)")
+        ax.errorbar(
+            ns,
+            mean,
+            yerr=[
+                [m - row["p1"] for m, row in zip(mean, mine)],
+                [row["p99"] - m for m, row in zip(mean, mine)],
+            ],
+            marker="o",
+            capsize=3,
+            label=f"mean hops, r={r} (bars: p1-p99)",
+        )
     ns = sorted({row["nodes"] for row in rows})
     ax.plot(ns, [0.5 * math.log2(n) for n in ns], "k--", label="½·log2 N (Chord paper)")
     ax.set_xscale("log", base=2)
@@ -82,9 +102,14 @@ def plot(rows: list[dict], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)),
-                   help="comma-separated ring sizes (default %(default)s)")
-    p.add_argument("--successors", default="1,8", help="successor-list lengths (default %(default)s)")
+    p.add_argument(
+        "--sizes",
+        default=",".join(map(str, DEFAULT_SIZES)),
+        help="comma-separated ring sizes (default %(default)s)",
+    )
+    p.add_argument(
+        "--successors", default="1,8", help="successor-list lengths (default %(default)s)"
+    )
     p.add_argument("--lookups", type=int, default=4000, help="lookups per configuration")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", type=Path, default=RESULTS, help="results directory")
@@ -96,12 +121,20 @@ def main(argv: list[str] | None = None) -> int:
         for n in sizes:
             row = measure(n, r, args.lookups, args.seed)
             rows.append(row)
-            print(f"r={r:<2} N={n:<5} hops mean {row['mean']:.2f} (½log2N {row['half_log2_n']:.2f}) "
-                  f"p1 {row['p1']:.0f} p99 {row['p99']:.0f}  build {row['build_seconds']:.2f}s  "
-                  f"{row['lookups_per_second']:.0f} lookups/s", file=sys.stderr, flush=True)
+            print(
+                f"r={r:<2} N={n:<5} hops mean {row['mean']:.2f} (½log2N {row['half_log2_n']:.2f}) "
+                f"p1 {row['p1']:.0f} p99 {row['p99']:.0f}  build {row['build_seconds']:.2f}s  "
+                f"{row['lookups_per_second']:.0f} lookups/s",
+                file=sys.stderr,
+                flush=True,
+            )
     args.out.mkdir(parents=True, exist_ok=True)
-    result = {"benchmark": "bench_routing", "seed": args.seed, "python": sys.version.split()[0],
-              "rows": rows}
+    result = {
+        "benchmark": "bench_routing",
+        "seed": args.seed,
+        "python": sys.version.split()[0],
+        "rows": rows,
+    }
     (args.out / "bench_routing.json").write_text(json.dumps(result, indent=2) + "\n")
     plot(rows, args.out / "bench_routing.png")
     print(f"wrote {args.out / 'bench_routing.json'} and {args.out / 'bench_routing.png'}")

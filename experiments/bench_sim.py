@@ -9,7 +9,7 @@ peak resident memory of the main process and of the largest worker. `--resolutio
 times one method's run alone.
 
     python experiments/bench_sim.py [--corpus PREP_DIR] [--strategy mhi] [--workload skew]
-                                    [--resolution td,bf] [--piggyback 0] [--docs 10000] [--workers N]
+                  [--resolution td,bf] [--piggyback 0] [--docs 10000] [--workers N]
 
 Without --corpus it generates the TREC-AP-like corpus in-process (what `cqengine
 gen-corpus --docs 10000` writes, analyzed as `cqengine prep` would). Writes
@@ -53,36 +53,63 @@ def main(argv: list[str] | None = None) -> int:
         p.error(str(e))
 
     t0 = time.perf_counter()
-    corpus = load_prep(args.corpus) if args.corpus else generated(args.docs, args.seed, 46654, 178.0)
+    corpus = (
+        load_prep(args.corpus) if args.corpus else generated(args.docs, args.seed, 46654, 178.0)
+    )
     t_corpus = time.perf_counter() - t0
-    scale = Scale(nodes=args.nodes, queries=args.queries, docs=args.docs, seed=args.seed, workers=args.workers)
+    scale = Scale(
+        nodes=args.nodes, queries=args.queries, docs=args.docs, seed=args.seed, workers=args.workers
+    )
     lab = Lab(corpus, scale)
     sk = args.synopsis_k if args.strategy == "sap-mhi" else 0
-    specs = [RunSpec(IndexSpec(args.strategy, args.workload, sk), r, args.piggyback)
-             for r in args.resolution.split(",")]
+    specs = [
+        RunSpec(IndexSpec(args.strategy, args.workload, sk), r, args.piggyback)
+        for r in args.resolution.split(",")
+    ]
     t1 = time.perf_counter()
     results = lab.run(specs)
     total = time.perf_counter() - t1
     first = results[specs[0]]
     n = first.measure()["documents"]
     out = {
-        "benchmark": "bench_sim", "configurations": [s.to_json() for s in specs],
-        "scale": {"nodes": args.nodes, "queries": args.queries, "docs": args.docs, "workers": args.workers,
-                  "seed": args.seed},
+        "benchmark": "bench_sim",
+        "configurations": [s.to_json() for s in specs],
+        "scale": {
+            "nodes": args.nodes,
+            "queries": args.queries,
+            "docs": args.docs,
+            "workers": args.workers,
+            "seed": args.seed,
+        },
         "corpus": lab.corpus.describe(),
-        "seconds": {"corpus": t_corpus, **dict(lab.timings), "configuration_total": total,
-                    "per_run": total / len(specs),
-                    "index": first.seconds["index"], "publish": first.seconds["publish"]},
+        "seconds": {
+            "corpus": t_corpus,
+            **dict(lab.timings),
+            "configuration_total": total,
+            "per_run": total / len(specs),
+            "index": first.seconds["index"],
+            "publish": first.seconds["publish"],
+        },
         "documents_per_second": n / first.seconds["publish"],
         "ms_per_document_per_worker": 1000 * first.seconds["publish"] * args.workers / n,
         "subscriptions_per_second": args.queries / first.seconds["index"],
         "peak_memory_mib": lab.memory(),
-        "runs": [{"name": s.name, "metrics": {k: v for k, v in results[s].measure().items() if k != "ledger"},
-                  "oracle": results[s].oracle} for s in specs],
+        "runs": [
+            {
+                "name": s.name,
+                "metrics": {k: v for k, v in results[s].measure().items() if k != "ledger"},
+                "oracle": results[s].oracle,
+            }
+            for s in specs
+        ],
         "load_percentiles": first.load_percentiles(),
     }
     args.out.write_text(json.dumps(out, indent=2) + "\n")
-    print(json.dumps({k: out[k] for k in ("seconds", "documents_per_second", "peak_memory_mib")}, indent=2))
+    print(
+        json.dumps(
+            {k: out[k] for k in ("seconds", "documents_per_second", "peak_memory_mib")}, indent=2
+        )
+    )
     for run in out["runs"]:
         print(run["name"], json.dumps(run["oracle"]))
     return 0

@@ -23,20 +23,22 @@ import sys
 import time
 from pathlib import Path
 
-from cqengine.analysis import term_id
-from cqengine.config import Settings
-from cqengine.corpus import generate_corpus
-from cqengine.matcher import document_terms
-from cqengine.sim import EngineSimulator
-from cqengine.synopsis import Synopsis
+from cqengine.core.settings import Settings
+from cqengine.core.synopsis import Synopsis
+from cqengine.evaluation.matcher import document_terms
+from cqengine.evaluation.sim import EngineSimulator
+from cqengine.text.analysis import term_id
+from cqengine.text.corpus import generate_corpus
 
 RESULTS = Path(__file__).resolve().parent / "results"
 KS = (500, 1000, 1500, 2000, 2500, 3000)
 
 
 def corpus_ids(n: int, seed: int) -> list[tuple[str, list[int]]]:
-    return [(d.docno, [term_id(t) for t in document_terms(d.text, d.title)])
-            for d in generate_corpus(n, seed=seed)]
+    return [
+        (d.docno, [term_id(t) for t in document_terms(d.text, d.title)])
+        for d in generate_corpus(n, seed=seed)
+    ]
 
 
 def recall_table(docs, hashes_options, ks) -> list[dict]:
@@ -55,9 +57,20 @@ def recall_table(docs, hashes_options, ks) -> list[dict]:
             # terms tied in df with the K-th are as popular as it: holding one is no error
             kth = df[ranked[k - 1]]
             fair = sum(1 for t in s.popular() if t in true or df[t] == kth)
-            rows.append({"k": k, "hashes": h, "bytes_per_entry": 8 + h,
-                         "recall": len(true & s.popular()) / k, "recall_ties_forgiven": fair / k})
-            print(f"K={k:<5} registers={h}: recall {rows[-1]['recall']:.3f}", file=sys.stderr, flush=True)
+            rows.append(
+                {
+                    "k": k,
+                    "hashes": h,
+                    "bytes_per_entry": 8 + h,
+                    "recall": len(true & s.popular()) / k,
+                    "recall_ties_forgiven": fair / k,
+                }
+            )
+            print(
+                f"K={k:<5} registers={h}: recall {rows[-1]['recall']:.3f}",
+                file=sys.stderr,
+                flush=True,
+            )
     return rows
 
 
@@ -76,15 +89,30 @@ def gossip_cost(docs, nodes: int, k: int, seed: int) -> dict:
         before = sim.ring.ledger.total("Gossip")
         sim.gossip_round()
         after = sim.ring.ledger.total("Gossip")
-        rounds.append({"bytes_per_node": (after.bytes - before.bytes) / nodes,
-                       "messages_per_node": (after.messages - before.messages) / nodes,
-                       "nodes_converged": sum(e.synopsis.entries == central.entries
-                                              for e in sim.engines.values())})
-        print(f"gossip round {len(rounds)}: {rounds[-1]['bytes_per_node']:.0f} B/node, "
-              f"{rounds[-1]['nodes_converged']}/{nodes} converged", file=sys.stderr, flush=True)
-    return {"nodes": nodes, "k": k, "documents": len(docs), "rounds_to_converge": len(rounds),
-            "rounds": rounds, "total_bytes_per_node": sum(r["bytes_per_node"] for r in rounds),
-            "seconds": time.perf_counter() - t0}
+        rounds.append(
+            {
+                "bytes_per_node": (after.bytes - before.bytes) / nodes,
+                "messages_per_node": (after.messages - before.messages) / nodes,
+                "nodes_converged": sum(
+                    e.synopsis.entries == central.entries for e in sim.engines.values()
+                ),
+            }
+        )
+        print(
+            f"gossip round {len(rounds)}: {rounds[-1]['bytes_per_node']:.0f} B/node, "
+            f"{rounds[-1]['nodes_converged']}/{nodes} converged",
+            file=sys.stderr,
+            flush=True,
+        )
+    return {
+        "nodes": nodes,
+        "k": k,
+        "documents": len(docs),
+        "rounds_to_converge": len(rounds),
+        "rounds": rounds,
+        "total_bytes_per_node": sum(r["bytes_per_node"] for r in rounds),
+        "seconds": time.perf_counter() - t0,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,9 +125,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args(argv)
     docs = corpus_ids(args.docs, args.seed)
-    result = {"benchmark": "bench_synopsis", "documents": args.docs, "seed": args.seed,
-              "recall": recall_table(docs, [int(h) for h in args.registers.split(",")], KS),
-              "gossip": gossip_cost(docs, args.nodes, args.gossip_k, args.seed)}
+    result = {
+        "benchmark": "bench_synopsis",
+        "documents": args.docs,
+        "seed": args.seed,
+        "recall": recall_table(docs, [int(h) for h in args.registers.split(",")], KS),
+        "gossip": gossip_cost(docs, args.nodes, args.gossip_k, args.seed),
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bench_synopsis.json").write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({k: v for k, v in result["gossip"].items() if k != "rounds"}, indent=2))

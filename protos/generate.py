@@ -13,15 +13,23 @@ from pathlib import Path
 from grpc_tools import protoc
 
 ROOT = Path(__file__).resolve().parent.parent
-PROTOS = {"chord.proto": "chord/proto", "cqengine.proto": "cqengine/proto"}  # proto file -> package directory of its stubs
+PROTOS = {
+    "chord.proto": "chord/proto",
+    "cqengine.proto": "cqengine/proto",
+}  # proto file -> package directory of its stubs
 
 
 def generate(out_dir: Path = ROOT) -> list[Path]:
     written = []
     for proto, package in PROTOS.items():
         (out_dir / package).mkdir(parents=True, exist_ok=True)
-        args = ["protoc", f"-I{package}={ROOT / 'protos'}", f"--python_out={out_dir}",
-                f"--grpc_python_out={out_dir}", str(ROOT / "protos" / proto)]
+        args = [
+            "protoc",
+            f"-I{package}={ROOT / 'protos'}",
+            f"--python_out={out_dir}",
+            f"--grpc_python_out={out_dir}",
+            str(ROOT / "protos" / proto),
+        ]
         if protoc.main(args) != 0:
             raise SystemExit(f"protoc failed on {proto}")
         stem = proto.removesuffix(".proto")

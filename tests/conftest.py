@@ -25,8 +25,14 @@ FAST = Timing(stabilize=0.15, fix_fingers=0.3, check_predecessor=0.3, rpc_timeou
 
 def cqengine(*args, timeout=120, env=None):
     """Run the real command line; returns the finished process (never raises on exit code)."""
-    return subprocess.run([sys.executable, "-m", "cqengine", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, stdin=subprocess.DEVNULL, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "cqengine", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
 
 
 def assert_one_line_error(proc, *fragments):
@@ -47,7 +53,8 @@ def fast():
 @pytest.fixture(scope="session")
 def spark():
     """One embedded Spark for the whole run (a JVM takes seconds to start)."""
-    from cqengine.spark import session
+    from cqengine.spark.session import session
+
     s = session("local[2]", app="cqengine-tests")
     try:
         yield s

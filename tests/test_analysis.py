@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chord.ids import hash_id
-from cqengine.analysis import STOP_WORDS, analyze, term_id
+from cqengine.text.analysis import STOP_WORDS, analyze, term_id
 
 STEM = Stemmer.Stemmer("english")
 
@@ -30,8 +30,9 @@ def test_stop_words_removed_and_rest_stemmed():
 
 
 def test_unique_terms_in_first_seen_order():
-    assert analyze("levees hurricane levees storms hurricane") == \
-        unique(stems("levees", "hurricane", "storms"))
+    assert analyze("levees hurricane levees storms hurricane") == unique(
+        stems("levees", "hurricane", "storms")
+    )
 
 
 def test_words_that_stem_alike_give_one_term():
@@ -86,8 +87,27 @@ def test_analyze_pickles_by_reference():
 
 
 _text = st.text(alphabet=st.characters(codec="utf-8"), max_size=80) | st.lists(
-    st.sampled_from(["The", "storm", "storms", "don't", "O'Brien", "1989", "café", "_", "—",
-                     "’", "'", " ", "\n", "RUNNING", "x" * 41]), max_size=20).map(" ".join)
+    st.sampled_from(
+        [
+            "The",
+            "storm",
+            "storms",
+            "don't",
+            "O'Brien",
+            "1989",
+            "café",
+            "_",
+            "—",
+            "’",
+            "'",
+            " ",
+            "\n",
+            "RUNNING",
+            "x" * 41,
+        ]
+    ),
+    max_size=20,
+).map(" ".join)
 
 
 @settings(max_examples=300, deadline=None)

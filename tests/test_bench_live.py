@@ -7,17 +7,45 @@ from conftest import load_script
 
 def test_bench_live_small(tmp_path):
     bench = load_script("experiments/bench_live.py")
-    rc = bench.main(["--nodes", "3", "--subscriptions", "60", "--docs", "30", "--vocab", "400", "--terms", "30",
-                     "--batch-docs", "8", "--per-call", "10", "--settle", "20", "--out", str(tmp_path)])
+    rc = bench.main(
+        [
+            "--nodes",
+            "3",
+            "--subscriptions",
+            "60",
+            "--docs",
+            "30",
+            "--vocab",
+            "400",
+            "--terms",
+            "30",
+            "--batch-docs",
+            "8",
+            "--per-call",
+            "10",
+            "--settle",
+            "20",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     result = json.loads((tmp_path / "bench_live.json").read_text())
     assert rc == 0
-    assert [(r["workload"], r["subscriptions"]) for r in result["runs"]] == [("skew", 60), ("text", 60)]
+    assert [(r["workload"], r["subscriptions"]) for r in result["runs"]] == [
+        ("skew", 60),
+        ("text", 60),
+    ]
     for r in result["runs"]:
         fast, slow = r["throughput"], r["latency"]
         assert fast["alerts_equal_matcher"] and slow["alerts_equal_matcher"]
         assert fast["alerts"] == r["matches"] and r["documents"] == 30
         assert r["ratio"] == r["ring_docs_per_second"] / r["single_process_docs_per_second"] > 0
-        assert abs(sum(fast["bytes_per_document_by_kind"].values()) - fast["engine_bytes_per_document"]) < 1e-6
+        assert (
+            abs(
+                sum(fast["bytes_per_document_by_kind"].values()) - fast["engine_bytes_per_document"]
+            )
+            < 1e-6
+        )
         assert fast["bytes_per_document_by_kind"]["Announce"] > 0
         assert "GetBloom" not in fast["bytes_per_document_by_kind"]  # td resolution by default
         assert fast["cpu_seconds_per_document"] > 0

@@ -4,7 +4,6 @@ import json
 import math
 
 import pytest
-
 from conftest import load_script
 
 
@@ -13,14 +12,27 @@ def bench():
 
 
 def run(tmp_path, sizes, lookups):
-    assert bench().main(["--sizes", ",".join(map(str, sizes)), "--lookups", str(lookups),
-                         "--out", str(tmp_path)]) == 0
+    assert (
+        bench().main(
+            [
+                "--sizes",
+                ",".join(map(str, sizes)),
+                "--lookups",
+                str(lookups),
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     assert (tmp_path / "bench_routing.png").stat().st_size > 0
     return json.loads((tmp_path / "bench_routing.json").read_text())["rows"]
 
 
 def check(rows, sizes):
-    assert {(row["nodes"], row["successors"]) for row in rows} == {(n, r) for n in sizes for r in (1, 8)}
+    assert {(row["nodes"], row["successors"]) for row in rows} == {
+        (n, r) for n in sizes for r in (1, 8)
+    }
     for row in rows:
         assert row["p1"] <= row["p50"] <= row["p99"] <= row["max"]
         assert row["p1"] <= row["mean"] <= row["max"]

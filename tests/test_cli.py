@@ -4,9 +4,9 @@ import json
 import socket
 
 import pytest
-
 from conftest import assert_one_line_error, cqengine
-from cqengine.ring import free_ports, pid_alive
+
+from cqengine.live.ring import free_ports, pid_alive
 
 
 def test_join_through_an_unreachable_address():
@@ -24,19 +24,25 @@ def test_port_in_use():
     assert_one_line_error(proc, f"cannot listen on 127.0.0.1:{port}")
 
 
-@pytest.mark.parametrize("args,fragment", [
-    (["node", "--port", "7000", "--id", "xyz"], "malformed id 'xyz'"),
-    (["node", "--port", "7000", "--id", str(2**64)], "outside the identifier space"),
-    (["node", "--port", "70000"], "port 70000 is outside"),
-    (["node", "--port", "7000", "--join", "nohostport"], "is not HOST:PORT"),
-    (["node", "--port", "7000", "--host", "0.0.0.0"], "--advertise"),
-    (["ring", "up", "-n", "0"], "at least one node"),
-    (["ring", "up", "-n", "3", "--stabilize", "-1"], "must be positive"),
-    (["ring"], "required"),
-])
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        (["node", "--port", "7000", "--id", "xyz"], "malformed id 'xyz'"),
+        (["node", "--port", "7000", "--id", str(2**64)], "outside the identifier space"),
+        (["node", "--port", "70000"], "port 70000 is outside"),
+        (["node", "--port", "7000", "--join", "nohostport"], "is not HOST:PORT"),
+        (["node", "--port", "7000", "--host", "0.0.0.0"], "--advertise"),
+        (["ring", "up", "-n", "0"], "at least one node"),
+        (["ring", "up", "-n", "3", "--stabilize", "-1"], "must be positive"),
+        (["ring"], "required"),
+    ],
+)
 def test_malformed_arguments(args, fragment, tmp_path):
-    proc = cqengine(*args, "--ring-file", tmp_path / "r.json") if args[0] == "ring" and len(args) > 1 \
+    proc = (
+        cqengine(*args, "--ring-file", tmp_path / "r.json")
+        if args[0] == "ring" and len(args) > 1
         else cqengine(*args)
+    )
     assert_one_line_error(proc, fragment)
 
 
@@ -55,8 +61,10 @@ def test_malformed_ring_file(tmp_path):
 def test_ring_file_pointing_at_dead_processes(tmp_path):
     ports = free_ports(3)
     path = tmp_path / "ring.json"
-    nodes = [{"address": f"127.0.0.1:{p}", "port": p, "pid": 999999 - i, "log": "", "id": ""}
-             for i, p in enumerate(ports)]
+    nodes = [
+        {"address": f"127.0.0.1:{p}", "port": p, "pid": 999999 - i, "log": "", "id": ""}
+        for i, p in enumerate(ports)
+    ]
     path.write_text(json.dumps({"r": 8, "nodes": nodes}))
     assert not any(pid_alive(n["pid"]) for n in nodes)
     assert_one_line_error(cqengine("ring", "status", "--ring-file", path), "no node of", "3 down")
@@ -69,12 +77,16 @@ def test_base_port_in_use(tmp_path):
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        proc = cqengine("ring", "up", "-n", 2, "--base-port", port - 1, "--ring-file", tmp_path / "r.json")
+        proc = cqengine(
+            "ring", "up", "-n", 2, "--base-port", port - 1, "--ring-file", tmp_path / "r.json"
+        )
     assert_one_line_error(proc, f"port {port} is in use")
     assert not (tmp_path / "r.json").exists()
 
 
-@pytest.mark.parametrize("command", [["subscribe", "some query"], ["publish", "--text", "x"], ["stats"]])
+@pytest.mark.parametrize(
+    "command", [["subscribe", "some query"], ["publish", "--text", "x"], ["stats"]]
+)
 def test_client_commands_against_an_unreachable_node(command):
     dead = free_ports(1)[0]
     proc = cqengine(*command, "--node", f"127.0.0.1:{dead}", timeout=60)

@@ -6,9 +6,9 @@ from collections import Counter
 
 import pytest
 
-from cqengine.analysis import STOP_WORDS, analyze
-from cqengine.corpus import generate_corpus, make_vocabulary, write_corpus
-from cqengine.trec import iter_trec
+from cqengine.text.analysis import STOP_WORDS, analyze
+from cqengine.text.corpus import generate_corpus, make_vocabulary, write_corpus
+from cqengine.text.trec import iter_trec
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,9 @@
 """The bundled sample corpus is what its recipe generates (it is generated text, not data)."""
 
 from conftest import ROOT
-from cqengine.corpus import write_corpus
+
 from cqengine.demo import SAMPLE, SAMPLE_RECIPE, sample_corpus
+from cqengine.text.corpus import write_corpus
 
 
 def test_bundled_sample_is_fresh(tmp_path):

@@ -1,7 +1,7 @@
 """The engine on the simulator shell, checked against the brute-force matcher.
 
 Every test runs real EngineNodes over an in-memory ring and compares what subscribers
-receive with `cqengine.matcher.matches` over `document_terms`, or checks a property the
+receive with `cqengine.evaluation.matcher.matches` over `document_terms`, or checks a property the
 design states (exactly-once alerts, keys move with ownership, bad input changes nothing,
 every message is counted). Corpora are small and skewed (a small Zipfian vocabulary), so
 many queries match and many nearly match: pruning and resolution both have work to do.
@@ -15,19 +15,21 @@ from dataclasses import dataclass
 from functools import lru_cache, partial
 
 import pytest
-from hypothesis import example, given, settings as hsettings, strategies as st
+from hypothesis import example, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
-from cqengine import engine
-from cqengine.analysis import analyze, term_id
-from cqengine.announce import knowledge
-from cqengine.bloom import BloomFilter
-from cqengine.config import Settings, SettingsError
-from cqengine.corpus import generate_corpus
-from cqengine.engine import ENGINE_SERVICE, MAX_DOCNO, MAX_QUERY_TERMS, EngineError
-from cqengine.matcher import document_terms, matches
+from cqengine.core import engine
+from cqengine.core.announce import knowledge
+from cqengine.core.bloom import BloomFilter
+from cqengine.core.engine import ENGINE_SERVICE, MAX_DOCNO, MAX_QUERY_TERMS, EngineError
+from cqengine.core.settings import Settings
+from cqengine.evaluation.matcher import document_terms, matches
+from cqengine.evaluation.sim import EngineSimulator
 from cqengine.proto import cqengine_pb2 as pb
-from cqengine.sim import EngineSimulator
-from cqengine.trec import TrecDoc
+from cqengine.text.analysis import analyze, term_id
+from cqengine.text.corpus import generate_corpus
+from cqengine.text.trec import TrecDoc
 
 STRATEGIES = ("ri", "oi", "mhi", "sap-mhi")
 RESOLUTIONS = ("td", "bf")
@@ -40,13 +42,14 @@ SHAPES = {0: (60, 10, 24, 50), 1: (120, 25, 30, 60), 2: (300, 40, 24, 60), 3: (9
 
 # ---- workloads ----------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Workload:
     docs: tuple[TrecDoc, ...]
-    terms: dict[str, frozenset[str]]   # docno -> analyzed terms (the oracle's view)
-    queries: tuple[str, ...]           # query texts, as a subscriber types them
-    df: dict[str, int]                 # document frequency of every analyzed term
-    popular: frozenset[str]            # the top 10% most frequent terms
+    terms: dict[str, frozenset[str]]  # docno -> analyzed terms (the oracle's view)
+    queries: tuple[str, ...]  # query texts, as a subscriber types them
+    df: dict[str, int]  # document frequency of every analyzed term
+    popular: frozenset[str]  # the top 10% most frequent terms
 
     def oracle(self, subs: dict[int, list[str]], docnos=None) -> set[tuple[int, str]]:
         docs = self.terms if docnos is None else {d: self.terms[d] for d in docnos}
@@ -56,13 +59,14 @@ class Workload:
 @lru_cache(maxsize=None)
 def workload(corpus_seed: int, query_seed: int = 0) -> Workload:
     vocab_size, mean_terms, n_docs, n_queries = SHAPES[corpus_seed]
-    docs = tuple(generate_corpus(n_docs, seed=corpus_seed + 11, vocab_size=vocab_size,
-                                 mean_terms=mean_terms))
+    docs = tuple(
+        generate_corpus(n_docs, seed=corpus_seed + 11, vocab_size=vocab_size, mean_terms=mean_terms)
+    )
     terms = {d.docno: document_terms(d.text, d.title) for d in docs}
     df = Counter(t for have in terms.values() for t in have)
     ranked = [t for t, _ in sorted(df.items(), key=lambda p: (-p[1], p[0]))]
-    frequent = ranked[:max(4, len(ranked) // 6)]
-    popular = frozenset(ranked[:max(1, len(ranked) // 10)])
+    frequent = ranked[: max(4, len(ranked) // 6)]
+    popular = frozenset(ranked[: max(1, len(ranked) // 10)])
     rng = random.Random(query_seed * 7919 + corpus_seed)
     queries = []
     for i in range(n_queries):
@@ -101,18 +105,25 @@ def assert_exact(alerts: list[tuple[int, str]], want: set[tuple[int, str]]) -> N
     dup = [a for a, n in Counter(alerts).items() if n > 1]
     assert not dup, f"alerted more than once: {dup[:5]}"
     got = set(alerts)
-    assert got == want, (f"missing {len(want - got)} (e.g. {sorted(want - got)[:3]}), "
-                         f"wrong {len(got - want)} (e.g. {sorted(got - want)[:3]})")
+    assert got == want, (
+        f"missing {len(want - got)} (e.g. {sorted(want - got)[:3]}), "
+        f"wrong {len(got - want)} (e.g. {sorted(got - want)[:3]})"
+    )
 
 
 def index_entries(sim: EngineSimulator):
     """(holding address, key, entry) for every inverted-list entry in the ring."""
-    return [(a, key, e) for a, eng in sim.engines.items()
-            for key in eng.index.keys() for e in eng.index.get(key)]
+    return [
+        (a, key, e)
+        for a, eng in sim.engines.items()
+        for key in eng.index.keys()
+        for e in eng.index.get(key)
+    ]
 
 
 def assert_index_consistent(sim: EngineSimulator, homes: dict[int, str]) -> None:
-    """Every live subscription indexed exactly once, at the owner of its index id, and nothing else."""
+    """Every live subscription indexed exactly once, at the owner of its index id, and nothing
+    else."""
     oracle = sim.ring.oracle()
     entries = index_entries(sim)
     for address, key, e in entries:
@@ -126,8 +137,12 @@ def assert_index_consistent(sim: EngineSimulator, homes: dict[int, str]) -> None
 
 def publish_tracked(sim: EngineSimulator, doc: TrecDoc, via=None):
     """Publish; also return, per node, the candidates and matches it had for this document."""
+
     def counts():
-        return {a: (e.counters["candidates"], e.counters["matches"]) for a, e in sim.engines.items()}
+        return {
+            a: (e.counters["candidates"], e.counters["matches"]) for a, e in sim.engines.items()
+        }
+
     before = counts()
     report = sim.publish(doc.docno, doc.text, doc.title, via=via)
     per_node = {a: (c - before[a][0], m - before[a][1]) for a, (c, m) in counts().items()}
@@ -139,18 +154,24 @@ def test_instant_lookups_index_what_lookups_do(strategy):
     """The evaluation indexes with lookups answered by the oracle: the same entries at the
     same nodes, the same subscriptions, no lookup message."""
     wl = workload(2)
-    sims = [EngineSimulator(40, make_settings(wl, strategy=strategy, seed=5), seed=5) for _ in range(2)]
+    sims = [
+        EngineSimulator(40, make_settings(wl, strategy=strategy, seed=5), seed=5) for _ in range(2)
+    ]
     subs = subscribe_all(sims[0], wl)
     with sims[1].ring.instant_lookups():
         assert subscribe_all(sims[1], wl) == subs
-    assert [(a, k, e.SerializeToString()) for a, k, e in index_entries(sims[1])] == \
-        [(a, k, e.SerializeToString()) for a, k, e in index_entries(sims[0])]
-    assert_index_consistent(sims[1], {e.subscription_id: e.home for _, _, e in index_entries(sims[0])})
+    assert [(a, k, e.SerializeToString()) for a, k, e in index_entries(sims[1])] == [
+        (a, k, e.SerializeToString()) for a, k, e in index_entries(sims[0])
+    ]
+    assert_index_consistent(
+        sims[1], {e.subscription_id: e.home for _, _, e in index_entries(sims[0])}
+    )
     assert sims[0].ring.ledger.total("FindSuccessor").messages > 0
     assert sims[1].ring.ledger.total("FindSuccessor").messages == 0
 
 
 # ---- 1. the central invariant -------------------------------------------------------------
+
 
 def test_workloads_are_not_vacuous():
     for seed in SHAPES:
@@ -168,17 +189,29 @@ def test_workloads_are_not_vacuous():
 @pytest.mark.parametrize("resolution", RESOLUTIONS)
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @hsettings(max_examples=10, deadline=None, derandomize=True)
-@given(nodes=st.integers(1, 64), corpus_seed=st.sampled_from(sorted(SHAPES)),
-       seed=st.integers(0, 2**16), batch=st.sampled_from([1, 3]),
-       bloom_bits=st.sampled_from([64, 256, 1024]))
+@given(
+    nodes=st.integers(1, 64),
+    corpus_seed=st.sampled_from(sorted(SHAPES)),
+    seed=st.integers(0, 2**16),
+    batch=st.sampled_from([1, 3]),
+    bloom_bits=st.sampled_from([64, 256, 1024]),
+)
 @example(nodes=1, corpus_seed=0, seed=1, batch=1, bloom_bits=64)
 @example(nodes=2, corpus_seed=1, seed=2, batch=3, bloom_bits=64)
 @example(nodes=64, corpus_seed=3, seed=3, batch=1, bloom_bits=64)
-def test_alerts_equal_the_brute_force_matcher(strategy, resolution, depth, nodes, corpus_seed,
-                                              seed, batch, bloom_bits):
+def test_alerts_equal_the_brute_force_matcher(
+    strategy, resolution, depth, nodes, corpus_seed, seed, batch, bloom_bits
+):
     wl = workload(corpus_seed)
-    s = make_settings(wl, strategy=strategy, resolution=resolution, piggyback=depth,
-                      dialogue_batch=batch, bloom_bits=bloom_bits, seed=seed)
+    s = make_settings(
+        wl,
+        strategy=strategy,
+        resolution=resolution,
+        piggyback=depth,
+        dialogue_batch=batch,
+        bloom_bits=bloom_bits,
+        seed=seed,
+    )
     sim = EngineSimulator(nodes, s, seed=seed)
     subs = subscribe_all(sim, wl)
     want = wl.oracle(subs)
@@ -193,7 +226,9 @@ def test_alerts_equal_the_brute_force_matcher(strategy, resolution, depth, nodes
     assert sim.alerts() == []  # taken off the streams
 
 
-def publish_in_step_and_alone(strategy, resolution, depth, nodes, corpus_seed, seed, batch, bloom_bits):
+def publish_in_step_and_alone(
+    strategy, resolution, depth, nodes, corpus_seed, seed, batch, bloom_bits
+):
     """Every document's report (ledger growth by kind, counters), then the alerts, for a
     ring whose QNs resolve a document in step (the simulator's way) and one whose QNs
     each resolve alone (a live node's); the last documents are published by a node no
@@ -201,8 +236,19 @@ def publish_in_step_and_alone(strategy, resolution, depth, nodes, corpus_seed, s
     wl = workload(corpus_seed)
     out = {}
     for in_step in (True, False):
-        sim = EngineSimulator(nodes, make_settings(wl, strategy=strategy, resolution=resolution, piggyback=depth,
-                                                   dialogue_batch=batch, bloom_bits=bloom_bits, seed=seed), seed=seed)
+        sim = EngineSimulator(
+            nodes,
+            make_settings(
+                wl,
+                strategy=strategy,
+                resolution=resolution,
+                piggyback=depth,
+                dialogue_batch=batch,
+                bloom_bits=bloom_bits,
+                seed=seed,
+            ),
+            seed=seed,
+        )
         if not in_step:
             for e in sim.engines.values():
                 e.gather = None
@@ -214,8 +260,15 @@ def publish_in_step_and_alone(strategy, resolution, depth, nodes, corpus_seed, s
                 sim.ring.transport.unregister(unreachable)
             via = unreachable if i >= len(wl.docs) - 3 else None
             r = sim.publish(d.docno, d.text, d.title, via=via)
-            rows.append((r.candidates, r.matches, r.alerts, {k: (c.messages, c.bytes) for k, c in r.kinds.items()},
-                         r.counters))
+            rows.append(
+                (
+                    r.candidates,
+                    r.matches,
+                    r.alerts,
+                    {k: (c.messages, c.bytes) for k, c in r.kinds.items()},
+                    r.counters,
+                )
+            )
         out[in_step] = rows, sorted(sim.alerts())
     return out[True], out[False]
 
@@ -223,13 +276,21 @@ def publish_in_step_and_alone(strategy, resolution, depth, nodes, corpus_seed, s
 @pytest.mark.parametrize("resolution", RESOLUTIONS)
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @hsettings(max_examples=8, deadline=None, derandomize=True)
-@given(nodes=st.integers(1, 48), corpus_seed=st.sampled_from(sorted(SHAPES)), seed=st.integers(0, 2**16),
-       batch=st.sampled_from([1, 2, 3]), depth=st.sampled_from([0, 1, 3]), bloom_bits=st.sampled_from([64, 1024]))
+@given(
+    nodes=st.integers(1, 48),
+    corpus_seed=st.sampled_from(sorted(SHAPES)),
+    seed=st.integers(0, 2**16),
+    batch=st.sampled_from([1, 2, 3]),
+    depth=st.sampled_from([0, 1, 3]),
+    bloom_bits=st.sampled_from([64, 1024]),
+)
 @example(nodes=1, corpus_seed=0, seed=1, batch=1, depth=0, bloom_bits=64)
-def test_qns_resolving_in_step_send_what_each_would_alone(strategy, resolution, nodes, corpus_seed, seed, batch,
-                                                         depth, bloom_bits):
-    in_step, alone = publish_in_step_and_alone(strategy, resolution, depth, nodes, corpus_seed, seed, batch,
-                                               bloom_bits)
+def test_qns_resolving_in_step_send_what_each_would_alone(
+    strategy, resolution, nodes, corpus_seed, seed, batch, depth, bloom_bits
+):
+    in_step, alone = publish_in_step_and_alone(
+        strategy, resolution, depth, nodes, corpus_seed, seed, batch, bloom_bits
+    )
     assert in_step == alone
 
 
@@ -239,7 +300,9 @@ def test_qns_resolving_in_step_drop_what_each_would_alone_when_the_dn_is_gone(re
     assert in_step == alone
     rows, _ = in_step
     dropped = sum(counters.get("alerts_dropped", 0) for *_, counters in rows[-3:])
-    assert dropped > 0 and sum(r[2] for r in rows[-3:]) == 0  # the unreachable DN's matches alert no one
+    assert (
+        dropped > 0 and sum(r[2] for r in rows[-3:]) == 0
+    )  # the unreachable DN's matches alert no one
     assert sum(r[2] for r in rows[:-3]) > 0
 
 
@@ -252,13 +315,15 @@ def test_small_bloom_filters_err_and_term_dialogue_catches_it():
     for doc in wl.docs:
         have = {term_id(t) for t in wl.terms[doc.docno]}
         bloom = BloomFilter.of(have, 64, Settings().bloom_hashes)
-        fp += sum(term_id(t) in bloom for q in wl.queries for t in analyze(q)
-                  if term_id(t) not in have)
+        fp += sum(
+            term_id(t) in bloom for q in wl.queries for t in analyze(q) if term_id(t) not in have
+        )
     assert fp >= 50
     out = {}
     for bits in (64, 8192):
-        sim = EngineSimulator(16, make_settings(wl, strategy="ri", resolution="bf", bloom_bits=bits,
-                                                seed=4), seed=4)
+        sim = EngineSimulator(
+            16, make_settings(wl, strategy="ri", resolution="bf", bloom_bits=bits, seed=4), seed=4
+        )
         subs = subscribe_all(sim, wl)
         reports = [sim.publish(d.docno, d.text, d.title) for d in wl.docs]
         assert_exact(sim.alerts(), wl.oracle(subs))
@@ -268,9 +333,18 @@ def test_small_bloom_filters_err_and_term_dialogue_catches_it():
 
 # ---- 2. observations ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("strategy,resolution,nodes", [
-    ("ri", "td", 1), ("mhi", "bf", 2), ("mhi", "td", 16), ("ri", "bf", 40), ("oi", "td", 24),
-    ("sap-mhi", "td", 9)])
+
+@pytest.mark.parametrize(
+    "strategy,resolution,nodes",
+    [
+        ("ri", "td", 1),
+        ("mhi", "bf", 2),
+        ("mhi", "td", 16),
+        ("ri", "bf", 40),
+        ("oi", "td", 24),
+        ("sap-mhi", "td", 9),
+    ],
+)
 def test_observations_only_prune(strategy, resolution, nodes, monkeypatch):
     wl = workload(1)
     runs = {}
@@ -296,6 +370,7 @@ def test_observations_only_prune(strategy, resolution, nodes, monkeypatch):
 
 # ---- 3. piggybacking ----------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("nodes,resolution", [(8, "td"), (24, "bf"), (64, "td")])
 def test_piggybacking_only_strengthens_pruning_for_mhi(nodes, resolution):
     wl = workload(3)
@@ -312,6 +387,7 @@ def test_piggybacking_only_strengthens_pruning_for_mhi(nodes, resolution):
 
 
 # ---- 4. unsubscribing ---------------------------------------------------------------------
+
 
 def test_unsubscribe_stops_later_alerts_and_keeps_earlier_ones():
     wl = workload(1)
@@ -341,8 +417,9 @@ def test_unsubscribe_stops_later_alerts_and_keeps_earlier_ones():
     kept = {s: t for s, t in subs.items() if s in homes}
     assert_exact(late, wl.oracle(kept, [d.docno for d in second]))
     assert not {s for s, _ in late} & {r.subscription_id for r in gone}
-    assert wl.oracle({r.subscription_id: subs[r.subscription_id] for r in gone},
-                     [d.docno for d in second])  # the removed ones would have matched
+    assert wl.oracle(
+        {r.subscription_id: subs[r.subscription_id] for r in gone}, [d.docno for d in second]
+    )  # the removed ones would have matched
     # the early alerts (checked exact above) did include subscriptions removed since
     assert {s for s, _ in early} & {r.subscription_id for r in gone}
 
@@ -370,8 +447,10 @@ def test_unsubscribe_errors_change_nothing():
 
     elsewhere = next(a for a in sim.engines if a != target.home)  # right id, wrong home
     with pytest.raises(EngineError) as err:
-        sim.ring.run(sim.ring.nodes[elsewhere],
-                     sim.engines[elsewhere].unsubscribe(target.subscription_id, target.token))
+        sim.ring.run(
+            sim.ring.nodes[elsewhere],
+            sim.engines[elsewhere].unsubscribe(target.subscription_id, target.token),
+        )
     assert err.value.code == "NOT_FOUND"
 
     assert_index_consistent(sim, homes)
@@ -383,12 +462,17 @@ def test_unsubscribe_errors_change_nothing():
 
 # ---- 5. exactly once ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("strategy,resolution,nodes", [("ri", "td", 1), ("mhi", "bf", 10),
-                                                       ("sap-mhi", "td", 33)])
+
+@pytest.mark.parametrize(
+    "strategy,resolution,nodes", [("ri", "td", 1), ("mhi", "bf", 10), ("sap-mhi", "td", 33)]
+)
 def test_publishing_a_docno_again_alerts_once(strategy, resolution, nodes):
     wl = workload(0)
-    sim = EngineSimulator(nodes, make_settings(wl, strategy=strategy, resolution=resolution,
-                                               piggyback=1, seed=6), seed=6)
+    sim = EngineSimulator(
+        nodes,
+        make_settings(wl, strategy=strategy, resolution=resolution, piggyback=1, seed=6),
+        seed=6,
+    )
     subs = subscribe_all(sim, wl)
     docs = wl.docs[:10]
     addresses = sorted(sim.engines)
@@ -404,6 +488,7 @@ def test_publishing_a_docno_again_alerts_once(strategy, resolution, nodes):
 
 
 # ---- 6. keys move with ownership ----------------------------------------------------------
+
 
 def test_joins_and_leaves_keep_every_query_and_its_alerts():
     wl = workload(3)
@@ -425,14 +510,16 @@ def test_joins_and_leaves_keep_every_query_and_its_alerts():
     assert sorted(sim.load()) != loads_before
 
     third = len(wl.docs) // 3
-    batches = [wl.docs[:third], wl.docs[third:2 * third], wl.docs[2 * third:]]
+    batches = [wl.docs[:third], wl.docs[third : 2 * third], wl.docs[2 * third :]]
     for d in batches[0]:
         sim.publish(d.docno, d.text, d.title, via=sim.pick())
     assert_exact(sim.alerts(), wl.oracle(subs, [d.docno for d in batches[0]]))
 
     # graceful leaves of nodes that are home to no subscription (two of them new)
     rng = random.Random(1)
-    leaving = rng.sample([a for a in sorted(sim.engines) if a not in homes_used and "new" not in a], 3)
+    leaving = rng.sample(
+        [a for a in sorted(sim.engines) if a not in homes_used and "new" not in a], 3
+    )
     leaving += ["node-new-0", "node-new-3"]
     for a in leaving:
         held = len(sim.engines[a].index)
@@ -462,7 +549,7 @@ def test_a_leave_racing_a_join_loses_no_query():
     sim = EngineSimulator(4, Settings(strategy="mhi"), seed=0)
     reply = sim.subscribe("flood", via="node-0")
     oracle = sim.ring.oracle()
-    x = oracle.owner(term_id("flood"))                    # holds the query's entry
+    x = oracle.owner(term_id("flood"))  # holds the query's entry
     assert x.address != reply.home
     y = oracle.nodes[(oracle.ids.index(x.id) + 1) % len(oracle.ids)]  # x's successor
     middle = (x.id + ((y.id - x.id) % 2**64) // 2) % 2**64
@@ -476,19 +563,27 @@ def test_a_leave_racing_a_join_loses_no_query():
 
 # ---- 7. bad input -------------------------------------------------------------------------
 
+
 def state(sim: EngineSimulator):
-    return (sorted((a, sorted(e.subscriptions)) for a, e in sim.engines.items()),
-            [(k, [x.subscription_id for x in e.index.get(k)]) for e in sim.engines.values()
-             for k in e.index.keys()],
-            sum(e.counters["documents_published"] for e in sim.engines.values()),
-            sum(len(e.docs) for e in sim.engines.values()),
-            sim.ring.ledger.snapshot())
+    return (
+        sorted((a, sorted(e.subscriptions)) for a, e in sim.engines.items()),
+        [
+            (k, [x.subscription_id for x in e.index.get(k)])
+            for e in sim.engines.values()
+            for k in e.index.keys()
+        ],
+        sum(e.counters["documents_published"] for e in sim.engines.values()),
+        sum(len(e.docs) for e in sim.engines.values()),
+        sim.ring.ledger.snapshot(),
+    )
 
 
 @pytest.fixture(scope="module")
 def small_ring():
     wl = workload(1)
-    sim = EngineSimulator(5, make_settings(wl, strategy="mhi", max_document_bytes=200, seed=2), seed=2)
+    sim = EngineSimulator(
+        5, make_settings(wl, strategy="mhi", max_document_bytes=200, seed=2), seed=2
+    )
     sim.subscribe(wl.queries[0])
     sim.publish("GOOD-1", "a perfectly good document", "")
     return sim, wl
@@ -502,11 +597,12 @@ def test_the_query_term_limit_is_64():
 
 
 def _too_many_terms(wl):
-    return " ".join(sorted(wl.df)[:QUERY_TERM_LIMIT + 1])
+    return " ".join(sorted(wl.df)[: QUERY_TERM_LIMIT + 1])
 
 
-@pytest.mark.parametrize("text", ["", "   ", "the and of", "The, AND; of!! a an", "!!! ... ---",
-                                  "many"])
+@pytest.mark.parametrize(
+    "text", ["", "   ", "the and of", "The, AND; of!! a an", "!!! ... ---", "many"]
+)
 def test_bad_queries_are_refused_and_change_nothing(small_ring, text):
     sim, wl = small_ring
     if text == "many":
@@ -532,15 +628,18 @@ def test_a_query_of_exactly_the_term_limit_is_fine():
     assert sim.alerts() == [(reply.subscription_id, "ALL-64")]
 
 
-@pytest.mark.parametrize("docno,data,code", [
-    ("BIG-1", ("word " * 41).encode(), "INVALID_ARGUMENT"),          # 205 bytes > 200
-    ("BIG-2", ("\u00e9" * 101).encode("utf-8"), "INVALID_ARGUMENT"),  # 101 chars, 202 bytes
-    ("BAD-1", b"\xff\xfe bad", "INVALID_ARGUMENT"),
-    ("BAD-2", "ok text ".encode() + b"\xc3", "INVALID_ARGUMENT"),    # truncated sequence
-    ("", b"fine text", "INVALID_ARGUMENT"),
-    ("   ", b"fine text", "INVALID_ARGUMENT"),
-    ("X" * (MAX_DOCNO + 1), b"fine text", "INVALID_ARGUMENT"),
-])
+@pytest.mark.parametrize(
+    "docno,data,code",
+    [
+        ("BIG-1", ("word " * 41).encode(), "INVALID_ARGUMENT"),  # 205 bytes > 200
+        ("BIG-2", ("\u00e9" * 101).encode("utf-8"), "INVALID_ARGUMENT"),  # 101 chars, 202 bytes
+        ("BAD-1", b"\xff\xfe bad", "INVALID_ARGUMENT"),
+        ("BAD-2", "ok text ".encode() + b"\xc3", "INVALID_ARGUMENT"),  # truncated sequence
+        ("", b"fine text", "INVALID_ARGUMENT"),
+        ("   ", b"fine text", "INVALID_ARGUMENT"),
+        ("X" * (MAX_DOCNO + 1), b"fine text", "INVALID_ARGUMENT"),
+    ],
+)
 def test_bad_documents_are_refused_and_change_nothing(small_ring, docno, data, code):
     sim, _ = small_ring
     before = state(sim)
@@ -565,14 +664,30 @@ def test_documents_at_the_limits_are_fine(small_ring):
 
 # ---- 8. ledger ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("strategy,resolution,depth,nodes,batch", [
-    ("ri", "td", 0, 20, 1), ("ri", "bf", 0, 20, 1), ("mhi", "bf", 1, 37, 3),
-    ("oi", "td", 3, 12, 3), ("sap-mhi", "bf", 0, 64, 1), ("mhi", "td", 0, 1, 1),
-    ("ri", "bf", 1, 2, 1)])
+
+@pytest.mark.parametrize(
+    "strategy,resolution,depth,nodes,batch",
+    [
+        ("ri", "td", 0, 20, 1),
+        ("ri", "bf", 0, 20, 1),
+        ("mhi", "bf", 1, 37, 3),
+        ("oi", "td", 3, 12, 3),
+        ("sap-mhi", "bf", 0, 64, 1),
+        ("mhi", "td", 0, 1, 1),
+        ("ri", "bf", 1, 2, 1),
+    ],
+)
 def test_ledger_accounts_for_every_document(strategy, resolution, depth, nodes, batch):
     wl = workload(2)
-    s = make_settings(wl, strategy=strategy, resolution=resolution, piggyback=depth,
-                      dialogue_batch=batch, bloom_bits=256, seed=21)
+    s = make_settings(
+        wl,
+        strategy=strategy,
+        resolution=resolution,
+        piggyback=depth,
+        dialogue_batch=batch,
+        bloom_bits=256,
+        seed=21,
+    )
     sim = EngineSimulator(nodes, s, seed=21)
     replies = [sim.subscribe(q) for q in wl.queries]
     subs = {r.subscription_id: analyze(q) for r, q in zip(replies, wl.queries)}
@@ -592,8 +707,9 @@ def test_ledger_accounts_for_every_document(strategy, resolution, depth, nodes, 
         res = report.resolution
         assert res.messages % 2 == 0
         assert res.messages == 2 * (requests["TermDialogue"] + requests["GetBloom"])
-        assert res.bytes == sum(kinds[k].bytes for k in kinds if k.split(".")[0] in
-                                ("TermDialogue", "GetBloom"))
+        assert res.bytes == sum(
+            kinds[k].bytes for k in kinds if k.split(".")[0] in ("TermDialogue", "GetBloom")
+        )
         remote_qns = [a for a, (c, _) in per_node.items() if c and a != dn]
         remote_matchers = [a for a, (_, m) in per_node.items() if m and a != dn]
         assert sum(c for c, _ in per_node.values()) == report.candidates
@@ -641,8 +757,10 @@ def test_analyzed_input_alerts_as_text_does_and_the_tally_sums_the_nodes():
     for i, q in enumerate(w.queries):
         reply = sim.subscribe_terms(analyze(q), via=addresses[i % len(addresses)])
         subs[reply.subscription_id] = analyze(q)
-    reports = [sim.publish_terms(d.docno, sorted(w.terms[d.docno]), via=addresses[i % 5])
-               for i, d in enumerate(w.docs)]
+    reports = [
+        sim.publish_terms(d.docno, sorted(w.terms[d.docno]), via=addresses[i % 5])
+        for i, d in enumerate(w.docs)
+    ]
     assert set(sim.alerts()) == w.oracle(subs)
     assert sum(r.alerts for r in reports) == len(w.oracle(subs))
     for name in ("candidates", "matches", "alerts_delivered", "documents_published"):
@@ -654,4 +772,13 @@ def test_the_engine_service_serves_no_measurement():
     """What only measurement needs (a document's term ids) is no RPC of the node: the
     simulator's observer sees the documents as their DN stores them."""
     assert {m.name for m in ENGINE_SERVICE.methods} == {
-        "GetConfig", "Index", "Unindex", "Announce", "GetBloom", "TermDialogue", "Matched", "Deliver", "Gossip"}
+        "GetConfig",
+        "Index",
+        "Unindex",
+        "Announce",
+        "GetBloom",
+        "TermDialogue",
+        "Matched",
+        "Deliver",
+        "Gossip",
+    }

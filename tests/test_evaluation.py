@@ -6,18 +6,24 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import given, settings as hsettings, strategies as st
-
 from conftest import assert_one_line_error, cqengine
-from cqengine.config import Settings
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+
+from cqengine.core.settings import Settings
 from cqengine.evaluation import EvaluationError
 from cqengine.evaluation.experiments import WORKLOADS, Plan, reduction
 from cqengine.evaluation.inputs import generated, popular_ranking
 from cqengine.evaluation.runs import Background, IndexSpec, Lab, RunSpec, Scale, passes, place
-from cqengine.sim import EngineSimulator
+from cqengine.evaluation.sim import EngineSimulator
 
-FILES = {"table2": ["table2.png"], "piggyback": ["figure3.png"], "synopsis": ["figure4.png", "figure5.png"],
-         "breakdown": ["figure6.png"]}
+FILES = {
+    "table2": ["table2.png"],
+    "piggyback": ["figure3.png"],
+    "synopsis": ["figure4.png", "figure5.png"],
+    "breakdown": ["figure6.png"],
+}
 RESOLUTION = ("TermDialogue", "GetBloom")
 
 
@@ -58,13 +64,22 @@ def test_every_run_agrees_with_the_ledger_and_the_matcher(quick_all):
             msgs, nbytes = kinds_total(m["ledger"], RESOLUTION)
             assert m["resolution_bytes_per_doc"] * d == pytest.approx(nbytes)
             assert m["resolution_messages_per_doc"] * d == pytest.approx(msgs)
-            assert m["announce_bytes_per_doc"] * d == pytest.approx(kinds_total(m["ledger"], ("Announce",))[1])
-            assert m["bloom_filters_per_doc"] * d == pytest.approx(m["ledger"].get("GetBloom", [0, 0])[0])
-            assert m["bloom_bytes_per_doc"] * d == pytest.approx(kinds_total(m["ledger"], ("GetBloom",))[1])
+            assert m["announce_bytes_per_doc"] * d == pytest.approx(
+                kinds_total(m["ledger"], ("Announce",))[1]
+            )
+            assert m["bloom_filters_per_doc"] * d == pytest.approx(
+                m["ledger"].get("GetBloom", [0, 0])[0]
+            )
+            assert m["bloom_bytes_per_doc"] * d == pytest.approx(
+                kinds_total(m["ledger"], ("GetBloom",))[1]
+            )
             if run["spec"]["resolution"] == "td":
                 assert "GetBloom" not in m["ledger"]
             o = run["oracle"]
-            assert o["missing"] == o["unexpected"] == o["wrong_docno"] == 0 and o["alerted"] == o["expected"]
+            assert (
+                o["missing"] == o["unexpected"] == o["wrong_docno"] == 0
+                and o["alerted"] == o["expected"]
+            )
             if run["published"] == run["documents"]:
                 # the per-document accounts add up to what the ring's ledger counted
                 assert m["ledger"] == {k: v for k, v in run["ledger_whole_run"].items()}, run_name
@@ -81,18 +96,28 @@ def test_tables_follow_from_the_runs(quick_all):
     for w in WORKLOADS:
         rows = t2["results"]["workloads"][w]["rows"]
         for s, row in rows.items():
-            assert row["queries_per_doc"] == metric(t2, row["runs"]["td"], "queries_per_doc") \
+            assert (
+                row["queries_per_doc"]
+                == metric(t2, row["runs"]["td"], "queries_per_doc")
                 == metric(t2, row["runs"]["bf"], "queries_per_doc")
-            assert row["td_bytes_per_doc"] == metric(t2, row["runs"]["td"], "resolution_bytes_per_doc")
-            assert row["bf_bytes_per_doc"] == metric(t2, row["runs"]["bf"], "resolution_bytes_per_doc")
+            )
+            assert row["td_bytes_per_doc"] == metric(
+                t2, row["runs"]["td"], "resolution_bytes_per_doc"
+            )
+            assert row["bf_bytes_per_doc"] == metric(
+                t2, row["runs"]["bf"], "resolution_bytes_per_doc"
+            )
             assert row["load"] == t2["runs"][row["runs"]["td"]]["load_percentiles"]
         red = t2["results"]["workloads"][w]["reductions"]["MHI over RI"]
-        assert red["td"] == pytest.approx(reduction(rows["ri"]["td_bytes_per_doc"], rows["mhi"]["td_bytes_per_doc"]))
+        assert red["td"] == pytest.approx(
+            reduction(rows["ri"]["td_bytes_per_doc"], rows["mhi"]["td_bytes_per_doc"])
+        )
     pig = r["piggyback"]["results"]
     assert [row["k"] for row in pig["rows"]] == list(range(11))
     for row in pig["rows"]:
         assert row["saving_over_ri"]["bf"] == pytest.approx(
-            reduction(pig["ri"]["bf_bytes_per_doc"], row["mhi"]["bf_bytes_per_doc"]))
+            reduction(pig["ri"]["bf_bytes_per_doc"], row["mhi"]["bf_bytes_per_doc"])
+        )
     # more piggybacked ids never present more queries (Algorithm 4 only ever prunes)
     presented = [row["mhi"]["queries_per_doc"] for row in pig["rows"]]
     assert presented == sorted(presented, reverse=True)
@@ -100,7 +125,8 @@ def test_tables_follow_from_the_runs(quick_all):
     for w in WORKLOADS:
         for row in syn[w]["rows"]:
             assert row["reduction_over_mhi"]["queries"] == pytest.approx(
-                reduction(syn[w]["mhi"]["queries_per_doc"], row["sap_mhi"]["queries_per_doc"]))
+                reduction(syn[w]["mhi"]["queries_per_doc"], row["sap_mhi"]["queries_per_doc"])
+            )
     for w, parts in ((w, r["breakdown"]["results"]["workloads"][w]["parts"]) for w in WORKLOADS):
         for p in parts.values():
             assert p["mhi"] + p["sampling"] + p["piggybacking"] == pytest.approx(p["total"])
@@ -108,11 +134,18 @@ def test_tables_follow_from_the_runs(quick_all):
 
 def small_lab(workers):
     corpus = generated(60, 5, 400, 25)
-    return Lab(corpus, Scale(nodes=12, queries=150, docs=60, seed=3, mean_size=3, workers=workers), quiet=True)
+    return Lab(
+        corpus,
+        Scale(nodes=12, queries=150, docs=60, seed=3, mean_size=3, workers=workers),
+        quiet=True,
+    )
 
 
 def test_runs_do_not_depend_on_workers_or_on_sharing_the_indexed_ring():
-    specs = [RunSpec(IndexSpec("mhi", "skew"), "bf", 2), RunSpec(IndexSpec("ri", "skew"), "td", 0, "second")]
+    specs = [
+        RunSpec(IndexSpec("mhi", "skew"), "bf", 2),
+        RunSpec(IndexSpec("ri", "skew"), "td", 0, "second"),
+    ]
     one, two = small_lab(1).run(specs), small_lab(2).run(specs)
     for s in specs:
         assert np.array_equal(one[s].positions, two[s].positions)
@@ -123,17 +156,23 @@ def test_runs_do_not_depend_on_workers_or_on_sharing_the_indexed_ring():
     lab = small_lab(2)
     s = specs[0]
     shared = lab.run([s])[s]
-    settings = Settings(strategy="mhi", resolution="bf", piggyback=2, df=lab.corpus.df, seed=3).validate()
+    settings = Settings(
+        strategy="mhi", resolution="bf", piggyback=2, df=lab.corpus.df, seed=3
+    ).validate()
     sim = EngineSimulator(12, settings, seed=3)
     addresses = sorted(sim.engines)
     for i, q in enumerate(lab.workload("skew")):
         sim.subscribe_terms(q, via=addresses[place(3, "query", i, 12)])
     for j, docno in enumerate(lab.corpus.docnos):
-        rep = sim.publish_terms(docno, lab.corpus.terms[j], via=addresses[place(3, "doc", docno, 12)])
+        rep = sim.publish_terms(
+            docno, lab.corpus.terms[j], via=addresses[place(3, "doc", docno, 12)]
+        )
         assert rep.candidates == shared.per_doc["candidates"][j]
-        assert {k: (c.messages, c.bytes) for k, c in rep.kinds.items()} == \
-            {k[:-9]: (int(shared.per_doc[k][j]), int(shared.per_doc[k[:-8] + "bytes"][j]))
-             for k in shared.per_doc if k.endswith(":messages") and shared.per_doc[k][j]}
+        assert {k: (c.messages, c.bytes) for k, c in rep.kinds.items()} == {
+            k[:-9]: (int(shared.per_doc[k][j]), int(shared.per_doc[k[:-8] + "bytes"][j]))
+            for k in shared.per_doc
+            if k.endswith(":messages") and shared.per_doc[k][j]
+        }
 
 
 def test_synopsis_rankings_nest_and_k_scales_with_the_vocabulary():
@@ -147,34 +186,66 @@ def test_synopsis_rankings_nest_and_k_scales_with_the_vocabulary():
 
 def test_bad_requests_fail_in_one_line(tmp_path):
     assert_one_line_error(cqengine("experiment", "table2", "--out", tmp_path), "give --corpus DIR")
-    assert_one_line_error(cqengine("experiment", "table2", "--corpus", tmp_path, "--out", tmp_path),
-                          "no documents.parquet here")
-    assert_one_line_error(cqengine("experiment", "figure9", "--quick", "--out", tmp_path), "invalid choice")
+    assert_one_line_error(
+        cqengine("experiment", "table2", "--corpus", tmp_path, "--out", tmp_path),
+        "no documents.parquet here",
+    )
+    assert_one_line_error(
+        cqengine("experiment", "figure9", "--quick", "--out", tmp_path), "invalid choice"
+    )
     for flag in ("--nodes", "--workers", "--docs"):
-        assert_one_line_error(cqengine("experiment", "table2", "--quick", flag, "0", "--out", tmp_path),
-                              f"argument {flag}: '0' must be positive")
+        assert_one_line_error(
+            cqengine("experiment", "table2", "--quick", flag, "0", "--out", tmp_path),
+            f"argument {flag}: '0' must be positive",
+        )
 
 
 def test_an_out_dir_it_cannot_write_fails_before_any_run(tmp_path):
     (tmp_path / "file").write_text("")
     proc = cqengine("experiment", "table2", "--quick", "--out", tmp_path / "file" / "reports")
-    assert_one_line_error(proc, "cannot write the reports into")  # one line: no progress of a run before it
+    assert_one_line_error(
+        proc, "cannot write the reports into"
+    )  # one line: no progress of a run before it
     assert not (tmp_path / "file" / "reports").exists()
 
 
 def test_quick_takes_the_scale_it_is_given(tmp_path):
-    proc = cqengine("experiment", "table2", "--quick", "--nodes", "16", "--queries", "300", "--docs", "40",
-                    "--mean-size", "3", "-q", "--out", tmp_path)
+    proc = cqengine(
+        "experiment",
+        "table2",
+        "--quick",
+        "--nodes",
+        "16",
+        "--queries",
+        "300",
+        "--docs",
+        "40",
+        "--mean-size",
+        "3",
+        "-q",
+        "--out",
+        tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads((tmp_path / "table2.json").read_text())
     scale = data["plan"]["scale"]
-    assert (scale["nodes"], scale["queries"], scale["docs"], scale["mean_size"]) == (16, 300, 40, 3.0)
+    assert (scale["nodes"], scale["queries"], scale["docs"], scale["mean_size"]) == (
+        16,
+        300,
+        40,
+        3.0,
+    )
     assert data["corpus"]["documents"] == 40  # the generated corpus is as big as asked
-    assert all(run["metrics"]["documents"] == 40 for run in data["runs"].values() if run["documents"] == "all")
+    assert all(
+        run["metrics"]["documents"] == 40
+        for run in data["runs"].values()
+        if run["documents"] == "all"
+    )
 
 
 def test_one_pass_measures_every_method_and_depth_as_runs_of_their_own_would(tmp_path, monkeypatch):
     from cqengine.evaluation.measure import Shadows
+
     echoed, real = tmp_path / "echoed", Shadows._echo
 
     def noting(self, node, outcome, tag):  # the workers are forked: they note it in a file
@@ -182,14 +253,21 @@ def test_one_pass_measures_every_method_and_depth_as_runs_of_their_own_would(tmp
             with echoed.open("a") as f:
                 f.write(f"{tag}\n")
         real(self, node, outcome, tag)
+
     monkeypatch.setattr(Shadows, "_echo", noting)
     mhi = [RunSpec(IndexSpec("mhi", "skew"), r, k) for k in (0, 2, 5) for r in ("td", "bf")]
-    specs = mhi + [RunSpec(IndexSpec("mhi", "skew"), "td", 1)] + \
-        [RunSpec(IndexSpec("ri", "uniform"), r, 0, "second") for r in ("bf", "td")]
+    specs = (
+        mhi
+        + [RunSpec(IndexSpec("mhi", "skew"), "td", 1)]
+        + [RunSpec(IndexSpec("ri", "uniform"), r, 0, "second") for r in ("bf", "td")]
+    )
     # the skew workload's other indexes ride on the mhi pass as shadow indexes, over all
     # documents or the second half, at depths of their own
-    shadows = [RunSpec(IndexSpec("ri", "skew"), "td", 0, "second"), RunSpec(IndexSpec("oi", "skew"), "bf", 2),
-               RunSpec(IndexSpec("sap-mhi", "skew", 20), "td", 5, "second")]
+    shadows = [
+        RunSpec(IndexSpec("ri", "skew"), "td", 0, "second"),
+        RunSpec(IndexSpec("oi", "skew"), "bf", 2),
+        RunSpec(IndexSpec("sap-mhi", "skew", 20), "td", 5, "second"),
+    ]
     specs += shadows
     together = small_lab(2).run(specs)
     for s in specs:
@@ -217,6 +295,7 @@ def test_a_pass_does_not_depend_on_how_its_shadows_are_stacked(tmp_path, monkeyp
     STACK queries across its QNs (a stack of few queries settles part by part): however
     they are cut, every run reads the same."""
     import cqengine.evaluation.measure as measure
+
     stacked, real = tmp_path / "stacked", measure.Resolver
 
     class Noting:
@@ -225,9 +304,12 @@ def test_a_pass_does_not_depend_on_how_its_shadows_are_stacked(tmp_path, monkeyp
             with stacked.open("a") as f:
                 f.write(f"{len(parts)}\n")
             return real.of_candidates(parts, *args)
+
     monkeypatch.setattr(measure, "Resolver", Noting)
-    specs = [RunSpec(IndexSpec("mhi", "skew"), r, k) for k in (0, 3) for r in ("td", "bf")] + \
-        [RunSpec(IndexSpec("ri", "skew"), "bf", 0), RunSpec(IndexSpec("sap-mhi", "skew", 20), "td", 3, "second")]
+    specs = [RunSpec(IndexSpec("mhi", "skew"), r, k) for k in (0, 3) for r in ("td", "bf")] + [
+        RunSpec(IndexSpec("ri", "skew"), "bf", 0),
+        RunSpec(IndexSpec("sap-mhi", "skew", 20), "td", 3, "second"),
+    ]
     got, whole = [], measure.STACK
     for stack in (whole, 40, 1):  # the whole document at once, a few QNs, one QN
         monkeypatch.setattr(measure, "STACK", stack)
@@ -241,23 +323,39 @@ def test_a_pass_does_not_depend_on_how_its_shadows_are_stacked(tmp_path, monkeyp
                 assert np.array_equal(other[s].per_doc[k], got[0][s].per_doc[k]), (s.name, k)
 
 
-INDEXES = [IndexSpec(s, w, k) for w in ("uniform", "skew") for s, k in (("ri", 0), ("mhi", 0), ("sap-mhi", 500))]
+INDEXES = [
+    IndexSpec(s, w, k)
+    for w in ("uniform", "skew")
+    for s, k in (("ri", 0), ("mhi", 0), ("sap-mhi", 500))
+]
 
 
 @hsettings(max_examples=200, deadline=None)
-@given(st.dictionaries(st.tuples(st.sampled_from(INDEXES), st.sampled_from(("td", "bf")), st.integers(0, 10)),
-                       st.sampled_from(("all", "second")), min_size=1))
+@given(
+    st.dictionaries(
+        st.tuples(st.sampled_from(INDEXES), st.sampled_from(("td", "bf")), st.integers(0, 10)),
+        st.sampled_from(("all", "second")),
+        min_size=1,
+    )
+)
 def test_a_plan_is_one_pass_per_workload_measuring_every_run_wanted(keys):
     plan = passes(keys)
     assert sorted(p.index.workload for p in plan) == sorted({i.workload for i, _, _ in keys})
     made = {}
     for p in plan:
-        assert p.piggyback == max(d for part in (p, *p.shadows) for d in part.depths)  # announced deepest
-        assert set(p.depths) == {d for part in (p, *p.shadows) for d in part.depths}  # saved bytes known
+        assert p.piggyback == max(
+            d for part in (p, *p.shadows) for d in part.depths
+        )  # announced deepest
+        assert set(p.depths) == {
+            d for part in (p, *p.shadows) for d in part.depths
+        }  # saved bytes known
         assert len({part.index for part in (p, *p.shadows)}) == 1 + len(p.shadows)
         assert p.documents == "all" or all(part.documents == "second" for part in p.shadows)
         for run in p.runs:
-            assert run.index.workload == p.index.workload and p.part(run.index).documents == run.documents
+            assert (
+                run.index.workload == p.index.workload
+                and p.part(run.index).documents == run.documents
+            )
             made[(run.index, run.resolution, run.piggyback)] = run.documents
     for key, documents in keys.items():
         assert made[key] in ("all", documents)
@@ -274,8 +372,9 @@ def test_a_pass_whose_two_methods_disagree_stops(monkeypatch):
     pass must fail rather than report either run (workers are forked: the patch reaches
     them). Here the measured filter is empty: it rules every unknown term out, so its side
     matches too little."""
-    from cqengine.bloom import BloomFilter
+    from cqengine.core.bloom import BloomFilter
     from cqengine.evaluation.measure import Meter
+
     monkeypatch.setattr(Meter, "filter", lambda self: BloomFilter(self.bits, self.hashes))
     specs = [RunSpec(IndexSpec("ri", "skew"), r) for r in ("td", "bf")]
     with pytest.raises(EvaluationError, match="methods or depths matched different queries"):
@@ -285,11 +384,13 @@ def test_a_pass_whose_two_methods_disagree_stops(monkeypatch):
 def test_a_pass_whose_depths_disagree_stops(monkeypatch):
     """Likewise for a shadow depth: here one that matches nothing."""
     from cqengine.evaluation.measure import Meter
+
     real = Meter.measure
 
     def nothing_at_shadow_depths(self, block, keep, present, methods, tag, outcome):
         found = real(self, block, keep, present, methods, tag, outcome)
         return [] if tag else found
+
     monkeypatch.setattr(Meter, "measure", nothing_at_shadow_depths)
     specs = [RunSpec(IndexSpec("mhi", "skew"), "td", k) for k in (0, 3)]
     with pytest.raises(EvaluationError, match="methods or depths matched different queries"):

@@ -6,18 +6,18 @@ import random
 import time
 
 import pytest
-
 from conftest import FAST
-from cqengine.analysis import term_id
-from cqengine.client import Client
-from cqengine.config import Settings
-from cqengine.corpus import generate_corpus
+
+from cqengine.core.settings import Settings
+from cqengine.core.synopsis import Synopsis
 from cqengine.demo import collect_alerts
-from cqengine.matcher import document_frequencies, document_terms, matches
-from cqengine.ring import ring_up, stop_processes
-from cqengine.sim import EngineSimulator
-from cqengine.synopsis import Synopsis
-from cqengine.workload import generate_queries
+from cqengine.evaluation.matcher import document_frequencies, document_terms, matches
+from cqengine.evaluation.sim import EngineSimulator
+from cqengine.live.client import Client
+from cqengine.live.ring import ring_up, stop_processes
+from cqengine.text.analysis import term_id
+from cqengine.text.corpus import generate_corpus
+from cqengine.text.workload import generate_queries
 
 
 def central(docs, k, y=32, hashes=1) -> Synopsis:
@@ -55,8 +55,17 @@ def run_reindexing(hashes: int, piggyback: int):
     df = document_frequencies(docs)
     queries = [" ".join(q) for q in generate_queries(df, 400, "skew", mean_size=2.5, seed=9)]
     # the simulator runs one operation at a time: no document is in flight during a move
-    sim = EngineSimulator(24, Settings(strategy="sap-mhi", synopsis_k=40, synopsis_hashes=hashes,
-                                       piggyback=piggyback, reindex_grace=0), seed=9)
+    sim = EngineSimulator(
+        24,
+        Settings(
+            strategy="sap-mhi",
+            synopsis_k=40,
+            synopsis_hashes=hashes,
+            piggyback=piggyback,
+            reindex_grace=0,
+        ),
+        seed=9,
+    )
     subs = [sim.subscribe(q) for q in queries]
     got = []
     for i, d in enumerate(docs):  # synopses grow and gossip while documents keep coming
@@ -73,8 +82,10 @@ def run_reindexing(hashes: int, piggyback: int):
 @pytest.mark.parametrize("hashes,piggyback", [(1, 0), (1, 1), (1, 3), (3, 2)])
 def test_reindexing_during_publishing_loses_and_duplicates_no_alert(hashes, piggyback):
     sim, subs, docs, got = run_reindexing(hashes, piggyback)
-    want = matches({s.subscription_id: s.terms for s in subs},
-                   {d.docno: document_terms(d.text, d.title) for d in docs})
+    want = matches(
+        {s.subscription_id: s.terms for s in subs},
+        {d.docno: document_terms(d.text, d.title) for d in docs},
+    )
     assert len(want) > 300
     assert len(got) == len(set(got)) and set(got) == want
     assert sum(e.counters["reindexed"] for e in sim.engines.values()) > 0
@@ -97,9 +108,22 @@ def test_live_ring_gossips_and_reindexes_while_documents_arrive(tmp_path):
     docs = list(generate_corpus(80, seed=3, vocab_size=500, mean_terms=30))
     df = document_frequencies(docs)
     queries = [" ".join(q) for q in generate_queries(df, 300, "skew", mean_size=2.5, seed=3)]
-    ring = ring_up(8, tmp_path / "ring.json", timing=FAST, out=io.StringIO(),
-                   engine=["--strategy", "sap-mhi", "--synopsis-k", "40", "--gossip", "0.1",
-                           "--reindex-grace", "1"])
+    ring = ring_up(
+        8,
+        tmp_path / "ring.json",
+        timing=FAST,
+        out=io.StringIO(),
+        engine=[
+            "--strategy",
+            "sap-mhi",
+            "--synopsis-k",
+            "40",
+            "--gossip",
+            "0.1",
+            "--reindex-grace",
+            "1",
+        ],
+    )
     try:
         rng = random.Random(3)
         clients = {a: Client(a) for a in ring.addresses()}
@@ -113,13 +137,17 @@ def test_live_ring_gossips_and_reindexes_while_documents_arrive(tmp_path):
             assert time.monotonic() < deadline, "synopses did not converge in 30 s"
             time.sleep(0.2)
         got = collect_alerts(subs, ring.addresses())
-        want = matches({s.subscription_id: s.terms for s in subs},
-                       {d.docno: document_terms(d.text, d.title) for d in docs})
+        want = matches(
+            {s.subscription_id: s.terms for s in subs},
+            {d.docno: document_terms(d.text, d.title) for d in docs},
+        )
         assert len(want) > 200
         assert len(got) == len(set(got)) and set(got) == want
         stats = [c.stats() for c in clients.values()]
         assert sum(s.reindexed for s in stats) > 0
-        time.sleep(1.5)  # the grace period (1 s here) ends; the next gossip round retires old copies
+        time.sleep(
+            1.5
+        )  # the grace period (1 s here) ends; the next gossip round retires old copies
         assert sum(c.stats().index_entries for c in clients.values()) == len(subs)
         assert sum(e.bytes for s in stats for e in s.ledger if e.kind == "Gossip") > 0
         for c in clients.values():

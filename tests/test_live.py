@@ -10,12 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import FAST, assert_one_line_error, cqengine
 
 from chord.client import fetch_state, lookup, serving
 from chord.node import to_ref
 from chord.oracle import RingOracle
-from conftest import FAST, assert_one_line_error, cqengine
-from cqengine.ring import RingFile, observe, pid_alive, ring_up, stop_processes, wait_converged
+from cqengine.live.ring import RingFile, observe, pid_alive, ring_up, stop_processes, wait_converged
 
 
 @pytest.fixture
@@ -31,7 +31,9 @@ def ring16(tmp_path):
 def test_a_node_caught_inside_exec_is_alive(monkeypatch):
     """Popen returns once exec is under way, before the new program's arguments show in
     /proc: a node just spawned may have no command line yet, and is not dead."""
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "cqengine", "node", "--port", "7"])
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", "cqengine", "node", "--port", "7"]
+    )
     try:
         real, blank = Path.read_bytes, [True]
 
@@ -65,7 +67,8 @@ def assert_lookups_from_every_node(addresses, rng, per_node=8):
     view = observe(addresses, 8)
     oracle = RingOracle(to_ref(s.node) for s in view.states.values())
     assert sorted(oracle.nodes, key=lambda n: n.address) == sorted(
-        (to_ref(s.node) for s in view.states.values()), key=lambda n: n.address)
+        (to_ref(s.node) for s in view.states.values()), key=lambda n: n.address
+    )
     for address in addresses:
         for _ in range(per_node):
             key = rng.getrandbits(64)
@@ -113,8 +116,19 @@ def test_sixteen_nodes_converge_survive_leave_and_kill(ring16):
 
 def test_cli_ring_up_status_down(tmp_path):
     path = tmp_path / "ring.json"
-    up = cqengine("ring", "up", "-n", 3, "--ring-file", path, "--stabilize", FAST.stabilize,
-                  "--fix-fingers", FAST.fix_fingers, timeout=90)
+    up = cqengine(
+        "ring",
+        "up",
+        "-n",
+        3,
+        "--ring-file",
+        path,
+        "--stabilize",
+        FAST.stabilize,
+        "--fix-fingers",
+        FAST.fix_fingers,
+        timeout=90,
+    )
     ring = RingFile.load(path) if path.exists() else None
     try:
         assert up.returncode == 0, up.stderr

@@ -10,18 +10,26 @@ import random
 from collections import Counter
 
 import pytest
-
 from conftest import FAST
-from cqengine.client import Client
-from cqengine.corpus import generate_corpus
+
 from cqengine.demo import collect_alerts, write_inputs
-from cqengine.matcher import document_frequencies, document_terms, matches
-from cqengine.ring import ring_up, stop_processes
-from cqengine.workload import generate_queries
+from cqengine.evaluation.matcher import document_frequencies, document_terms, matches
+from cqengine.live.client import Client
+from cqengine.live.ring import ring_up, stop_processes
+from cqengine.text.corpus import generate_corpus
+from cqengine.text.workload import generate_queries
 
 # (strategy, resolution, documents per batch at most, linger ms)
-CASES = [("ri", "td", 64, 5), ("ri", "bf", 4, 20), ("oi", "td", 16, 2), ("oi", "bf", 1, 0),
-         ("mhi", "td", 1, 0), ("mhi", "bf", 64, 50), ("sap-mhi", "td", 8, 5), ("sap-mhi", "bf", 32, 1)]
+CASES = [
+    ("ri", "td", 64, 5),
+    ("ri", "bf", 4, 20),
+    ("oi", "td", 16, 2),
+    ("oi", "bf", 1, 0),
+    ("mhi", "td", 1, 0),
+    ("mhi", "bf", 64, 50),
+    ("sap-mhi", "td", 8, 5),
+    ("sap-mhi", "bf", 32, 1),
+]
 
 
 @pytest.fixture(scope="module")
@@ -33,13 +41,30 @@ def corpus(tmp_path_factory):
 
 
 @pytest.mark.parametrize("strategy,resolution,batch_docs,linger_ms", CASES)
-def test_batched_publishing_alerts_each_matching_subscriber_once(corpus, tmp_path, strategy, resolution,
-                                                                  batch_docs, linger_ms):
+def test_batched_publishing_alerts_each_matching_subscriber_once(
+    corpus, tmp_path, strategy, resolution, batch_docs, linger_ms
+):
     docs, queries, files = corpus
-    engine = ["--strategy", strategy, "--resolution", resolution, "--bloom-bits", "256",
-              "--stats", str(files["stats"]), "--popular", str(files["popular"])]
-    ring = ring_up(8, tmp_path / "ring.json", timing=FAST, out=io.StringIO(), engine=engine,
-                   node_args=["--batch-docs", str(batch_docs), "--linger-ms", str(linger_ms)])
+    engine = [
+        "--strategy",
+        strategy,
+        "--resolution",
+        resolution,
+        "--bloom-bits",
+        "256",
+        "--stats",
+        str(files["stats"]),
+        "--popular",
+        str(files["popular"]),
+    ]
+    ring = ring_up(
+        8,
+        tmp_path / "ring.json",
+        timing=FAST,
+        out=io.StringIO(),
+        engine=engine,
+        node_args=["--batch-docs", str(batch_docs), "--linger-ms", str(linger_ms)],
+    )
     try:
         rng = random.Random(batch_docs)
         addresses = ring.addresses()
@@ -54,15 +79,20 @@ def test_batched_publishing_alerts_each_matching_subscriber_once(corpus, tmp_pat
             if n == 1:
                 assert client.publish(chunk[0].docno, chunk[0].text, chunk[0].title).accepted
             else:
-                assert all(r.accepted for r in client.publish_many([(d.docno, d.text, d.title) for d in chunk]))
+                assert all(
+                    r.accepted
+                    for r in client.publish_many([(d.docno, d.text, d.title) for d in chunk])
+                )
         got = collect_alerts(subs, addresses)
         stats = [c.stats() for c in clients.values()]
         for c in clients.values():
             c.close()
     finally:
         stop_processes(ring.nodes, grace=2.0)
-    want = matches({s.subscription_id: s.terms for s in subs},
-                   {d.docno: document_terms(d.text, d.title) for d in docs})
+    want = matches(
+        {s.subscription_id: s.terms for s in subs},
+        {d.docno: document_terms(d.text, d.title) for d in docs},
+    )
     assert len(want) > 200  # the workload really exercises matching
     assert len(got) == len(set(got)), "an alert arrived twice"
     assert set(got) == want

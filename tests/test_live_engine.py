@@ -1,4 +1,5 @@
-"""The engine on a live loopback ring: alerts equal the brute-force matcher; bad input is refused."""
+"""The engine on a live loopback ring: alerts equal the brute-force matcher; bad input is
+refused."""
 
 import io
 import random
@@ -9,26 +10,39 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
+from conftest import FAST, assert_one_line_error, cqengine
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from conftest import FAST, assert_one_line_error, cqengine
-from cqengine.client import Client, ClientError
-from cqengine.corpus import generate_corpus
 from cqengine.demo import collect_alerts, wait_quiet
-from cqengine.matcher import document_frequencies, document_terms, matches
+from cqengine.evaluation.matcher import document_frequencies, document_terms, matches
+from cqengine.live.client import Client, ClientError
+from cqengine.live.ring import free_ports, ring_up, stop_processes, wait_converged
+from cqengine.live.service import MAX_REQUEST_DOCS
 from cqengine.proto import cqengine_pb2 as pb
-from cqengine.ring import free_ports, ring_up, stop_processes, wait_converged
-from cqengine.service import MAX_REQUEST_DOCS
-from cqengine.trec import write_trec
-from cqengine.workload import generate_queries
+from cqengine.text.corpus import generate_corpus
+from cqengine.text.trec import write_trec
+from cqengine.text.workload import generate_queries
 
 
 @pytest.fixture(scope="module")
 def ring(tmp_path_factory):
     path = tmp_path_factory.mktemp("ring") / "ring.json"
-    ring = ring_up(8, path, timing=FAST, out=io.StringIO(),
-                   engine=["--strategy", "mhi", "--piggyback", "2", "--resolution", "bf",
-                           "--max-doc-bytes", "200000"])
+    ring = ring_up(
+        8,
+        path,
+        timing=FAST,
+        out=io.StringIO(),
+        engine=[
+            "--strategy",
+            "mhi",
+            "--piggyback",
+            "2",
+            "--resolution",
+            "bf",
+            "--max-doc-bytes",
+            "200000",
+        ],
+    )
     try:
         yield ring
     finally:
@@ -45,8 +59,10 @@ def test_thousand_subscriptions_two_hundred_documents_match_the_oracle(ring):
     for d in docs:
         clients[rng.choice(ring.addresses())].publish(d.docno, d.text, d.title)
     got = collect_alerts(subs, ring.addresses())
-    want = matches({s.subscription_id: s.terms for s in subs},
-                   {d.docno: document_terms(d.text, d.title) for d in docs})
+    want = matches(
+        {s.subscription_id: s.terms for s in subs},
+        {d.docno: document_terms(d.text, d.title) for d in docs},
+    )
     assert len(want) > 500  # the workload really exercises matching
     assert len(got) == len(set(got)), "an alert arrived twice"
     assert set(got) == want
@@ -75,8 +91,10 @@ def test_bad_input_is_refused_and_changes_nothing(ring):
         with pytest.raises(ClientError, match="docno"):
             c.publish("  ", "text")
         sub = c.subscribe("hurricane levee")
-        for call in (lambda: c.unsubscribe(sub.subscription_id, "wrong"),
-                     lambda: list(c.alerts((sub.subscription_id, "wrong"), timeout=1))):
+        for call in (
+            lambda: c.unsubscribe(sub.subscription_id, "wrong"),
+            lambda: list(c.alerts((sub.subscription_id, "wrong"), timeout=1)),
+        ):
             with pytest.raises(ClientError) as e:
                 call()
             assert e.value.code == "PERMISSION_DENIED"
@@ -96,11 +114,23 @@ def test_a_bad_document_in_a_batch_is_refused_alone(ring):
     with Client(a) as c:
         sub = c.subscribe("walrus tusk")
         before = c.stats().documents_published
-        replies = c.publish_many([("W1", "a walrus tusk of ivory", ""), ("W2", b"caf\xe9 au lait", ""),
-                                  ("W3", "walrus " * 50000, ""), ("  ", "walrus tusk", ""),
-                                  ("W4", "the walrus lost a tusk", "Tusk")])
+        replies = c.publish_many(
+            [
+                ("W1", "a walrus tusk of ivory", ""),
+                ("W2", b"caf\xe9 au lait", ""),
+                ("W3", "walrus " * 50000, ""),
+                ("  ", "walrus tusk", ""),
+                ("W4", "the walrus lost a tusk", "Tusk"),
+            ]
+        )
         assert [r.accepted for r in replies] == [True, False, False, False, True]
-        assert [r.code for r in replies] == ["", "INVALID_ARGUMENT", "INVALID_ARGUMENT", "INVALID_ARGUMENT", ""]
+        assert [r.code for r in replies] == [
+            "",
+            "INVALID_ARGUMENT",
+            "INVALID_ARGUMENT",
+            "INVALID_ARGUMENT",
+            "",
+        ]
         assert "not UTF-8" in replies[1].error and "limit is 200000" in replies[2].error
         assert "docno" in replies[3].error
         assert replies[0].terms == 3 and replies[0].doc_key != replies[4].doc_key
@@ -116,7 +146,9 @@ def test_an_empty_or_oversized_batch_is_refused_whole(ring):
         with pytest.raises(ClientError, match="at least one document") as e:
             c._call("PublishBatch", pb.PublishBatchRequest())
         assert e.value.code == "INVALID_ARGUMENT"
-        too_many = [pb.PublishRequest(docno=f"T{i}", text=b"tiny") for i in range(MAX_REQUEST_DOCS + 1)]
+        too_many = [
+            pb.PublishRequest(docno=f"T{i}", text=b"tiny") for i in range(MAX_REQUEST_DOCS + 1)
+        ]
         with pytest.raises(ClientError, match=f"at most {MAX_REQUEST_DOCS}") as e:
             c._call("PublishBatch", pb.PublishBatchRequest(documents=too_many))
         assert e.value.code == "INVALID_ARGUMENT"
@@ -165,9 +197,24 @@ def test_a_joining_node_takes_the_ring_settings_and_keys(ring, tmp_path):
     port = free_ports(1)[0]
     bad = cqengine("node", "--port", port, "--join", ring.addresses()[0], "--strategy", "ri")
     assert_one_line_error(bad, "engine options belong to the ring")
-    proc = subprocess.Popen([sys.executable, "-m", "cqengine", "node", "--port", str(port),
-                             "--join", ring.addresses()[0], "--stabilize", "0.15", "--fix-fingers", "0.3"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cqengine",
+            "node",
+            "--port",
+            str(port),
+            "--join",
+            ring.addresses()[0],
+            "--stabilize",
+            "0.15",
+            "--fix-fingers",
+            "0.3",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         address = f"127.0.0.1:{port}"
         wait_converged(ring.addresses() + [address], 8, timeout=60)
@@ -187,15 +234,34 @@ def test_a_joining_node_takes_the_ring_settings_and_keys(ring, tmp_path):
 
 def test_cli_subscribe_publish_stats_analyze(ring, tmp_path):
     rf = ("--ring-file", ring.path)
-    listener = subprocess.Popen([sys.executable, "-m", "cqengine", "subscribe", "volcanic ash", "--count", "1",
-                                 "--ring-file", str(ring.path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+    listener = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cqengine",
+            "subscribe",
+            "volcanic ash",
+            "--count",
+            "1",
+            "--ring-file",
+            str(ring.path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 30
         corpus = tmp_path / "c.trec"
-        from cqengine.trec import TrecDoc
-        write_trec([TrecDoc("V1", "Volcanic ash grounded flights.", "Ash cloud"),
-                    TrecDoc("V2", "Nothing to see.", "")], corpus)
+        from cqengine.text.trec import TrecDoc
+
+        write_trec(
+            [
+                TrecDoc("V1", "Volcanic ash grounded flights.", "Ash cloud"),
+                TrecDoc("V2", "Nothing to see.", ""),
+            ],
+            corpus,
+        )
         while time.monotonic() < deadline:  # publish until the subscription is in place
             pub = cqengine("publish", corpus, *rf)
             assert pub.returncode == 0, pub.stderr
@@ -210,14 +276,21 @@ def test_cli_subscribe_publish_stats_analyze(ring, tmp_path):
     finally:
         listener.kill()
     stats = cqengine("stats", "--all", *rf)
-    assert stats.returncode == 0 and "Announce" in stats.stdout and "documents published" in stats.stdout
+    assert (
+        stats.returncode == 0
+        and "Announce" in stats.stdout
+        and "documents published" in stats.stdout
+    )
     analyzed = cqengine("analyze", "The Hurricanes and THE levees")
     assert analyzed.stdout.split() == ["hurrican", "leve"]
 
 
 def test_cli_publish_reports_malformed_trec_with_its_line(ring, tmp_path):
     bad = tmp_path / "bad.trec"
-    bad.write_text("<DOC>\n<DOCNO> A </DOCNO>\n<TEXT>\nfine\n</TEXT>\n</DOC>\n<DOC>\n<TEXT>\nno docno\n</TEXT>\n</DOC>\n")
+    bad.write_text(
+        "<DOC>\n<DOCNO> A </DOCNO>\n<TEXT>\nfine\n</TEXT>\n</DOC>\n<DOC>\n<TEXT>\nno "
+        "docno\n</TEXT>\n</DOC>\n"
+    )
     proc = cqengine("publish", bad, "--ring-file", ring.path)
     assert_one_line_error(proc, f"{bad}:7:")
     missing = cqengine("publish", tmp_path / "nope.trec", "--ring-file", ring.path)
@@ -226,13 +299,19 @@ def test_cli_publish_reports_malformed_trec_with_its_line(ring, tmp_path):
     assert_one_line_error(both, "not both")
 
 
-@pytest.mark.parametrize("args,fragment", [
-    (["ring", "up", "-n", "2", "--strategy", "best"], "unknown strategy 'best'"),
-    (["ring", "up", "-n", "2", "--strategy", "oi"], "give --stats FILE"),
-    (["ring", "up", "-n", "2", "--strategy", "oi", "--stats", "/nonexistent.tsv"], "no such file"),
-    (["ring", "up", "-n", "2", "--resolution", "xx"], "choose td or bf"),
-    (["ring", "up", "-n", "2", "--bloom-bits", "1001"], "multiple of 8"),
-])
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        (["ring", "up", "-n", "2", "--strategy", "best"], "unknown strategy 'best'"),
+        (["ring", "up", "-n", "2", "--strategy", "oi"], "give --stats FILE"),
+        (
+            ["ring", "up", "-n", "2", "--strategy", "oi", "--stats", "/nonexistent.tsv"],
+            "no such file",
+        ),
+        (["ring", "up", "-n", "2", "--resolution", "xx"], "choose td or bf"),
+        (["ring", "up", "-n", "2", "--bloom-bits", "1001"], "multiple of 8"),
+    ],
+)
 def test_bad_engine_settings_are_refused_before_starting(args, fragment, tmp_path):
     proc = cqengine(*args, "--ring-file", tmp_path / "r.json")
     assert_one_line_error(proc, fragment)

@@ -18,15 +18,23 @@ def make_java(tmp_path, java_script=None):
         java = bin_dir / "java"
         java.write_text(f"#!/bin/sh\n{java_script}\n")
         java.chmod(0o755)
-    return subprocess.run(["make", "-s", "-C", str(ROOT), "java"], capture_output=True, text=True,
-                          env={"PATH": str(bin_dir)}, timeout=30)
+    return subprocess.run(
+        ["make", "-s", "-C", str(ROOT), "java"],
+        capture_output=True,
+        text=True,
+        env={"PATH": str(bin_dir)},
+        timeout=30,
+    )
 
 
-@pytest.mark.parametrize("script,found", [
-    (None, "no java on PATH"),
-    ("echo 'openjdk version \"11.0.2\" 2019-01-15' >&2", "found: 11"),
-    ("echo 'java version \"1.8.0_292\"' >&2", "found: 1"),
-])
+@pytest.mark.parametrize(
+    "script,found",
+    [
+        (None, "no java on PATH"),
+        ("echo 'openjdk version \"11.0.2\" 2019-01-15' >&2", "found: 11"),
+        ("echo 'java version \"1.8.0_292\"' >&2", "found: 1"),
+    ],
+)
 def test_old_or_missing_java_is_refused(tmp_path, script, found):
     proc = make_java(tmp_path, script)
     assert proc.returncode != 0

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from test_engine_sim import assert_exact, make_settings, subscribe_all, workload
 
 from cqengine.evaluation.measure import Shadows
-from cqengine.sim import EngineSimulator
-from test_engine_sim import assert_exact, make_settings, subscribe_all, workload
+from cqengine.evaluation.sim import EngineSimulator
 
 
 def publish_all(sim: EngineSimulator, wl) -> tuple[Counter, Counter]:
@@ -37,8 +37,12 @@ def test_a_shadow_resolution_counts_what_it_would_send_alone_and_agrees(resoluti
     wl = workload(1)
     kinds = {}
     for res, sh in ((resolution, shadow), (resolution, ""), (shadow, "")):
-        sim = EngineSimulator(9, make_settings(wl, strategy="mhi", resolution=res, bloom_bits=64, piggyback=1,
-                                               seed=4), seed=4, observer=Shadows(sh) if sh else None)
+        sim = EngineSimulator(
+            9,
+            make_settings(wl, strategy="mhi", resolution=res, bloom_bits=64, piggyback=1, seed=4),
+            seed=4,
+            observer=Shadows(sh) if sh else None,
+        )
         subs = subscribe_all(sim, wl)
         total, echoed = publish_all(sim, wl)
         assert_exact(sim.alerts(), wl.oracle(subs))
@@ -47,9 +51,13 @@ def test_a_shadow_resolution_counts_what_it_would_send_alone_and_agrees(resoluti
         kinds[res, sh] = total, echoed
     (both, echoed), tag = kinds[resolution, shadow], shadow + ":"
     assert both == kinds[resolution, ""][0]
-    alone = {k: v for k, v in kinds[shadow, ""][0].items() if k[0].split(".")[0] in ("TermDialogue", "GetBloom")}
+    alone = {
+        k: v
+        for k, v in kinds[shadow, ""][0].items()
+        if k[0].split(".")[0] in ("TermDialogue", "GetBloom")
+    }
     assert all(k[0].startswith(tag) for k in echoed)
-    assert {(k[0][len(tag):], k[1]): v for k, v in echoed.items()} == alone
+    assert {(k[0][len(tag) :], k[1]): v for k, v in echoed.items()} == alone
     assert alone[("TermDialogue", "messages")] > 0  # either way the dialogue has work to do
 
 
@@ -58,7 +66,9 @@ def test_shadow_depths_count_what_shallower_rings_send():
     and the announcement bytes it saves are what a ring of that depth sends."""
     wl = workload(3)
     settings = dict(strategy="mhi", resolution="td", seed=5)
-    sim = EngineSimulator(24, make_settings(wl, piggyback=3, **settings), seed=5, observer=Shadows("", (0, 1)))
+    sim = EngineSimulator(
+        24, make_settings(wl, piggyback=3, **settings), seed=5, observer=Shadows("", (0, 1))
+    )
     subscribe_all(sim, wl)
     deep, echoed = publish_all(sim, wl)
     saved = sim.tally
@@ -67,8 +77,19 @@ def test_shadow_depths_count_what_shallower_rings_send():
         subscribe_all(alone, wl)
         total, _ = publish_all(alone, wl)
         want = {k: v for k, v in total.items() if k[0].split(".")[0] == "TermDialogue"}
-        assert want and {(k[0][len(f"k{d}:"):], k[1]): v for k, v in echoed.items() if k[0].startswith(f"k{d}:")} == want
-        assert deep["Announce", "bytes"] - saved[f"k{d}:announce_bytes_saved"] == total["Announce", "bytes"]
+        assert (
+            want
+            and {
+                (k[0][len(f"k{d}:") :], k[1]): v
+                for k, v in echoed.items()
+                if k[0].startswith(f"k{d}:")
+            }
+            == want
+        )
+        assert (
+            deep["Announce", "bytes"] - saved[f"k{d}:announce_bytes_saved"]
+            == total["Announce", "bytes"]
+        )
     assert sim.tally["shadow_disagreements"] == 0
 
 

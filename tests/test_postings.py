@@ -1,11 +1,11 @@
 """Compiled inverted lists hold exactly what the entries say, through every change."""
 
-from hypothesis import given, settings, strategies as st
-
-from cqengine.postings import MERGED, Block, InvertedIndex, ask_order, member
-from cqengine.proto import cqengine_pb2 as pb
-
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cqengine.core.postings import MERGED, Block, InvertedIndex, ask_order, member
+from cqengine.proto import cqengine_pb2 as pb
 
 KEYS = st.integers(0, 5)
 IDS = st.one_of(st.integers(0, 40), st.integers(2**64 - 3, 2**64 - 1))
@@ -25,7 +25,9 @@ def rows(block: Block) -> list[tuple[int, list[int]]]:
     return out
 
 
-entries = st.lists(st.tuples(st.integers(0, 10**6), st.sets(IDS, min_size=1, max_size=6)), max_size=12)
+entries = st.lists(
+    st.tuples(st.integers(0, 10**6), st.sets(IDS, min_size=1, max_size=6)), max_size=12
+)
 
 
 @settings(max_examples=150, deadline=None)
@@ -42,12 +44,17 @@ def test_blocks_hold_their_entries_in_asking_order(groups, by_rarity):
     assert rows(Block.concat(blocks).select(keep)) == [w for w, k in zip(want, keep) if k]
 
 
-ops = st.lists(st.one_of(
-    st.tuples(st.just("put"), KEYS, st.integers(0, 6), st.sets(IDS, min_size=1, max_size=4)),
-    st.tuples(st.just("replace"), KEYS, st.integers(0, 6), st.sets(IDS, min_size=1, max_size=4)),
-    st.tuples(st.just("remove"), KEYS, st.integers(0, 6)),
-    st.tuples(st.just("take"), KEYS, KEYS),
-), max_size=30)
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("put"), KEYS, st.integers(0, 6), st.sets(IDS, min_size=1, max_size=4)),
+        st.tuples(
+            st.just("replace"), KEYS, st.integers(0, 6), st.sets(IDS, min_size=1, max_size=4)
+        ),
+        st.tuples(st.just("remove"), KEYS, st.integers(0, 6)),
+        st.tuples(st.just("take"), KEYS, KEYS),
+    ),
+    max_size=30,
+)
 
 
 @settings(max_examples=200, deadline=None)
@@ -78,10 +85,17 @@ def test_index_blocks_and_subscriptions_follow_every_change(program):
             held = model.get(key, [])
             assert (b is None) == (not held)
             if b is not None:
-                assert sorted(rows(b)) == sorted((e.subscription_id, list(e.term_ids)) for e in held)
+                assert sorted(rows(b)) == sorted(
+                    (e.subscription_id, list(e.term_ids)) for e in held
+                )
             for sub in range(7):
                 assert index.holds(key, sub) == any(e.subscription_id == sub for e in held)
-        for keys in ((0, 1, 2), (3, 5), (1, 4), (0, 1, 2)):  # merged, and kept merged, as the lists are now
+        for keys in (
+            (0, 1, 2),
+            (3, 5),
+            (1, 4),
+            (0, 1, 2),
+        ):  # merged, and kept merged, as the lists are now
             lists = [b for b in map(index.block, keys) if b is not None]
             merged = index.blocks(keys)
             assert (merged is None) == (not lists)
@@ -99,8 +113,13 @@ def test_member_is_set_membership(xs, members):
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(KEYS, st.integers(0, 30), st.sets(IDS, min_size=1, max_size=6)), max_size=25),
-       st.booleans(), st.integers(0, 5))
+@given(
+    st.lists(
+        st.tuples(KEYS, st.integers(0, 30), st.sets(IDS, min_size=1, max_size=6)), max_size=25
+    ),
+    st.booleans(),
+    st.integers(0, 5),
+)
 def test_compiling_at_once_builds_the_blocks_each_key_would(filed, by_rarity, moved):
     """compile builds every key's block, filter positions included, in bulk; an index of
     the same subscriptions filed under other keys, compiled with the first one's asking
@@ -119,5 +138,7 @@ def test_compiling_at_once_builds_the_blocks_each_key_would(filed, by_rarity, mo
             assert (want is None) == (got is None)
             if want is not None:
                 assert rows(got) == rows(want)
-                assert np.array_equal(got.terms, want.terms) and np.array_equal(got.codes, want.codes)
+                assert np.array_equal(got.terms, want.terms) and np.array_equal(
+                    got.codes, want.codes
+                )
                 assert np.array_equal(got.bloom_positions(64, 3), want.bloom_positions(64, 3))

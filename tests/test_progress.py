@@ -8,8 +8,18 @@ from cqengine import progress
 from cqengine.progress import Progress, duration
 
 
-@pytest.mark.parametrize("seconds, text", [(0, "0s"), (42.4, "42s"), (59.6, "1m00s"), (185, "3m05s"),
-                                           (3599, "59m59s"), (3720, "1h02m"), (90_000, "25h00m")])
+@pytest.mark.parametrize(
+    "seconds, text",
+    [
+        (0, "0s"),
+        (42.4, "42s"),
+        (59.6, "1m00s"),
+        (185, "3m05s"),
+        (3599, "59m59s"),
+        (3720, "1h02m"),
+        (90_000, "25h00m"),
+    ],
+)
 def test_a_duration_reads_as_seconds_minutes_or_hours(seconds, text):
     assert duration(seconds) == text
 

@@ -7,17 +7,25 @@ call a document id absent.
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from chord.ids import in_open, in_open_closed
-from hypothesis import given, settings, strategies as st
-
-from cqengine.announce import Knowledge, Run, announcement, group_runs, knowledge, known_in_parts, may_match, per_id, successors
-from cqengine.bloom import BloomFilter, _positions, positions_array
-from cqengine.engine import PublishedDoc
-from cqengine.postings import Block, member, union_terms
-from cqengine.proto import cqengine_pb2 as pb
+from cqengine.core.announce import (
+    Run,
+    announcement,
+    group_runs,
+    knowledge,
+    known_in_parts,
+    may_match,
+    per_id,
+    successors,
+)
+from cqengine.core.bloom import BloomFilter, _positions, positions_array
+from cqengine.core.engine import PublishedDoc
+from cqengine.core.postings import Block, member, union_terms
+from cqengine.core.resolution import FEW, pack_bits, unpack_bits, unpack_many
 from cqengine.evaluation.depths import Told, bytes_saved, truncated
-from cqengine.resolution import FEW, pack_bits, unpack_bits, unpack_many
 
 SMALL = 2**16  # a small id space makes collisions between query and document ids common
 ids = st.integers(0, SMALL)
@@ -35,8 +43,12 @@ def deliver(runs, dest_seq, k, depth=3):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.sets(st.one_of(ids, big_ids, st.just(0)), min_size=1, max_size=60),
-       st.lists(st.integers(0, 3), min_size=1, max_size=7), st.integers(1, 12), st.data())
+@given(
+    st.sets(st.one_of(ids, big_ids, st.just(0)), min_size=1, max_size=60),
+    st.lists(st.integers(0, 3), min_size=1, max_size=7),
+    st.integers(1, 12),
+    st.data(),
+)
 def test_a_shallower_announcement_is_a_deeper_one_cut_short(doc, dest_seq, deep, data):
     """What shadow depths rely on: every hop's runs at depth k are the deeper runs with
     their succ ids cut to k, and bytes_saved is the exact difference on the wire."""
@@ -51,19 +63,25 @@ def test_a_shallower_announcement_is_a_deeper_one_cut_short(doc, dest_seq, deep,
 
 
 def assert_depths_know_what_each_depth_does(runs, max_id, region, k, obs1, obs2, probes):
-    terms = np.array(sorted(set(probes) | {y for r in runs for y in (*r.ids, *r.succ, r.prev, r.next)}),
-                     dtype=np.uint64)
-    told = Told(runs, max_id, region, k, obs1, obs2)  # one per announcement, asked of block after block
+    terms = np.array(
+        sorted(set(probes) | {y for r in runs for y in (*r.ids, *r.succ, r.prev, r.next)}),
+        dtype=np.uint64,
+    )
+    told = Told(
+        runs, max_id, region, k, obs1, obs2
+    )  # one per announcement, asked of block after block
     for ys in (terms[::2], terms, terms):  # the last: what it returns
         known = told.depths(ys)
-        # queries of three consecutive terms (the last ones shorter), so that the block's terms are ys
+        # queries of three consecutive terms (the last ones shorter): the block's terms are ys
         ids_ = ys.tolist()
-        block = Block.of_rows(np.arange(len(ids_)), [ids_[i:i + 3] for i in range(len(ids_))])
+        block = Block.of_rows(np.arange(len(ids_)), [ids_[i : i + 3] for i in range(len(ids_))])
         assert np.array_equal(block.terms, ys)
         for d in range(k + 1):
             know = knowledge(truncated(runs, d), max_id, region, d, obs1, obs2)
-            for absent, present in ((known.absent(d), known.present(d)),
-                                    (told.at(d).absent_in(ys), member(ys, told.at(d).present_array))):
+            for absent, present in (
+                (known.absent(d), known.present(d)),
+                (told.at(d).absent_in(ys), member(ys, told.at(d).present_array)),
+            ):
                 assert np.array_equal(absent, know.absent_in(ys)), d
                 assert np.array_equal(present, member(ys, know.present_array)), d
             assert np.array_equal(known.kept(block, d), may_match(block, know.absent_in(ys))), d
@@ -71,35 +89,57 @@ def assert_depths_know_what_each_depth_does(runs, max_id, region, k, obs1, obs2,
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.sets(st.one_of(ids, big_ids, st.just(0)), min_size=1, max_size=60),
-       st.lists(st.integers(0, 3), min_size=1, max_size=7), st.integers(0, 12),
-       st.one_of(st.none(), st.tuples(big_ids, big_ids)), st.booleans(), st.booleans())
+@given(
+    st.sets(st.one_of(ids, big_ids, st.just(0)), min_size=1, max_size=60),
+    st.lists(st.integers(0, 3), min_size=1, max_size=7),
+    st.integers(0, 12),
+    st.one_of(st.none(), st.tuples(big_ids, big_ids)),
+    st.booleans(),
+    st.booleans(),
+)
 def test_all_depths_at_once_know_what_each_depth_alone_does(doc, dest_seq, k, region, obs1, obs2):
     """Shadow depths read every depth's knowledge off one structure; as any announcement
     carries them, a local id's piggybacked arc only grows with the depth."""
     doc_sorted = sorted(doc)
     probes = {(y + e) % 2**64 for y in doc for e in (-1, 1)} | {0, 2**64 - 1}
     for local in deliver([Run.whole(doc_sorted)], dest_seq, k):
-        known = assert_depths_know_what_each_depth_does(local, doc_sorted[-1], region, k, obs1, obs2, probes)
+        known = assert_depths_know_what_each_depth_does(
+            local, doc_sorted[-1], region, k, obs1, obs2, probes
+        )
         assert known.irregular == []
 
 
-run = st.builds(Run, st.lists(st.one_of(ids, big_ids), min_size=1, max_size=6), st.one_of(ids, big_ids),
-                st.one_of(ids, big_ids), st.lists(st.one_of(ids, big_ids), max_size=8))
+run = st.builds(
+    Run,
+    st.lists(st.one_of(ids, big_ids), min_size=1, max_size=6),
+    st.one_of(ids, big_ids),
+    st.one_of(ids, big_ids),
+    st.lists(st.one_of(ids, big_ids), max_size=8),
+)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(run, min_size=1, max_size=4), st.one_of(ids, big_ids), st.integers(0, 10),
-       st.one_of(st.none(), st.tuples(big_ids, big_ids)), st.booleans(), st.booleans(),
-       st.sets(st.one_of(ids, big_ids), max_size=30))
-def test_all_depths_at_once_know_what_each_depth_does_from_any_runs(runs, max_id, k, region, obs1, obs2, probes):
+@given(
+    st.lists(run, min_size=1, max_size=4),
+    st.one_of(ids, big_ids),
+    st.integers(0, 10),
+    st.one_of(st.none(), st.tuples(big_ids, big_ids)),
+    st.booleans(),
+    st.booleans(),
+    st.sets(st.one_of(ids, big_ids), max_size=30),
+)
+def test_all_depths_at_once_know_what_each_depth_does_from_any_runs(
+    runs, max_id, k, region, obs1, obs2, probes
+):
     """Even runs no announcement carries (wrapping, unordered succ ids): the arcs that do
     not grow with the depth are tested depth by depth."""
     assert_depths_know_what_each_depth_does(runs, max_id, region, k, obs1, obs2, probes)
 
 
 def test_bytes_saved_counts_a_run_whose_length_prefix_shrinks():
-    run = Run(list(range(1, 13)), prev=20, next=0, succ=list(range(30, 40)))  # 189 bytes, 107 without succ: a one-byte length then
+    run = Run(
+        list(range(1, 13)), prev=20, next=0, succ=list(range(30, 40))
+    )  # 189 bytes, 107 without succ: a one-byte length then
     msg = announcement("", 0, [(1, 0, [run, Run([50], 40, 60, [70])])])
     for k in range(11):
         cut = announcement("", 0, [(1, 0, truncated([run, Run([50], 40, 60, [70])], k))])
@@ -107,12 +147,19 @@ def test_bytes_saved_counts_a_run_whose_length_prefix_shrinks():
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.sets(st.one_of(ids, big_ids), min_size=1, max_size=60),
-       st.lists(st.integers(0, 3), min_size=1, max_size=7),
-       st.integers(0, 5), st.tuples(big_ids, big_ids), st.booleans(), st.booleans())
+@given(
+    st.sets(st.one_of(ids, big_ids), min_size=1, max_size=60),
+    st.lists(st.integers(0, 3), min_size=1, max_size=7),
+    st.integers(0, 5),
+    st.tuples(big_ids, big_ids),
+    st.booleans(),
+    st.booleans(),
+)
 def test_knowledge_never_calls_a_document_id_absent(doc, dest_seq, k, region, obs1, obs2):
     doc_sorted = sorted(doc)
-    probes = set(doc) | {(y + 1) % 2**64 for y in doc} | {(y - 1) % 2**64 for y in doc} | {0, 2**64 - 1}
+    probes = (
+        set(doc) | {(y + 1) % 2**64 for y in doc} | {(y - 1) % 2**64 for y in doc} | {0, 2**64 - 1}
+    )
     for local in deliver([Run.whole(doc_sorted)], dest_seq, k):
         know = knowledge(local, doc_sorted[-1], region, k, obs1, obs2)
         assert know.present <= doc
@@ -151,7 +198,9 @@ def test_bloom_filter_has_no_false_negatives(members, others, byte_size):
     copy = BloomFilter(byte_size * 8, 5, bf.to_bytes())
     assert all((x in copy) == (x in bf) for x in members | others)
     probe = sorted(members | others | {0, 2**64 - 1})
-    assert copy.contains_array(np.array(probe, dtype=np.uint64)).tolist() == [x in bf for x in probe]
+    assert copy.contains_array(np.array(probe, dtype=np.uint64)).tolist() == [
+        x in bf for x in probe
+    ]
 
 
 @given(st.lists(big_ids, max_size=200), st.integers(1, 16), st.integers(1, 7))
@@ -191,31 +240,56 @@ def reference_absent(know, y: int) -> bool:
         return False
     if know.max_id is not None and y > know.max_id:
         return True
-    if know.region is not None and in_open_closed(y, *know.region) and any(
-            in_open_closed(y, prev, last) or in_open(y, last, nxt) for prev, last, nxt in know.run_arcs):
+    if (
+        know.region is not None
+        and in_open_closed(y, *know.region)
+        and any(
+            in_open_closed(y, prev, last) or in_open(y, last, nxt)
+            for prev, last, nxt in know.run_arcs
+        )
+    ):
         return True
     return any(in_open_closed(y, a, b) for a, b in know.piggy_arcs)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.sets(st.one_of(ids, big_ids), min_size=1, max_size=40),
-       st.lists(st.integers(0, 3), min_size=1, max_size=6), st.integers(0, 4),
-       st.tuples(big_ids, big_ids), st.booleans(), st.booleans(), st.lists(big_ids, max_size=30))
+@given(
+    st.sets(st.one_of(ids, big_ids), min_size=1, max_size=40),
+    st.lists(st.integers(0, 3), min_size=1, max_size=6),
+    st.integers(0, 4),
+    st.tuples(big_ids, big_ids),
+    st.booleans(),
+    st.booleans(),
+    st.lists(big_ids, max_size=30),
+)
 def test_compiled_knowledge_equals_its_rules(doc, dest_seq, k, region, obs1, obs2, extra):
     doc_sorted = sorted(doc)
     for local in deliver([Run.whole(doc_sorted)], dest_seq, k):
         know = knowledge(local, doc_sorted[-1], region, k, obs1, obs2)
         edges = [v for r in local for v in (r.prev, r.next, r.ids[0], r.ids[-1])] + list(region)
-        probes = sorted({(v + d) % 2**64 for v in edges + doc_sorted for d in (-1, 0, 1)} | set(extra))
+        probes = sorted(
+            {(v + d) % 2**64 for v in edges + doc_sorted for d in (-1, 0, 1)} | set(extra)
+        )
         ys = np.array(probes, dtype=np.uint64)
         assert know.absent_in(ys).tolist() == [reference_absent(know, y) for y in probes]
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.lists(run, min_size=1, max_size=3), st.one_of(st.none(), st.tuples(big_ids, big_ids)),
-                          st.sets(st.one_of(ids, big_ids, st.just(0), st.just(2**64 - 1)), max_size=30)),
-                min_size=1, max_size=5),
-       st.one_of(ids, big_ids), st.integers(0, 4), st.booleans(), st.booleans())
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(run, min_size=1, max_size=3),
+            st.one_of(st.none(), st.tuples(big_ids, big_ids)),
+            st.sets(st.one_of(ids, big_ids, st.just(0), st.just(2**64 - 1)), max_size=30),
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+    st.one_of(ids, big_ids),
+    st.integers(0, 4),
+    st.booleans(),
+    st.booleans(),
+)
 def test_qns_know_in_step_what_each_knows_alone(qns, max_id, k, obs1, obs2):
     """What QNs resolving in step prune and know by: their terms side by side (each QN's
     sorted, often the same ids as another's), each QN's spans and present ids placed among
@@ -223,9 +297,16 @@ def test_qns_know_in_step_what_each_knows_alone(qns, max_id, k, obs1, obs2):
     knows, terms = [], []
     for runs, region, probes in qns:
         know = knowledge(runs, max_id, region, k, obs1, obs2)
-        edges = {(v + d) % 2**64 for r in runs for v in (*r.ids, *r.succ, r.prev, r.next, max_id) for d in (-1, 0, 1)}
+        edges = {
+            (v + d) % 2**64
+            for r in runs
+            for v in (*r.ids, *r.succ, r.prev, r.next, max_id)
+            for d in (-1, 0, 1)
+        }
         knows.append(know)
-        terms.append(np.array(sorted(probes | edges), dtype=np.uint64)[::len(knows)])  # some with no terms at all
+        terms.append(
+            np.array(sorted(probes | edges), dtype=np.uint64)[:: len(knows)]
+        )  # some with no terms at all
     start = np.concatenate([[0], np.cumsum([len(t) for t in terms])])
     absent, present = known_in_parts(np.concatenate(terms), start, knows)
     for know, ys, a, b in zip(knows, terms, start, start[1:]):
@@ -233,16 +314,27 @@ def test_qns_know_in_step_what_each_knows_alone(qns, max_id, k, obs1, obs2):
         assert present[a:b].tolist() == member(ys, know.present_array).tolist()
 
 
-@given(st.lists(st.sets(st.one_of(ids, big_ids, st.just(0), st.just(2**64 - 1)), max_size=30), min_size=1, max_size=4))
+@given(
+    st.lists(
+        st.sets(st.one_of(ids, big_ids, st.just(0), st.just(2**64 - 1)), max_size=30),
+        min_size=1,
+        max_size=4,
+    )
+)
 def test_merged_terms_are_the_distinct_ones_with_each_blocks_places(term_sets):
     """A QN's blocks' terms merged (Block.concat, Resolver) as np.unique merges them."""
-    blocks = [Block.of_rows(np.arange(max(1, len(t))), [[y] for y in sorted(t)] or [[7]]) for t in term_sets]
+    blocks = [
+        Block.of_rows(np.arange(max(1, len(t))), [[y] for y in sorted(t)] or [[7]])
+        for t in term_sets
+    ]
     terms, inverse = union_terms(blocks)
     want, want_inverse = np.unique(np.concatenate([b.terms for b in blocks]), return_inverse=True)
     assert np.array_equal(terms, want) and np.array_equal(inverse, want_inverse)
 
 
-@given(st.lists(st.booleans(), max_size=70), st.lists(st.lists(st.booleans(), max_size=70), max_size=5))
+@given(
+    st.lists(st.booleans(), max_size=70), st.lists(st.lists(st.booleans(), max_size=70), max_size=5)
+)
 def test_dialogue_bits_round_trip_little_endian(flags, more):
     data = pack_bits(flags)
     assert len(data) == (len(flags) + 7) // 8
@@ -250,7 +342,9 @@ def test_dialogue_bits_round_trip_little_endian(flags, more):
     assert [bool(f) for f in unpack_bits(data, len(flags))] == flags
     # a round's replies, unpacked at once
     replies = [flags, *more]
-    assert unpack_many([pack_bits(r) for r in replies], [len(r) for r in replies]).tolist() == sum(replies, [])
+    assert unpack_many([pack_bits(r) for r in replies], [len(r) for r in replies]).tolist() == sum(
+        replies, []
+    )
     if flags:
         with pytest.raises(ValueError):
             unpack_many([pack_bits(r) for r in replies], [len(r) + 8 for r in replies])
@@ -261,4 +355,6 @@ def test_a_document_answers_a_question_of_any_length_by_membership(doc, question
     """A few ids are answered in Python, more in numpy: the same answer either way."""
     held = PublishedDoc(1, "d", "", "", frozenset(doc)).holds(question)
     assert [bool(h) for h in held] == [y in doc for y in question]
-    assert [bool(f) for f in unpack_bits(pack_bits(held), len(question))] == [y in doc for y in question]
+    assert [bool(f) for f in unpack_bits(pack_bits(held), len(question))] == [
+        y in doc for y in question
+    ]

@@ -1,17 +1,19 @@
 """Next-hop grouping (the paper's Algorithm 1) and key hand-over ranges, as properties."""
 
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from chord.ids import BITS, SPACE, distance, in_open_closed
-from chord.oracle import RingOracle
 from chord.node import ChordNode
+from chord.oracle import RingOracle
 from chord.routing import NodeRef, RoutingTable
 from chord.store import SortedKeyStore
 
 ids = st.integers(min_value=0, max_value=SPACE - 1)
 rings = st.sets(ids, min_size=1, max_size=64).map(
-    lambda s: [NodeRef(i, f"n{k}") for k, i in enumerate(sorted(s))])
+    lambda s: [NodeRef(i, f"n{k}") for k, i in enumerate(sorted(s))]
+)
 
 
 def tables(nodes, r=8):
@@ -56,9 +58,11 @@ def test_precomputed_rules_answer_as_the_rules(nodes, data, scrambled):
     node.table = t = scrambled_table(nodes, me, data) if scrambled else by_node[me]
     keys = data.draw(st.lists(ids, max_size=30))
     keys += [(n.id + d) % SPACE for n in nodes for d in (-1, 0, 1)]
+
     def hop(key):
         h = t.next_hop(key)
         return None if h == me else h
+
     for key in keys:
         assert t.router()(key) == hop(key)
         assert node.step(key) == node._step(key)

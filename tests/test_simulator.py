@@ -3,7 +3,8 @@
 import random
 
 import pytest
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from chord.ids import hash_id
 from chord.node import JoinError, PeerUnreachable
@@ -61,7 +62,9 @@ def test_checks_catch_a_broken_ring():
     sim.build_instant([addr(i) for i in range(16)])
     nodes = sorted(sim.nodes.values(), key=lambda n: n.me.id)
     nodes[3].table.successors = [nodes[5].me] + nodes[3].table.successors[1:]  # skips one
-    assert any("successor ring holds 15 of 16" in p for p in zave_problems([n.table for n in nodes]))
+    assert any(
+        "successor ring holds 15 of 16" in p for p in zave_problems([n.table for n in nodes])
+    )
     nodes[3].table.successors = list(reversed(nodes[3].table.successors))
     assert any("out of ring order" in p for p in sim.problems())
     sim2 = Simulator()
@@ -209,7 +212,11 @@ def test_instant_lookups_find_what_lookups_find_without_a_message():
     with sim.instant_lookups():
         assert [sim.lookup(a, key, verify=True)[0] for a, key in asked] == real
         assert sim.ledger.total().messages == sent
-        for change in (lambda: sim.new_node("newcomer"), lambda: sim.leave(addr(0)), lambda: sim.fail(addr(1))):
+        for change in (
+            lambda: sim.new_node("newcomer"),
+            lambda: sim.leave(addr(0)),
+            lambda: sim.fail(addr(1)),
+        ):
             with pytest.raises(RuntimeError, match="membership changed"):
                 change()
         assert len(sim.nodes) == 200 and addr(0) in sim.nodes and addr(1) in sim.nodes

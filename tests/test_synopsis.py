@@ -3,9 +3,10 @@
 import random
 from collections import Counter
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from cqengine.synopsis import Synopsis, coin_tosses, merge, top_k
+from cqengine.core.synopsis import Synopsis, coin_tosses, merge, top_k
 
 terms = st.integers(0, 40)
 registers = st.tuples(st.integers(1, 8))  # one CT register: the exact case (see the module)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cqengine.trec import TrecDoc, TrecError, iter_trec, write_trec
+from cqengine.text.trec import TrecDoc, TrecError, iter_trec, write_trec
 
 AP_STYLE = """\
 <DOC>
@@ -50,8 +50,9 @@ def test_reads_documents_blocks_and_entities(tmp_path):
     assert all(d.source == str(path) for d in docs)
     first, second, third = docs
     assert first.title == "Reports Former Saigon Officials Released"
-    assert first.text == ("Hundreds of people were released.\n   More & more <soon>.\n\n"
-                          "Second block.")
+    assert first.text == (
+        "Hundreds of people were released.\n   More & more <soon>.\n\nSecond block."
+    )
     assert second.title == "One; Two"
     assert second.text == "inline text   \"q\" 'a' AT&T"
     assert third.title == ""
@@ -64,8 +65,9 @@ def test_gzip_by_magic_bytes_not_suffix(tmp_path):
         path = tmp_path / name
         path.write_bytes(gzip.compress(AP_STYLE.encode()))
         docs = list(iter_trec(path))
-        assert [(d.docno, d.title, d.text, d.line) for d in docs] == \
-            [(d.docno, d.title, d.text, d.line) for d in plain]
+        assert [(d.docno, d.title, d.text, d.line) for d in docs] == [
+            (d.docno, d.title, d.text, d.line) for d in plain
+        ]
 
 
 def test_empty_and_whitespace_only_files(tmp_path):
@@ -178,7 +180,8 @@ def test_write_format_and_reproducible_gzip(tmp_path):
     assert write_trec(docs, plain) == 2
     assert plain.read_text().startswith(
         "<DOC>\n<DOCNO> D-1 </DOCNO>\n<HEAD>T &amp; &lt;t&gt;</HEAD>\n<TEXT>\n"
-        "a &amp; b &lt; c &gt; d\n</TEXT>\n</DOC>\n<DOC>\n")
+        "a &amp; b &lt; c &gt; d\n</TEXT>\n</DOC>\n<DOC>\n"
+    )
     a, b = tmp_path / "a.gz", tmp_path / "b.gz"
     write_trec(docs, a)
     write_trec(iter(docs), b)
@@ -198,13 +201,20 @@ _field = st.text(_chars, max_size=60).map(str.strip)
 @st.composite
 def _docs(draw):
     n = draw(st.integers(0, 5))
-    docnos = draw(st.lists(st.text(_chars, min_size=1, max_size=12).map(str.strip)
-                           .filter(bool), min_size=n, max_size=n, unique=True))
+    docnos = draw(
+        st.lists(
+            st.text(_chars, min_size=1, max_size=12).map(str.strip).filter(bool),
+            min_size=n,
+            max_size=n,
+            unique=True,
+        )
+    )
     return [TrecDoc(docno, draw(_field), draw(_field)) for docno in docnos]
 
 
-@settings(max_examples=150, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(_docs(), st.sampled_from(["rt.trec", "rt.trec.gz"]))
 def test_round_trip(tmp_path, docs, name):
     path = tmp_path / name

@@ -1,13 +1,14 @@
 """Message sizes worked out without building the messages equal the bytes of the
 messages the engine sends, for a batch of one document."""
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from cqengine.bloom import BloomFilter
-from cqengine.engine import PublishedDoc, alert_batch
+from cqengine.core.bloom import BloomFilter
+from cqengine.core.engine import PublishedDoc, alert_batch
+from cqengine.core.resolution import pack_bits
 from cqengine.evaluation.wire import alert_batch_size, bloom_sizes, dialogue_sizes, matched_size
 from cqengine.proto import cqengine_pb2 as pb
-from cqengine.resolution import pack_bits
 
 doc_keys = st.one_of(st.just(0), st.integers(1, 2**64 - 1))  # a zero key is on the wire too
 
@@ -34,7 +35,9 @@ sub_ids = st.one_of(st.just(0), st.integers(1, 2**64 - 1))
 
 @given(doc_keys, st.lists(st.tuples(sub_ids, texts), max_size=40))
 def test_a_report_of_matches_takes_the_bytes_its_message_takes(doc_key, matches):
-    request = pb.MatchedRequest(doc_keys=[doc_key], matches=[pb.Match(subscription_id=s, home=h) for s, h in matches])
+    request = pb.MatchedRequest(
+        doc_keys=[doc_key], matches=[pb.Match(subscription_id=s, home=h) for s, h in matches]
+    )
     assert matched_size(matches) == request.ByteSize()
 
 

@@ -1,4 +1,4 @@
-"""The Spark workload job (cqengine.workload_job): the paper's query distributions, drawn
+"""The Spark workload job (cqengine.spark.workload_job): the paper's query distributions, drawn
 deterministically whatever the partitioning, equal to the plain-Python generator."""
 
 import json
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from chord.ids import hash_id
-from cqengine.prep import signed
-from cqengine.workload import generate_queries
-from cqengine.workload_job import WorkloadError, run_workload
+from cqengine.spark.prep import signed
+from cqengine.spark.workload_job import WorkloadError, run_workload
+from cqengine.text.workload import generate_queries
 
 VOCAB = 2000
 N = 20_000  # queries per distribution workload
@@ -26,8 +26,9 @@ def zipf_df() -> dict[str, int]:
 def write_stats(spark, directory: Path, df: dict[str, int]) -> Path:
     """A statistics directory as `cqengine prep` writes it (only terms.parquet matters)."""
     rows = [(t, signed(hash_id(t)), n) for t, n in df.items()]
-    spark.createDataFrame(rows, "term string, term_id long, df long") \
-        .write.parquet(str(directory / "terms.parquet"))
+    spark.createDataFrame(rows, "term string, term_id long, df long").write.parquet(
+        str(directory / "terms.parquet")
+    )
     return directory
 
 
@@ -101,6 +102,7 @@ def term_choice_rho(df, records) -> float:
 # Measured with seeds 1, 2, 3 and 11 at v = 5 and 10: skew 0.90-0.95, inverskew -0.87 to
 # -0.92, uniform within +-0.033 (its standard error is about 1/sqrt(2000) = 0.022).
 
+
 def test_skew_favours_frequent_terms(df, workloads):
     assert term_choice_rho(df, workloads["skew"][1]) > 0.8
 
@@ -143,10 +145,15 @@ def test_query_sizes(df, workloads, kind):
 def test_summary(spark, workloads):
     summary, _ = workloads["inverskew"]
     assert summary == {
-        "kind": "inverskew", "queries": N, "seed": 13, "mean_size": 10,
+        "kind": "inverskew",
+        "queries": N,
+        "seed": 13,
+        "mean_size": 10,
         "measured_mean_size": summary["measured_mean_size"],
         "measured_size_stdev": summary["measured_size_stdev"],
-        "vocabulary_size": VOCAB, "partitions": spark.sparkContext.defaultParallelism}
+        "vocabulary_size": VOCAB,
+        "partitions": spark.sparkContext.defaultParallelism,
+    }
 
 
 @pytest.mark.parametrize("kind", PLANS)
@@ -169,8 +176,11 @@ def test_same_seed_same_workload_whatever_the_partitioning(spark, df, one_and_fo
     assert (one / "queries.jsonl").read_bytes() == (four / "queries.jsonl").read_bytes()
     expected = generate_queries(df, 3000, "skew", 4.5, 5)
     assert [r["terms"] for r in read_jsonl(four)] == expected
-    assert read_parquet(spark, one) == read_parquet(spark, four) \
+    assert (
+        read_parquet(spark, one)
+        == read_parquet(spark, four)
         == [(i, len(q), q) for i, q in enumerate(expected)]
+    )
     schema = spark.read.parquet(str(four / "queries.parquet")).schema.simpleString()
     assert schema == "struct<query_id:bigint,size:int,terms:array<string>>"
     assert (s1["partitions"], s4["partitions"]) == (1, 4)
@@ -179,7 +189,8 @@ def test_same_seed_same_workload_whatever_the_partitioning(spark, df, one_and_fo
 
 
 def test_different_seed_replaces_the_output_with_a_different_workload(
-        spark, stats, one_and_four, tmp_path, capsys):
+    spark, stats, one_and_four, tmp_path, capsys
+):
     (one, _), _ = one_and_four
     out = tmp_path / "out"
     shutil.copytree(one, out)
@@ -194,17 +205,27 @@ def test_different_seed_replaces_the_output_with_a_different_workload(
         assert f"[{name}" in err, err
 
 
-@pytest.mark.parametrize("change, fragments", [
-    ({"kind": "zipf"}, ["'zipf'", "uniform, skew, inverskew"]),
-    ({"queries": 0}, ["at least 1", "not 0"]),
-    ({"mean_size": 0}, ["mean query size", "positive"]),
-    ({"mean_size": -2.5}, ["mean query size", "positive"]),
-    ({"partitions": 0}, ["partitions"]),
-    ({"stats_dir": "missing"}, ["no terms.parquet here", "run `cqengine prep` first"]),
-])
+@pytest.mark.parametrize(
+    "change, fragments",
+    [
+        ({"kind": "zipf"}, ["'zipf'", "uniform, skew, inverskew"]),
+        ({"queries": 0}, ["at least 1", "not 0"]),
+        ({"mean_size": 0}, ["mean query size", "positive"]),
+        ({"mean_size": -2.5}, ["mean query size", "positive"]),
+        ({"partitions": 0}, ["partitions"]),
+        ({"stats_dir": "missing"}, ["no terms.parquet here", "run `cqengine prep` first"]),
+    ],
+)
 def test_bad_requests_fail_clearly_and_write_nothing(spark, stats, tmp_path, change, fragments):
-    args = {"stats_dir": stats, "kind": "skew", "queries": 10, "mean_size": 5, "seed": 1,
-            "out": tmp_path / "out", "quiet": True}
+    args = {
+        "stats_dir": stats,
+        "kind": "skew",
+        "queries": 10,
+        "mean_size": 5,
+        "seed": 1,
+        "out": tmp_path / "out",
+        "quiet": True,
+    }
     if change.get("stats_dir") == "missing":
         change = {"stats_dir": tmp_path / "nowhere"}
     with pytest.raises(WorkloadError) as info:

@@ -17,9 +17,9 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from chord.ids import MASK, arc_spans
-from cqengine.announce import Knowledge, Run, knowledge, may_match, successors
+from cqengine.core.announce import Knowledge, Run, knowledge, may_match, successors
+from cqengine.core.postings import Block
 from cqengine.evaluation.wire import packed_fixed64_size, varint_size
-from cqengine.postings import Block
 from cqengine.proto import cqengine_pb2 as pb
 
 
@@ -40,11 +40,11 @@ def bytes_saved(runs: Iterable[pb.Run], depths: Sequence[int]) -> list[int]:
         size = r.ByteSize()
         for i, d in enumerate(depths):
             if d < n:
-                cut = size - packed_fixed64_size(n) + packed_fixed64_size(d)  # succ is packed fixed64
+                cut = (
+                    size - packed_fixed64_size(n) + packed_fixed64_size(d)
+                )  # succ is packed fixed64
                 saved[i] += size + varint_size(size) - cut - varint_size(cut)
     return saved
-
-
 
 
 NEVER = np.iinfo(np.int64).max
@@ -60,10 +60,12 @@ class Depths:
     only in a malformed announcement, is kept aside and tested depth by depth)."""
 
     terms: np.ndarray
-    present_from: np.ndarray                     # per term, int64 (NEVER: at no depth)
+    present_from: np.ndarray  # per term, int64 (NEVER: at no depth)
     spans_from: np.ndarray
-    irregular: list[tuple[int, list[int]]]       # (local id, its successors) of arcs that do not grow
-    _pruned_from: np.ndarray | bool | None = None  # per query of the block `kept` is asked of (False: no such)
+    irregular: list[tuple[int, list[int]]]  # (local id, its successors) of arcs that do not grow
+    _pruned_from: np.ndarray | bool | None = (
+        None  # per query of the block `kept` is asked of (False: no such)
+    )
 
     def present(self, d: int) -> np.ndarray:
         return self.present_from <= d
@@ -76,8 +78,12 @@ class Depths:
         worked out once for all depths."""
         if self._pruned_from is None:
             absent_from = np.where(self.present_from > self.spans_from, self.spans_from, NEVER)
-            ray = not self.irregular and bool(((self.present_from == NEVER) | (absent_from == NEVER)).all())
-            self._pruned_from = np.minimum.reduce(absent_from[block.codes], axis=0) if ray else False
+            ray = not self.irregular and bool(
+                ((self.present_from == NEVER) | (absent_from == NEVER)).all()
+            )
+            self._pruned_from = (
+                np.minimum.reduce(absent_from[block.codes], axis=0) if ray else False
+            )
         if self._pruned_from is False:
             return may_match(block, self.absent(d))
         return self._pruned_from > d
@@ -97,17 +103,32 @@ class Told:
     per announcement however many indexes consult it (the engine's own and each shadow
     index, in a measurement pass, ask the same of the same runs)."""
 
-    def __init__(self, runs: Sequence[Run], max_id: int, region: tuple[int, int] | None, k: int,
-                 obs1: bool = True, obs2: bool = True) -> None:
-        self.runs, self.max_id, self.region, self.k, self.obs1, self.obs2 = runs, max_id, region, k, obs1, obs2
+    def __init__(
+        self,
+        runs: Sequence[Run],
+        max_id: int,
+        region: tuple[int, int] | None,
+        k: int,
+        obs1: bool = True,
+        obs2: bool = True,
+    ) -> None:
+        self.runs, self.max_id, self.region, self.k, self.obs1, self.obs2 = (
+            runs,
+            max_id,
+            region,
+            k,
+            obs1,
+            obs2,
+        )
         self._at: dict[int, Knowledge] = {}
 
     def at(self, d: int) -> Knowledge:
         """Depth d's knowledge: the runs cut short to d piggybacked ids."""
         know = self._at.get(d)
         if know is None:
-            know = self._at[d] = knowledge(truncated(self.runs, d), self.max_id, self.region, d,
-                                           self.obs1, self.obs2)
+            know = self._at[d] = knowledge(
+                truncated(self.runs, d), self.max_id, self.region, d, self.obs1, self.obs2
+            )
         return know
 
     @cached_property
@@ -119,14 +140,20 @@ class Told:
                 seen[y] = min(seen.get(y, NEVER), j + 1)  # depth d carries the first d succ ids
             for y in (*run.ids, run.prev, run.next):
                 seen[y] = 0
-        return (np.fromiter(seen, dtype=np.uint64, count=len(seen)),
-                np.fromiter(seen.values(), dtype=np.int64, count=len(seen)))
+        return (
+            np.fromiter(seen, dtype=np.uint64, count=len(seen)),
+            np.fromiter(seen.values(), dtype=np.int64, count=len(seen)),
+        )
 
     @cached_property
     def _arcs(self) -> list[tuple[int, list[int]]]:
         """Each local id with the successors piggybacked after it (at depth k)."""
-        return [(x, after) for run in self.runs for j, x in enumerate(run.ids)
-                if (after := successors(run.ids, j, run.succ, self.k) if self.k else [])]
+        return [
+            (x, after)
+            for run in self.runs
+            for j, x in enumerate(run.ids)
+            if (after := successors(run.ids, j, run.succ, self.k) if self.k else [])
+        ]
 
     @cached_property
     def _reach(self) -> tuple[np.ndarray, np.ndarray, list[tuple[int, list[int]]]]:
@@ -141,12 +168,20 @@ class Told:
         irregular = []
         for x, after in self._arcs:
             if x < after[0] and all(a < b for a, b in zip(after, after[1:])):
-                segments += [(lo + 1, hi, d) for d, (lo, hi) in enumerate(zip([x] + after, after), 1)]
+                segments += [
+                    (lo + 1, hi, d) for d, (lo, hi) in enumerate(zip([x] + after, after), 1)
+                ]
             else:
                 irregular.append((x, after))
-        steps = sorted({lo for lo, _, _ in segments} | {hi + 1 for _, hi, _ in segments if hi < MASK})
+        steps = sorted(
+            {lo for lo, _, _ in segments} | {hi + 1 for _, hi, _ in segments if hi < MASK}
+        )
         least = [min((d for lo, hi, d in segments if lo <= y <= hi), default=NEVER) for y in steps]
-        return np.array(steps, dtype=np.uint64), np.array([NEVER] + least, dtype=np.int64), irregular
+        return (
+            np.array(steps, dtype=np.uint64),
+            np.array([NEVER] + least, dtype=np.int64),
+            irregular,
+        )
 
     def depths(self, terms: np.ndarray) -> Depths:
         """Depths up to k of what the runs tell of these (sorted) terms."""
@@ -156,4 +191,6 @@ class Told:
         hit = terms[at] == ys if len(terms) else np.zeros(len(ys), dtype=bool)
         present_from[at[hit]] = least[hit]
         steps, reached, irregular = self._reach
-        return Depths(terms, present_from, reached[steps.searchsorted(terms, side="right")], irregular)
+        return Depths(
+            terms, present_from, reached[steps.searchsorted(terms, side="right")], irregular
+        )

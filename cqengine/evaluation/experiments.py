@@ -29,7 +29,7 @@ class Plan:
 
     scale: Scale
     synopsis_ks: tuple[int, ...] = paper.SYNOPSIS_KS
-    synopsis_k: int = 1000       # SAP-MHI's K in table2 and breakdown (Figure 6's)
+    synopsis_k: int = 1000  # SAP-MHI's K in table2 and breakdown (Figure 6's)
     piggybacks: tuple[int, ...] = tuple(range(11))
     piggyback_workload: str = "skew"
     breakdown_piggyback: int = 10
@@ -50,37 +50,61 @@ def reduction(base: float, new: float) -> float | None:
     return 100.0 * (1.0 - new / base) if base else None
 
 
-def spec(strategy: str, workload: str, resolution: str, plan: Plan, k: int = 0,
-         documents: str = "all", synopsis_k: int | None = None) -> RunSpec:
+def spec(
+    strategy: str,
+    workload: str,
+    resolution: str,
+    plan: Plan,
+    k: int = 0,
+    documents: str = "all",
+    synopsis_k: int | None = None,
+) -> RunSpec:
     sk = (synopsis_k or plan.synopsis_k) if strategy == "sap-mhi" else 0
     return RunSpec(IndexSpec(strategy, workload, sk), resolution, k, documents)
 
 
-def point(results: dict[RunSpec, RunResult], plan: Plan, strategy: str, workload: str,
-          k: int = 0, documents: str = "all", synopsis_k: int | None = None) -> dict:
+def point(
+    results: dict[RunSpec, RunResult],
+    plan: Plan,
+    strategy: str,
+    workload: str,
+    k: int = 0,
+    documents: str = "all",
+    synopsis_k: int | None = None,
+) -> dict:
     """One strategy's numbers on one workload: both resolution methods' runs together."""
-    runs = {r: results[spec(strategy, workload, r, plan, k, documents, synopsis_k)] for r in RESOLUTIONS}
+    runs = {
+        r: results[spec(strategy, workload, r, plan, k, documents, synopsis_k)] for r in RESOLUTIONS
+    }
     td, bf = (runs[r].measure(documents) for r in RESOLUTIONS)
     if td["queries_per_doc"] != bf["queries_per_doc"]:  # resolution starts after pruning
         raise EvaluationError(f"{strategy}/{workload}: TD and BF runs presented different queries")
-    return {"load": percentiles(runs["td"].load), "queries_per_doc": td["queries_per_doc"],
-            "td_bytes_per_doc": td["resolution_bytes_per_doc"], "bf_bytes_per_doc": bf["resolution_bytes_per_doc"],
-            "td_messages_per_doc": td["resolution_messages_per_doc"],
-            "bf_messages_per_doc": bf["resolution_messages_per_doc"],
-            "bloom_filters_per_doc": bf["bloom_filters_per_doc"],
-            "bloom_bytes_per_doc": bf["bloom_bytes_per_doc"],
-            "announce_bytes_per_doc": td["announce_bytes_per_doc"],
-            "alerts_per_doc": td["alerts_per_doc"], "longest_lists": runs["td"].longest,
-            "runs": {r: runs[r].spec.name for r in RESOLUTIONS}}
+    return {
+        "load": percentiles(runs["td"].load),
+        "queries_per_doc": td["queries_per_doc"],
+        "td_bytes_per_doc": td["resolution_bytes_per_doc"],
+        "bf_bytes_per_doc": bf["resolution_bytes_per_doc"],
+        "td_messages_per_doc": td["resolution_messages_per_doc"],
+        "bf_messages_per_doc": bf["resolution_messages_per_doc"],
+        "bloom_filters_per_doc": bf["bloom_filters_per_doc"],
+        "bloom_bytes_per_doc": bf["bloom_bytes_per_doc"],
+        "announce_bytes_per_doc": td["announce_bytes_per_doc"],
+        "alerts_per_doc": td["alerts_per_doc"],
+        "longest_lists": runs["td"].longest,
+        "runs": {r: runs[r].spec.name for r in RESOLUTIONS},
+    }
 
 
 def reductions(base: dict, new: dict) -> dict:
-    return {"queries": reduction(base["queries_per_doc"], new["queries_per_doc"]),
-            "td": reduction(base["td_bytes_per_doc"], new["td_bytes_per_doc"]),
-            "bf": reduction(base["bf_bytes_per_doc"], new["bf_bytes_per_doc"])}
+    return {
+        "queries": reduction(base["queries_per_doc"], new["queries_per_doc"]),
+        "td": reduction(base["td_bytes_per_doc"], new["td_bytes_per_doc"]),
+        "bf": reduction(base["bf_bytes_per_doc"], new["bf_bytes_per_doc"]),
+    }
 
 
 # ---- the experiments --------------------------------------------------------------------
+
 
 class Table2:
     name = "table2"
@@ -88,17 +112,23 @@ class Table2:
     strategies = ("ri", "mhi", "oi", "sap-mhi")
 
     def specs(self, plan: Plan) -> list[RunSpec]:
-        return [spec(s, w, r, plan) for w in WORKLOADS for s in self.strategies for r in RESOLUTIONS]
+        return [
+            spec(s, w, r, plan) for w in WORKLOADS for s in self.strategies for r in RESOLUTIONS
+        ]
 
     def numbers(self, plan: Plan, results) -> dict:
         out = {}
         for w in WORKLOADS:
             rows = {s: point(results, plan, s, w) for s in self.strategies}
-            out[w] = {"rows": rows, "reductions": {
-                "MHI over RI": reductions(rows["ri"], rows["mhi"]),
-                "OI over RI": reductions(rows["ri"], rows["oi"]),
-                "SAP-MHI over RI": reductions(rows["ri"], rows["sap-mhi"]),
-                "SAP-MHI over MHI": reductions(rows["mhi"], rows["sap-mhi"])}}
+            out[w] = {
+                "rows": rows,
+                "reductions": {
+                    "MHI over RI": reductions(rows["ri"], rows["mhi"]),
+                    "OI over RI": reductions(rows["ri"], rows["oi"]),
+                    "SAP-MHI over RI": reductions(rows["ri"], rows["sap-mhi"]),
+                    "SAP-MHI over MHI": reductions(rows["mhi"], rows["sap-mhi"]),
+                },
+            }
         return {"workloads": out, "synopsis_k": plan.synopsis_k}
 
 
@@ -108,8 +138,9 @@ class Piggyback:
 
     def specs(self, plan: Plan) -> list[RunSpec]:
         w, top = plan.piggyback_workload, max(plan.piggybacks)
-        return ([spec("mhi", w, r, plan, k) for k in plan.piggybacks for r in RESOLUTIONS] +
-                [spec("ri", w, r, plan, k) for k in sorted({0, top}) for r in RESOLUTIONS])
+        return [spec("mhi", w, r, plan, k) for k in plan.piggybacks for r in RESOLUTIONS] + [
+            spec("ri", w, r, plan, k) for k in sorted({0, top}) for r in RESOLUTIONS
+        ]
 
     def numbers(self, plan: Plan, results) -> dict:
         w, top = plan.piggyback_workload, max(plan.piggybacks)
@@ -117,9 +148,21 @@ class Piggyback:
         rows = []
         for k in plan.piggybacks:
             mhi = point(results, plan, "mhi", w, k)
-            rows.append({"k": k, "mhi": mhi, "saving_over_ri": reductions(ri, mhi),
-                         "announce_overhead_bytes_per_doc": mhi["announce_bytes_per_doc"] - ri["announce_bytes_per_doc"]})
-        return {"workload": w, "ri": ri, "rows": rows, "ri_top_k": {"k": top, **point(results, plan, "ri", w, top)}}
+            rows.append(
+                {
+                    "k": k,
+                    "mhi": mhi,
+                    "saving_over_ri": reductions(ri, mhi),
+                    "announce_overhead_bytes_per_doc": mhi["announce_bytes_per_doc"]
+                    - ri["announce_bytes_per_doc"],
+                }
+            )
+        return {
+            "workload": w,
+            "ri": ri,
+            "rows": rows,
+            "ri_top_k": {"k": top, **point(results, plan, "ri", w, top)},
+        }
 
 
 class SynopsisSize:
@@ -127,8 +170,12 @@ class SynopsisSize:
     title = "Figures 4 and 5: SAP-MHI against MHI by synopsis size K (second half of the documents)"
 
     def specs(self, plan: Plan) -> list[RunSpec]:
-        return [spec(s, w, r, plan, 0, "second", k) for w in WORKLOADS for r in RESOLUTIONS
-                for s, k in [("mhi", None)] + [("sap-mhi", k) for k in plan.synopsis_ks]]
+        return [
+            spec(s, w, r, plan, 0, "second", k)
+            for w in WORKLOADS
+            for r in RESOLUTIONS
+            for s, k in [("mhi", None)] + [("sap-mhi", k) for k in plan.synopsis_ks]
+        ]
 
     def numbers(self, plan: Plan, results) -> dict:
         out = {}
@@ -148,22 +195,50 @@ class Breakdown:
 
     def specs(self, plan: Plan) -> list[RunSpec]:
         k = plan.breakdown_piggyback
-        return [spec(s, w, r, plan, p, "second") for w in WORKLOADS for r in RESOLUTIONS
-                for s, p in (("ri", 0), ("mhi", 0), ("sap-mhi", 0), ("sap-mhi", k))]
+        return [
+            spec(s, w, r, plan, p, "second")
+            for w in WORKLOADS
+            for r in RESOLUTIONS
+            for s, p in (("ri", 0), ("mhi", 0), ("sap-mhi", 0), ("sap-mhi", k))
+        ]
 
     def numbers(self, plan: Plan, results) -> dict:
         out = {}
         for w in WORKLOADS:
-            ri, mhi, sap, sapk = (point(results, plan, s, w, p, "second") for s, p in
-                                  (("ri", 0), ("mhi", 0), ("sap-mhi", 0), ("sap-mhi", plan.breakdown_piggyback)))
+            ri, mhi, sap, sapk = (
+                point(results, plan, s, w, p, "second")
+                for s, p in (
+                    ("ri", 0),
+                    ("mhi", 0),
+                    ("sap-mhi", 0),
+                    ("sap-mhi", plan.breakdown_piggyback),
+                )
+            )
             parts = {}
-            for metric, key in (("queries", "queries_per_doc"), ("td", "td_bytes_per_doc"), ("bf", "bf_bytes_per_doc")):
+            for metric, key in (
+                ("queries", "queries_per_doc"),
+                ("td", "td_bytes_per_doc"),
+                ("bf", "bf_bytes_per_doc"),
+            ):
                 base = ri[key]
-                parts[metric] = {"mhi": 100 * (ri[key] - mhi[key]) / base, "sampling": 100 * (mhi[key] - sap[key]) / base,
-                                 "piggybacking": 100 * (sap[key] - sapk[key]) / base,
-                                 "total": reduction(base, sapk[key])}
-            out[w] = {"ri": ri, "mhi": mhi, "sap_mhi": sap, "sap_mhi_piggyback": sapk, "parts": parts}
-        return {"workloads": out, "synopsis_k": plan.synopsis_k, "piggyback": plan.breakdown_piggyback}
+                parts[metric] = {
+                    "mhi": 100 * (ri[key] - mhi[key]) / base,
+                    "sampling": 100 * (mhi[key] - sap[key]) / base,
+                    "piggybacking": 100 * (sap[key] - sapk[key]) / base,
+                    "total": reduction(base, sapk[key]),
+                }
+            out[w] = {
+                "ri": ri,
+                "mhi": mhi,
+                "sap_mhi": sap,
+                "sap_mhi_piggyback": sapk,
+                "parts": parts,
+            }
+        return {
+            "workloads": out,
+            "synopsis_k": plan.synopsis_k,
+            "piggyback": plan.breakdown_piggyback,
+        }
 
 
 EXPERIMENTS = {e.name: e for e in (Table2(), Piggyback(), SynopsisSize(), Breakdown())}

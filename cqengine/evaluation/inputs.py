@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from cqengine.analysis import term_id
+from cqengine.core.synopsis import coin_tosses, rank_key
 from cqengine.evaluation import EvaluationError
-from cqengine.matcher import document_terms, match_documents
-from cqengine.synopsis import coin_tosses, rank_key
-from cqengine.workload import generate_queries
+from cqengine.evaluation.matcher import document_terms, match_documents
+from cqengine.text.analysis import term_id
+from cqengine.text.workload import generate_queries
 
 
 @dataclass
@@ -41,35 +41,46 @@ class Corpus:
 
     def head(self, n: int) -> "Corpus":
         if n > len(self):
-            raise EvaluationError(f"the corpus ({self.source}) has {len(self)} documents; "
-                                  f"--docs asks for {n}")
+            raise EvaluationError(
+                f"the corpus ({self.source}) has {len(self)} documents; --docs asks for {n}"
+            )
         return Corpus(self.docnos[:n], self.terms[:n], self.source, self.dropped_duplicates)
 
     @property
     def generated(self) -> bool:
-        """Written by cqengine.corpus (`cqengine gen-corpus`), whose docnos say so."""
+        """Written by cqengine.text.corpus (`cqengine gen-corpus`), whose docnos say so."""
         return bool(self.docnos) and all(d.startswith("GEN-") for d in self.docnos)
 
     def describe(self) -> dict:
         sizes = [len(t) for t in self.terms]
-        return {"source": self.source, "generated": self.generated, "documents": len(self), "vocabulary": len(self.df),
-                "unique_terms_per_document": sum(sizes) / max(len(sizes), 1),
-                "duplicate_docnos_dropped": self.dropped_duplicates}
+        return {
+            "source": self.source,
+            "generated": self.generated,
+            "documents": len(self),
+            "vocabulary": len(self.df),
+            "unique_terms_per_document": sum(sizes) / max(len(sizes), 1),
+            "duplicate_docnos_dropped": self.dropped_duplicates,
+        }
 
 
 def load_prep(directory: Path) -> Corpus:
     """The documents `cqengine prep` wrote into `directory`, by docno (first of duplicates)."""
     docs = directory / "documents.parquet"
     if not docs.exists():
-        raise EvaluationError(f"{directory}: no documents.parquet here; run `cqengine prep "
-                              f"--input CORPUS --out {directory}` first")
+        raise EvaluationError(
+            f"{directory}: no documents.parquet here; run `cqengine prep "
+            f"--input CORPUS --out {directory}` first"
+        )
     import pyarrow.parquet as pq
+
     try:
         table = pq.read_table(docs, columns=["docno", "terms"])
     except Exception as e:  # a damaged or foreign file: say which
         raise EvaluationError(f"{docs}: cannot read it as prep output ({e})") from None
-    rows = sorted(zip(table.column("docno").to_pylist(), table.column("terms").to_pylist()),
-                  key=lambda r: r[0])
+    rows = sorted(
+        zip(table.column("docno").to_pylist(), table.column("terms").to_pylist()),
+        key=lambda r: r[0],
+    )
     docnos, terms, dropped = [], [], 0
     for docno, ts in rows:
         if docnos and docnos[-1] == docno:
@@ -82,10 +93,14 @@ def load_prep(directory: Path) -> Corpus:
 
 def generated(n_docs: int, seed: int, vocab_size: int, mean_terms: float) -> Corpus:
     """A synthetic corpus analyzed here with the engine's analyzer, as prep would."""
-    from cqengine.corpus import generate_corpus
+    from cqengine.text.corpus import generate_corpus
+
     docs = list(generate_corpus(n_docs, seed=seed, vocab_size=vocab_size, mean_terms=mean_terms))
-    return Corpus([d.docno for d in docs], [sorted(document_terms(d.text, d.title)) for d in docs],
-                  f"generated: {n_docs} documents, {vocab_size}-word vocabulary, seed {seed}")
+    return Corpus(
+        [d.docno for d in docs],
+        [sorted(document_terms(d.text, d.title)) for d in docs],
+        f"generated: {n_docs} documents, {vocab_size}-word vocabulary, seed {seed}",
+    )
 
 
 def summary_of(directory: Path) -> dict | None:
@@ -94,7 +109,7 @@ def summary_of(directory: Path) -> dict | None:
 
 
 def workload(corpus: Corpus, kind: str, n: int, mean_size: float, seed: int) -> list[list[str]]:
-    """Section 7.1's queries over the corpus's term statistics (cqengine.workload, which the
+    """Section 7.1's queries over the corpus's term statistics (cqengine.text.workload, which the
     Spark job `cqengine workload` also draws with: the same queries for the same seed)."""
     return generate_queries(corpus.df, n, kind, mean_size, seed)
 
@@ -108,7 +123,7 @@ def popular_ranking(corpus: Corpus, sample: range, k: int, y: int = 32) -> list[
     """The K terms a coin-toss synopsis of the sample documents holds, most popular first.
 
     This is the synopsis gossip converges to, computed centrally: the top K of each term's
-    largest CT(y) over the sample (with one register merging is exact; see cqengine.synopsis
+    largest CT(y) over the sample (with one register merging is exact; see cqengine.core.synopsis
     and tests/test_gossip.py). The top K' of it for K' < K is the synopsis of size K'.
     """
     best: dict[int, tuple[int, ...]] = {}

@@ -1,4 +1,4 @@
-"""Measurement: observers of a simulated ring's engine nodes (cqengine.observer).
+"""Measurement: observers of a simulated ring's engine nodes (cqengine.core.observer).
 
 `Tally` sums every node's counters ring-wide. `Shadows` also measures, in one pass over
 the documents, what other settings would have sent: the other resolution method (the
@@ -9,8 +9,9 @@ happens at a QN once it holds its runs of a document, and that is where it attac
 sent. A shadow's matches are known at once (the queries whose terms the document all
 holds: the DN's document, which the observer sees stored); its dialogue is recorded and,
 once the document has run its course (`settle`), worked out with every other recorded for
-it, all at once and round by round (cqengine.resolution.Resolver), and its messages, and the alerts its matches
-would set off, are counted as its run alone would have sent them: echo:KIND and
+it, all at once and round by round (cqengine.core.resolution.Resolver), and its
+messages, and the alerts its matches would set off, are counted as its run alone would
+have sent them: echo:KIND and
 echo_bytes:KIND counters under the shadow's tag (kD for a depth, INDEX/kD for a shadow
 index, METHOD for the shadow method). A shadow left in the same state as one resolved
 already (the same candidates knowing the same of their terms), the node's own resolution
@@ -30,20 +31,24 @@ import numpy as np
 
 from chord.routing import NodeRef
 from chord.transport import REPLY
-from cqengine.announce import may_match
-from cqengine.bloom import BloomFilter
-from cqengine.engine import EngineNode, Heard, PublishedDoc, local_ids, received_filter
+from cqengine.core.announce import may_match
+from cqengine.core.bloom import BloomFilter
+from cqengine.core.engine import EngineNode, Heard, PublishedDoc, local_ids, received_filter
+from cqengine.core.postings import Block, InvertedIndex, any_per_query, member
+from cqengine.core.resolution import Resolver
 from cqengine.evaluation.depths import Told, bytes_saved
 from cqengine.evaluation.wire import alert_batch_size, bloom_sizes, dialogue_sizes, matched_size
-from cqengine.postings import Block, InvertedIndex, any_per_query, member
 from cqengine.proto import cqengine_pb2 as pb
-from cqengine.resolution import Resolver
 
 STACK = 10_000  # queries recorded by the meters settled as one stack
 ACK = pb.Ack().ByteSize()  # an Ack's bytes: it is empty
 
-Sent = dict[tuple[str, str], list[int]]  # resolution calls: (method, rpc) -> [calls, request bytes, reply bytes]
-Unsent = dict[str, list[int]]  # calls measured, not sent: ledger kind -> [calls, request bytes, reply bytes]
+Sent = dict[
+    tuple[str, str], list[int]
+]  # resolution calls: (method, rpc) -> [calls, request bytes, reply bytes]
+Unsent = dict[
+    str, list[int]
+]  # calls measured, not sent: ledger kind -> [calls, request bytes, reply bytes]
 
 
 def ledger_kind(method: str, tag: str = "") -> str:
@@ -116,10 +121,14 @@ class Tally:
     def on_heard(self, node: EngineNode, heard: Heard) -> None:
         pass
 
-    def on_resolution_call(self, node: EngineNode, heard: Heard, rpc: str, request: Any, reply: Any) -> None:
+    def on_resolution_call(
+        self, node: EngineNode, heard: Heard, rpc: str, request: Any, reply: Any
+    ) -> None:
         pass
 
-    def on_matched(self, node: EngineNode, heard: Heard, matched: list[list[pb.QueryEntry]]) -> None:
+    def on_matched(
+        self, node: EngineNode, heard: Heard, matched: list[list[pb.QueryEntry]]
+    ) -> None:
         pass
 
     def settle(self) -> None:
@@ -132,6 +141,7 @@ class ShadowIndex:
     measurement: every QN resolves its lists too, at each of `depths`, measured under the
     index's name (NAME/kD: kinds and counters), with the report of its matches and the
     alert batches they would set off (NAME:Matched, NAME:Deliver)."""
+
     index: InvertedIndex
     depths: tuple[int, ...]
 
@@ -141,11 +151,12 @@ class Measured:
     """A shadow's resolution of a block of candidates by one method, recorded to be
     worked out with the rest of its document's (Meter.settle), and counted under each of
     `tags`: its own, then those of every shadow that echoes it."""
+
     block: Block
     keep: np.ndarray | None  # the block's candidates (None: all of it)
     present: np.ndarray  # per term of the block: known present before asking
     method: str
-    held: np.ndarray     # per term of the block: does the document hold it (the truth)?
+    held: np.ndarray  # per term of the block: does the document hold it (the truth)?
     matches: np.ndarray  # per candidate: does the document hold all its terms?
     tags: list[str]
 
@@ -155,6 +166,7 @@ class Outcome:
     """What resolving a block's candidates in one state sends: the calls made (the node's
     own resolution, noted as it makes them) and the resolutions measured; a shadow left in
     the same state counts them again under its own tag (an echo)."""
+
     calls: Sent = field(default_factory=dict)
     measured: list[Measured] = field(default_factory=list)
 
@@ -164,6 +176,7 @@ class Own:
     """A QN's own resolution of what it heard, as the measurement needs it: what it sends
     (for shadows in its state to echo), the queries it must match (worked out from the
     document), and the queries it did match (told by the node)."""
+
     outcome: Outcome = field(default_factory=Outcome)
     found: list[pb.QueryEntry] | None = None
     matched: list[pb.QueryEntry] = field(default_factory=list)
@@ -183,7 +196,10 @@ class Truth:
         hold it? Worked out once per terms array (a block's depths and methods share it)."""
         got = self._masks.get(id(terms))
         if got is None:
-            got = self._masks[id(terms)] = (terms, member(terms, self.array))  # holds terms: its id stays
+            got = self._masks[id(terms)] = (
+                terms,
+                member(terms, self.array),
+            )  # holds terms: its id stays
         return got[1]
 
 
@@ -194,16 +210,22 @@ class Meter:
     (`measure`) to be worked out with every other recorded for the document, by the same
     resolver as the nodes', all at once and round by round (`settle`)."""
 
-    def __init__(self, key: int, dn: NodeRef, doc: PublishedDoc, truth: Truth, bits: int, hashes: int) -> None:
+    def __init__(
+        self, key: int, dn: NodeRef, doc: PublishedDoc, truth: Truth, bits: int, hashes: int
+    ) -> None:
         self.key, self.dn, self.doc, self.truth = key, dn, doc, truth
         self.bits, self.hashes = bits, hashes
         self._filter: BloomFilter | None = None
-        self._matches: dict[int, tuple[Block, np.ndarray, np.ndarray]] = {}  # id(block) -> it, held, its matches
+        self._matches: dict[
+            int, tuple[Block, np.ndarray, np.ndarray]
+        ] = {}  # id(block) -> it, held, its matches
         self.measured: list[Measured] = []
 
     def filter(self) -> BloomFilter:
         if self._filter is None:
-            self._filter = received_filter(self.bits, self.hashes, self.doc.bloom(self.bits, self.hashes))
+            self._filter = received_filter(
+                self.bits, self.hashes, self.doc.bloom(self.bits, self.hashes)
+            )
         return self._filter
 
     def _held(self, block: Block) -> tuple[Block, np.ndarray, np.ndarray]:
@@ -220,8 +242,15 @@ class Meter:
         _, _, full = self._held(block)
         return block.entries[full if keep is None else full & keep].tolist()
 
-    def measure(self, block: Block, keep: np.ndarray | None, present: np.ndarray, methods: Sequence[str],
-                tag: str, outcome: Outcome) -> list[pb.QueryEntry]:
+    def measure(
+        self,
+        block: Block,
+        keep: np.ndarray | None,
+        present: np.ndarray,
+        methods: Sequence[str],
+        tag: str,
+        outcome: Outcome,
+    ) -> list[pb.QueryEntry]:
         """Record the resolution of the block's candidates (`keep`; None: all) by each
         method, to be counted under `tag` (and noted in `outcome`); returns the queries
         they match."""
@@ -231,13 +260,15 @@ class Meter:
         matches = full if keep is None else full[keep]
         for method in methods:
             outcome.measured.append(Measured(block, keep, present, method, held, matches, [tag]))
-        self.measured += outcome.measured[-len(methods):]
+        self.measured += outcome.measured[-len(methods) :]
         return block.entries[full if keep is None else full & keep].tolist()
 
     @staticmethod
-    def settle(meters: Sequence["Meter"], batch: int, bits: int) -> Iterator[tuple["Meter", Measured, Sent, bool]]:
+    def settle(
+        meters: Sequence["Meter"], batch: int, bits: int
+    ) -> Iterator[tuple["Meter", Measured, Sent, bool]]:
         """Work out every resolution these meters recorded (all of one document: the QNs
-        it reached), all at once, told the document's answers (cqengine.resolution.Resolver):
+        it reached), all at once, told the document's answers (cqengine.core.resolution.Resolver):
         each with its meter, the calls it would have made, and whether it matched what the
         truth says it should."""
         parts = [(meter, m) for meter in meters for m in meter.measured]
@@ -249,21 +280,39 @@ class Meter:
             raise ValueError("meters of different documents settle apart")
         resolver = Resolver.of_candidates([(m.block, m.keep, m.present) for _, m in parts], batch)
         filtered = np.array([m.method == "bf" for _, m in parts])
-        bloomed = (resolver.pending() > 0) & filtered  # asked for the filter: queries were left to ask about
+        bloomed = (
+            resolver.pending() > 0
+        ) & filtered  # asked for the filter: queries were left to ask about
         if bloomed.any():
             bloom = next(meter.filter() for meter, m in parts if m.method == "bf")  # the document's
-            resolver.rule_out(resolver.passes([(p, bloom) for p in np.flatnonzero(bloomed).tolist()]))
+            resolver.rule_out(
+                resolver.passes([(p, bloom) for p in np.flatnonzero(bloomed).tolist()])
+            )
         rounds = resolver.settle(np.concatenate([m.held for _, m in parts]))
-        wrong = np.bincount(resolver.part[resolver.matched_mask() != np.concatenate([m.matches for _, m in parts])],
-                            minlength=len(parts))
+        wrong = np.bincount(
+            resolver.part[resolver.matched_mask() != np.concatenate([m.matches for _, m in parts])],
+            minlength=len(parts),
+        )
         asked = np.unique(rounds)
-        request, reply = (np.zeros(int(asked[-1]) + 1 if len(asked) else 1, dtype=np.int64) for _ in range(2))
+        request, reply = (
+            np.zeros(int(asked[-1]) + 1 if len(asked) else 1, dtype=np.int64) for _ in range(2)
+        )
         for n in asked[asked > 0].tolist():
             request[n], reply[n] = dialogue_sizes(n)
-        calls, requests, replies = (rounds > 0).sum(axis=0), request[rounds].sum(axis=0), reply[rounds].sum(axis=0)
+        calls, requests, replies = (
+            (rounds > 0).sum(axis=0),
+            request[rounds].sum(axis=0),
+            reply[rounds].sum(axis=0),
+        )
         fetched = bloom_sizes(bits)
-        for (meter, m), bf, n, req, rep, bad in zip(parts, bloomed.tolist(), calls.tolist(), requests.tolist(),
-                                                     replies.tolist(), wrong.tolist()):
+        for (meter, m), bf, n, req, rep, bad in zip(
+            parts,
+            bloomed.tolist(),
+            calls.tolist(),
+            requests.tolist(),
+            replies.tolist(),
+            wrong.tolist(),
+        ):
             sent: Sent = {}
             if bf:
                 _note(sent, (m.method, "GetBloom"), 1, *fetched)
@@ -274,7 +323,7 @@ class Meter:
 
 def _stacks(meters: list[tuple[EngineNode, Meter]]) -> Iterator[list[tuple[EngineNode, Meter]]]:
     """Meters in runs of about STACK queries recorded: a stack's arrays then stay in the
-    processor's cache, which one of a whole document's (400,000 queries) does not."""
+    processor's cache, which one of a whole document's does not."""
     run, size = [], 0
     for node, meter in meters:
         run.append((node, meter))
@@ -294,15 +343,19 @@ class Shadows(Tally):
     by name. `matched` holds, per shadow index, the subscriptions its matches would alert
     since it was last emptied."""
 
-    def __init__(self, resolution: str = "", depths: Sequence[int] = (),
-                 indexes: dict[str, dict[str, ShadowIndex]] | None = None) -> None:
+    def __init__(
+        self,
+        resolution: str = "",
+        depths: Sequence[int] = (),
+        indexes: dict[str, dict[str, ShadowIndex]] | None = None,
+    ) -> None:
         super().__init__()
         self.resolution, self.depths = resolution, tuple(depths)
         self.indexes: dict[str, dict[str, ShadowIndex]] = indexes if indexes is not None else {}
         self.matched: dict[str, list[int]] = {}
-        self._docs: dict[int, PublishedDoc] = {}     # the documents published, as their DN holds them
+        self._docs: dict[int, PublishedDoc] = {}  # the documents published, as their DN holds them
         self._truths: dict[int, Truth] = {}
-        self._own: dict[int, Own] = {}               # id(heard) -> the QN's own resolution of it
+        self._own: dict[int, Own] = {}  # id(heard) -> the QN's own resolution of it
         self._owned: list[tuple[EngineNode, Own]] = []
         self._echoes: list[tuple[EngineNode, Outcome, str]] = []  # calls counted again once known
         self._meters: list[tuple[EngineNode, Meter]] = []
@@ -311,11 +364,17 @@ class Shadows(Tally):
     def check(self, settings) -> None:
         """Refuse shadows the ring's settings cannot measure."""
         if self.resolution not in ("", *{"td", "bf"} - {settings.resolution}):
-            raise ValueError(f"shadow resolution {self.resolution!r} must be the method other than "
-                             f"{settings.resolution}, or none")
-        if len(set(self.depths)) != len(self.depths) or not all(0 <= d < settings.piggyback for d in self.depths):
-            raise ValueError(f"shadow piggyback depths {list(self.depths)} must be distinct and below "
-                             f"the piggyback depth {settings.piggyback}")
+            raise ValueError(
+                f"shadow resolution {self.resolution!r} must be the method other than "
+                f"{settings.resolution}, or none"
+            )
+        if len(set(self.depths)) != len(self.depths) or not all(
+            0 <= d < settings.piggyback for d in self.depths
+        ):
+            raise ValueError(
+                f"shadow piggyback depths {list(self.depths)} must be distinct and below "
+                f"the piggyback depth {settings.piggyback}"
+            )
 
     # ---- what the nodes say ------------------------------------------------------------------
 
@@ -333,12 +392,24 @@ class Shadows(Tally):
             raise ValueError("shadows are measured on batches of one document")
         self._measure(node, heard, heard.docs[0])
 
-    def on_resolution_call(self, node: EngineNode, heard: Heard, rpc: str, request: Any, reply: Any) -> None:
+    def on_resolution_call(
+        self, node: EngineNode, heard: Heard, rpc: str, request: Any, reply: Any
+    ) -> None:
         own = self._own.get(id(heard))
-        if own is not None and own.noting and heard.dn != node.me:  # a call to itself crosses no wire
-            _note(own.outcome.calls, (node.settings.resolution, rpc), 1, request.ByteSize(), reply.ByteSize())
+        if (
+            own is not None and own.noting and heard.dn != node.me
+        ):  # a call to itself crosses no wire
+            _note(
+                own.outcome.calls,
+                (node.settings.resolution, rpc),
+                1,
+                request.ByteSize(),
+                reply.ByteSize(),
+            )
 
-    def on_matched(self, node: EngineNode, heard: Heard, matched: list[list[pb.QueryEntry]]) -> None:
+    def on_matched(
+        self, node: EngineNode, heard: Heard, matched: list[list[pb.QueryEntry]]
+    ) -> None:
         own = self._own.get(id(heard))
         if own is not None:
             own.matched = matched[0]
@@ -353,7 +424,15 @@ class Shadows(Tally):
         self._settle_meters()
         for name, n in unsent_counts(self._unsent):
             self.tally[name] += n
-        for pending in (self._docs, self._truths, self._own, self._owned, self._echoes, self._meters, self._unsent):
+        for pending in (
+            self._docs,
+            self._truths,
+            self._own,
+            self._owned,
+            self._echoes,
+            self._meters,
+            self._unsent,
+        ):
             pending.clear()
 
     # ---- a QN's shadows ----------------------------------------------------------------------
@@ -378,24 +457,27 @@ class Shadows(Tally):
         for name, shadow in hosted.items():
             block, resolved = self._shared(shared, shadow.index, ids, True)
             if block is not None:
-                matched = self._shadow_depths(node, block, told, meter, shadow.depths, name, resolved)
+                matched = self._shadow_depths(
+                    node, block, told, meter, shadow.depths, name, resolved
+                )
                 self._index_matched(node, meter, matched, name)
         self._meters.append((node, meter))
 
     @staticmethod
-    def _shared(shared: dict[bytes, tuple[Block, dict]], index: InvertedIndex, ids: list[int], hosting: bool
-                ) -> tuple[Block | None, dict]:
+    def _shared(
+        shared: dict[bytes, tuple[Block, dict]], index: InvertedIndex, ids: list[int], hosting: bool
+    ) -> tuple[Block | None, dict]:
         """The queries the index holds under these local ids, as one block (None: none),
         with what its states resolved to: those of an index here that holds the same
-        queries, in the same order, if one came before (17% of Skew's blocks: strategies
-        often agree)."""
+        queries, in the same order, if one came before (strategies often agree)."""
         block = index.blocks(ids)
         if block is None or not hosting:  # no other index to share with
             return block, {}
         return shared.setdefault(block.subscriptions(), (block, {}))
 
-    def _own_shadows(self, node: EngineNode, block: Block, told: Told, meter: Meter, resolved: dict,
-                     own: Own) -> None:
+    def _own_shadows(
+        self, node: EngineNode, block: Block, told: Told, meter: Meter, resolved: dict, own: Own
+    ) -> None:
         """The node's own state (what it resolves), the shadow method in it, and the
         shadow depths; `resolved` then holds the states resolved."""
         know = told.at(node.settings.piggyback)
@@ -405,15 +487,26 @@ class Shadows(Tally):
         own.found = meter.matches(block, keep)
         if n and self.resolution:
             candidates = block if n == len(block) else block.select(keep)
-            self._agree(meter.measure(candidates, None, present, (self.resolution,), "", own.outcome), own.found)
+            self._agree(
+                meter.measure(candidates, None, present, (self.resolution,), "", own.outcome),
+                own.found,
+            )
         if own.noting:
             resolved[_state(keep, present)] = (own.outcome, own.found)
         if self.depths:
             self._shadow_depths(node, block, told, meter, self.depths, "", resolved, own.found)
 
-    def _shadow_depths(self, node: EngineNode, block: Block, told: Told, meter: Meter, wanted: tuple[int, ...],
-                       index: str, resolved: dict, matched: list[pb.QueryEntry] | None = None
-                       ) -> list[pb.QueryEntry]:
+    def _shadow_depths(
+        self,
+        node: EngineNode,
+        block: Block,
+        told: Told,
+        meter: Meter,
+        wanted: tuple[int, ...],
+        index: str,
+        resolved: dict,
+        matched: list[pb.QueryEntry] | None = None,
+    ) -> list[pb.QueryEntry]:
         """Prune and resolve the block as each wanted depth would have (the runs cut
         short), measured and counted under kD: kinds and counters (INDEX/kD: for a shadow
         index); every depth must find the same matches (`matched`, the node's own; for a
@@ -441,7 +534,9 @@ class Shadows(Tally):
                 found = []
                 if n:
                     methods = tuple(m for m in (s.resolution, self.resolution) if m)
-                    found = meter.measure(block, keep if n < len(block) else None, present, methods, tag, outcome)
+                    found = meter.measure(
+                        block, keep if n < len(block) else None, present, methods, tag, outcome
+                    )
                 resolved[state] = (outcome, found)
             if matched is None:
                 matched = found
@@ -449,7 +544,9 @@ class Shadows(Tally):
                 self._agree(found, matched)
         return matched if matched is not None else []
 
-    def _index_matched(self, node: EngineNode, meter: Meter, matched: list[pb.QueryEntry], index: str) -> None:
+    def _index_matched(
+        self, node: EngineNode, meter: Meter, matched: list[pb.QueryEntry], index: str
+    ) -> None:
         """Count, under INDEX: echo kinds, the report a shadow index's run would send the
         DN and the alert batches the DN would send for it, one per home node (none that
         stays on a node: it never crosses the wire)."""
@@ -458,12 +555,22 @@ class Shadows(Tally):
         self.tally[f"{index}:matches"] += len(matched)
         doc, dn = meter.doc, meter.dn.address
         if dn != node.me.address:
-            self._count_echo(ledger_kind("Matched", index), 1,
-                             matched_size((e.subscription_id, e.home) for e in matched), ACK)
+            self._count_echo(
+                ledger_kind("Matched", index),
+                1,
+                matched_size((e.subscription_id, e.home) for e in matched),
+                ACK,
+            )
         homes = Counter(e.home for e in matched)
-        sizes = [alert_batch_size(doc.docno, doc.title, doc.snippet, n) for home, n in homes.items() if home != dn]
+        sizes = [
+            alert_batch_size(doc.docno, doc.title, doc.snippet, n)
+            for home, n in homes.items()
+            if home != dn
+        ]
         if sizes:
-            self._count_echo(ledger_kind("Deliver", index), len(sizes), sum(sizes), len(sizes) * ACK)
+            self._count_echo(
+                ledger_kind("Deliver", index), len(sizes), sum(sizes), len(sizes) * ACK
+            )
         self.matched.setdefault(index, []).extend(e.subscription_id for e in matched)
 
     def _echo(self, node: EngineNode, outcome: Outcome, tag: str) -> None:
@@ -495,7 +602,9 @@ class Shadows(Tally):
         s = pending[0][0].settings  # the ring's: every node's
         for run in _stacks(pending):
             node_of = {id(meter): node for node, meter in run}
-            for meter, m, calls, agrees in Meter.settle([meter for _, meter in run], s.dialogue_batch, s.bloom_bits):
+            for meter, m, calls, agrees in Meter.settle(
+                [meter for _, meter in run], s.dialogue_batch, s.bloom_bits
+            ):
                 node = node_of[id(meter)]
                 if not agrees:
                     self.tally["shadow_disagreements"] += 1

@@ -10,9 +10,24 @@ SYNOPSIS_KS = (500, 1000, 1500, 2000, 2500, 3000)
 
 # Table 2 (Skew): load (1st, 50th, 99th percentile), queries/doc, TD and BF bytes/doc
 TABLE2_SKEW = {
-    "ri": {"load": [4, 52, 706], "queries_per_doc": 11476, "td_bytes_per_doc": 282285, "bf_bytes_per_doc": 36853},
-    "mhi": {"load": [0, 18, 1027], "queries_per_doc": 8560, "td_bytes_per_doc": 188530, "bf_bytes_per_doc": 30338},
-    "oi": {"load": [8, 67, 487], "queries_per_doc": 649, "td_bytes_per_doc": 12518, "bf_bytes_per_doc": 20464},
+    "ri": {
+        "load": [4, 52, 706],
+        "queries_per_doc": 11476,
+        "td_bytes_per_doc": 282285,
+        "bf_bytes_per_doc": 36853,
+    },
+    "mhi": {
+        "load": [0, 18, 1027],
+        "queries_per_doc": 8560,
+        "td_bytes_per_doc": 188530,
+        "bf_bytes_per_doc": 30338,
+    },
+    "oi": {
+        "load": [8, 67, 487],
+        "queries_per_doc": 649,
+        "td_bytes_per_doc": 12518,
+        "bf_bytes_per_doc": 20464,
+    },
 }
 
 # reductions the text quotes, percent: (workload, "X over Y") -> metric -> value
@@ -22,7 +37,10 @@ QUOTED = {
     ("uniform", "MHI over RI"): {"td": 14.9, "bf": 39.3},
 }
 QUOTED_NOTES = {
-    ("inverskew", "MHI over RI"): "\"similar to Skew except that MHI saves little bandwidth over RI for Term Dialogue\"",
+    (
+        "inverskew",
+        "MHI over RI",
+    ): '"similar to Skew except that MHI saves little bandwidth over RI for Term Dialogue"',
 }
 
 # Figure 5: SAP-MHI over MHI, the largest reductions the text quotes (percent)

@@ -11,8 +11,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from cqengine.evaluation.experiments import LABELS, WORKLOADS  # noqa: E402
 
-METRICS = (("queries", "queries per document"), ("bf", "Bloom filter bytes per document"),
-           ("td", "Term Dialogue bytes per document"))
+METRICS = (
+    ("queries", "queries per document"),
+    ("bf", "Bloom filter bytes per document"),
+    ("td", "Term Dialogue bytes per document"),
+)
 
 
 def _save(fig, path: Path) -> str:
@@ -24,8 +27,11 @@ def _save(fig, path: Path) -> str:
 
 def table2(numbers: dict, out: Path) -> list[str]:
     fig, axes = plt.subplots(1, 3, figsize=(13, 4))
-    keys = (("queries_per_doc", "queries per document"), ("td_bytes_per_doc", "TD bytes per document"),
-            ("bf_bytes_per_doc", "BF bytes per document"))
+    keys = (
+        ("queries_per_doc", "queries per document"),
+        ("td_bytes_per_doc", "TD bytes per document"),
+        ("bf_bytes_per_doc", "BF bytes per document"),
+    )
     strategies = list(LABELS)
     for ax, (key, label) in zip(axes, keys):
         for i, s in enumerate(strategies):
@@ -41,7 +47,9 @@ def table2(numbers: dict, out: Path) -> list[str]:
 def figure3(numbers: dict, out: Path) -> list[str]:
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     ks = [r["k"] for r in numbers["rows"]]
-    for ax, (metric, title) in zip(axes, (("bf", "(a) Bloom filters"), ("td", "(b) Term Dialogue"))):
+    for ax, (metric, title) in zip(
+        axes, (("bf", "(a) Bloom filters"), ("td", "(b) Term Dialogue"))
+    ):
         ax.plot(ks, [r["saving_over_ri"][metric] for r in numbers["rows"]], marker="o")
         ax.set_xlabel("piggybacked successor ids k")
         ax.set_ylabel("% bandwidth saved by MHI over RI")
@@ -56,8 +64,12 @@ def figure4(numbers: dict, out: Path) -> list[str]:
         data = numbers["workloads"][w]
         ks = [r["k"] for r in data["rows"]]
         for i, name in enumerate(("1st", "50th", "99th")):
-            line, = ax.plot(ks, [max(r["sap_mhi"]["load"][i], 0.5) for r in data["rows"]], marker="o",
-                            label=f"SAP-MHI {name}")
+            (line,) = ax.plot(
+                ks,
+                [max(r["sap_mhi"]["load"][i], 0.5) for r in data["rows"]],
+                marker="o",
+                label=f"SAP-MHI {name}",
+            )
             ax.axhline(max(data["mhi"]["load"][i], 0.5), color=line.get_color(), ls="--", lw=0.8)
         ax.set_yscale("log")
         ax.set_xlabel("synopsis size K")
@@ -72,7 +84,12 @@ def figure5(numbers: dict, out: Path) -> list[str]:
     for ax, (metric, label), tag in zip(axes, METRICS, "abc"):
         for w in WORKLOADS:
             rows = numbers["workloads"][w]["rows"]
-            ax.plot([r["k"] for r in rows], [r["reduction_over_mhi"][metric] for r in rows], marker="o", label=w)
+            ax.plot(
+                [r["k"] for r in rows],
+                [r["reduction_over_mhi"][metric] for r in rows],
+                marker="o",
+                label=w,
+            )
         ax.set_xlabel("synopsis size K")
         ax.set_ylabel("% reduction over MHI")
         ax.set_title(f"({tag}) {label}")
@@ -85,7 +102,7 @@ def figure6(numbers: dict, out: Path) -> list[str]:
     fig, axes = plt.subplots(1, 3, figsize=(13, 4))
     parts = (("mhi", "MHI"), ("sampling", "sampling"), ("piggybacking", "piggybacking"))
     for ax, (metric, label) in zip(axes, METRICS):
-        up = [0.0] * len(WORKLOADS)    # gains stack upwards, losses downwards
+        up = [0.0] * len(WORKLOADS)  # gains stack upwards, losses downwards
         down = [0.0] * len(WORKLOADS)
         for part, name in parts:
             values = [numbers["workloads"][w]["parts"][metric][part] for w in WORKLOADS]
@@ -102,7 +119,12 @@ def figure6(numbers: dict, out: Path) -> list[str]:
     return [_save(fig, out / "figure6.png")]
 
 
-PLOTS = {"table2": [table2], "piggyback": [figure3], "synopsis": [figure4, figure5], "breakdown": [figure6]}
+PLOTS = {
+    "table2": [table2],
+    "piggyback": [figure3],
+    "synopsis": [figure4, figure5],
+    "breakdown": [figure6],
+}
 
 
 def draw(name: str, numbers: dict, out: Path) -> list[str]:

@@ -14,17 +14,18 @@ on the number of workers.
 
 Term Dialogue and Bloom filter runs of one configuration differ only once a QN holds its
 candidates, so they are measured in one pass: every QN resolves its candidates both ways
-(the shadow resolution of cqengine.evaluation.measure.Shadows, its messages counted under `bf:` kinds) and each run is
-read off the ledger as if it had been alone — which tests/test_evaluation.py checks against
-runs made separately. Piggyback depths likewise differ only in what a QN knows of the
-document (the announcement's tree does not depend on k, and a shallower depth's succ ids
-are the first of a deeper one's), so a ring's runs over the same documents are one pass:
-the announcement carries the deepest depth and every QN also prunes and resolves as each
-shallower depth would have (its shadow depths, under `kD:` kinds and counters,
-with the announcement bytes each would have saved). Only the host's own method and depth
-sends its resolution messages: every shadow is measured (cqengine.evaluation.measure.Meter), its
-messages worked out from the DN's answers and counted as echoes, as its run alone would
-have sent them. Every method and depth must match the same queries at every QN.
+(the shadow resolution of cqengine.evaluation.measure.Shadows, its messages counted
+under `bf:` kinds) and each run is read off the ledger as if it had been alone — which
+tests/test_evaluation.py checks against runs made separately. Piggyback depths likewise
+differ only in what a QN knows of the document (the announcement's tree does not depend
+on k, and a shallower depth's succ ids are the first of a deeper one's), so a ring's
+runs over the same documents are one pass: the announcement carries the deepest depth
+and every QN also prunes and resolves as each shallower depth would have (its shadow
+depths, under `kD:` kinds and counters, with the announcement bytes each would have
+saved). Only the host's own method and depth sends its resolution messages: every shadow
+is measured (cqengine.evaluation.measure.Meter), its messages worked out from the DN's
+answers and counted as echoes, as its run alone would have sent them. Every method and
+depth must match the same queries at every QN.
 
 The indexes of one workload differ only in where each query sits; the announcement does
 not depend on them, so a workload is one pass too: one ring hosts the others' indexes as
@@ -55,13 +56,13 @@ from multiprocessing.connection import wait
 import mmh3
 import numpy as np
 
-from cqengine.config import RESOLUTIONS, Settings
+from cqengine.core.settings import RESOLUTIONS, Settings
 from cqengine.evaluation import EvaluationError
 from cqengine.evaluation.inputs import Corpus, oracle, popular_ranking, workload
 from cqengine.evaluation.measure import ShadowIndex, Shadows, depth_tag, resolution_tag
+from cqengine.evaluation.sim import ANNOUNCE, RESOLUTION, EngineSimulator
 from cqengine.progress import Progress
 from cqengine.proto import cqengine_pb2 as pb
-from cqengine.sim import ANNOUNCE, RESOLUTION, EngineSimulator
 
 ALERTING = ("Matched", "Deliver")  # what a shadow index's matches would send: its own, by name
 
@@ -97,9 +98,14 @@ class RunSpec:
         return f"{self.index.name}/{self.resolution}/k={self.piggyback}"
 
     def to_json(self) -> dict:
-        return {"name": self.name, "strategy": self.index.strategy, "workload": self.index.workload,
-                "synopsis_k": self.index.synopsis_k, "resolution": self.resolution,
-                "piggyback": self.piggyback}
+        return {
+            "name": self.name,
+            "strategy": self.index.strategy,
+            "workload": self.index.workload,
+            "synopsis_k": self.index.synopsis_k,
+            "resolution": self.resolution,
+            "piggyback": self.piggyback,
+        }
 
 
 @dataclass(frozen=True)
@@ -109,6 +115,7 @@ class Pass:
     depth, by the other as its shadow resolution and at the other depths as its shadow
     piggyback depths. The workload's other indexes ride along as shadow indexes, each
     resolved by every method at its own depths (all of them among the pass's)."""
+
     index: IndexSpec
     resolutions: tuple[str, ...]
     depths: tuple[int, ...]  # ascending
@@ -129,8 +136,9 @@ class Pass:
 
     @property
     def runs(self) -> list[RunSpec]:
-        return [RunSpec(self.index, r, d, self.documents) for d in self.depths for r in self.resolutions] + \
-            [run for shadow in self.shadows for run in shadow.runs]
+        return [
+            RunSpec(self.index, r, d, self.documents) for d in self.depths for r in self.resolutions
+        ] + [run for shadow in self.shadows for run in shadow.runs]
 
     def part(self, index: IndexSpec) -> "Pass":
         """The part of the pass that measures this index: itself or a shadow index."""
@@ -148,7 +156,8 @@ class Pass:
     @property
     def name(self) -> str:
         more = f" + {len(self.shadows)} shadow indexes" if self.shadows else ""
-        return f"{self.index.name}/{'+'.join(self.resolutions)}/k={','.join(map(str, self.depths))}{more}"
+        depths = ",".join(map(str, self.depths))
+        return f"{self.index.name}/{'+'.join(self.resolutions)}/k={depths}{more}"
 
 
 def passes(keys: dict[tuple, str]) -> list[Pass]:
@@ -165,13 +174,18 @@ def passes(keys: dict[tuple, str]) -> list[Pass]:
         parts[index] = (got | {depth}, "all" if "all" in (docs, documents) else docs)
         methods.setdefault(index.workload, set()).add(resolution)
     out = []
-    for workload in sorted(methods):
-        resolutions = tuple(r for r in RESOLUTIONS if r in methods[workload])  # TD first
-        mine = sorted((len(d), docs == "all", index) for index, (d, docs) in parts.items()
-                      if index.workload == workload)
+    for kind in sorted(methods):
+        resolutions = tuple(r for r in RESOLUTIONS if r in methods[kind])  # TD first
+        mine = sorted(
+            (len(d), docs == "all", index)
+            for index, (d, docs) in parts.items()
+            if index.workload == kind
+        )
         host = mine[-1][-1]
-        shadows = tuple(Pass(index, resolutions, tuple(sorted(parts[index][0])), parts[index][1])
-                        for *_, index in mine[:-1])
+        shadows = tuple(
+            Pass(index, resolutions, tuple(sorted(parts[index][0])), parts[index][1])
+            for *_, index in mine[:-1]
+        )
         every = tuple(sorted(set().union(*(parts[index][0] for *_, index in mine))))
         documents = "all" if any(p.documents == "all" for p in shadows) else parts[host][1]
         out.append(Pass(host, resolutions, every, documents, shadows))
@@ -191,7 +205,9 @@ class Scale:
 
     def check(self) -> None:
         if self.nodes < 1 or self.queries < 1 or self.docs < 2 or self.workers < 1:
-            raise EvaluationError("--nodes, --queries and --workers must be positive and --docs at least 2")
+            raise EvaluationError(
+                "--nodes, --queries and --workers must be positive and --docs at least 2"
+            )
 
 
 def place(seed: int, what: str, name: object, n: int) -> int:
@@ -202,27 +218,37 @@ def place(seed: int, what: str, name: object, n: int) -> int:
 @dataclass
 class RunResult:
     spec: RunSpec
-    positions: np.ndarray              # the corpus positions published, ascending
-    per_doc: dict[str, np.ndarray]     # candidates, matches, alerts, and KIND:messages / KIND:bytes
-    ledger: dict[str, list[int]]       # the ring ledger's growth over the run: kind -> [messages, bytes]
-    load: list[int]                    # query-index entries per node
+    positions: np.ndarray  # the corpus positions published, ascending
+    per_doc: dict[str, np.ndarray]  # candidates, matches, alerts, and KIND:messages / KIND:bytes
+    ledger: dict[str, list[int]]  # the ring ledger's growth over the run: kind -> [messages, bytes]
+    load: list[int]  # query-index entries per node
     oracle: dict[str, int]
     seconds: dict[str, float]
-    half: int                          # first position of the second half
-    longest: list[dict] = field(default_factory=list)  # the longest inverted lists: term, df, entries
+    half: int  # first position of the second half
+    longest: list[dict] = field(
+        default_factory=list
+    )  # the longest inverted lists: term, df, entries
 
     def measure(self, documents: str = "all") -> dict:
         """The paper's metrics over all documents or the second half, with the ledger they
         come from (requests and replies: `.reply` kinds)."""
-        mask = self.positions >= self.half if documents == "second" else np.ones(len(self.positions), bool)
+        mask = (
+            self.positions >= self.half
+            if documents == "second"
+            else np.ones(len(self.positions), bool)
+        )
         n = int(mask.sum())
         if n == 0:
-            raise EvaluationError(f"run {self.spec.name} published none of the {documents} documents")
+            raise EvaluationError(
+                f"run {self.spec.name} published none of the {documents} documents"
+            )
         kinds: dict[str, list[int]] = {}
         for key in sorted(self.per_doc):
             kind, _, what = key.rpartition(":")
             if kind:
-                kinds.setdefault(kind, [0, 0])[what == "bytes"] += int(self.per_doc[key][mask].sum())
+                kinds.setdefault(kind, [0, 0])[what == "bytes"] += int(
+                    self.per_doc[key][mask].sum()
+                )
 
         def total(methods):
             picked = [c for k, c in kinds.items() if k.split(".")[0] in methods]
@@ -234,8 +260,10 @@ class RunResult:
         return {
             "documents": n,
             "queries_per_doc": float(self.per_doc["candidates"][mask].mean()),
-            "resolution_bytes_per_doc": res_b / n, "resolution_messages_per_doc": res_m / n,
-            "announce_bytes_per_doc": ann_b / n, "announce_messages_per_doc": ann_m / n,
+            "resolution_bytes_per_doc": res_b / n,
+            "resolution_messages_per_doc": res_m / n,
+            "announce_bytes_per_doc": ann_b / n,
+            "announce_messages_per_doc": ann_m / n,
             "bloom_filters_per_doc": kinds.get("GetBloom", [0, 0])[0] / n,
             "bloom_bytes_per_doc": bloom_b / n,  # requests and the filters they fetch
             "matches_per_doc": float(self.per_doc["matches"][mask].mean()),
@@ -288,7 +316,10 @@ class Lab:
         other core while this one indexes a ring (`oracle` then waits for it)."""
         if kind not in self._oracles:
             queries = self.workload(kind)
-            self.say(f"matching {self.scale.queries} {kind} queries against {len(self.corpus)} documents (the oracle)")
+            self.say(
+                f"matching {self.scale.queries} {kind} queries against {len(self.corpus)} "
+                f"documents (the oracle)"
+            )
             self._oracles[kind] = Background(oracle, self.corpus, queries)
 
     def oracle(self, kind: str) -> list[list[int]]:
@@ -305,7 +336,10 @@ class Lab:
         the largest K serves every smaller one)."""
         if self._popular[0] < k:
             t = time.perf_counter()
-            self._popular = (max(k, k_max), popular_ranking(self.corpus, range(self.half), max(k, k_max)))
+            self._popular = (
+                max(k, k_max),
+                popular_ranking(self.corpus, range(self.half), max(k, k_max)),
+            )
             self.timings["synopsis"] += time.perf_counter() - t
         return frozenset(self._popular[1][:k])
 
@@ -319,18 +353,24 @@ class Lab:
         for s in specs:
             key = (s.index, s.resolution, s.piggyback)
             wanted[key] = "all" if "all" in (s.documents, wanted.get(key)) else "second"
-        todo = {k: d for k, d in wanted.items() if k not in self.results or
-                (d == "all" and self.results[k].spec.documents != "all")}
+        todo = {
+            k: d
+            for k, d in wanted.items()
+            if k not in self.results or (d == "all" and self.results[k].spec.documents != "all")
+        }
         k_max = max([k[0].synopsis_k for k in wanted] + [1])
         plan = passes(todo)
         total = sum(len(p.runs) for p in plan)
         done = 0
         for p in plan:
-            label = f"[{done + 1}{'-' + str(done + len(p.runs)) if len(p.runs) > 1 else ''}/{total}]"
+            label = (
+                f"[{done + 1}{'-' + str(done + len(p.runs)) if len(p.runs) > 1 else ''}/{total}]"
+            )
             done += len(p.runs)
             host = IndexedRing(self, p.index, k_max, label)
-            rings = {p.index: host} | {part.index: IndexedRing(self, part.index, k_max, label, host)
-                                       for part in p.shadows}
+            rings = {p.index: host} | {
+                part.index: IndexedRing(self, part.index, k_max, label, host) for part in p.shadows
+            }
             for spec, result in zip(p.runs, host.publish(p, label, rings)):
                 self.results[(spec.index, spec.resolution, spec.piggyback)] = result
             for ring in rings.values():
@@ -342,8 +382,10 @@ class Lab:
 
     def memory(self) -> dict[str, float]:
         """Peak resident memory, MiB: this process, and the largest worker."""
-        return {"main_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                "worker_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
+        return {
+            "main_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "worker_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+        }
 
 
 class IndexedRing:
@@ -351,13 +393,20 @@ class IndexedRing:
     subscribed through the engine, or filed again from the ring of another strategy
     (`host`) when it is to be that ring's shadow index."""
 
-    def __init__(self, lab: Lab, index: IndexSpec, k_max: int, label: str,
-                 host: "IndexedRing | None" = None) -> None:
+    def __init__(
+        self, lab: Lab, index: IndexSpec, k_max: int, label: str, host: "IndexedRing | None" = None
+    ) -> None:
         self.lab, self.index = lab, index
         s = lab.scale
         popular = lab.popular(index.synopsis_k, k_max) if index.strategy == "sap-mhi" else None
-        settings = Settings(strategy=index.strategy, df=lab.corpus.df, popular=popular, seed=s.seed,
-                            bloom_bits=s.bloom_bits, bloom_hashes=s.bloom_hashes).validate()
+        settings = Settings(
+            strategy=index.strategy,
+            df=lab.corpus.df,
+            popular=popular,
+            seed=s.seed,
+            bloom_bits=s.bloom_bits,
+            bloom_hashes=s.bloom_hashes,
+        ).validate()
         queries = lab.workload(index.workload)
         lab.start_oracle(index.workload)
         t = time.perf_counter()
@@ -365,8 +414,9 @@ class IndexedRing:
         self.addresses = sorted(self.sim.engines)
         self.query_of: dict[int, int] = {}
         self._filed: dict | None = None
-        progress = Progress(f"{label} indexing {index.name}", len(queries), unit="queries",
-                            out=lab.err)
+        progress = Progress(
+            f"{label} indexing {index.name}", len(queries), unit="queries", out=lab.err
+        )
         if host is None:
             # the ring stands still and no run reads indexing's messages: each subscription
             # is placed at the owner its lookup would find, found without the lookup's hops
@@ -387,8 +437,10 @@ class IndexedRing:
         self.longest = longest_lists(self.sim, lab.corpus.df)
         self.seconds = time.perf_counter() - t
         lab.timings["indexing"] += self.seconds
-        lab.say(f"{label} indexed {len(queries)} queries by {index.name} in {self.seconds:.1f}s; "
-                f"entries per node (1st, 50th, 99th percentile) {percentiles(self.load)}")
+        lab.say(
+            f"{label} indexed {len(queries)} queries by {index.name} in {self.seconds:.1f}s; "
+            f"entries per node (1st, 50th, 99th percentile) {percentiles(self.load)}"
+        )
         self.oracle = lab.oracle(index.workload)
         gc.collect()
         gc.freeze()  # forked workers then share these pages instead of copying them for GC
@@ -416,17 +468,28 @@ class IndexedRing:
         term) pairs: what filing them again as another strategy chooses starts from
         (worked out once for every ring filed from this one)."""
         if self._filed is None:
-            entries = {e.subscription_id: e for engine in self.sim.engines.values()
-                       for key in engine.index.keys() for e in engine.index.get(key)}
-            self._filed = {sub_id: (entries[sub_id], list(zip(entries[sub_id].term_ids, entries[sub_id].terms)))
-                           for sub_id in self.query_of}
+            entries = {
+                e.subscription_id: e
+                for engine in self.sim.engines.values()
+                for key in engine.index.keys()
+                for e in engine.index.get(key)
+            }
+            self._filed = {
+                sub_id: (
+                    entries[sub_id],
+                    list(zip(entries[sub_id].term_ids, entries[sub_id].terms)),
+                )
+                for sub_id in self.query_of
+            }
         return self._filed
 
     def close(self) -> None:
         self._filed = None
         del self.sim  # the caller unfreezes and collects once every ring of the pass is closed
 
-    def publish(self, p: Pass, label: str, rings: dict[IndexSpec, "IndexedRing"]) -> list[RunResult]:
+    def publish(
+        self, p: Pass, label: str, rings: dict[IndexSpec, "IndexedRing"]
+    ) -> list[RunResult]:
         """One pass over the documents measuring all its runs, on this ring (the pass's
         host index) with the other rings' indexes as shadow indexes."""
         lab = self.lab
@@ -441,28 +504,52 @@ class IndexedRing:
         columns = Columns.of(chunks)
         for run in p.runs:
             ring = rings[run.index]
-            result = merge(run, p, columns, chunks, ring.load, lab.half, {"index": ring.seconds, "publish": seconds})
+            result = merge(
+                run,
+                p,
+                columns,
+                chunks,
+                ring.load,
+                lab.half,
+                {"index": ring.seconds, "publish": seconds},
+            )
             result.longest = ring.longest
             o = result.oracle
             if o["missing"] or o["unexpected"] or o["wrong_docno"]:
                 raise EvaluationError(f"run {run.name}: alerts differ from the matcher's: {o}")
             if o["disagreements"]:
-                raise EvaluationError(f"pass {p.name}: its methods or depths matched different queries at "
-                                      f"{o['disagreements']} QNs")
+                raise EvaluationError(
+                    f"pass {p.name}: its methods or depths matched different queries at "
+                    f"{o['disagreements']} QNs"
+                )
             m = result.measure(run.documents)
-            lab.say(f"{label} {run.name}: {len(result.positions)} documents in {seconds:.1f}s; "
-                    f"{m['queries_per_doc']:.0f} queries/doc, {m['resolution_bytes_per_doc']:.0f} resolution "
-                    f"bytes/doc; {o['alerted']} alerts = matcher")
+            lab.say(
+                f"{label} {run.name}: {len(result.positions)} documents in {seconds:.1f}s; "
+                f"{m['queries_per_doc']:.0f} queries/doc, {m['resolution_bytes_per_doc']:.0f} "
+                f"resolution bytes/doc; {o['alerted']} alerts = matcher"
+            )
             results.append(result)
         return results
 
-    def _fork(self, p: Pass, positions: list[int], workers: int, label: str,
-              rings: dict[IndexSpec, "IndexedRing"]) -> list[dict]:
+    def _fork(
+        self,
+        p: Pass,
+        positions: list[int],
+        workers: int,
+        label: str,
+        rings: dict[IndexSpec, "IndexedRing"],
+    ) -> list[dict]:
         ctx = mp.get_context("fork")
         counts = [ctx.Value("q", 0, lock=False) for _ in range(workers)]
         pipes = [ctx.Pipe(duplex=False) for _ in range(workers)]
-        procs = [ctx.Process(target=self._work, args=(p, positions[w::workers], counts[w], pipes[w][1], rings),
-                             daemon=True) for w in range(workers)]
+        procs = [
+            ctx.Process(
+                target=self._work,
+                args=(p, positions[w::workers], counts[w], pipes[w][1], rings),
+                daemon=True,
+            )
+            for w in range(workers)
+        ]
         for proc in procs:
             proc.start()
         for _, send in pipes:
@@ -496,11 +583,13 @@ class IndexedRing:
         """A worker: publish my share of the documents on my copy of the ring."""
         # The ring is frozen out of the collector's reach; what a document allocates is
         # short-lived and nearly all acyclic, so the default young collections only cost
-        # time (9% of a run's publishing, measured). Cycles are still collected, less often.
+        # time. Cycles are still collected, less often.
         gc.set_threshold(*WORKER_GC)
         answer(conn, self._publish_share, p, positions, count, rings)
 
-    def _publish_share(self, p: Pass, positions: list[int], count, rings: dict[IndexSpec, "IndexedRing"]) -> dict:
+    def _publish_share(
+        self, p: Pass, positions: list[int], count, rings: dict[IndexSpec, "IndexedRing"]
+    ) -> dict:
         sim, corpus, seed, half = self.sim, self.lab.corpus, self.lab.scale.seed, self.lab.half
         settings = sim.settings  # every node's
         settings.resolution, settings.piggyback = p.resolution, p.piggyback
@@ -523,8 +612,11 @@ class IndexedRing:
             docno = corpus.docnos[j]
             alerted.clear()
             shadows.matched.clear()
-            report = sim.publish_terms(docno, corpus.terms[j],
-                                       via=self.addresses[place(seed, "doc", docno, len(self.addresses))])
+            report = sim.publish_terms(
+                docno,
+                corpus.terms[j],
+                via=self.addresses[place(seed, "doc", docno, len(self.addresses))],
+            )
             got = set()
             for e, sub in alerted:
                 for alert in e.subscriptions[sub].mailbox.take():  # what the stream would carry
@@ -534,32 +626,56 @@ class IndexedRing:
             for shadow in p.shadows:
                 if shadow.documents == "all" or j >= half:
                     query_of = rings[shadow.index].query_of
-                    check(tally[shadow.index.tag],
-                          {query_of[sub] for sub in shadows.matched.get(shadow.index.tag, ())}, self.oracle[j])
+                    check(
+                        tally[shadow.index.tag],
+                        {query_of[sub] for sub in shadows.matched.get(shadow.index.tag, ())},
+                        self.oracle[j],
+                    )
             counters = {k: n for k, n in report.counters.items() if ":" in k}
             shadowed.update(counters)
-            rows.append((j, report.candidates, report.matches, report.alerts,
-                         {k: (c.messages, c.bytes) for k, c in report.kinds.items()}, counters))
+            rows.append(
+                (
+                    j,
+                    report.candidates,
+                    report.matches,
+                    report.alerts,
+                    {k: (c.messages, c.bytes) for k, c in report.kinds.items()},
+                    counters,
+                )
+            )
             count.value += 1
         for t in tally.values():
             t["disagreements"] += sim.tally["shadow_disagreements"]
         after = sim.ring.ledger.snapshot()
         marks.setdefault("second", (after, shadowed.copy()))
-        growth = {docs: {k: [c.messages - before[k].messages if k in before else c.messages,
-                             c.bytes - before[k].bytes if k in before else c.bytes] for k, c in after.items()}
-                  for docs, (before, _) in marks.items()}
-        return {"rows": rows, "oracle": {t: dict(c) for t, c in tally.items()},
-                "ledger": {docs: {k: v for k, v in g.items() if v[0]} for docs, g in growth.items()},
-                "counters": {docs: dict(shadowed - since) for docs, (_, since) in marks.items()}}
+        growth = {
+            docs: {
+                k: [
+                    c.messages - before[k].messages if k in before else c.messages,
+                    c.bytes - before[k].bytes if k in before else c.bytes,
+                ]
+                for k, c in after.items()
+            }
+            for docs, (before, _) in marks.items()
+        }
+        return {
+            "rows": rows,
+            "oracle": {t: dict(c) for t, c in tally.items()},
+            "ledger": {docs: {k: v for k, v in g.items() if v[0]} for docs, g in growth.items()},
+            "counters": {docs: dict(shadowed - since) for docs, (_, since) in marks.items()},
+        }
 
-    def _host(self, p: Pass, documents: str, rings: dict[IndexSpec, "IndexedRing"], shadows: Shadows) -> None:
+    def _host(
+        self, p: Pass, documents: str, rings: dict[IndexSpec, "IndexedRing"], shadows: Shadows
+    ) -> None:
         """Host the shadow indexes that measure these documents on every node."""
         for shadow in p.shadows:
             if shadow.documents == documents:
                 theirs = rings[shadow.index].sim.engines
                 for address in self.sim.engines:
-                    shadows.indexes.setdefault(address, {})[shadow.index.tag] = \
-                        ShadowIndex(theirs[address].index, shadow.depths)
+                    shadows.indexes.setdefault(address, {})[shadow.index.tag] = ShadowIndex(
+                        theirs[address].index, shadow.depths
+                    )
 
 
 def answer(conn, fn, *args) -> None:
@@ -610,8 +726,11 @@ def check(tally: Counter, got: set[int], want: list[int]) -> None:
 def longest_lists(sim: EngineSimulator, df: dict[str, int], n: int = 5) -> list[dict]:
     """The n longest inverted lists: a popular term that is often its queries' indexing term
     is what makes MHI's load (and candidates) uneven."""
-    sizes = sorted(((len(e.index.get(key)), key, e) for e in sim.engines.values() for key in e.index.keys()),
-                   reverse=True, key=lambda t: t[0])[:n]
+    sizes = sorted(
+        ((len(e.index.get(key)), key, e) for e in sim.engines.values() for key in e.index.keys()),
+        reverse=True,
+        key=lambda t: t[0],
+    )[:n]
     out = []
     for size, key, e in sizes:
         entry = e.index.get(key)[0]
@@ -631,8 +750,12 @@ def measured_as(kinds: dict, run: RunSpec, p: Pass, counters: dict) -> dict:
     index = p.index_tag(run.index)
     shallower = run.piggyback != p.piggyback
     want = resolution_tag(p.run_tag(run), run.resolution, p.resolution)
-    echoes = {kind: (n, counters.get(f"echo_bytes:{kind}", 0)) for name, n in counters.items()
-              for what, _, kind in [name.partition(":")] if what == "echo"}
+    echoes = {
+        kind: (n, counters.get(f"echo_bytes:{kind}", 0))
+        for name, n in counters.items()
+        for what, _, kind in [name.partition(":")]
+        if what == "echo"
+    }
     out = {}
     for kind in kinds.keys() | echoes.keys():
         tag, _, name = kind.rpartition(":")
@@ -643,7 +766,10 @@ def measured_as(kinds: dict, run: RunSpec, p: Pass, counters: dict) -> dict:
             out[name] = (m + e[0], b + e[1])
     if shallower and "Announce" in out:
         m, b = out["Announce"]
-        out["Announce"] = (m, b - counters.get(f"{depth_tag(run.piggyback)}:announce_bytes_saved", 0))
+        out["Announce"] = (
+            m,
+            b - counters.get(f"{depth_tag(run.piggyback)}:announce_bytes_saved", 0),
+        )
     return out
 
 
@@ -652,6 +778,7 @@ class Columns:
     """A pass's rows, one per document published, as columns in the order of their
     positions: every run of the pass is read off them (a ledger kind or counter a
     document did not grow is 0 there)."""
+
     positions: np.ndarray
     candidates: np.ndarray
     matches: np.ndarray
@@ -678,23 +805,38 @@ class Columns:
         return cls(*at, kinds, counters)
 
 
-def merge(spec: RunSpec, p: Pass, columns: Columns, chunks: list[dict], load: list[int], half: int,
-          seconds: dict) -> RunResult:
+def merge(
+    spec: RunSpec,
+    p: Pass,
+    columns: Columns,
+    chunks: list[dict],
+    load: list[int],
+    half: int,
+    seconds: dict,
+) -> RunResult:
     """One run's result from its workers' chunks of pass p, whose rows are `columns`."""
     part = p.part(spec.index)
     index, tag = p.index_tag(spec.index), p.run_tag(spec)
     mask = columns.positions >= (half if part.documents == "second" else 0)
     zeros = np.zeros(len(mask), dtype=np.int64)
-    per_doc = {"candidates": (columns.counters.get(f"{tag}:candidates", zeros) if tag else columns.candidates)[mask],
-               "matches": (columns.counters.get(f"{index}:matches", zeros) if index else columns.matches)[mask],
-               "alerts": columns.alerts[mask]}
+    per_doc = {
+        "candidates": (
+            columns.counters.get(f"{tag}:candidates", zeros) if tag else columns.candidates
+        )[mask],
+        "matches": (columns.counters.get(f"{index}:matches", zeros) if index else columns.matches)[
+            mask
+        ],
+        "alerts": columns.alerts[mask],
+    }
     for k, (m, b) in sorted(measured_as(columns.kinds, spec, p, columns.counters).items()):
         messages = (zeros + m)[mask]
         if messages.any():  # a kind none of its documents sent is none of its kinds
             per_doc[f"{k}:messages"], per_doc[f"{k}:bytes"] = messages, (zeros + b)[mask]
     ledger: dict[str, list[int]] = {}
     for c in chunks:
-        for k, (m, b) in measured_as(c["ledger"][part.documents], spec, p, c["counters"][part.documents]).items():
+        for k, (m, b) in measured_as(
+            c["ledger"][part.documents], spec, p, c["counters"][part.documents]
+        ).items():
             ledger.setdefault(k, [0, 0])
             ledger[k][0] += m
             ledger[k][1] += b
@@ -703,5 +845,13 @@ def merge(spec: RunSpec, p: Pass, columns: Columns, chunks: list[dict], load: li
         oracle_tally.update(c["oracle"][index])
     for k in ("expected", "alerted", "missing", "unexpected", "wrong_docno", "disagreements"):
         oracle_tally.setdefault(k, 0)
-    return RunResult(spec, columns.positions[mask], per_doc, dict(sorted(ledger.items())),
-                     load, dict(oracle_tally), seconds, half)
+    return RunResult(
+        spec,
+        columns.positions[mask],
+        per_doc,
+        dict(sorted(ledger.items())),
+        load,
+        dict(oracle_tally),
+        seconds,
+        half,
+    )

@@ -64,11 +64,18 @@ def bloom_sizes(bits: int) -> tuple[int, int]:
 
 def matched_size(matches: Iterable[tuple[int, str]]) -> int:
     """A QN's report of its matches, (subscription id, home) each, to the DN."""
-    return KEY + sum(message_field_size(fixed64_field_size(sub) + string_field_size(home)) for sub, home in matches)
+    return KEY + sum(
+        message_field_size(fixed64_field_size(sub) + string_field_size(home))
+        for sub, home in matches
+    )
 
 
 def alert_batch_size(docno: str, title: str, snippet: str, n: int) -> int:
     """The DN's batch of alerts of one document for n subscriptions of one home node (its
     docno an element of a repeated field: sent even if empty)."""
-    return element_size(len(docno.encode("utf-8"))) + string_field_size(title) + string_field_size(snippet) + \
-        packed_fixed64_size(n)
+    return (
+        element_size(len(docno.encode("utf-8")))
+        + string_field_size(title)
+        + string_field_size(snippet)
+        + packed_fixed64_size(n)
+    )

@@ -1,6 +1,6 @@
 """Spark sessions for cqengine's jobs: embedded local Spark by default, any cluster by URL.
 
-The jobs run the very `cqengine.analysis.analyze` the live engine uses, in Python workers
+The jobs run the very `cqengine.text.analysis.analyze` the live engine uses, in Python workers
 started with this interpreter (so they see the same packages). Spark's console noise is
 kept to warnings; the jobs report their own stages on stderr.
 """
@@ -31,19 +31,24 @@ def session(master: str | None = None, app: str = "cqengine"):
     from pyspark.sql import SparkSession
 
     log = f"-Dlog4j2.configurationFile=file:{_log_config()}"
-    builder = (SparkSession.builder.appName(app)
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.driver.extraJavaOptions", log)
-               .config("spark.executor.extraJavaOptions", log)
-               .config("spark.sql.session.timeZone", "UTC"))
+    builder = (
+        SparkSession.builder.appName(app)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.extraJavaOptions", log)
+        .config("spark.executor.extraJavaOptions", log)
+        .config("spark.sql.session.timeZone", "UTC")
+    )
     if not os.environ.get("PYSPARK_GATEWAY_PORT"):  # set when spark-submit launched us
         master = master or os.environ.get("CQENGINE_SPARK_MASTER", DEFAULT_MASTER)
         if master.startswith("local"):
-            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # an embedded Spark stays on loopback
+            os.environ.setdefault(
+                "SPARK_LOCAL_IP", "127.0.0.1"
+            )  # an embedded Spark stays on loopback
             # local mode runs the executors inside the driver: give it room for a corpus
-            builder = builder.config("spark.driver.memory",
-                                     os.environ.get("CQENGINE_SPARK_DRIVER_MEMORY", "2g"))
+            builder = builder.config(
+                "spark.driver.memory", os.environ.get("CQENGINE_SPARK_DRIVER_MEMORY", "2g")
+            )
         builder = builder.master(master)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")

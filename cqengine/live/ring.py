@@ -63,16 +63,23 @@ class RingFile:
         try:
             data = json.loads(path.read_text())
             nodes = [NodeEntry(**n) for n in data["nodes"]]
-            return cls(path=path, r=int(data.get("r", 8)), nodes=nodes,
-                       engine=[str(a) for a in data.get("engine", [])])
+            return cls(
+                path=path,
+                r=int(data.get("r", 8)),
+                nodes=nodes,
+                engine=[str(a) for a in data.get("engine", [])],
+            )
         except (ValueError, KeyError, TypeError) as e:
-            raise RingError(f"ring file {path} is malformed ({e}); remove it and run `cqengine ring up`") from None
+            raise RingError(
+                f"ring file {path} is malformed ({e}); remove it and run `cqengine ring up`"
+            ) from None
 
     def addresses(self) -> list[str]:
         return [n.address for n in self.nodes]
 
 
 # ---- processes ------------------------------------------------------------------------
+
 
 def pid_alive(pid: int, port: int | None = None) -> bool:
     """True if pid is a running (not zombie) cqengine node, on `port` when given."""
@@ -121,24 +128,59 @@ def free_ports(n: int, host: str = HOST) -> list[int]:
     return ports
 
 
-def node_command(port: int, join: str | None, r: int, timing: Timing,
-                 engine: list[str] = (), node_args: list[str] = ()) -> list[str]:
-    cmd = [sys.executable, "-m", "cqengine", "node", "--host", HOST, "--port", str(port),
-           "--successors", str(r), "--stabilize", str(timing.stabilize),
-           "--fix-fingers", str(timing.fix_fingers),
-           "--check-predecessor", str(timing.check_predecessor),
-           "--rpc-timeout", str(timing.rpc_timeout), "--call-timeout", str(timing.call_timeout), *node_args]
+def node_command(
+    port: int,
+    join: str | None,
+    r: int,
+    timing: Timing,
+    engine: list[str] = (),
+    node_args: list[str] = (),
+) -> list[str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "cqengine",
+        "node",
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        "--successors",
+        str(r),
+        "--stabilize",
+        str(timing.stabilize),
+        "--fix-fingers",
+        str(timing.fix_fingers),
+        "--check-predecessor",
+        str(timing.check_predecessor),
+        "--rpc-timeout",
+        str(timing.rpc_timeout),
+        "--call-timeout",
+        str(timing.call_timeout),
+        *node_args,
+    ]
     # a joining node takes the engine settings from the ring; the first node sets them
     return cmd + (["--join", join] if join else list(engine))
 
 
-def spawn(port: int, join: str | None, r: int, timing: Timing, log_dir: Path,
-          engine: list[str] = (), node_args: list[str] = ()) -> NodeEntry:
+def spawn(
+    port: int,
+    join: str | None,
+    r: int,
+    timing: Timing,
+    log_dir: Path,
+    engine: list[str] = (),
+    node_args: list[str] = (),
+) -> NodeEntry:
     log_path = log_dir / f"node-{port}.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(node_command(port, join, r, timing, engine, node_args), stdout=log,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)  # outlives `ring up`
+        proc = subprocess.Popen(
+            node_command(port, join, r, timing, engine, node_args),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # outlives `ring up`
     return NodeEntry(address=f"{HOST}:{port}", port=port, pid=proc.pid, log=str(log_path))
 
 
@@ -183,6 +225,7 @@ def _reap() -> None:
 
 # ---- inspection -----------------------------------------------------------------------
 
+
 @dataclass
 class RingView:
     states: dict  # address -> StateReply of every node that answered
@@ -204,8 +247,12 @@ def observe(addresses: list[str], r: int, timeout: float = 1.0) -> RingView:
                 down.append(address)
                 continue
             states[address] = state
-        pointed = {n.address for s in states.values()
-                   for n in [s.predecessor, *s.successors, *s.fingers] if n.address}
+        pointed = {
+            n.address
+            for s in states.values()
+            for n in [s.predecessor, *s.successors, *s.fingers]
+            if n.address
+        }
         pending = sorted(pointed - set(known))
         known += pending
     tables = [table_from_state(s, r) for s in states.values()]
@@ -214,15 +261,18 @@ def observe(addresses: list[str], r: int, timeout: float = 1.0) -> RingView:
     return RingView(states=states, down=sorted(set(down)), problems=problems)
 
 
-def wait_converged(addresses: list[str], r: int, timeout: float,
-                   progress: Callable[[str], None] = lambda s: None) -> RingView:
+def wait_converged(
+    addresses: list[str], r: int, timeout: float, progress: Callable[[str], None] = lambda s: None
+) -> RingView:
     deadline = time.monotonic() + timeout
     while True:
         view = observe(addresses, r)
         if view.ok and not view.down and len(view.states) == len(addresses):
             return view
-        progress(f"converging: {len(view.states)}/{len(addresses)} nodes answer, "
-                 f"{len(view.problems)} problems left")
+        progress(
+            f"converging: {len(view.states)}/{len(addresses)} nodes answer, "
+            f"{len(view.problems)} problems left"
+        )
         if time.monotonic() > deadline:
             first = view.problems[0] if view.problems else f"down: {', '.join(view.down)}"
             raise RingError(f"ring did not converge within {timeout:.0f}s ({first})")
@@ -238,9 +288,16 @@ def format_table(view: RingView, r: int) -> str:
     for address, s in sorted(view.states.items(), key=lambda kv: kv[1].node.id):
         t = table_from_state(s, r)
         good = sum(a == b for a, b in zip(t.fingers, oracle_tables[address].fingers))
-        rows.append((address, short(t.me.id),
-                     t.predecessor.address if t.predecessor else "-",
-                     t.successor.address, f"{good}/{len(t.fingers)}", str(s.keys)))
+        rows.append(
+            (
+                address,
+                short(t.me.id),
+                t.predecessor.address if t.predecessor else "-",
+                t.successor.address,
+                f"{good}/{len(t.fingers)}",
+                str(s.keys),
+            )
+        )
     for address in view.down:
         rows.append((address, "-", "down", "-", "-", "-"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
@@ -249,10 +306,19 @@ def format_table(view: RingView, r: int) -> str:
 
 # ---- the three commands ---------------------------------------------------------------
 
-def ring_up(n: int, ring_path: Path, base_port: int | None = None, r: int = 8,
-            timing: Timing | None = None, timeout: float | None = None,
-            out: TextIO = sys.stdout, progress: Callable[[str], None] = lambda s: None,
-            engine: list[str] = (), node_args: list[str] = ()) -> RingFile:
+
+def ring_up(
+    n: int,
+    ring_path: Path,
+    base_port: int | None = None,
+    r: int = 8,
+    timing: Timing | None = None,
+    timeout: float | None = None,
+    out: TextIO = sys.stdout,
+    progress: Callable[[str], None] = lambda s: None,
+    engine: list[str] = (),
+    node_args: list[str] = (),
+) -> RingFile:
     """Start n node processes on loopback, the first with the ring-wide `engine` options,
     every one with `node_args` (options of each node, such as how it batches), and wait
     until the ring has converged."""
@@ -262,7 +328,9 @@ def ring_up(n: int, ring_path: Path, base_port: int | None = None, r: int = 8,
     if ring_path.exists():
         old = RingFile.load(ring_path)
         if any(pid_alive(e.pid, e.port) for e in old.nodes):
-            raise RingError(f"a ring is already running from {ring_path}; `cqengine ring down` first")
+            raise RingError(
+                f"a ring is already running from {ring_path}; `cqengine ring down` first"
+            )
     if base_port is not None:
         if not 0 < base_port <= 65535 - n + 1:
             raise RingError(f"--base-port {base_port} leaves no room for {n} ports")
@@ -321,12 +389,17 @@ def ring_status(ring_path: Path, out: TextIO = sys.stdout) -> bool:
     ring = RingFile.load(ring_path)
     view = observe(ring.addresses(), ring.r)
     if not view.states:
-        raise RingError(f"no node of {ring_path} answers ({len(view.down)} down); "
-                        "`cqengine ring down` clears it")
+        raise RingError(
+            f"no node of {ring_path} answers ({len(view.down)} down); "
+            "`cqengine ring down` clears it"
+        )
     print(format_table(view, ring.r), file=out)
     if view.ok:
-        print(f"ring OK: {len(view.states)} nodes answer and form one correct ring"
-              + (f"; {len(view.down)} down" if view.down else ""), file=out)
+        print(
+            f"ring OK: {len(view.states)} nodes answer and form one correct ring"
+            + (f"; {len(view.down)} down" if view.down else ""),
+            file=out,
+        )
     else:
         print(f"ring NOT converged: {len(view.problems)} problems", file=out)
         for p in view.problems[:20]:
@@ -339,6 +412,8 @@ def ring_down(ring_path: Path, out: TextIO = sys.stdout) -> int:
     stopped = stop_processes(ring.nodes)
     ring_path.unlink(missing_ok=True)
     if stopped == 0:
-        raise RingError(f"no process of {ring_path} was running ({len(ring.nodes)} gone); removed the file")
+        raise RingError(
+            f"no process of {ring_path} was running ({len(ring.nodes)} gone); removed the file"
+        )
     print(f"stopped {stopped} of {len(ring.nodes)} nodes; removed {ring_path}", file=out)
     return stopped

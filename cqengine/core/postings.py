@@ -24,7 +24,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from chord.store import SortedKeyStore
-from cqengine.bloom import positions_array
+from cqengine.core.bloom import positions_array
 from cqengine.proto import cqengine_pb2 as pb
 
 Rarity = Callable[[int, str], float]  # (term id, term) -> document frequency
@@ -56,8 +56,9 @@ def member(xs: np.ndarray, sorted_ids: np.ndarray) -> np.ndarray:
 def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """The ranges [starts[i], starts[i] + lengths[i]) one after another, in one array."""
     lengths = np.asarray(lengths, dtype=np.intp)
-    return np.repeat(np.asarray(starts, dtype=np.intp) - (np.cumsum(lengths) - lengths), lengths) + \
-        np.arange(int(lengths.sum()))
+    return np.repeat(
+        np.asarray(starts, dtype=np.intp) - (np.cumsum(lengths) - lengths), lengths
+    ) + np.arange(int(lengths.sum()))
 
 
 def objects(items: Sequence) -> np.ndarray:
@@ -69,9 +70,10 @@ def objects(items: Sequence) -> np.ndarray:
 @dataclass
 class Block:
     entries: np.ndarray  # of pb.QueryEntry
-    terms: np.ndarray    # uint64, sorted, distinct
-    codes: np.ndarray    # (width, len(entries)) intp into terms: a column per query
-    _bloom: tuple = ()   # ((bits, hashes), the terms' filter positions by hash): a key's terms stay put
+    terms: np.ndarray  # uint64, sorted, distinct
+    codes: np.ndarray  # (width, len(entries)) intp into terms: a column per query
+    # ((bits, hashes), the terms' filter positions by hash): a key's terms stay put
+    _bloom: tuple = ()
     _subscriptions: bytes | None = None
     _padded: tuple = ()  # (width, its codes padded to that width)
 
@@ -81,8 +83,9 @@ class Block:
         (a measurement pass's: cqengine.evaluation.runs) ask each query's terms in the
         same order, so there blocks holding the same queries are the same."""
         if self._subscriptions is None:
-            self._subscriptions = np.fromiter((e.subscription_id for e in self.entries), dtype=np.uint64,
-                                              count=len(self.entries)).tobytes()
+            self._subscriptions = np.fromiter(
+                (e.subscription_id for e in self.entries), dtype=np.uint64, count=len(self.entries)
+            ).tobytes()
         return self._subscriptions
 
     def padded(self, width: int) -> np.ndarray:
@@ -119,7 +122,7 @@ class Block:
         bloom = blocks[0]._bloom
         positions = np.empty((bloom[1].shape[0], len(terms)), dtype=np.intp) if bloom else None
         for b in blocks:
-            mine = inverse[start:start + len(b.terms)]
+            mine = inverse[start : start + len(b.terms)]
             parts.append(widen(mine[b.codes], width))
             if positions is not None and b._bloom and b._bloom[0] == bloom[0]:
                 positions[:, mine] = b._bloom[1]
@@ -171,9 +174,13 @@ class InvertedIndex(SortedKeyStore):
         self.rarity = rarity
         self._blocks: dict[int, Block] = {}
         self._subs: dict[int, set[int]] = {}
-        self._merged: OrderedDict[tuple[int, ...], tuple[list[Block], Block]] = OrderedDict()  # see blocks
+        self._merged: OrderedDict[tuple[int, ...], tuple[list[Block], Block]] = (
+            OrderedDict()
+        )  # see blocks
         self._merged_size = 0
-        self._held: np.ndarray | None = None  # the keys with lists, as an array (None: to make again)
+        self._held: np.ndarray | None = (
+            None  # the keys with lists, as an array (None: to make again)
+        )
 
     def block(self, key: int) -> Block | None:
         """The key's list as a block; None when nothing is indexed under it."""
@@ -246,7 +253,7 @@ class InvertedIndex(SortedKeyStore):
         positions = positions_array(np.concatenate([b.terms for b in blocks]), *bloom)
         start = 0
         for b in blocks:
-            b._bloom = (bloom, positions[:, start:start + len(b.terms)])
+            b._bloom = (bloom, positions[:, start : start + len(b.terms)])
             b.subscriptions()  # once here, not again in every run's workers
             start += len(b.terms)
 

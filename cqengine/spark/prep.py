@@ -5,7 +5,7 @@ and content: TREC SGML (plain or gzip, many <DOC> per file), JSON Lines (`docno`
 optional `title`; `.jsonl`, `.ndjson`, optionally gzipped) and plain-text files (one
 document each, docno = path below the directory given). Files are parsed in the workers
 (one task per file), documents are spread over the cluster and analyzed with
-`cqengine.analysis.analyze` — the function the live engine applies — and written as:
+`cqengine.text.analysis.analyze` — the function the live engine applies — and written as:
 
     OUT/documents.parquet   docno, title, terms array<string>, term_ids array<long>
     OUT/terms.parquet       term, term_id long, df long (documents holding the term)
@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Iterator
 
 from chord.ids import MASK
-from cqengine.analysis import analyze, term_id
-from cqengine.spark import stage
-from cqengine.trec import TrecError, iter_trec
+from cqengine.spark.session import stage
+from cqengine.text.analysis import analyze, term_id
+from cqengine.text.trec import TrecError, iter_trec
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz")
 SNIFF = 4096
@@ -52,6 +52,7 @@ class PrepError(ValueError):
 
 
 # ---- finding and reading inputs (runs in the workers) -------------------------------------
+
 
 def _open_text(path: Path):
     with open(path, "rb") as f:
@@ -78,8 +79,12 @@ def discover(inputs: list[Path]) -> list[tuple[str, str, str]]:
         if given.is_file():
             out.append((str(given), classify(given), str(given.parent)))
         elif given.is_dir():
-            files = sorted(p for p in given.rglob("*") if p.is_file()
-                           and not any(part.startswith(".") for part in p.relative_to(given).parts))
+            files = sorted(
+                p
+                for p in given.rglob("*")
+                if p.is_file()
+                and not any(part.startswith(".") for part in p.relative_to(given).parts)
+            )
             out += [(str(p), classify(p), str(given)) for p in files]
         else:
             raise PrepError(f"{given}: no such file or directory")
@@ -124,7 +129,12 @@ def _read_jsonl(path: Path) -> Iterator[tuple]:
                 yield ("bad", str(path), n, f"{path}:{n}: not UTF-8")
             except (ValueError, KeyError, TypeError, AttributeError) as e:
                 what = f"missing field {e}" if isinstance(e, KeyError) else str(e).split(":")[0]
-                yield ("bad", str(path), n, f"{path}:{n}: not a JSON object with docno and text ({what})")
+                yield (
+                    "bad",
+                    str(path),
+                    n,
+                    f"{path}:{n}: not a JSON object with docno and text ({what})",
+                )
             else:
                 yield ("doc", docno.strip(), str(title), text)
 
@@ -134,7 +144,7 @@ def _read_text(path: Path, base: Path) -> Iterator[tuple]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
+        line = data[: e.start].count(b"\n") + 1
         yield ("bad", str(path), line, f"{path}:{line}: not UTF-8")
         return
     docno = str(path.relative_to(base)) if path.is_relative_to(base) else path.name
@@ -156,9 +166,16 @@ DOC_SCHEMA = "docno string, title string, terms array<string>, term_ids array<lo
 TERM_SCHEMA = "term string, term_id long, df long"
 
 
-def run_prep(spark, inputs: list[Path], out: Path, skip_bad: bool = False,
-             partitions: int | None = None, quiet: bool = False) -> dict:
+def run_prep(
+    spark,
+    inputs: list[Path],
+    out: Path,
+    skip_bad: bool = False,
+    partitions: int | None = None,
+    quiet: bool = False,
+) -> dict:
     from pyspark import StorageLevel
+
     sc = spark.sparkContext
     files = discover(inputs)
     if not files:
@@ -174,10 +191,15 @@ def run_prep(spark, inputs: list[Path], out: Path, skip_bad: bool = False,
         first_bad = bad.takeOrdered(5, key=lambda r: (r[1], r[2])) if n_bad else []
         if n_bad and not skip_bad:
             rows.unpersist()
-            raise PrepError(first_bad[0][3] + (f" (and {n_bad - 1} more; --skip-bad skips them)"
-                                               if n_bad > 1 else ""))
-        docs = spark.createDataFrame(rows.filter(lambda r: r[0] == "doc").map(lambda r: r[1:]),
-                                     DOC_SCHEMA, verifySchema=False).persist(StorageLevel.MEMORY_AND_DISK)
+            raise PrepError(
+                first_bad[0][3]
+                + (f" (and {n_bad - 1} more; --skip-bad skips them)" if n_bad > 1 else "")
+            )
+        docs = spark.createDataFrame(
+            rows.filter(lambda r: r[0] == "doc").map(lambda r: r[1:]),
+            DOC_SCHEMA,
+            verifySchema=False,
+        ).persist(StorageLevel.MEMORY_AND_DISK)
         n_docs = docs.count()
         rows.unpersist()
     if n_docs == 0:
@@ -188,8 +210,9 @@ def run_prep(spark, inputs: list[Path], out: Path, skip_bad: bool = False,
     with stage("writing documents and term statistics", quiet):
         docs.write.parquet(str(out / "documents.parquet"))
         df = _document_frequencies(docs)
-        spark.createDataFrame([(t, signed(term_id(t)), n) for t, n in df], TERM_SCHEMA) \
-            .write.parquet(str(out / "terms.parquet"))
+        spark.createDataFrame(
+            [(t, signed(term_id(t)), n) for t, n in df], TERM_SCHEMA
+        ).write.parquet(str(out / "terms.parquet"))
         _write_stats_tsv(df, out / "stats.tsv")
         summary = _summary(docs, n_docs, len(df), n_bad, files, inputs)
     docs.unpersist()
@@ -202,8 +225,11 @@ def run_prep(spark, inputs: list[Path], out: Path, skip_bad: bool = False,
 def _document_frequencies(docs) -> list[tuple[str, int]]:
     """(term, df), most frequent first; counted in the JVM, collected (a vocabulary fits)."""
     from pyspark.sql import functions as F
+
     counts = docs.select(F.explode("terms").alias("term")).groupBy("term").count()
-    return sorted(((r["term"], r["count"]) for r in counts.toLocalIterator()), key=lambda p: (-p[1], p[0]))
+    return sorted(
+        ((r["term"], r["count"]) for r in counts.toLocalIterator()), key=lambda p: (-p[1], p[0])
+    )
 
 
 def _write_stats_tsv(df: list[tuple[str, int]], path: Path) -> None:
@@ -214,13 +240,31 @@ def _write_stats_tsv(df: list[tuple[str, int]], path: Path) -> None:
 
 def _summary(docs, n_docs: int, vocabulary: int, n_bad: int, files, inputs) -> dict:
     from pyspark.sql import functions as F
-    row = docs.select(F.size("terms").alias("n")).agg(
-        F.mean("n").alias("mean"), F.stddev_pop("n").alias("std"), F.min("n").alias("min"),
-        F.max("n").alias("max"), F.sum("n").alias("total")).first()
+
+    row = (
+        docs.select(F.size("terms").alias("n"))
+        .agg(
+            F.mean("n").alias("mean"),
+            F.stddev_pop("n").alias("std"),
+            F.min("n").alias("min"),
+            F.max("n").alias("max"),
+            F.sum("n").alias("total"),
+        )
+        .first()
+    )
     duplicates = docs.groupBy("docno").count().filter("count > 1").count()
-    return {"inputs": [str(p) for p in inputs], "files": len(files),
-            "documents": n_docs, "vocabulary": vocabulary,
-            "unique_terms_per_document": {"mean": row["mean"], "std": row["std"] if not math.isnan(row["std"]) else 0.0,
-                                          "min": row["min"], "max": row["max"]},
-            "term_occurrences": row["total"], "skipped_bad_documents": n_bad,
-            "duplicate_docnos": duplicates}
+    return {
+        "inputs": [str(p) for p in inputs],
+        "files": len(files),
+        "documents": n_docs,
+        "vocabulary": vocabulary,
+        "unique_terms_per_document": {
+            "mean": row["mean"],
+            "std": row["std"] if not math.isnan(row["std"]) else 0.0,
+            "min": row["min"],
+            "max": row["max"],
+        },
+        "term_occurrences": row["total"],
+        "skipped_bad_documents": n_bad,
+        "duplicate_docnos": duplicates,
+    }

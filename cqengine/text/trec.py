@@ -115,7 +115,7 @@ class _Parser:
         pos = 0
         try:
             for m in _TAG.finditer(line):
-                self._text(lineno, line[pos:m.start()])
+                self._text(lineno, line[pos : m.start()])
                 self._tag(lineno, m.group(1) == "/", m.group(2).upper())
                 pos = m.end()
             self._text(lineno, line[pos:])
@@ -127,8 +127,11 @@ class _Parser:
     def finish(self, lineno: int) -> None:
         """End of file: an open document is an error."""
         if self.doc is not None:
-            self._bad(self.doc.line, "end of file inside the <DOC> opened on this line "
-                      f"(file has {lineno} lines; missing </DOC>?)")
+            self._bad(
+                self.doc.line,
+                "end of file inside the <DOC> opened on this line "
+                f"(file has {lineno} lines; missing </DOC>?)",
+            )
 
     def _bad(self, line: int, reason: str, resync: bool = False) -> None:
         err = TrecError(self.path, line, reason)
@@ -171,8 +174,10 @@ class _Parser:
         doc = self.doc
         if not closing:
             if doc is not None:
-                self._bad(lineno, f"<DOC> opened inside the <DOC> opened on line {doc.line} "
-                          "(missing </DOC>?)")
+                self._bad(
+                    lineno,
+                    f"<DOC> opened inside the <DOC> opened on line {doc.line} (missing </DOC>?)",
+                )
             self.doc = _OpenDoc(lineno)
         elif doc is None:
             self._bad(lineno, "</DOC> without a matching <DOC>")
@@ -183,11 +188,14 @@ class _Parser:
         doc = self.doc
         assert doc is not None
         if doc.capture:
-            self._bad(lineno, f"<{name}> opened inside the <{doc.capture}> opened on line "
-                      f"{doc.capture_line} (missing </{doc.capture}>?)", resync=True)
+            self._bad(
+                lineno,
+                f"<{name}> opened inside the <{doc.capture}> opened on line "
+                f"{doc.capture_line} (missing </{doc.capture}>?)",
+                resync=True,
+            )
         elif name == "DOCNO" and doc.docnos:
-            self._bad(lineno, f"second <DOCNO> in the <DOC> opened on line {doc.line}",
-                      resync=True)
+            self._bad(lineno, f"second <DOCNO> in the <DOC> opened on line {doc.line}", resync=True)
         else:
             doc.capture, doc.capture_line, doc.parts = name, lineno, []
 
@@ -208,21 +216,26 @@ class _Parser:
 
     def _close_doc(self, lineno: int, doc: _OpenDoc) -> None:
         if doc.capture:
-            self._bad(doc.capture_line, f"<{doc.capture}> is not closed before the </DOC> "
-                      f"on line {lineno}")
+            self._bad(
+                doc.capture_line,
+                f"<{doc.capture}> is not closed before the </DOC> on line {lineno}",
+            )
         elif not doc.docnos:
-            self._bad(doc.line, f"the <DOC> opened on this line (closed on line {lineno}) "
-                      "has no <DOCNO>")
+            self._bad(
+                doc.line, f"the <DOC> opened on this line (closed on line {lineno}) has no <DOCNO>"
+            )
         elif not doc.docnos[0]:
             self._bad(doc.line, "the <DOC> opened on this line has an empty <DOCNO>")
         else:
-            self.done.append(TrecDoc(
-                docno=doc.docnos[0],
-                text="\n\n".join(t for t in doc.texts if t),
-                title="; ".join(h for h in doc.heads if h),
-                source=self.path,
-                line=doc.line,
-            ))
+            self.done.append(
+                TrecDoc(
+                    docno=doc.docnos[0],
+                    text="\n\n".join(t for t in doc.texts if t),
+                    title="; ".join(h for h in doc.heads if h),
+                    source=self.path,
+                    line=doc.line,
+                )
+            )
             self.doc = None
 
 
@@ -249,13 +262,18 @@ def _decode(path: str, lineno: int, data: bytes) -> str:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise TrecError(path, lineno, f"byte 0x{data[e.start]:02x} at byte {e.start + 1} of "
-                        "the line is not UTF-8 (the file must be UTF-8)") from None
+        raise TrecError(
+            path,
+            lineno,
+            f"byte 0x{data[e.start]:02x} at byte {e.start + 1} of "
+            "the line is not UTF-8 (the file must be UTF-8)",
+        ) from None
     return text[1:] if lineno == 1 and text.startswith("\ufeff") else text
 
 
-def iter_trec(path: str | PathLike[str],
-              skip_bad: Callable[[TrecError], None] | None = None) -> Iterator[TrecDoc]:
+def iter_trec(
+    path: str | PathLike[str], skip_bad: Callable[[TrecError], None] | None = None
+) -> Iterator[TrecDoc]:
     """The documents of one TREC file (plain or gzip), in file order.
 
     Without `skip_bad` the first problem raises TrecError. With it, a malformed document
@@ -287,8 +305,10 @@ def _render(doc: TrecDoc) -> str:
     if not docno or docno != docno.strip():
         raise ValueError(f"DOCNO {docno!r} must be non-empty without surrounding whitespace")
     head = f"<HEAD>{_escape(doc.title)}</HEAD>\n" if doc.title else ""
-    return (f"<DOC>\n<DOCNO> {_escape(docno)} </DOCNO>\n{head}"
-            f"<TEXT>\n{_escape(doc.text)}\n</TEXT>\n</DOC>\n")
+    return (
+        f"<DOC>\n<DOCNO> {_escape(docno)} </DOCNO>\n{head}"
+        f"<TEXT>\n{_escape(doc.text)}\n</TEXT>\n</DOC>\n"
+    )
 
 
 def write_trec(docs: Iterable[TrecDoc], path: str | PathLike[str]) -> int:
@@ -301,8 +321,11 @@ def write_trec(docs: Iterable[TrecDoc], path: str | PathLike[str]) -> int:
     target = str(path)
     count = 0
     with open(target, "wb") as raw:
-        out = gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) \
-            if target.endswith(".gz") else raw
+        out = (
+            gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0)
+            if target.endswith(".gz")
+            else raw
+        )
         try:
             for doc in docs:
                 out.write(_render(doc).encode("utf-8"))

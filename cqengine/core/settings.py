@@ -12,9 +12,9 @@ from dataclasses import dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
 
-from cqengine.analysis import term_id
-from cqengine.indexing import STRATEGIES
+from cqengine.core.indexing import STRATEGIES
 from cqengine.proto import cqengine_pb2 as pb
+from cqengine.text.analysis import term_id
 
 RESOLUTIONS = ("td", "bf")
 
@@ -44,19 +44,37 @@ class Settings:
     df: dict[str, int] | None = field(default=None, repr=False)
     popular: frozenset[str] | None = field(default=None, repr=False)  # terms; None: gossip them
 
-    WIRE = ("strategy", "piggyback", "resolution", "bloom_bits", "bloom_hashes", "stats_path",
-            "popular_path", "max_document_bytes", "seed", "dialogue_batch", "synopsis_k",
-            "synopsis_y", "synopsis_hashes", "gossip_period", "reindex_grace")
+    WIRE = (
+        "strategy",
+        "piggyback",
+        "resolution",
+        "bloom_bits",
+        "bloom_hashes",
+        "stats_path",
+        "popular_path",
+        "max_document_bytes",
+        "seed",
+        "dialogue_batch",
+        "synopsis_k",
+        "synopsis_y",
+        "synopsis_hashes",
+        "gossip_period",
+        "reindex_grace",
+    )
 
     def validate(self) -> "Settings":
         if self.strategy not in STRATEGIES:
-            raise SettingsError(f"unknown strategy {self.strategy!r}; choose one of {', '.join(STRATEGIES)}")
+            raise SettingsError(
+                f"unknown strategy {self.strategy!r}; choose one of {', '.join(STRATEGIES)}"
+            )
         if self.resolution not in RESOLUTIONS:
             raise SettingsError(f"unknown resolution {self.resolution!r}; choose td or bf")
         if not 0 <= self.piggyback <= 64:
             raise SettingsError(f"piggyback depth {self.piggyback} is outside 0-64")
         if self.bloom_bits <= 0 or self.bloom_bits % 8:
-            raise SettingsError(f"Bloom filter size {self.bloom_bits} must be a positive multiple of 8 bits")
+            raise SettingsError(
+                f"Bloom filter size {self.bloom_bits} must be a positive multiple of 8 bits"
+            )
         if not 1 <= self.bloom_hashes <= 32:
             raise SettingsError(f"Bloom hash count {self.bloom_hashes} is outside 1-32")
         if self.max_document_bytes <= 0 or self.dialogue_batch <= 0:
@@ -67,10 +85,18 @@ class Settings:
             self.popular = load_terms(Path(self.popular_path))
         if self.strategy == "oi" and self.df is None:
             raise SettingsError("strategy oi indexes by document frequency: give --stats FILE")
-        if not 1 <= self.synopsis_k or not 1 <= self.synopsis_y <= 64 or not 1 <= self.synopsis_hashes <= 16:
-            raise SettingsError("synopsis size must be positive, coin tosses 1-64 and registers 1-16")
+        if (
+            not 1 <= self.synopsis_k
+            or not 1 <= self.synopsis_y <= 64
+            or not 1 <= self.synopsis_hashes <= 16
+        ):
+            raise SettingsError(
+                "synopsis size must be positive, coin tosses 1-64 and registers 1-16"
+            )
         if self.gossip_period <= 0 or self.reindex_grace < 0:
-            raise SettingsError("the gossip period must be positive and the re-index grace not negative")
+            raise SettingsError(
+                "the gossip period must be positive and the re-index grace not negative"
+            )
         return self
 
     @cached_property
@@ -92,14 +118,17 @@ class Settings:
 
 
 def load_stats(path: Path) -> dict[str, int]:
-    """Document frequencies: JSON {term: df}, or lines `term<TAB>df` (a header line and #-comments allowed)."""
+    """Document frequencies: JSON {term: df}, or lines `term<TAB>df` (a header line and
+    #-comments allowed)."""
     text = _read(path)
     if path.suffix == ".json":
         try:
             data = json.loads(text)
             return {str(t): int(v) for t, v in data.items()}
         except (ValueError, AttributeError, TypeError) as e:
-            raise SettingsError(f"{path}: not a JSON object of term -> document frequency ({e})") from None
+            raise SettingsError(
+                f"{path}: not a JSON object of term -> document frequency ({e})"
+            ) from None
     out: dict[str, int] = {}
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.startswith("#"):
@@ -110,14 +139,19 @@ def load_stats(path: Path) -> dict[str, int]:
         except ValueError:
             if n == 1:
                 continue  # a header
-            raise SettingsError(f"{path}:{n}: expected `term<TAB>document frequency`, got {line!r}") from None
+            raise SettingsError(
+                f"{path}:{n}: expected `term<TAB>document frequency`, got {line!r}"
+            ) from None
     return out
 
 
 def load_terms(path: Path) -> frozenset[str]:
     """One term a line (analyzed form, as the synopsis holds it); #-comments allowed."""
-    return frozenset(line.split("\t")[0].strip() for line in _read(path).splitlines()
-                     if line.strip() and not line.startswith("#"))
+    return frozenset(
+        line.split("\t")[0].strip()
+        for line in _read(path).splitlines()
+        if line.strip() and not line.startswith("#")
+    )
 
 
 def _read(path: Path) -> str:

@@ -26,8 +26,8 @@ from itertools import accumulate, islice
 from os import PathLike
 from pathlib import Path
 
-from cqengine.analysis import analyze
-from cqengine.trec import TrecDoc, write_trec
+from cqengine.text.analysis import analyze
+from cqengine.text.trec import TrecDoc, write_trec
 
 __all__ = ["generate_corpus", "make_vocabulary", "write_corpus"]
 
@@ -78,16 +78,21 @@ def _render_text(rng: random.Random, words: list[str]) -> str:
     i = 0
     while i < len(tokens):
         n = rng.randint(5, 15)
-        sentence = " ".join(tokens[i:i + n])
+        sentence = " ".join(tokens[i : i + n])
         sentences.append(sentence[0].upper() + sentence[1:] + ".")
         i += n
     # a paragraph break now and then, as in news text
-    lines = [" ".join(sentences[j:j + 4]) for j in range(0, len(sentences), 4)]
+    lines = [" ".join(sentences[j : j + 4]) for j in range(0, len(sentences), 4)]
     return "\n".join(lines)
 
 
-def generate_corpus(n_docs: int, seed: int = 1, vocab_size: int = 46654,
-                    mean_terms: float = 178.0, zipf_s: float = 1.0) -> Iterator[TrecDoc]:
+def generate_corpus(
+    n_docs: int,
+    seed: int = 1,
+    vocab_size: int = 46654,
+    mean_terms: float = 178.0,
+    zipf_s: float = 1.0,
+) -> Iterator[TrecDoc]:
     """`n_docs` documents GEN-000001, GEN-000002, ...; the same arguments give the same docs.
 
     Each document has about `mean_terms` distinct analyzed terms on average (log-normal
@@ -98,15 +103,18 @@ def generate_corpus(n_docs: int, seed: int = 1, vocab_size: int = 46654,
         raise ValueError("n_docs must be >= 0, vocab_size >= 1 and mean_terms > 0")
     rng = random.Random(seed)
     vocab = make_vocabulary(vocab_size, rng)
-    cum = list(accumulate(1.0 / (rank ** zipf_s) for rank in range(1, vocab_size + 1)))
+    cum = list(accumulate(1.0 / (rank**zipf_s) for rank in range(1, vocab_size + 1)))
     # Long tails beyond half the vocabulary would make distinct draws crawl; real
     # documents never come near that anyway.
     limit = max(1, vocab_size // 2)
     for i in range(1, n_docs + 1):
         words = _draw_terms(rng, _draw_length(rng, mean_terms, limit), vocab, cum)
         title = rng.sample(words, min(len(words), rng.randint(3, 8)))
-        yield TrecDoc(docno=f"GEN-{i:06d}", text=_render_text(rng, words),
-                      title=" ".join(w.capitalize() for w in title))
+        yield TrecDoc(
+            docno=f"GEN-{i:06d}",
+            text=_render_text(rng, words),
+            title=" ".join(w.capitalize() for w in title),
+        )
 
 
 def write_corpus(path: str | PathLike[str], n_docs: int, seed: int = 1, **kw: float) -> int:
@@ -114,8 +122,14 @@ def write_corpus(path: str | PathLike[str], n_docs: int, seed: int = 1, **kw: fl
     return write_trec(generate_corpus(n_docs, seed=seed, **kw), path)  # type: ignore[arg-type]
 
 
-def write_corpus_files(directory: str | PathLike[str], n_docs: int, files: int, seed: int = 1,
-                       progress: Callable[[int], None] | None = None, **kw: float) -> list[Path]:
+def write_corpus_files(
+    directory: str | PathLike[str],
+    n_docs: int,
+    files: int,
+    seed: int = 1,
+    progress: Callable[[int], None] | None = None,
+    **kw: float,
+) -> list[Path]:
     """The same corpus split over `files` gzip TREC files (part-00000.trec.gz, ...), so a
     Spark job can read them in parallel; `progress` hears the documents written so far."""
     out = Path(directory)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from cqengine.engine import EngineNode, Heard, PublishedDoc
+    from cqengine.core.engine import EngineNode, Heard, PublishedDoc
     from cqengine.proto import cqengine_pb2 as pb
 
 
@@ -28,9 +28,12 @@ class Observer(Protocol):
     def on_heard(self, node: EngineNode, heard: Heard) -> None:
         """The node, a QN, holds these runs of an announcement, before it resolves them."""
 
-    def on_resolution_call(self, node: EngineNode, heard: Heard, rpc: str, request: Any,
-                           reply: Any) -> None:
+    def on_resolution_call(
+        self, node: EngineNode, heard: Heard, rpc: str, request: Any, reply: Any
+    ) -> None:
         """The node asked the DN of `heard` and was answered (a call to itself included)."""
 
-    def on_matched(self, node: EngineNode, heard: Heard, matched: list[list[pb.QueryEntry]]) -> None:
+    def on_matched(
+        self, node: EngineNode, heard: Heard, matched: list[list[pb.QueryEntry]]
+    ) -> None:
         """The node resolved `heard`: the queries each of its documents matched."""

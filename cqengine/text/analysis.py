@@ -26,8 +26,9 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from chord.ids import hash_id
 from RAKE.stoplists.SmartStopList import wordlist as _smart_wordlist
+
+from chord.ids import hash_id
 
 __all__ = ["STOP_WORDS", "MAX_TOKEN_LEN", "analyze", "term_id"]
 

@@ -14,8 +14,8 @@ from typing import Callable, Iterable
 from chord.ledger import Count, Ledger
 from chord.node import Call, Op, PeerUnreachable
 from chord.simulator import Simulator
-from cqengine.config import Settings
-from cqengine.engine import Document, EngineNode, Heard, resolve_together
+from cqengine.core.engine import Document, EngineNode, Heard, resolve_together
+from cqengine.core.settings import Settings
 from cqengine.evaluation.measure import Tally
 from cqengine.proto import cqengine_pb2 as pb
 
@@ -72,18 +72,34 @@ class EngineSimulator:
     """A ring of `nodes` engine nodes over an in-memory transport. Every node tells the
     one observer (a Tally unless given: every node's counters summed as they grow) what
     happens; a document's QNs resolve it together once its announcement has run its
-    course (cqengine.engine.resolve_together)."""
+    course (cqengine.core.engine.resolve_together)."""
 
-    def __init__(self, nodes: int, settings: Settings, seed: int = 0, r: int = 8,
-                 ledger: Ledger | None = None, observer: Tally | None = None) -> None:
+    def __init__(
+        self,
+        nodes: int,
+        settings: Settings,
+        seed: int = 0,
+        r: int = 8,
+        ledger: Ledger | None = None,
+        observer: Tally | None = None,
+    ) -> None:
         settings.validate()
         self.settings = settings
         self.rng = random.Random(seed)
         self.observer = observer if observer is not None else Tally()
         self.heard: list[tuple[EngineNode, Heard]] = []  # what the QNs heard, to resolve together
-        self.ring = Simulator(r=r, seed=seed, ledger=ledger,
-                              app=lambda chord, spawn: EngineNode(chord, settings, spawn, observer=self.observer,
-                                                                  gather=lambda node, h: self.heard.append((node, h))))
+        self.ring = Simulator(
+            r=r,
+            seed=seed,
+            ledger=ledger,
+            app=lambda chord, spawn: EngineNode(
+                chord,
+                settings,
+                spawn,
+                observer=self.observer,
+                gather=lambda node, h: self.heard.append((node, h)),
+            ),
+        )
         self.ring.build_instant([f"node-{i}" for i in range(nodes)])
 
     @property
@@ -142,11 +158,17 @@ class EngineSimulator:
         return self._run(via, self.engines[via].subscribe_terms(terms))
 
     def unsubscribe(self, reply: pb.SubscribeReply) -> None:
-        self._run(reply.home, self.engines[reply.home].unsubscribe(reply.subscription_id, reply.token))
+        self._run(
+            reply.home, self.engines[reply.home].unsubscribe(reply.subscription_id, reply.token)
+        )
 
     def publish(self, docno: str, text: str, title: str = "", via: str | None = None) -> DocReport:
         address = via or self.pick()
-        return self._report([docno], address, lambda: [self.engines[address].publish(docno, text.encode("utf-8"), title)])
+        return self._report(
+            [docno],
+            address,
+            lambda: [self.engines[address].publish(docno, text.encode("utf-8"), title)],
+        )
 
     def publish_terms(self, docno: str, terms: list[str], via: str) -> DocReport:
         return self._report([docno], via, lambda: [self.engines[via].publish_terms(docno, terms)])
@@ -154,7 +176,9 @@ class EngineSimulator:
     def publish_batch(self, docs: list[Document], via: str) -> DocReport:
         """Publish documents (analyzed) through one node as one batch; the report is the
         batch's (refused documents count no terms)."""
-        return self._report([d.docno for d in docs], via, lambda: self.engines[via].publish_batch(docs))
+        return self._report(
+            [d.docno for d in docs], via, lambda: self.engines[via].publish_batch(docs)
+        )
 
     def _report(self, docnos: list[str], address: str, publish: Callable[[], list]) -> DocReport:
         """Publish, run everything it sets off, and read its cost off the ledger and tally."""
@@ -162,13 +186,20 @@ class EngineSimulator:
         replies = publish()
         self._settle()
         grown = {name: n - counts[name] for name, n in self.tally.items() if n != counts[name]}
-        return DocReport(docno=" ".join(docnos), dn=address, terms=sum(getattr(r, "terms", 0) for r in replies),
-                         candidates=grown.get("candidates", 0), matches=grown.get("matches", 0),
-                         alerts=grown.get("alerts_delivered", 0),
-                         kinds=ledger_growth(before, self.ring.ledger.snapshot()), counters=grown)
+        return DocReport(
+            docno=" ".join(docnos),
+            dn=address,
+            terms=sum(getattr(r, "terms", 0) for r in replies),
+            candidates=grown.get("candidates", 0),
+            matches=grown.get("matches", 0),
+            alerts=grown.get("alerts_delivered", 0),
+            kinds=ledger_growth(before, self.ring.ledger.snapshot()),
+            counters=grown,
+        )
 
     def gossip_round(self) -> None:
-        """Every node gossips its synopsis once (and re-indexes if it changed), in a seeded order."""
+        """Every node gossips its synopsis once (and re-indexes if it changed), in a seeded
+        order."""
         addresses = sorted(self.ring.nodes)
         self.rng.shuffle(addresses)
         for a in addresses:
@@ -177,10 +208,13 @@ class EngineSimulator:
 
     def alerts(self) -> list[tuple[int, str]]:
         """Every alert delivered so far, taken off the subscribers' streams."""
-        return [(a.subscription_id, a.docno) for e in self.engines.values()
-                for sub in e.subscriptions.values() for a in sub.mailbox.take()]
+        return [
+            (a.subscription_id, a.docno)
+            for e in self.engines.values()
+            for sub in e.subscriptions.values()
+            for a in sub.mailbox.take()
+        ]
 
     def load(self) -> list[int]:
         """Query-index entries per node."""
         return [len(e.index) for e in self.engines.values()]
-

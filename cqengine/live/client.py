@@ -1,4 +1,4 @@
-"""`cqengine.client.Client`: the Python client of a ring (any node accepts any call).
+"""`cqengine.live.client.Client`: the Python client of a ring (any node accepts any call).
 
     with Client("127.0.0.1:7000") as c:
         sub = c.subscribe("hurricane levee")
@@ -40,8 +40,13 @@ def _error(e: grpc.RpcError, address: str) -> ClientError:
 class Client:
     def __init__(self, address: str, timeout: float = 30.0) -> None:
         self.address, self.timeout = address, timeout
-        self._channel = grpc.insecure_channel(address, options=[
-            ("grpc.max_send_message_length", 64 << 20), ("grpc.max_receive_message_length", 64 << 20)])
+        self._channel = grpc.insecure_channel(
+            address,
+            options=[
+                ("grpc.max_send_message_length", 64 << 20),
+                ("grpc.max_receive_message_length", 64 << 20),
+            ],
+        )
         self._stub = pb_grpc.CQEngineStub(self._channel)
 
     def __enter__(self) -> "Client":
@@ -63,22 +68,30 @@ class Client:
         return self._call("Subscribe", pb.SubscribeRequest(query=query))
 
     def unsubscribe(self, subscription_id: int, token: str) -> None:
-        self._call("Unsubscribe", pb.UnsubscribeRequest(subscription_id=subscription_id, token=token))
+        self._call(
+            "Unsubscribe", pb.UnsubscribeRequest(subscription_id=subscription_id, token=token)
+        )
 
     def publish(self, docno: str, text: str | bytes, title: str = "") -> pb.PublishReply:
         body = text.encode("utf-8") if isinstance(text, str) else text
         return self._call("Publish", pb.PublishRequest(docno=docno, text=body, title=title))
 
-    def publish_many(self, docs: Iterable[tuple[str, str | bytes, str]], per_call: int = 1000
-                     ) -> list[pb.PublishReply]:
+    def publish_many(
+        self, docs: Iterable[tuple[str, str | bytes, str]], per_call: int = 1000
+    ) -> list[pb.PublishReply]:
         """Publish (docno, text, title) documents, `per_call` to a PublishBatch call: per
         document its reply, whose `accepted` is false (with `code` and `error`) for one
         the node refused. The node publishes them in batches of its own."""
         out: list[pb.PublishReply] = []
         batch: list[pb.PublishRequest] = []
         for docno, text, title in docs:
-            batch.append(pb.PublishRequest(docno=docno, title=title,
-                                           text=text.encode("utf-8") if isinstance(text, str) else text))
+            batch.append(
+                pb.PublishRequest(
+                    docno=docno,
+                    title=title,
+                    text=text.encode("utf-8") if isinstance(text, str) else text,
+                )
+            )
             if len(batch) == per_call:
                 out += self._call("PublishBatch", pb.PublishBatchRequest(documents=batch)).results
                 batch = []
@@ -89,26 +102,37 @@ class Client:
     def stats(self) -> pb.StatsReply:
         return self._call("Stats", pb.StatsRequest())
 
-    def alerts(self, sub: pb.SubscribeReply | tuple[int, str] | Sequence[pb.SubscribeReply | tuple[int, str]],
-               home: str | None = None, timeout: float | None = None) -> Iterator[pb.Alert]:
+    def alerts(
+        self,
+        sub: pb.SubscribeReply | tuple[int, str] | Sequence[pb.SubscribeReply | tuple[int, str]],
+        home: str | None = None,
+        timeout: float | None = None,
+    ) -> Iterator[pb.Alert]:
         """Alerts as they arrive, until the stream ends, the iterator is closed or `timeout`
         s pass. `sub` is a subscription (a SubscribeReply, or its id and token) or several
         of one home node's, streamed together."""
         subs = [sub] if isinstance(sub, (pb.SubscribeReply, tuple)) else list(sub)
         if not subs:
             raise ClientError("INVALID_ARGUMENT", "no subscription to stream")
-        keys = [(s.subscription_id, s.token) if isinstance(s, pb.SubscribeReply) else s for s in subs]
+        keys = [
+            (s.subscription_id, s.token) if isinstance(s, pb.SubscribeReply) else s for s in subs
+        ]
         home = home or next((s.home for s in subs if isinstance(s, pb.SubscribeReply)), None)
         client = Client(home) if home and home != self.address else self
         (first_id, first_token), *more = keys
-        request = pb.StreamRequest(subscription_id=first_id, token=first_token,
-                                   subscriptions=[pb.SubscriptionKey(subscription_id=i, token=t) for i, t in more])
+        request = pb.StreamRequest(
+            subscription_id=first_id,
+            token=first_token,
+            subscriptions=[pb.SubscriptionKey(subscription_id=i, token=t) for i, t in more],
+        )
         stream = client._stub.StreamAlerts(request, timeout=timeout)
         try:
             for alerts in stream:
                 yield from alerts.alerts
         except grpc.RpcError as e:
-            ended = {grpc.StatusCode.CANCELLED} | ({grpc.StatusCode.DEADLINE_EXCEEDED} if timeout else set())
+            ended = {grpc.StatusCode.CANCELLED} | (
+                {grpc.StatusCode.DEADLINE_EXCEEDED} if timeout else set()
+            )
             if e.code() not in ended:
                 raise _error(e, client.address) from None
         finally:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Iterable, Mapping, Sequence
 
-from cqengine.analysis import analyze
+from cqengine.text.analysis import analyze
 
 
 def document_terms(text: str, title: str = "") -> frozenset[str]:
@@ -25,7 +25,9 @@ def document_frequencies(docs) -> Counter:
     return df
 
 
-def matches(queries: Mapping[int, Iterable[str]], docs: Mapping[str, frozenset[str]]) -> set[tuple[int, str]]:
+def matches(
+    queries: Mapping[int, Iterable[str]], docs: Mapping[str, frozenset[str]]
+) -> set[tuple[int, str]]:
     """Every (query key, docno) pair where the document holds all the query's terms."""
     out = set()
     for q, terms in queries.items():
@@ -36,7 +38,9 @@ def matches(queries: Mapping[int, Iterable[str]], docs: Mapping[str, frozenset[s
     return out
 
 
-def match_documents(queries: Sequence[Sequence[str]], docs: Sequence[frozenset[str]]) -> list[list[int]]:
+def match_documents(
+    queries: Sequence[Sequence[str]], docs: Sequence[frozenset[str]]
+) -> list[list[int]]:
     """For each document, the positions of the queries it matches, ascending: `matches`'
     answer, fast enough for 100,000 queries by 10,000 documents. Each query is filed under
     its rarest term (in these documents), so a document only looks at the queries filed
@@ -46,4 +50,6 @@ def match_documents(queries: Sequence[Sequence[str]], docs: Sequence[frozenset[s
     for i, q in enumerate(queries):
         if q:
             filed.setdefault(min(q, key=lambda t: (df[t], t)), []).append((i, frozenset(q)))
-    return [sorted(i for t in have for i, need in filed.get(t, ()) if need <= have) for have in docs]
+    return [
+        sorted(i for t in have for i, need in filed.get(t, ()) if need <= have) for have in docs
+    ]

@@ -28,7 +28,7 @@ from typing import Callable, Hashable, Iterable, Sequence, TypeVar
 import numpy as np
 
 from chord.ids import MASK, arc_spans, intersect_spans, union_spans
-from cqengine.postings import Block, any_per_query, member, ranges
+from cqengine.core.postings import Block, any_per_query, member, ranges
 from cqengine.proto import cqengine_pb2 as pb
 
 
@@ -53,12 +53,15 @@ class Run:
 class Announced:
     """A document of an announcement as a node holds it: the DN's key for it, its largest
     id (Observation 2) and its runs that reached the node."""
+
     key: int
     max_id: int
     runs: list[Run]
 
 
-def announcement(dn: str, hops: int, docs: Iterable[tuple[int, int, Iterable[Run]]]) -> pb.Announcement:
+def announcement(
+    dn: str, hops: int, docs: Iterable[tuple[int, int, Iterable[Run]]]
+) -> pb.Announcement:
     """The message carrying these documents' runs, (key, largest id, runs) each: the runs
     added in place, not built and then copied."""
     out = pb.Announcement(dn=dn, hops=hops)
@@ -74,7 +77,9 @@ def announcement(dn: str, hops: int, docs: Iterable[tuple[int, int, Iterable[Run
 def announced(msg: pb.Announcement) -> list[Announced]:
     """The documents of an announcement received, each with its runs."""
     if len(msg.doc_keys) != len(msg.max_ids):
-        raise ValueError(f"an announcement of {len(msg.doc_keys)} documents with {len(msg.max_ids)} largest ids")
+        raise ValueError(
+            f"an announcement of {len(msg.doc_keys)} documents with {len(msg.max_ids)} largest ids"
+        )
     docs = [Announced(key, max_id, []) for key, max_id in zip(msg.doc_keys, msg.max_ids)]
     for r in msg.runs:
         if r.doc >= len(docs) or not r.ids:
@@ -87,19 +92,23 @@ def successors(ids: Sequence[int], j: int, tail: Sequence[int], k: int) -> list[
     """Up to k document ids that follow ids[j] in increasing order (none past the largest)."""
     out: list[int] = []
     last = ids[j]
-    for y in ids[j + 1:]:
+    for y in ids[j + 1 :]:
         if len(out) == k or y <= last:  # y <= last: wrapped past the largest id
             return out
         out.append(y)
         last = y
-    return out + list(tail[:k - len(out)])
+    return out + list(tail[: k - len(out)])
 
 
-Route = Callable[[np.ndarray], tuple[np.ndarray, Sequence[Hashable]]]  # ids -> each one's place among hops, hops
+Route = Callable[
+    [np.ndarray], tuple[np.ndarray, Sequence[Hashable]]
+]  # ids -> each one's place among hops, hops
 T = TypeVar("T")
 
 
-def split(run: Run, places: np.ndarray, hops: Sequence[Hashable], k: int) -> list[tuple[Hashable, Run]]:
+def split(
+    run: Run, places: np.ndarray, hops: Sequence[Hashable], k: int
+) -> list[tuple[Hashable, Run]]:
     """Cut a run where the next hop of consecutive ids changes (ids[i]'s is hops[places[i]])."""
     ids, n = run.ids, len(run.ids)
     cuts = (np.flatnonzero(places[1:] != places[:-1]) + 1).tolist()
@@ -112,18 +121,23 @@ def split(run: Run, places: np.ndarray, hops: Sequence[Hashable], k: int) -> lis
     return out
 
 
-def route_runs(runs: Sequence[tuple[T, Run]], route: Route, k: int) -> dict[Hashable, dict[T, list[Run]]]:
+def route_runs(
+    runs: Sequence[tuple[T, Run]], route: Route, k: int
+) -> dict[Hashable, dict[T, list[Run]]]:
     """Algorithms 1 and 3 over the runs of a batch's documents (each with its document),
     every id routed at once: per next hop (None: mine), each document's sub-runs."""
     if not runs:
         return {}
     lengths = [len(run.ids) for _, run in runs]
-    places, hops = route(np.fromiter(chain.from_iterable(run.ids for _, run in runs), dtype=np.uint64,
-                                     count=sum(lengths)))
+    places, hops = route(
+        np.fromiter(
+            chain.from_iterable(run.ids for _, run in runs), dtype=np.uint64, count=sum(lengths)
+        )
+    )
     out: dict[Hashable, dict[T, list[Run]]] = {}
     at = 0
     for (doc, run), n in zip(runs, lengths):
-        for hop, sub in split(run, places[at:at + n], hops, k):
+        for hop, sub in split(run, places[at : at + n], hops, k):
             out.setdefault(hop, {}).setdefault(doc, []).append(sub)
         at += n
     return out
@@ -136,11 +150,13 @@ def group_runs(runs: Iterable[Run], route: Route, k: int) -> dict[Hashable, list
 
 def per_id(dest: Callable[[int], Hashable]) -> Route:
     """A route from a rule for one id at a time."""
+
     def route(ids: np.ndarray) -> tuple[np.ndarray, list[Hashable]]:
         dests = [dest(x) for x in ids.tolist()]
         hops = list(dict.fromkeys(dests))
         place = {h: i for i, h in enumerate(hops)}
         return np.array([place[d] for d in dests], dtype=np.intp), hops
+
     return route
 
 
@@ -149,8 +165,8 @@ class Knowledge:
     """What a QN knows of the document from the runs it received."""
 
     present: set[int]
-    max_id: int | None = None                       # Observation 2
-    region: tuple[int, int] | None = None           # (predecessor, me]: Observation 1's scope
+    max_id: int | None = None  # Observation 2
+    region: tuple[int, int] | None = None  # (predecessor, me]: Observation 1's scope
     run_arcs: list[tuple[int, int, int]] = field(default_factory=list)  # (prev, last, next)
     piggy_arcs: list[tuple[int, int]] = field(default_factory=list)  # (x, s_k]
 
@@ -165,8 +181,10 @@ class Knowledge:
         disjoint spans: starts and ends. Worked out once per announcement, in Python on a
         few arcs, so that testing a whole block of terms is one search."""
         merged = self.span_list
-        return (np.array([lo for lo, _ in merged], dtype=np.uint64),
-                np.array([hi for _, hi in merged], dtype=np.uint64))
+        return (
+            np.array([lo for lo, _ in merged], dtype=np.uint64),
+            np.array([hi for _, hi in merged], dtype=np.uint64),
+        )
 
     @cached_property
     def span_list(self) -> list[tuple[int, int]]:
@@ -177,8 +195,13 @@ class Knowledge:
         if self.region is not None and self.run_arcs:
             # (prev, last] then (last, next): for a run holding the whole document
             # prev == last, and (last, last] is the whole circle, as it should be
-            within = union_spans([s for prev, last, nxt in self.run_arcs
-                                  for s in arc_spans(prev, last) + arc_spans(last, nxt, closed=False)])
+            within = union_spans(
+                [
+                    s
+                    for prev, last, nxt in self.run_arcs
+                    for s in arc_spans(prev, last) + arc_spans(last, nxt, closed=False)
+                ]
+            )
             spans += intersect_spans(within, arc_spans(*self.region))
         for a, b in self.piggy_arcs:
             spans += arc_spans(a, b)
@@ -214,8 +237,9 @@ def tagged(parts: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return out.view("S12")
 
 
-def known_in_parts(terms: np.ndarray, term_start: np.ndarray, knows: Sequence[Knowledge]
-                   ) -> tuple[np.ndarray, np.ndarray]:
+def known_in_parts(
+    terms: np.ndarray, term_start: np.ndarray, knows: Sequence[Knowledge]
+) -> tuple[np.ndarray, np.ndarray]:
     """Several QNs' knowledge at once (QNs resolving in step), over their blocks' terms
     side by side, part p's sorted from term_start[p]: where each knows a term absent
     (Knowledge.absent_in) and where present (one of its present ids). Each part's
@@ -224,13 +248,17 @@ def known_in_parts(terms: np.ndarray, term_start: np.ndarray, knows: Sequence[Kn
     n, parts = len(terms), np.arange(len(knows))
     keys = tagged(np.repeat(parts, np.diff(term_start)), terms)
 
-    def place(ids: np.ndarray, counts: list[int], side: str = "left") -> tuple[np.ndarray, np.ndarray]:
+    def place(
+        ids: np.ndarray, counts: list[int], side: str = "left"
+    ) -> tuple[np.ndarray, np.ndarray]:
         wanted = tagged(np.repeat(parts, counts), ids)
         return keys.searchsorted(wanted, side), wanted
 
     # each QN's few spans and ids, in one array each (not an array per QN, then joined)
     spans = [k.span_list for k in knows]
-    ends = np.array([end for s in spans for span in s for end in span], dtype=np.uint64).reshape(-1, 2)
+    ends = np.array([end for s in spans for span in s for end in span], dtype=np.uint64).reshape(
+        -1, 2
+    )
     counts = [len(s) for s in spans]
     (lo, _), (hi, _) = place(ends[:, 0], counts), place(ends[:, 1], counts, "right")
     inside = np.zeros(n, dtype=bool)
@@ -244,11 +272,19 @@ def known_in_parts(terms: np.ndarray, term_start: np.ndarray, knows: Sequence[Kn
     return inside & ~present, present
 
 
-def knowledge(runs: Sequence[Run], max_id: int, region: tuple[int, int] | None, k: int,
-              obs1: bool = True, obs2: bool = True) -> Knowledge:
-    """The knowledge local runs give; `region` None (predecessor unknown) turns Observation 1 off."""
-    know = Knowledge(present=set(), max_id=max_id if obs2 else None,
-                     region=region if obs1 else None)
+def knowledge(
+    runs: Sequence[Run],
+    max_id: int,
+    region: tuple[int, int] | None,
+    k: int,
+    obs1: bool = True,
+    obs2: bool = True,
+) -> Knowledge:
+    """The knowledge local runs give; `region` None (predecessor unknown) turns Observation 1
+    off."""
+    know = Knowledge(
+        present=set(), max_id=max_id if obs2 else None, region=region if obs1 else None
+    )
     for run in runs:
         know.present.update(run.ids)
         know.present.update(run.succ)

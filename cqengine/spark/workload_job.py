@@ -1,13 +1,13 @@
 """Spark job: a query workload (paper section 7.1) drawn from a corpus's term statistics.
 
 The driver reads the vocabulary and document frequencies that `cqengine prep` wrote
-(STATS_DIR/terms.parquet), builds one `cqengine.workload.Sampler` and broadcasts it; the
+(STATS_DIR/terms.parquet), builds one `cqengine.text.workload.Sampler` and broadcasts it; the
 workers draw the queries of `spark.range(queries)`, each in its own partition.
 
 Determinism: `Sampler.query(i)` seeds a fresh generator with (seed, i) and depends on
 nothing else, so query i is the same whichever worker draws it, in whatever order, over
 however many partitions -- the job's output equals
-`cqengine.workload.generate_queries(df, queries, kind, mean_size, seed)` run in one
+`cqengine.text.workload.generate_queries(df, queries, kind, mean_size, seed)` run in one
 process. queries.jsonl and summary.json are written by the driver in query_id order, so
 they are byte-for-byte the same for any partitioning too (except the `partitions` field).
 
@@ -26,8 +26,8 @@ import statistics
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from cqengine.spark import stage
-from cqengine.workload import KINDS, Sampler
+from cqengine.spark.session import stage
+from cqengine.text.workload import KINDS, Sampler
 
 QUERY_SCHEMA = "query_id long, size int, terms array<string>"
 
@@ -36,8 +36,17 @@ class WorkloadError(ValueError):
     """A workload request that cannot be carried out; the message is one plain line."""
 
 
-def run_workload(spark, stats_dir: Path, kind: str, queries: int, mean_size: float, seed: int,
-                 out: Path, partitions: int | None = None, quiet: bool = False) -> dict:
+def run_workload(
+    spark,
+    stats_dir: Path,
+    kind: str,
+    queries: int,
+    mean_size: float,
+    seed: int,
+    out: Path,
+    partitions: int | None = None,
+    quiet: bool = False,
+) -> dict:
     """Draw `queries` queries of `kind` into OUT; returns the summary also written there."""
     stats_dir, out = Path(stats_dir).absolute(), Path(out).absolute()
     _validate(stats_dir, kind, queries, mean_size, out, partitions)
@@ -54,8 +63,9 @@ def run_workload(spark, stats_dir: Path, kind: str, queries: int, mean_size: flo
     return summary
 
 
-def _validate(stats_dir: Path, kind: str, queries: int, mean_size: float, out: Path,
-              partitions: int | None) -> None:
+def _validate(
+    stats_dir: Path, kind: str, queries: int, mean_size: float, out: Path, partitions: int | None
+) -> None:
     """Everything checkable before Spark does any work, so a bad request writes nothing."""
     if kind not in KINDS:
         raise WorkloadError(f"unknown workload kind {kind!r}; choose one of {', '.join(KINDS)}")
@@ -79,12 +89,14 @@ def read_term_df(spark, stats_dir: Path) -> dict[str, int]:
     try:
         table = spark.read.parquet(str(path))
     except AnalysisException as e:  # e.g. a directory without parquet files
-        raise WorkloadError(f"{path}: not readable as term statistics "
-                            f"({str(e).splitlines()[0]})") from None
+        raise WorkloadError(
+            f"{path}: not readable as term statistics ({str(e).splitlines()[0]})"
+        ) from None
     missing = {"term", "df"} - set(table.columns)
     if missing:
-        raise WorkloadError(f"{path}: missing column(s) {', '.join(sorted(missing))}; "
-                            "rerun `cqengine prep`")
+        raise WorkloadError(
+            f"{path}: missing column(s) {', '.join(sorted(missing))}; rerun `cqengine prep`"
+        )
     rows = table.where("term IS NOT NULL AND df > 0").select("term", "df").collect()
     if not rows:
         raise WorkloadError(f"{path}: no terms; was the corpus empty?")
@@ -122,12 +134,25 @@ def _write_jsonl(spark, out: Path) -> list[int]:
     return sizes
 
 
-def _summary(kind: str, queries: int, seed: int, mean_size: float, sizes: list[int],
-             vocabulary: int, partitions: int) -> dict:
-    return {"kind": kind, "queries": queries, "seed": seed, "mean_size": mean_size,
-            "measured_mean_size": statistics.fmean(sizes),
-            "measured_size_stdev": statistics.stdev(sizes) if len(sizes) > 1 else 0.0,
-            "vocabulary_size": vocabulary, "partitions": partitions}
+def _summary(
+    kind: str,
+    queries: int,
+    seed: int,
+    mean_size: float,
+    sizes: list[int],
+    vocabulary: int,
+    partitions: int,
+) -> dict:
+    return {
+        "kind": kind,
+        "queries": queries,
+        "seed": seed,
+        "mean_size": mean_size,
+        "measured_mean_size": statistics.fmean(sizes),
+        "measured_size_stdev": statistics.stdev(sizes) if len(sizes) > 1 else 0.0,
+        "vocabulary_size": vocabulary,
+        "partitions": partitions,
+    }
 
 
 def _write_text(path: Path, text: str) -> None:

@@ -43,14 +43,18 @@ def positions_array(term_ids: np.ndarray, bits: int, hashes: int) -> np.ndarray:
     h2 = h2 + h1
     # (h1 + i*h2) mod bits on unbounded integers, as _positions computes it
     b = np.uint64(bits)
-    return (((h1 % b)[None, :] + np.arange(hashes, dtype=np.uint64)[:, None] * (h2 % b)[None, :]) % b).astype(np.intp)
+    return (
+        ((h1 % b)[None, :] + np.arange(hashes, dtype=np.uint64)[:, None] * (h2 % b)[None, :]) % b
+    ).astype(np.intp)
 
 
 class BloomFilter:
     def __init__(self, bits: int = 1024, hashes: int = 5, data: bytes | None = None) -> None:
         self._check(bits, hashes)
         self.bits, self.hashes = bits, hashes
-        self._unpacked: np.ndarray | None = None  # the bits as bools, for holds_positions; None after add
+        self._unpacked: np.ndarray | None = (
+            None  # the bits as bools, for holds_positions; None after add
+        )
         if data is None:
             self.array = bitarray(bits, endian="little")
             self.array.setall(0)
@@ -63,7 +67,10 @@ class BloomFilter:
     @staticmethod
     def _check(bits: int, hashes: int) -> None:
         if bits <= 0 or bits % 8 or hashes <= 0:
-            raise ValueError(f"a Bloom filter needs a positive multiple of 8 bits and hashes, not {bits}/{hashes}")
+            raise ValueError(
+                f"a Bloom filter needs a positive multiple of 8 bits and hashes, not "
+                f"{bits}/{hashes}"
+            )
 
     @classmethod
     def of(cls, term_ids: Iterable[int], bits: int = 1024, hashes: int = 5) -> "BloomFilter":
@@ -81,7 +88,9 @@ class BloomFilter:
     def __contains__(self, term_id: int) -> bool:
         return all(self.array[p] for p in _positions(term_id, self.bits, self.hashes))
 
-    def contains_array(self, term_ids: np.ndarray, positions: np.ndarray | None = None) -> np.ndarray:
+    def contains_array(
+        self, term_ids: np.ndarray, positions: np.ndarray | None = None
+    ) -> np.ndarray:
         """Elementwise `in`, for a uint64 array (whose positions_array may be known already)."""
         if positions is None:
             positions = positions_array(term_ids, self.bits, self.hashes)
@@ -90,8 +99,9 @@ class BloomFilter:
     def holds_positions(self, positions: np.ndarray) -> np.ndarray:
         """Per column of positions (a positions_array's): are all its bits set?"""
         if self._unpacked is None:
-            self._unpacked = np.unpackbits(np.frombuffer(self.array.tobytes(), dtype=np.uint8),
-                                           bitorder="little").view(bool)
+            self._unpacked = np.unpackbits(
+                np.frombuffer(self.array.tobytes(), dtype=np.uint8), bitorder="little"
+            ).view(bool)
         return np.logical_and.reduce(self._unpacked[positions], axis=0)
 
     def to_bytes(self) -> bytes:

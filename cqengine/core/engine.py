@@ -8,14 +8,14 @@ needs more messages (an announcement to forward, matches to deliver) hands an op
 
 The unit of work is a batch of documents published through one node, their DN (a batch of
 one is the paper's protocol). The DN stores them for resolution and announces each as one
-run of ids (cqengine.announce); every hop splits the runs by next hop and sends one
+run of ids (cqengine.core.announce); every hop splits the runs by next hop and sends one
 announcement per next hop for the whole batch. A QN that holds runs of the batch takes
 the queries indexed under its ids, prunes them and resolves the rest with the DN
 (`resolve_together`), one request per round for the batch, and reports its matches in one
 message; for each report the DN sends every subscriber home node one batch of alerts. A
 home node puts each (subscription, docno) on its stream once.
 
-An optional observer (cqengine.observer) is told what happens at named points; nothing
+An optional observer (cqengine.core.observer) is told what happens at named points; nothing
 here depends on it.
 """
 
@@ -36,28 +36,36 @@ import numpy as np
 
 from chord.node import Call, ChordNode, Op, PeerUnreachable
 from chord.routing import NodeRef
-from cqengine.analysis import analyze, term_id
-from cqengine.announce import Announced, Knowledge, Run, announced, announcement, knowledge, route_runs
-from cqengine.bloom import BloomFilter
-from cqengine.config import Settings
-from cqengine.indexing import chooser
-from cqengine.observer import Observer
-from cqengine.postings import InvertedIndex, member
+from cqengine.core.announce import (
+    Announced,
+    Knowledge,
+    Run,
+    announced,
+    announcement,
+    knowledge,
+    route_runs,
+)
+from cqengine.core.bloom import BloomFilter
+from cqengine.core.indexing import chooser
+from cqengine.core.observer import Observer
+from cqengine.core.postings import InvertedIndex, member
+from cqengine.core.resolution import FEW, Resolver, pack_bits, unpack_many
+from cqengine.core.settings import Settings
+from cqengine.core.synopsis import Synopsis
 from cqengine.proto import cqengine_pb2 as pb
-from cqengine.resolution import FEW, Resolver, pack_bits, unpack_many
-from cqengine.synopsis import Synopsis
+from cqengine.text.analysis import analyze, term_id
 
-log = logging.getLogger("cqengine.engine")
+log = logging.getLogger("cqengine.core.engine")
 
 ENGINE_SERVICE = pb.DESCRIPTOR.services_by_name["Engine"]
 MAX_QUERY_TERMS = 64
 MAX_DOCNO = 256
 SNIPPET = 200
-HOP_LIMIT = 160      # an announcement still travelling after this many hops is processed where it is
-PLACE_ATTEMPTS = 5   # lookups to place or remove a query while ownership moves
-DOC_CACHE = 20_000   # documents a DN keeps for resolution
-MAILBOX = 10_000     # undelivered alerts kept per subscription
-PEERS = 4096         # node references kept by address (peer_at)
+HOP_LIMIT = 160  # an announcement still travelling after this many hops is processed where it is
+PLACE_ATTEMPTS = 5  # lookups to place or remove a query while ownership moves
+DOC_CACHE = 20_000  # documents a DN keeps for resolution
+MAILBOX = 10_000  # undelivered alerts kept per subscription
+PEERS = 4096  # node references kept by address (peer_at)
 
 
 class EngineError(Exception):
@@ -72,6 +80,7 @@ class EngineError(Exception):
 class Document:
     """A document ready to publish: its docno, its analyzed terms (and their ids, if known
     already), and what its alerts carry."""
+
     docno: str
     terms: Sequence[str]
     title: str = ""
@@ -84,20 +93,26 @@ def prepare(docno: str, text: bytes, title: str, limit: int) -> Document:
     node runs it off its event loop."""
     size = len(text) + len(title.encode("utf-8"))
     if size > limit:
-        raise EngineError("INVALID_ARGUMENT", f"document {docno} has {size} bytes; the limit is {limit}")
+        raise EngineError(
+            "INVALID_ARGUMENT", f"document {docno} has {size} bytes; the limit is {limit}"
+        )
     try:
         body = text.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise EngineError("INVALID_ARGUMENT", f"document {docno} is not UTF-8 (bad byte at "
-                                              f"offset {e.start})") from None
+        raise EngineError(
+            "INVALID_ARGUMENT", f"document {docno} is not UTF-8 (bad byte at offset {e.start})"
+        ) from None
     terms = analyze(f"{title}\n{body}")
-    return Document(docno, terms, title, " ".join(body.split())[:SNIPPET], frozenset(map(term_id, terms)))
+    return Document(
+        docno, terms, title, " ".join(body.split())[:SNIPPET], frozenset(map(term_id, terms))
+    )
 
 
 @dataclass
 class PublishedDoc:
     """A document its DN holds for resolution: what Term Dialogue and filters ask of it,
     and what its alerts carry."""
+
     key: int
     docno: str
     title: str
@@ -124,6 +139,7 @@ class PublishedDoc:
 class Heard:
     """An announcement as a QN holds it: its DN and, for each of its documents with runs
     in the QN's region, those runs."""
+
     dn: NodeRef
     docs: list[Announced]
 
@@ -200,17 +216,26 @@ def per_document(counts, total: int, documents: int, what: str) -> list[int]:
     them for a batch of one (which sends no counts)."""
     got = list(counts) if counts else ([total] if documents == 1 else [])
     if len(got) != documents or sum(got) != total:
-        raise EngineError("INVALID_ARGUMENT", f"{total} {what} do not split as {got} over {documents} documents")
+        raise EngineError(
+            "INVALID_ARGUMENT", f"{total} {what} do not split as {got} over {documents} documents"
+        )
     return got
 
 
 class EngineNode:
     services = [ENGINE_SERVICE]
 
-    def __init__(self, chord: ChordNode, settings: Settings, spawn: Callable[[Op], None],
-                 now: Callable[[], float] = time.monotonic, observer: Observer | None = None,
-                 gather: Callable[["EngineNode", Heard], None] | None = None,
-                 later: Callable[[float, Callable[[], None]], None] | None = None, linger: float = 0.0) -> None:
+    def __init__(
+        self,
+        chord: ChordNode,
+        settings: Settings,
+        spawn: Callable[[Op], None],
+        now: Callable[[], float] = time.monotonic,
+        observer: Observer | None = None,
+        gather: Callable[["EngineNode", Heard], None] | None = None,
+        later: Callable[[float, Callable[[], None]], None] | None = None,
+        linger: float = 0.0,
+    ) -> None:
         """`gather`: where a shell that hosts many QNs (the simulator) collects what they
         heard, to resolve it together once an announcement has run its course
         (resolve_together); None: each announcement is resolved as it is heard.
@@ -223,18 +248,30 @@ class EngineNode:
         self.observer = observer
         self.gather = gather
         self.later, self.linger = later, linger
-        self.outbox: dict[str, dict[int, tuple[PublishedDoc, list[int]]]] = {}  # home -> key -> doc, subscriptions
+        self.outbox: dict[
+            str, dict[int, tuple[PublishedDoc, list[int]]]
+        ] = {}  # home -> key -> doc, subscriptions
         df = settings.df
         self.index = InvertedIndex((lambda y, t: df.get(t, 0)) if df is not None else None)
         chord.store = self.index  # inverted lists move with key ownership
         self.synopsis = Synopsis(settings.synopsis_k, settings.synopsis_y, settings.synopsis_hashes)
-        self.gossiped_to: dict[NodeRef, int] = {}  # neighbour -> synopsis clock it was last gossiped
-        self.indexed_with: frozenset[int] = frozenset()  # the popular set entries were last placed by
-        self.retiring: list[tuple[float, int, pb.QueryEntry]] = []  # (until, old key, entry) after a move
+        self.gossiped_to: dict[
+            NodeRef, int
+        ] = {}  # neighbour -> synopsis clock it was last gossiped
+        self.indexed_with: frozenset[int] = (
+            frozenset()
+        )  # the popular set entries were last placed by
+        self.retiring: list[
+            tuple[float, int, pb.QueryEntry]
+        ] = []  # (until, old key, entry) after a move
         self.now = now
         fixed = settings.popular_ids
-        self.choose = chooser(settings.strategy, settings.seed, settings.df,
-                              (lambda: fixed) if fixed is not None else self.synopsis.popular)
+        self.choose = chooser(
+            settings.strategy,
+            settings.seed,
+            settings.df,
+            (lambda: fixed) if fixed is not None else self.synopsis.popular,
+        )
         self.rng = random.Random(settings.seed ^ chord.me.id)
         self.docs: OrderedDict[int, PublishedDoc] = OrderedDict()
         self.subscriptions: dict[int, Subscription] = {}
@@ -277,16 +314,25 @@ class EngineNode:
     def subscribe_terms(self, terms: list[str]) -> Op:
         """Subscribe a query already analyzed (by `analyze`, here or in a Spark job)."""
         if not terms:
-            raise EngineError("INVALID_ARGUMENT", "the query has no terms left after stop-word "
-                                                  "removal and stemming")
+            raise EngineError(
+                "INVALID_ARGUMENT",
+                "the query has no terms left after stop-word removal and stemming",
+            )
         if len(terms) > MAX_QUERY_TERMS:
-            raise EngineError("INVALID_ARGUMENT", f"the query has {len(terms)} terms; at most "
-                                                  f"{MAX_QUERY_TERMS} are allowed")
+            raise EngineError(
+                "INVALID_ARGUMENT",
+                f"the query has {len(terms)} terms; at most {MAX_QUERY_TERMS} are allowed",
+            )
         pairs = sorted((term_id(t), t) for t in terms)
         sub_id = self.rng.getrandbits(64)
         x, index_term = pairs[self.choose(pairs, sub_id)]
-        entry = pb.QueryEntry(subscription_id=sub_id, term_ids=[p[0] for p in pairs],
-                              terms=[p[1] for p in pairs], index_id=x, home=self.me.address)
+        entry = pb.QueryEntry(
+            subscription_id=sub_id,
+            term_ids=[p[0] for p in pairs],
+            terms=[p[1] for p in pairs],
+            index_id=x,
+            home=self.me.address,
+        )
         sub = Subscription(sub_id, secrets.token_hex(16), terms, x, index_term)
         self.subscriptions[sub_id] = sub  # before placing: an alert may come at once
         try:
@@ -294,8 +340,13 @@ class EngineNode:
         except BaseException:
             del self.subscriptions[sub_id]
             raise
-        return pb.SubscribeReply(subscription_id=sub_id, token=sub.token, terms=terms,
-                                 index_term=index_term, home=self.me.address)
+        return pb.SubscribeReply(
+            subscription_id=sub_id,
+            token=sub.token,
+            terms=terms,
+            index_term=index_term,
+            home=self.me.address,
+        )
 
     def unsubscribe(self, sub_id: int, token: str) -> Op:
         sub = self.authorized(sub_id, token)
@@ -303,7 +354,9 @@ class EngineNode:
         # a gossiped synopsis may have moved the entry under any of the query's terms
         keys = sorted({term_id(t) for t in sub.terms}) if self.settings.gossiped else [sub.index_id]
         for key in keys:
-            yield from self._at_owner(key, "Unindex", pb.UnindexRequest(index_id=key, subscription_id=sub_id))
+            yield from self._at_owner(
+                key, "Unindex", pb.UnindexRequest(index_id=key, subscription_id=sub_id)
+            )
         return pb.UnsubscribeReply()
 
     def authorized(self, sub_id: int, token: str) -> Subscription:
@@ -347,7 +400,9 @@ class EngineNode:
         doc = prepare(docno, text, title, self.settings.max_document_bytes)
         return self.publish_terms(doc.docno, doc.terms, doc.title, doc.snippet)
 
-    def publish_terms(self, docno: str, terms: Sequence[str], title: str = "", snippet: str = "") -> pb.PublishReply:
+    def publish_terms(
+        self, docno: str, terms: Sequence[str], title: str = "", snippet: str = ""
+    ) -> pb.PublishReply:
         """Publish one document already analyzed (by `analyze`, here or in a Spark job)."""
         (reply,) = self.publish_batch([Document(docno, terms, title, snippet)])
         if isinstance(reply, EngineError):
@@ -366,8 +421,14 @@ class EngineNode:
             except EngineError as e:
                 out.append(e)
                 continue
-            out.append(pb.PublishReply(accepted=True, terms=len(stored[-1].ids), doc_key=stored[-1].key))
-        batch = [Announced(doc.key, max(doc.ids), [Run.whole(sorted(doc.ids))]) for doc in stored if doc.ids]
+            out.append(
+                pb.PublishReply(accepted=True, terms=len(stored[-1].ids), doc_key=stored[-1].key)
+            )
+        batch = [
+            Announced(doc.key, max(doc.ids), [Run.whole(sorted(doc.ids))])
+            for doc in stored
+            if doc.ids
+        ]
         if batch:
             self.spawn(self._announce(self.me, batch, hops=0))
         return out
@@ -376,12 +437,16 @@ class EngineNode:
         """Keep the document for resolution (the DN answers for it) and count it in the synopsis."""
         docno = doc.docno.strip()
         if not docno or len(docno) > MAX_DOCNO:
-            raise EngineError("INVALID_ARGUMENT", f"a document needs a docno of 1-{MAX_DOCNO} characters")
+            raise EngineError(
+                "INVALID_ARGUMENT", f"a document needs a docno of 1-{MAX_DOCNO} characters"
+            )
         ids = doc.ids if doc.ids is not None else frozenset(map(term_id, doc.terms))
         kept = PublishedDoc(self.rng.getrandbits(64), docno, doc.title, doc.snippet, ids)
         self.docs[kept.key] = kept
         if self.settings.gossiped:
-            self.synopsis.add_document(docno, kept.ids)  # the DN stores, so counts, what it announces
+            self.synopsis.add_document(
+                docno, kept.ids
+            )  # the DN stores, so counts, what it announces
         while len(self.docs) > DOC_CACHE:
             self.docs.popitem(last=False)
         self.count("documents_published")
@@ -410,8 +475,11 @@ class EngineNode:
                 local.setdefault(i, []).extend(runs)
             todo = []
             for hop, parts in by_hop.items():
-                out = announcement(dn.address, hops + 1, ((docs[i].key, docs[i].max_id, runs)
-                                                          for i, runs in parts.items()))
+                out = announcement(
+                    dn.address,
+                    hops + 1,
+                    ((docs[i].key, docs[i].max_id, runs) for i, runs in parts.items()),
+                )
                 if self.observer is not None:
                     self.observer.on_announce(self, out)
                 try:
@@ -420,7 +488,11 @@ class EngineNode:
                     # forgotten by the lookup layer: regroup around it
                     todo += [(i, run) for i, runs in parts.items() for run in runs]
                     self.chord.table.forget(hop)
-        mine = [Announced(docs[i].key, docs[i].max_id, runs) for i, runs in sorted(local.items()) if runs]
+        mine = [
+            Announced(docs[i].key, docs[i].max_id, runs)
+            for i, runs in sorted(local.items())
+            if runs
+        ]
         if not mine:
             return
         heard = Heard(dn, mine)
@@ -467,8 +539,10 @@ class EngineNode:
     def _on_get_bloom(self, req: pb.BloomRequest) -> pb.BloomReply:
         s = self.settings
         docs = [self.docs.get(key) for key in req.doc_keys]
-        return pb.BloomReply(found=[doc is not None for doc in docs],
-                             bits=b"".join(doc.bloom(s.bloom_bits, s.bloom_hashes) for doc in docs if doc))
+        return pb.BloomReply(
+            found=[doc is not None for doc in docs],
+            bits=b"".join(doc.bloom(s.bloom_bits, s.bloom_hashes) for doc in docs if doc),
+        )
 
     def _on_term_dialogue(self, req: pb.DialogueRequest) -> pb.DialogueReply:
         keys, ids = req.doc_keys, req.ids
@@ -477,18 +551,24 @@ class EngineNode:
         found = [doc is not None for doc in docs]
         if len(docs) == 1:
             doc = docs[0]
-            return pb.DialogueReply(found=found, present=pack_bits(doc.holds(ids) if doc else [False] * len(ids)))
+            return pb.DialogueReply(
+                found=found, present=pack_bits(doc.holds(ids) if doc else [False] * len(ids))
+            )
         flags, start = [], 0
         for doc, n in zip(docs, counts):
-            part = ids[start:start + n]
-            flags.append(np.asarray(doc.holds(part), dtype=bool) if doc else np.zeros(n, dtype=bool))
+            part = ids[start : start + n]
+            flags.append(
+                np.asarray(doc.holds(part), dtype=bool) if doc else np.zeros(n, dtype=bool)
+            )
             start += n
         flat = np.concatenate(flags) if flags else np.zeros(0, dtype=bool)
         return pb.DialogueReply(found=found, present=np.packbits(flat, bitorder="little").tobytes())
 
     def _on_matched(self, req: pb.MatchedRequest) -> pb.Ack:
         docs = [self.docs.get(key) for key in req.doc_keys]
-        by_home: dict[str, dict[int, list[int]]] = {}  # home -> place of a document -> its subscriptions
+        by_home: dict[
+            str, dict[int, list[int]]
+        ] = {}  # home -> place of a document -> its subscriptions
         lost = 0
         for m in req.matches:
             if m.doc >= len(docs):
@@ -509,8 +589,14 @@ class EngineNode:
                 for d, subs in per_doc.items():
                     waiting.setdefault(docs[d].key, (docs[d], []))[1].extend(subs)
         else:
-            self.spawn(self._deliver({home: {docs[d].key: (docs[d], subs) for d, subs in per_doc.items()}
-                                      for home, per_doc in by_home.items()}))
+            self.spawn(
+                self._deliver(
+                    {
+                        home: {docs[d].key: (docs[d], subs) for d, subs in per_doc.items()}
+                        for home, per_doc in by_home.items()
+                    }
+                )
+            )
         return pb.Ack()
 
     def _flush(self) -> None:
@@ -535,16 +621,21 @@ class EngineNode:
         subs = batch.subscription_ids
         counts = per_document(batch.counts, len(subs), n, "subscriptions")
         if len(batch.titles) not in (0, n) or len(batch.snippets) not in (0, n):
-            raise EngineError("INVALID_ARGUMENT", f"an alert batch of {n} documents with "
-                                                  f"{len(batch.titles)} titles and {len(batch.snippets)} snippets")
+            raise EngineError(
+                "INVALID_ARGUMENT",
+                f"an alert batch of {n} documents with "
+                f"{len(batch.titles)} titles and {len(batch.snippets)} snippets",
+            )
         titles, snippets = batch.titles or [""] * n, batch.snippets or [""] * n
         delivered, start = 0, 0
         for docno, title, snippet, c in zip(batch.docnos, titles, snippets, counts):
-            for sub_id in subs[start:start + c]:
+            for sub_id in subs[start : start + c]:
                 sub = self.subscriptions.get(sub_id)
                 if sub is None:
                     continue  # unsubscribed meanwhile
-                if sub.mailbox.offer(pb.Alert(subscription_id=sub_id, docno=docno, title=title, snippet=snippet)):
+                if sub.mailbox.offer(
+                    pb.Alert(subscription_id=sub_id, docno=docno, title=title, snippet=snippet)
+                ):
                     delivered += 1
                     for listener in self.alert_listeners:
                         listener(sub_id)
@@ -561,8 +652,11 @@ class EngineNode:
             delta = self.synopsis.since(self.gossiped_to.get(nb, 0))
             if not delta:
                 continue
-            msg = pb.GossipRequest(term_ids=[t for t, _ in delta], hashes=self.synopsis.hashes,
-                                   values=b"".join(bytes(v) for _, v in delta))
+            msg = pb.GossipRequest(
+                term_ids=[t for t, _ in delta],
+                hashes=self.synopsis.hashes,
+                values=b"".join(bytes(v) for _, v in delta),
+            )
             clock = self.synopsis.clock
             try:
                 yield Call(nb, "Gossip", msg)
@@ -574,7 +668,9 @@ class EngineNode:
     def _on_gossip(self, req: pb.GossipRequest) -> pb.Ack:
         h = req.hashes or 1
         values = req.values
-        self.synopsis.merge((t, tuple(values[i * h:(i + 1) * h])) for i, t in enumerate(req.term_ids))
+        self.synopsis.merge(
+            (t, tuple(values[i * h : (i + 1) * h])) for i, t in enumerate(req.term_ids)
+        )
         return pb.Ack()
 
     def reindex(self) -> Op:
@@ -630,15 +726,25 @@ class EngineNode:
     def stats(self, ledger) -> pb.StatsReply:
         c = self.counters
         return pb.StatsReply(
-            node=self.me.address, node_id=self.me.id,
-            ledger=[pb.Count(kind=k, messages=v.messages, bytes=v.bytes)
-                    for k, v in ledger.snapshot().items()],
-            index_entries=len(self.index), subscriptions=len(self.subscriptions),
-            documents_published=c["documents_published"], candidates=c["candidates"],
-            matches=c["matches"], alerts_delivered=c["alerts_delivered"],
-            alerts_dropped=c["alerts_dropped"] + sum(s.mailbox.dropped for s in self.subscriptions.values()),
-            config=self.settings.to_pb(), synopsis_size=len(self.synopsis.entries),
-            synopsis_digest=self.synopsis.digest(), reindexed=c["reindexed"])
+            node=self.me.address,
+            node_id=self.me.id,
+            ledger=[
+                pb.Count(kind=k, messages=v.messages, bytes=v.bytes)
+                for k, v in ledger.snapshot().items()
+            ],
+            index_entries=len(self.index),
+            subscriptions=len(self.subscriptions),
+            documents_published=c["documents_published"],
+            candidates=c["candidates"],
+            matches=c["matches"],
+            alerts_delivered=c["alerts_delivered"],
+            alerts_dropped=c["alerts_dropped"]
+            + sum(s.mailbox.dropped for s in self.subscriptions.values()),
+            config=self.settings.to_pb(),
+            synopsis_size=len(self.synopsis.entries),
+            synopsis_digest=self.synopsis.digest(),
+            reindexed=c["reindexed"],
+        )
 
 
 # ---- resolution, for one QN or many at once ----------------------------------------------
@@ -655,7 +761,7 @@ def local_ids(doc: Announced) -> np.ndarray:
 def resolve_together(heard: Sequence[tuple[EngineNode, Heard]]) -> Together:
     """Resolve what these QNs heard, all at once: one node's announcement (a live node) or
     every QN's of a document (the simulator). Each document a QN holds queries for is a
-    part of one resolution (cqengine.resolution.Resolver), pruned by what the QN knows of
+    part of one resolution (cqengine.core.resolution.Resolver), pruned by what the QN knows of
     it; each QN asks the DN of each announcement it heard one Term Dialogue request per
     round for all its documents in it (and first, resolving by filter, one request for
     their filters), and reports their matches in one message. A QN whose DN fails loses
@@ -677,8 +783,12 @@ def resolve_together(heard: Sequence[tuple[EngineNode, Heard]]) -> Together:
         yield from _report(node, h, matched[g])
 
 
-def _resolve_parts(heard: Sequence[tuple[EngineNode, Heard]], parts: list[tuple[int, int]], inputs: list,
-                   matched: list[list[list[pb.QueryEntry]]]) -> Together:
+def _resolve_parts(
+    heard: Sequence[tuple[EngineNode, Heard]],
+    parts: list[tuple[int, int]],
+    inputs: list,
+    matched: list[list[list[pb.QueryEntry]]],
+) -> Together:
     """The rounds of resolve_together: a filter first (resolving by filter), then Term
     Dialogue until every part's queries are decided; fills `matched`."""
     s = heard[0][0].settings  # the ring's
@@ -698,7 +808,12 @@ def _resolve_parts(heard: Sequence[tuple[EngineNode, Heard]], parts: list[tuple[
                 g, d = parts[p]
                 node, h = heard[g]
                 node.count("alerts_dropped", int(pending[p]) + len(found[p]))
-                log.warning("resolution of document %016x with %s failed: %s", h.docs[d].key, h.dn.address, why)
+                log.warning(
+                    "resolution of document %016x with %s failed: %s",
+                    h.docs[d].key,
+                    h.dn.address,
+                    why,
+                )
 
     def ask(ps: list[int], rpc: str, request) -> Together:
         """The call of these parts' QN to their DN (they share both); None if it failed."""
@@ -732,8 +847,14 @@ def _resolve_parts(heard: Sequence[tuple[EngineNode, Heard]], parts: list[tuple[
             at = 0
             for i, p in enumerate(ps):  # a part whose DN failed learns every unknown term absent
                 got = reply is not None and reply.found[i] and len(reply.bits) >= at + width
-                filters.append((p, received_filter(s.bloom_bits, s.bloom_hashes, reply.bits[at:at + width])
-                                if got else None))
+                filters.append(
+                    (
+                        p,
+                        received_filter(s.bloom_bits, s.bloom_hashes, reply.bits[at : at + width])
+                        if got
+                        else None,
+                    )
+                )
                 at += width if got else 0
         step.rule_out(step.passes(filters))
     while asked := step.questions():  # (part, where its ids are among the terms, the ids)

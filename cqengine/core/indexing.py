@@ -29,16 +29,23 @@ def min_hash_index(pairs: Pairs) -> int:
 
 
 def sampled_min_hash_index(pairs: Pairs, popular: frozenset[int] | set[int]) -> int:
-    """Algorithm 5: the first term by id that the synopsis (term ids) does not list; MHI's if all are."""
+    """Algorithm 5: the first term by id that the synopsis (term ids) does not list; MHI's if
+    all are."""
     return next((i for i, (x, _) in enumerate(pairs) if x not in popular), 0)
 
 
-def chooser(strategy: str, seed: int, df: Mapping[str, int] | None,
-            popular: Callable[[], frozenset[int]] | None) -> Callable[[Pairs, int], int]:
+def chooser(
+    strategy: str,
+    seed: int,
+    df: Mapping[str, int] | None,
+    popular: Callable[[], frozenset[int]] | None,
+) -> Callable[[Pairs, int], int]:
     """A function (pairs, subscription id) -> position of the indexing term. `popular`
     gives the current popular term ids (a synopsis changes; so may the choice)."""
     if strategy == "ri":
-        return lambda pairs, sub: random_index(pairs, random.Random(seed * 0x9E3779B97F4A7C15 ^ sub))
+        return lambda pairs, sub: random_index(
+            pairs, random.Random(seed * 0x9E3779B97F4A7C15 ^ sub)
+        )
     if strategy == "oi":
         if df is None:
             raise ValueError("OI indexing needs term statistics (--stats FILE)")
@@ -49,4 +56,6 @@ def chooser(strategy: str, seed: int, df: Mapping[str, int] | None,
         if popular is None:
             raise ValueError("SAP-MHI indexing needs a source of popular terms")
         return lambda pairs, sub: sampled_min_hash_index(pairs, popular())
-    raise ValueError(f"unknown indexing strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    raise ValueError(
+        f"unknown indexing strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}"
+    )

@@ -55,7 +55,8 @@ class Sampler:
         return list(chosen)
 
 
-def generate_queries(df: Mapping[str, int], n: int, kind: str = "skew", mean_size: float = 5.0,
-                     seed: int = 1) -> list[list[str]]:
+def generate_queries(
+    df: Mapping[str, int], n: int, kind: str = "skew", mean_size: float = 5.0, seed: int = 1
+) -> list[list[str]]:
     sampler = Sampler(df, kind, mean_size, seed)
     return [sampler.query(i) for i in range(n)]

@@ -2,14 +2,14 @@
 
 A *part* is one QN's candidate queries for one document: the queries of its inverted
 lists under the document's ids there, less those with a term it knows absent (pruning,
-cqengine.announce). A resolver resolves any number of parts together: a live QN's
+cqengine.core.announce). A resolver resolves any number of parts together: a live QN's
 documents of a batch, or every QN's of one document in the simulator. Parts share no
 term, so each asks in each round just what it would alone, and a round of thousands of
 queries costs about what one of a few does.
 
 Term Dialogue: the QN asks the publishing node (DN) about term ids, the DN answers with a
 bit vector. Asking goes in rounds: each round every undecided query asks its next `batch`
-ids not yet known, in its asking order (cqengine.postings: rarest first when document
+ids not yet known, in its asking order (cqengine.core.postings: rarest first when document
 frequencies are known, else by id). An answer of "absent" drops a query; a query whose
 ids are all present is matched.
 Bloom filters: before the first round the DN's filter of the document drops every query
@@ -27,9 +27,9 @@ from typing import Sequence
 
 import numpy as np
 
-from cqengine.announce import Knowledge, known_in_parts
-from cqengine.bloom import BloomFilter
-from cqengine.postings import Block, any_per_query, ranges
+from cqengine.core.announce import Knowledge, known_in_parts
+from cqengine.core.bloom import BloomFilter
+from cqengine.core.postings import Block, any_per_query, ranges
 from cqengine.proto import cqengine_pb2 as pb
 
 FEW = 32  # ids up to which plain Python beats numpy's per-call cost (most questions)
@@ -55,7 +55,9 @@ def unpack_bits(data: bytes, n: int) -> Sequence[bool]:
     """The first n flags of a bit vector: a list for a few, else an array."""
     _answers(data, n)
     if n > FEW:
-        return np.unpackbits(np.frombuffer(data, dtype=np.uint8), count=n, bitorder="little").astype(bool)
+        return np.unpackbits(
+            np.frombuffer(data, dtype=np.uint8), count=n, bitorder="little"
+        ).astype(bool)
     value = int.from_bytes(data, "little")
     return [bool(value >> i & 1) for i in range(n)]
 
@@ -65,13 +67,16 @@ def unpack_many(vectors: Sequence[bytes], counts: Sequence[int]) -> np.ndarray:
     another: a round's answers to many requests, unpacked at once."""
     for data, n in zip(vectors, counts):
         _answers(data, n)
-    bits = np.unpackbits(np.frombuffer(b"".join(vectors), dtype=np.uint8), bitorder="little").view(bool)
+    bits = np.unpackbits(np.frombuffer(b"".join(vectors), dtype=np.uint8), bitorder="little").view(
+        bool
+    )
     sizes = np.array([len(data) for data in vectors], dtype=np.intp)
     return bits[ranges(8 * (np.cumsum(sizes) - sizes), counts)]
 
 
-def first_asked(columns: np.ndarray, at: np.ndarray, offset: np.ndarray | int, unknown: np.ndarray,
-                batch: int) -> tuple[np.ndarray, np.ndarray]:
+def first_asked(
+    columns: np.ndarray, at: np.ndarray, offset: np.ndarray | int, unknown: np.ndarray, batch: int
+) -> tuple[np.ndarray, np.ndarray]:
     """What a first round asks of the queries in these columns (their codes plus `offset`
     are places in `unknown`): pairs of query (its place in `at`) and code, each query's
     first `batch` unknown codes in asking order (a short query's padding, which repeats its
@@ -100,7 +105,9 @@ def first_asked(columns: np.ndarray, at: np.ndarray, offset: np.ndarray | int, u
     return np.concatenate([q for q, _ in asked]), np.concatenate([c for _, c in asked])
 
 
-def fail_any(columns: np.ndarray, at: np.ndarray, offset: np.ndarray | int, fails: np.ndarray) -> np.ndarray:
+def fail_any(
+    columns: np.ndarray, at: np.ndarray, offset: np.ndarray | int, fails: np.ndarray
+) -> np.ndarray:
     """Per query in these columns (its codes plus `offset` are places in `fails`): does one
     of its terms fail? Read a row of codes at a time, since the first term, asked first
     for being rarest, mostly fails already."""
@@ -122,7 +129,9 @@ class Rounds:
     what is known of each term (asked? absent?) lives in arrays over the terms, `rows`
     are the queries still undecided (their names, as given), `matched` those matched."""
 
-    def __init__(self, names: np.ndarray, codes: np.ndarray, present: np.ndarray, batch: int) -> None:
+    def __init__(
+        self, names: np.ndarray, codes: np.ndarray, present: np.ndarray, batch: int
+    ) -> None:
         self.batch = batch
         self.waiting = ~present  # per term: unknown and not asked yet
         self.absent = np.zeros(len(present), dtype=bool)
@@ -170,13 +179,17 @@ class Resolver:
 
     batch: int
     parts: int
-    columns: np.ndarray       # (width, columns) codes
-    entries: np.ndarray       # per column, its query's entry
-    term_start: np.ndarray    # per part, where its terms begin among every part's (and where they end)
+    columns: np.ndarray  # (width, columns) codes
+    entries: np.ndarray  # per column, its query's entry
+    term_start: (
+        np.ndarray
+    )  # per part, where its terms begin among every part's (and where they end)
     _sources: list[list[tuple[Block, np.ndarray]]]  # per part: its blocks and their terms' places
 
     @classmethod
-    def knowing(cls, parts: Sequence[tuple[Sequence[Block], Knowledge]], batch: int = 1) -> "Resolver":
+    def knowing(
+        cls, parts: Sequence[tuple[Sequence[Block], Knowledge]], batch: int = 1
+    ) -> "Resolver":
         """Parts as QNs hold them: a QN's inverted lists under a document's local ids, in
         key order (InvertedIndex.lists), and what it knows of the document; a part's terms
         are its lists' merged (for all parts by one sort), its candidates its queries
@@ -184,7 +197,9 @@ class Resolver:
         self = cls()
         self.batch, self.parts = max(1, batch), len(parts)
         blocks = [b for lists, _ in parts for b in lists]
-        owner = np.repeat(np.arange(len(parts)), [len(lists) for lists, _ in parts])  # per block: its part
+        owner = np.repeat(
+            np.arange(len(parts)), [len(lists) for lists, _ in parts]
+        )  # per block: its part
         sizes = np.array([len(b.terms) for b in blocks], dtype=np.intp)
         terms = np.concatenate([b.terms for b in blocks])  # every block's, side by side
         term_part = np.repeat(owner, sizes)
@@ -196,15 +211,19 @@ class Resolver:
         places = np.empty(len(order), dtype=np.intp)  # of every block's terms among every part's
         places[order] = np.cumsum(first) - 1
         self.terms = ranked[first]
-        self.term_start = np.searchsorted(ranked_part[first], np.arange(len(parts) + 1)).astype(np.intp)
+        self.term_start = np.searchsorted(ranked_part[first], np.arange(len(parts) + 1)).astype(
+            np.intp
+        )
         width = max(b.codes.shape[0] for b in blocks)
         starts = np.cumsum(sizes) - sizes
-        codes = np.concatenate([b.padded(width) + at for b, at in zip(blocks, starts.tolist())], axis=1)
+        codes = np.concatenate(
+            [b.padded(width) + at for b, at in zip(blocks, starts.tolist())], axis=1
+        )
         self.columns = places[codes]
         self.entries = np.concatenate([b.entries for b in blocks])
         self._sources = [[] for _ in parts]
         for b, p, at, n in zip(blocks, owner.tolist(), starts.tolist(), sizes.tolist()):
-            self._sources[p].append((b, places[at:at + n]))
+            self._sources[p].append((b, places[at : at + n]))
         absent, present = known_in_parts(self.terms, self.term_start, [know for _, know in parts])
         part = np.repeat(owner, [len(b) for b in blocks])
         col = np.arange(len(part))
@@ -215,8 +234,9 @@ class Resolver:
         return self
 
     @classmethod
-    def of_candidates(cls, parts: Sequence[tuple[Block, np.ndarray | None, np.ndarray]],
-                      batch: int = 1) -> "Resolver":
+    def of_candidates(
+        cls, parts: Sequence[tuple[Block, np.ndarray | None, np.ndarray]], batch: int = 1
+    ) -> "Resolver":
         """Parts given as a block, its candidates (a mask over its queries; None: all) and
         which of its terms are known present. A block may be several parts (a QN measured
         at several depths and by both methods): they share its columns, not its terms."""
@@ -229,22 +249,40 @@ class Resolver:
                 distinct[id(b)] = len(blocks)
                 blocks.append(b)
         width = max(b.codes.shape[0] for b in blocks)
-        self.columns = np.concatenate([b.padded(width) for b in blocks], axis=1)  # codes into each block's terms
+        self.columns = np.concatenate(
+            [b.padded(width) for b in blocks], axis=1
+        )  # codes into each block's terms
         self.entries = np.concatenate([b.entries for b in blocks])
         sizes = np.array([len(b) for b in blocks], dtype=np.intp)
         block_start = np.cumsum(sizes) - sizes
         which = [distinct[id(b)] for b, _, _ in parts]
-        self.term_start = np.concatenate([[0], np.cumsum([len(b.terms) for b, _, _ in parts])]).astype(np.intp)
-        self._sources = [[(b, np.arange(t, t + len(b.terms)))] for (b, _, _), t in zip(parts, self.term_start.tolist())]
+        self.term_start = np.concatenate(
+            [[0], np.cumsum([len(b.terms) for b, _, _ in parts])]
+        ).astype(np.intp)
+        self._sources = [
+            [(b, np.arange(t, t + len(b.terms)))]
+            for (b, _, _), t in zip(parts, self.term_start.tolist())
+        ]
         counts = [len(b) if keep is None else int(np.count_nonzero(keep)) for b, keep, _ in parts]
         part = np.repeat(np.arange(len(parts)), counts)
-        col = np.concatenate([block_start[u] + (np.arange(len(b)) if keep is None else np.flatnonzero(keep))
-                              for u, (b, keep, _) in zip(which, parts)] or [np.zeros(0, dtype=np.intp)])
-        self._start(part, col.astype(np.intp), self.term_start[part],
-                    np.concatenate([present for _, _, present in parts]))
+        col = np.concatenate(
+            [
+                block_start[u] + (np.arange(len(b)) if keep is None else np.flatnonzero(keep))
+                for u, (b, keep, _) in zip(which, parts)
+            ]
+            or [np.zeros(0, dtype=np.intp)]
+        )
+        self._start(
+            part,
+            col.astype(np.intp),
+            self.term_start[part],
+            np.concatenate([present for _, _, present in parts]),
+        )
         return self
 
-    def _start(self, part: np.ndarray, col: np.ndarray, offset: np.ndarray | int, present: np.ndarray) -> None:
+    def _start(
+        self, part: np.ndarray, col: np.ndarray, offset: np.ndarray | int, present: np.ndarray
+    ) -> None:
         """The candidates (part, column, offset of its codes), and what the first round
         asks of them."""
         self.part, self.col, self.offset, self.present = part, col, offset, present
@@ -263,7 +301,9 @@ class Resolver:
         """The term ids at these places among every part's terms."""
         terms = getattr(self, "terms", None)
         if terms is None:  # given parts: their blocks' terms side by side, made once asked
-            terms = self.terms = np.concatenate([b.terms for sources in self._sources for b, _ in sources])
+            terms = self.terms = np.concatenate(
+                [b.terms for sources in self._sources for b, _ in sources]
+            )
         return terms[at].tolist()
 
     def pending(self) -> np.ndarray:
@@ -279,18 +319,23 @@ class Resolver:
         heard: dict[int, tuple[BloomFilter, list[int]]] = {}
         for p, bloom in filters:
             if bloom is None:
-                out[self.term_start[p]:self.term_start[p + 1]] = False
+                out[self.term_start[p] : self.term_start[p + 1]] = False
             else:
                 heard.setdefault(id(bloom), (bloom, []))[1].append(p)
         for bloom, parts in heard.values():
             sources = [source for p in parts for source in self._sources[p]]
             blocks = list({id(b): b for b, _ in sources}.values())
-            held = bloom.holds_positions(np.concatenate([b.bloom_positions(bloom.bits, bloom.hashes)
-                                                         for b in blocks], axis=1))
+            held = bloom.holds_positions(
+                np.concatenate(
+                    [b.bloom_positions(bloom.bits, bloom.hashes) for b in blocks], axis=1
+                )
+            )
             ends = np.cumsum([len(b.terms) for b in blocks])
             of = {id(b): h for b, h in zip(blocks, np.split(held, ends[:-1]))}
             # a term of several of a part's blocks gets the same answer each time
-            out[np.concatenate([places for _, places in sources])] = np.concatenate([of[id(b)] for b, _ in sources])
+            out[np.concatenate([places for _, places in sources])] = np.concatenate(
+                [of[id(b)] for b, _ in sources]
+            )
         return out
 
     def rule_out(self, passes: np.ndarray) -> None:
@@ -345,7 +390,9 @@ class Resolver:
         return np.array(rounds, dtype=np.int64).reshape(len(rounds), self.parts)
 
     def _matched(self) -> np.ndarray:
-        return np.concatenate([self.unasked, np.array(self.rounds.matched if self.rounds else [], dtype=np.intp)])
+        return np.concatenate(
+            [self.unasked, np.array(self.rounds.matched if self.rounds else [], dtype=np.intp)]
+        )
 
     def matched_mask(self) -> np.ndarray:
         """Per candidate (the parts' side by side): matched so far?"""

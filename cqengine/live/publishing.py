@@ -1,0 +1,126 @@
+"""How a node gathers the documents published through it into batches.
+
+As a Kafka producer (linger.ms, batch.size): documents wait for more until a batch is
+full or the linger time since its first has passed; each batch is analyzed in a worker
+thread, so that the node's event loop keeps serving meanwhile, and published by the
+engine as one (EngineNode.publish_batch).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Sequence
+
+from chord.live import StartupError
+from cqengine.core.engine import Document, EngineError, EngineNode, prepare
+from cqengine.proto import cqengine_pb2 as pb
+
+log = logging.getLogger("cqengine.live.publishing")
+
+
+@dataclass
+class Publishing:
+    """How a node gathers the documents published through it into batches (as Kafka's
+    producer: linger.ms, batch.size): a batch goes when it holds `batch_docs` documents
+    or `linger_ms` after its first arrived. As DN it gathers the matches QNs report for
+    as long, and delivers them in one batch per home node."""
+
+    linger_ms: float = 5.0
+    batch_docs: int = 64
+
+    def check(self) -> "Publishing":
+        if self.linger_ms < 0 or self.batch_docs < 1:
+            raise StartupError(
+                f"--linger-ms must not be negative and --batch-docs must be positive, "
+                f"not {self.linger_ms} and {self.batch_docs}"
+            )
+        return self
+
+
+def prepare_all(requests: Sequence[pb.PublishRequest], limit: int) -> list[Document | EngineError]:
+    """Each request as a document fit to publish, or why it is not (run off the event loop)."""
+    out: list[Document | EngineError] = []
+    for r in requests:
+        try:
+            out.append(prepare(r.docno, r.text, r.title, limit))
+        except EngineError as e:
+            out.append(e)
+    return out
+
+
+class Batcher:
+    """The documents published through this node, gathered into batches: each batch is
+    analyzed in a worker thread (the event loop keeps serving meanwhile) and published by
+    the engine as one (EngineNode.publish_batch); the next batch gathers meanwhile."""
+
+    def __init__(self, engine: EngineNode, publishing: Publishing) -> None:
+        self.engine, self.publishing = engine, publishing
+        self.queue: list[tuple[pb.PublishRequest, asyncio.Future]] = []
+        self.changed = asyncio.Event()
+        self.analyzer = ThreadPoolExecutor(1, thread_name_prefix="analyze")
+        self.task: asyncio.Task | None = None
+
+    async def publish(
+        self, requests: Sequence[pb.PublishRequest]
+    ) -> list[pb.PublishReply | EngineError]:
+        """Publish these documents with the others arriving now; each one's reply, or why
+        it was refused."""
+        if self.task is None:
+            self.task = asyncio.get_running_loop().create_task(self._run())
+        loop = asyncio.get_running_loop()
+        futures = [loop.create_future() for _ in requests]
+        self.queue += zip(requests, futures)
+        self.changed.set()
+        return list(await asyncio.gather(*futures))
+
+    async def _run(self) -> None:
+        while True:
+            batch = await self._gather()
+            try:
+                await self._publish(batch)
+            except Exception as e:  # the batch fails, the node goes on
+                log.exception("publishing a batch failed")
+                for _, future in batch:
+                    if not future.done():
+                        future.set_result(
+                            EngineError("INTERNAL", f"publishing failed: {type(e).__name__}")
+                        )
+
+    async def _gather(self) -> list[tuple[pb.PublishRequest, asyncio.Future]]:
+        """The next batch: as many documents as a batch holds, or those that came within
+        the linger time of the first."""
+        loop = asyncio.get_running_loop()
+        size = self.publishing.batch_docs
+        while not self.queue:
+            self.changed.clear()
+            await self.changed.wait()
+        deadline = loop.time() + self.publishing.linger_ms / 1000
+        while len(self.queue) < size and (left := deadline - loop.time()) > 0:
+            self.changed.clear()
+            try:
+                await asyncio.wait_for(self.changed.wait(), left)
+            except asyncio.TimeoutError:
+                break
+        batch, self.queue = self.queue[:size], self.queue[size:]
+        return batch
+
+    async def _publish(self, batch: list[tuple[pb.PublishRequest, asyncio.Future]]) -> None:
+        limit = self.engine.settings.max_document_bytes
+        documents = await asyncio.get_running_loop().run_in_executor(
+            self.analyzer, prepare_all, [r for r, _ in batch], limit
+        )
+        fit = [(d, f) for d, (_, f) in zip(documents, batch) if isinstance(d, Document)]
+        replies = self.engine.publish_batch([d for d, _ in fit]) if fit else []
+        for (_, future), reply in zip(fit, replies):
+            future.set_result(reply)
+        for document, (_, future) in zip(documents, batch):
+            if isinstance(document, EngineError):
+                future.set_result(document)
+
+    def close(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+        self.analyzer.shutdown(wait=False, cancel_futures=True)

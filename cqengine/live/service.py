@@ -1,0 +1,218 @@
+"""The engine on the live shell: an EngineNode inside a LiveNode, and the client API.
+
+`serve_engine` starts a node process's engine. A node that starts a ring takes its
+settings from the command line; a node that joins asks its bootstrap node for the ring's
+(Engine.GetConfig), so every node of a ring indexes and resolves the same way.
+
+Documents published through a node are gathered into batches (cqengine.live.publishing);
+alerts reach a subscriber's stream as the batches of whatever waits in its mailboxes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Sequence
+
+import grpc
+
+from chord.live import LiveNode, StartupError, Timing, serve
+from cqengine.core.engine import EngineError, EngineNode, Subscription
+from cqengine.core.settings import Settings, SettingsError
+from cqengine.live.publishing import Batcher, Publishing
+from cqengine.proto import cqengine_pb2 as pb
+from cqengine.proto import cqengine_pb2_grpc as pb_grpc
+
+log = logging.getLogger("cqengine.live.service")
+
+MAX_REQUEST_DOCS = 10_000  # documents one PublishBatch call may carry
+ALERTS_PER_MESSAGE = 1_000  # alerts one message of a stream carries at most
+
+
+class Stream:
+    """A live StreamAlerts call: its subscriptions, and those with alerts waiting."""
+
+    def __init__(self, subs: Sequence[Subscription]) -> None:
+        self.subs = {s.id: s for s in subs}
+        self.ready: dict[int, None] = dict.fromkeys(s.id for s in subs if s.mailbox.queue)
+        self.event = asyncio.Event()
+
+    def wake(self, sub_id: int) -> None:
+        self.ready[sub_id] = None
+        self.event.set()
+
+    def drop(self, sub_id: int) -> None:
+        """The subscription leaves this stream (unsubscribed, or taken over by a newer one)."""
+        self.subs.pop(sub_id, None)
+        self.event.set()
+
+    def waiting(self) -> list[tuple[Subscription, int]]:
+        """The alerts to send next, up to a message's worth: each subscription, and how many
+        of its mailbox's first alerts."""
+        out, room = [], ALERTS_PER_MESSAGE
+        for sub_id in list(self.ready):
+            sub = self.subs.get(sub_id)
+            n = min(room, len(sub.mailbox.queue)) if sub is not None else 0
+            if n:
+                out.append((sub, n))
+                room -= n
+            if sub is None or n == len(sub.mailbox.queue):
+                del self.ready[sub_id]
+            if not room:
+                break
+        return out
+
+
+class ClientAPI(pb_grpc.CQEngineServicer):
+    """Subscribe, Unsubscribe, Publish, PublishBatch, StreamAlerts and Stats on one node."""
+
+    def __init__(self, live: LiveNode, engine: EngineNode, publishing: Publishing) -> None:
+        self.live, self.engine = live, engine
+        self.batcher = Batcher(engine, publishing)
+        self.streams: dict[int, Stream] = {}  # subscription -> its one live stream
+        engine.alert_listeners.append(self._wake)
+
+    def _wake(self, sub_id: int) -> None:
+        stream = self.streams.get(sub_id)
+        if stream is not None:
+            stream.wake(sub_id)
+
+    async def _run(self, context, op):
+        try:
+            return await self.live.run_op(op)
+        except EngineError as e:
+            await context.abort(getattr(grpc.StatusCode, e.code), str(e))
+
+    async def Subscribe(self, request, context):
+        return await self._run(context, self.engine.subscribe(request.query))
+
+    async def Unsubscribe(self, request, context):
+        reply = await self._run(
+            context, self.engine.unsubscribe(request.subscription_id, request.token)
+        )
+        stream = self.streams.pop(request.subscription_id, None)
+        if stream is not None:
+            stream.drop(request.subscription_id)  # a stream left with none ends
+        return reply
+
+    async def Publish(self, request, context):
+        (reply,) = await self.batcher.publish([request])
+        if isinstance(reply, EngineError):
+            await context.abort(getattr(grpc.StatusCode, reply.code), str(reply))
+        return reply
+
+    async def PublishBatch(self, request, context):
+        n = len(request.documents)
+        if not n:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, "a batch needs at least one document"
+            )
+        if n > MAX_REQUEST_DOCS:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"a batch of {n} documents; at most {MAX_REQUEST_DOCS} go in one call",
+            )
+        replies = await self.batcher.publish(request.documents)
+        return pb.PublishBatchReply(
+            results=[
+                pb.PublishReply(accepted=False, code=r.code, error=str(r))
+                if isinstance(r, EngineError)
+                else r
+                for r in replies
+            ]
+        )
+
+    async def StreamAlerts(self, request, context):
+        keys = [(k.subscription_id, k.token) for k in request.subscriptions]
+        if request.subscription_id or request.token or not keys:
+            keys.insert(0, (request.subscription_id, request.token))
+        try:
+            subs = [self.engine.authorized(sub_id, token) for sub_id, token in keys]
+        except EngineError as e:
+            await context.abort(getattr(grpc.StatusCode, e.code), str(e))
+        stream = Stream(subs)
+        for sub in subs:
+            old = self.streams.get(sub.id)
+            if old is not None:
+                old.drop(sub.id)  # a newer stream takes the subscription over
+            self.streams[sub.id] = stream
+        try:
+            while stream.subs:
+                while batch := stream.waiting():
+                    # alerts leave their mailboxes once the stream took them: a stream
+                    # cancelled mid-send leaves them for the next one instead of losing them
+                    yield pb.Alerts(
+                        alerts=[a for sub, n in batch for a in list(sub.mailbox.queue)[:n]]
+                    )
+                    for sub, n in batch:
+                        for _ in range(n):
+                            sub.mailbox.queue.popleft()
+                if not stream.subs:
+                    return
+                await stream.event.wait()
+                stream.event.clear()
+        finally:
+            for sub_id in stream.subs:
+                if self.streams.get(sub_id) is stream:
+                    del self.streams[sub_id]
+
+    async def Stats(self, request, context):
+        return self.engine.stats(self.live.ledger)
+
+
+async def fetch_settings(address: str, timeout: float = 5.0) -> Settings:
+    """The settings of the ring that `address` belongs to."""
+    try:
+        async with grpc.aio.insecure_channel(address) as channel:
+            reply = await channel.unary_unary(
+                "/cqengine.Engine/GetConfig",
+                request_serializer=pb.ConfigRequest.SerializeToString,
+                response_deserializer=pb.EngineConfig.FromString,
+            )(pb.ConfigRequest(), timeout=timeout)
+    except grpc.aio.AioRpcError as e:
+        if e.code() == grpc.StatusCode.UNIMPLEMENTED:
+            raise StartupError(f"{address} is a ring node without the engine") from None
+        raise StartupError(f"cannot reach {address} to join: {e.code().name.lower()}") from None
+    try:
+        return Settings.from_pb(reply)
+    except SettingsError as e:
+        raise StartupError(f"the ring's settings are unusable here: {e}") from None
+
+
+async def serve_engine(
+    host: str,
+    port: int,
+    join: str | None,
+    node_id: int | None,
+    r: int,
+    timing: Timing,
+    settings: Settings | None,
+    advertise: str | None = None,
+    publishing: Publishing | None = None,
+) -> None:
+    publishing = (publishing or Publishing()).check()
+    if join:
+        settings = await fetch_settings(join)
+    try:
+        settings = (settings or Settings()).validate()
+    except SettingsError as e:
+        raise StartupError(str(e)) from None
+
+    def later(seconds: float, fn) -> None:
+        asyncio.get_running_loop().call_later(seconds, fn)
+
+    await serve(
+        host,
+        port,
+        join,
+        node_id,
+        r,
+        timing,
+        advertise,
+        app=lambda chord, spawn: EngineNode(
+            chord, settings, spawn, later=later, linger=publishing.linger_ms / 1000
+        ),
+        add_services=lambda live, server: pb_grpc.add_CQEngineServicer_to_server(
+            ClientAPI(live, live.app, publishing), server
+        ),
+    )
