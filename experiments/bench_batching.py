@@ -40,7 +40,7 @@ def publish(ring: IndexedRing, resolution: str, batch: int, docs: int) -> dict:
     sim.settings.resolution = resolution
     alerted: list[tuple] = []
     for e in sim.engines.values():
-        e.alert_listeners.append(lambda sub, e=e: alerted.append((e, sub)))
+        e.alert_listeners.append(lambda subs, e=e: alerted.extend((e, sub) for sub in subs))
     messages, size, candidates = Counter(), Counter(), 0
     wrong = 0
     start = time.perf_counter()
@@ -52,9 +52,9 @@ def publish(ring: IndexedRing, resolution: str, batch: int, docs: int) -> dict:
             [Document(corpus.docnos[j], corpus.terms[j]) for j in picked], via
         )
         got = {
-            (ring.query_of[sub], a.docno)
+            (ring.query_of[sub], docno)
             for e, sub in alerted
-            for a in e.subscriptions[sub].mailbox.take()
+            for docno, _, _ in e.subscriptions[sub].mailbox.take()
         }
         want = {(i, corpus.docnos[j]) for j in picked for i in ring.oracle[j]}
         wrong += len(got ^ want)

@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cqengine.core.bloom import BloomFilter
-from cqengine.core.engine import PublishedDoc, alert_batch
+from cqengine.core.engine import alert_batch
 from cqengine.core.resolution import pack_bits
 from cqengine.evaluation.wire import alert_batch_size, bloom_sizes, dialogue_sizes, matched_size
 from cqengine.proto import cqengine_pb2 as pb
@@ -43,5 +43,5 @@ def test_a_report_of_matches_takes_the_bytes_its_message_takes(doc_key, matches)
 
 @given(texts, texts, st.text(max_size=400), st.lists(sub_ids, max_size=40))
 def test_an_alert_batch_takes_the_bytes_its_message_takes(docno, title, snippet, subs):
-    batch = alert_batch([(PublishedDoc(1, docno, title, snippet, frozenset()), subs)])
+    batch = alert_batch([((docno, title, snippet), subs)])
     assert alert_batch_size(docno, title, snippet, len(subs)) == batch.ByteSize()

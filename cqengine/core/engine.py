@@ -121,6 +121,10 @@ class PublishedDoc:
     _bloom: bytes | None = None
     _sorted: np.ndarray | None = None
 
+    @property
+    def alert(self) -> AlertDoc:
+        return self.docno, self.title, self.snippet
+
     def bloom(self, bits: int, hashes: int) -> bytes:
         if self._bloom is None:
             self._bloom = BloomFilter.of(self.ids, bits, hashes).to_bytes()
@@ -162,26 +166,30 @@ def received_filter(bits: int, hashes: int, data: bytes) -> BloomFilter:
     return BloomFilter(bits, hashes, data)
 
 
+AlertDoc = tuple[str, str, str]  # what an alert says of its document: docno, title, snippet
+
+
 @dataclass
 class Mailbox:
-    """A subscription's undelivered alerts; each docno enters once, ever."""
+    """A subscription's undelivered alerts, as the documents they are of (one tuple per
+    document, shared by every subscription it alerts); each docno enters once, ever."""
 
     limit: int = MAILBOX
-    queue: deque = field(default_factory=deque)
+    queue: deque[AlertDoc] = field(default_factory=deque)
     seen: set[str] = field(default_factory=set)
     dropped: int = 0
 
-    def offer(self, alert: pb.Alert) -> bool:
-        if alert.docno in self.seen:
+    def offer(self, doc: AlertDoc) -> bool:
+        if doc[0] in self.seen:
             return False
-        self.seen.add(alert.docno)
+        self.seen.add(doc[0])
         if len(self.queue) >= self.limit:
             self.queue.popleft()
             self.dropped += 1
-        self.queue.append(alert)
+        self.queue.append(doc)
         return True
 
-    def take(self) -> list[pb.Alert]:
+    def take(self) -> list[AlertDoc]:
         out = list(self.queue)
         self.queue.clear()
         return out
@@ -197,13 +205,14 @@ class Subscription:
     mailbox: Mailbox = field(default_factory=Mailbox)
 
 
-def alert_batch(docs: Sequence[tuple[PublishedDoc, list[int]]]) -> pb.AlertBatch:
-    """The alerts of these documents for one home node: each with its subscriptions."""
-    batch = pb.AlertBatch(docnos=[doc.docno for doc, _ in docs])
-    if any(doc.title for doc, _ in docs):
-        batch.titles.extend(doc.title for doc, _ in docs)
-    if any(doc.snippet for doc, _ in docs):
-        batch.snippets.extend(doc.snippet for doc, _ in docs)
+def alert_batch(docs: Sequence[tuple[AlertDoc, list[int]]]) -> pb.AlertBatch:
+    """The alerts of these documents, each with its subscriptions: a DN's for one home node,
+    or a home node's on a stream."""
+    batch = pb.AlertBatch(docnos=[doc[0] for doc, _ in docs])
+    if any(doc[1] for doc, _ in docs):
+        batch.titles.extend(doc[1] for doc, _ in docs)
+    if any(doc[2] for doc, _ in docs):
+        batch.snippets.extend(doc[2] for doc, _ in docs)
     for _, subs in docs:
         batch.subscription_ids.extend(subs)
     if len(docs) > 1:
@@ -276,7 +285,9 @@ class EngineNode:
         self.docs: OrderedDict[int, PublishedDoc] = OrderedDict()
         self.subscriptions: dict[int, Subscription] = {}
         self.counters: Counter[str] = Counter()
-        self.alert_listeners: list[Callable[[int], None]] = []  # told the subscription id
+        self.alert_listeners: list[
+            Callable[[list[int]], None]
+        ] = []  # told the subscriptions alerted
         self.handlers = {
             "GetConfig": lambda req: self.settings.to_pb(),
             "Index": self._on_index,
@@ -608,7 +619,7 @@ class EngineNode:
     def _deliver(self, alerts: dict[str, dict[int, tuple[PublishedDoc, list[int]]]]) -> Op:
         """One batch of alerts to each home node: its subscriptions of each document."""
         for home, per_doc in sorted(alerts.items()):
-            batch = alert_batch(list(per_doc.values()))
+            batch = alert_batch([(doc.alert, subs) for doc, subs in per_doc.values()])
             try:
                 yield Call(self.peer(home), "Deliver", batch)
             except PeerUnreachable:
@@ -627,21 +638,18 @@ class EngineNode:
                 f"{len(batch.titles)} titles and {len(batch.snippets)} snippets",
             )
         titles, snippets = batch.titles or [""] * n, batch.snippets or [""] * n
-        delivered, start = 0, 0
-        for docno, title, snippet, c in zip(batch.docnos, titles, snippets, counts):
+        alerted, start = [], 0
+        subscriptions = self.subscriptions
+        for doc, c in zip(zip(batch.docnos, titles, snippets), counts):
             for sub_id in subs[start : start + c]:
-                sub = self.subscriptions.get(sub_id)
-                if sub is None:
-                    continue  # unsubscribed meanwhile
-                if sub.mailbox.offer(
-                    pb.Alert(subscription_id=sub_id, docno=docno, title=title, snippet=snippet)
-                ):
-                    delivered += 1
-                    for listener in self.alert_listeners:
-                        listener(sub_id)
+                sub = subscriptions.get(sub_id)  # None: unsubscribed meanwhile
+                if sub is not None and sub.mailbox.offer(doc):
+                    alerted.append(sub_id)
             start += c
-        if delivered:
-            self.count("alerts_delivered", delivered)
+        if alerted:
+            self.count("alerts_delivered", len(alerted))
+            for listener in self.alert_listeners:
+                listener(alerted)
         return pb.Ack()
 
     # ---- synopsis gossip and re-indexing (paper section 8) ------------------------------

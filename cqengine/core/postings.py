@@ -75,7 +75,6 @@ class Block:
     # ((bits, hashes), the terms' filter positions by hash): a key's terms stay put
     _bloom: tuple = ()
     _subscriptions: bytes | None = None
-    _padded: tuple = ()  # (width, its codes padded to that width)
 
     def subscriptions(self) -> bytes:
         """Its queries' subscription ids in order, as bytes: which queries it holds, as a
@@ -87,13 +86,6 @@ class Block:
                 (e.subscription_id for e in self.entries), dtype=np.uint64, count=len(self.entries)
             ).tobytes()
         return self._subscriptions
-
-    def padded(self, width: int) -> np.ndarray:
-        """Its codes with as many rows as a wider block's (resolved beside it): a short
-        query repeats its first code, which changes nothing."""
-        if not self._padded or self._padded[0] != width:
-            self._padded = (width, widen(self.codes, width))
-        return self._padded[1]
 
     def bloom_positions(self, bits: int, hashes: int) -> np.ndarray:
         if not self._bloom or self._bloom[0] != (bits, hashes):

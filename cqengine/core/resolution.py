@@ -124,6 +124,32 @@ def fail_any(
     return out
 
 
+def side_by_side(blocks: Sequence[Block], offsets: np.ndarray | int) -> np.ndarray:
+    """The blocks' columns of codes side by side, each block's plus its offset, in as many
+    rows as the widest has: a shorter query repeats its first code (which changes nothing),
+    as a block pads its own. Laid out for all blocks at once: a resolution may take
+    thousands."""
+    rows = np.array([b.codes.shape[0] for b in blocks], dtype=np.intp)
+    queries = np.array([b.codes.shape[1] for b in blocks], dtype=np.intp)
+    width, total = int(rows.max()), int(queries.sum())
+    first = np.cumsum(queries) - queries  # each block's first column
+    flat = np.concatenate([b.codes.ravel() for b in blocks])  # each block row by row
+    if not isinstance(offsets, int):
+        flat = flat + np.repeat(offsets, rows * queries)
+    elif offsets:
+        flat = flat + offsets
+    row = ranges(np.zeros(len(blocks), dtype=np.intp), rows)  # each block's rows 0..w-1
+    row_of = np.repeat(row, np.repeat(queries, rows))  # per element: its row
+    col_of = ranges(np.repeat(first, rows), np.repeat(queries, rows))  # per element: its column
+    out = np.empty((width, total), dtype=np.intp)
+    out[row_of, col_of] = flat
+    height = np.repeat(rows, queries)  # per column: its block's rows
+    short = np.arange(width)[:, None] >= height[None, :]
+    if short.any():
+        out[short] = np.broadcast_to(out[0], out.shape)[short]
+    return out
+
+
 class Rounds:
     """The rounds of Term Dialogue of some queries, each a column of codes into the terms:
     what is known of each term (asked? absent?) lives in arrays over the terms, `rows`
@@ -214,12 +240,8 @@ class Resolver:
         self.term_start = np.searchsorted(ranked_part[first], np.arange(len(parts) + 1)).astype(
             np.intp
         )
-        width = max(b.codes.shape[0] for b in blocks)
         starts = np.cumsum(sizes) - sizes
-        codes = np.concatenate(
-            [b.padded(width) + at for b, at in zip(blocks, starts.tolist())], axis=1
-        )
-        self.columns = places[codes]
+        self.columns = places[side_by_side(blocks, starts)]
         self.entries = np.concatenate([b.entries for b in blocks])
         self._sources = [[] for _ in parts]
         for b, p, at, n in zip(blocks, owner.tolist(), starts.tolist(), sizes.tolist()):
@@ -248,10 +270,7 @@ class Resolver:
             if id(b) not in distinct:
                 distinct[id(b)] = len(blocks)
                 blocks.append(b)
-        width = max(b.codes.shape[0] for b in blocks)
-        self.columns = np.concatenate(
-            [b.padded(width) for b in blocks], axis=1
-        )  # codes into each block's terms
+        self.columns = side_by_side(blocks, 0)  # codes into each block's terms
         self.entries = np.concatenate([b.entries for b in blocks])
         sizes = np.array([len(b) for b in blocks], dtype=np.intp)
         block_start = np.cumsum(sizes) - sizes

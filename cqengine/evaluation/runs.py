@@ -600,7 +600,7 @@ class IndexedRing:
         shadowed = Counter()  # the counters of shadows (TAG:NAME)
         alerted: list[tuple] = []
         for e in sim.engines.values():
-            e.alert_listeners.append(lambda sub, e=e: alerted.append((e, sub)))
+            e.alert_listeners.append(lambda subs, e=e: alerted.extend((e, sub) for sub in subs))
         marks = {"all": (sim.ring.ledger.snapshot(), Counter())}  # where each half's growth starts
         rows: list[tuple] = []
         tally = {p.index_tag(part.index): Counter() for part in (p, *p.shadows)}
@@ -619,8 +619,8 @@ class IndexedRing:
             )
             got = set()
             for e, sub in alerted:
-                for alert in e.subscriptions[sub].mailbox.take():  # what the stream would carry
-                    tally[""]["wrong_docno"] += alert.docno != docno
+                for alerted_docno, _, _ in e.subscriptions[sub].mailbox.take():  # the stream's
+                    tally[""]["wrong_docno"] += alerted_docno != docno
                 got.add(self.query_of[sub])
             check(tally[""], got, self.oracle[j])
             for shadow in p.shadows:

@@ -209,10 +209,10 @@ class EngineSimulator:
     def alerts(self) -> list[tuple[int, str]]:
         """Every alert delivered so far, taken off the subscribers' streams."""
         return [
-            (a.subscription_id, a.docno)
+            (sub.id, docno)
             for e in self.engines.values()
             for sub in e.subscriptions.values()
-            for a in sub.mailbox.take()
+            for docno, _, _ in sub.mailbox.take()
         ]
 
     def load(self) -> list[int]:

@@ -37,6 +37,18 @@ def _error(e: grpc.RpcError, address: str) -> ClientError:
     return ClientError(code, e.details() or code)
 
 
+def unbatched(batch: pb.AlertBatch) -> Iterator[pb.Alert]:
+    """The alerts of a batch, one by one."""
+    n = len(batch.docnos)
+    titles, snippets = batch.titles or [""] * n, batch.snippets or [""] * n
+    counts = batch.counts or [len(batch.subscription_ids)]
+    subs, start = batch.subscription_ids, 0
+    for docno, title, snippet, c in zip(batch.docnos, titles, snippets, counts):
+        for sub_id in subs[start : start + c]:
+            yield pb.Alert(subscription_id=sub_id, docno=docno, title=title, snippet=snippet)
+        start += c
+
+
 class Client:
     def __init__(self, address: str, timeout: float = 30.0) -> None:
         self.address, self.timeout = address, timeout
@@ -127,8 +139,8 @@ class Client:
         )
         stream = client._stub.StreamAlerts(request, timeout=timeout)
         try:
-            for alerts in stream:
-                yield from alerts.alerts
+            for batch in stream:
+                yield from unbatched(batch)
         except grpc.RpcError as e:
             ended = {grpc.StatusCode.CANCELLED} | (
                 {grpc.StatusCode.DEADLINE_EXCEEDED} if timeout else set()

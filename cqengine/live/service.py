@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from itertools import islice
 from typing import Sequence
 
 import grpc
 
 from chord.live import LiveNode, StartupError, Timing, serve
-from cqengine.core.engine import EngineError, EngineNode, Subscription
+from cqengine.core.engine import AlertDoc, EngineError, EngineNode, Subscription, alert_batch
 from cqengine.core.settings import Settings, SettingsError
 from cqengine.live.publishing import Batcher, Publishing
 from cqengine.proto import cqengine_pb2 as pb
@@ -40,6 +41,14 @@ class Stream:
     def wake(self, sub_id: int) -> None:
         self.ready[sub_id] = None
         self.event.set()
+
+    def message(self, waiting: list[tuple[Subscription, int]]) -> pb.AlertBatch:
+        """The alerts waiting, each document once with the subscriptions it alerts."""
+        by_doc: dict[AlertDoc, list[int]] = {}
+        for sub, n in waiting:
+            for doc in islice(sub.mailbox.queue, n):
+                by_doc.setdefault(doc, []).append(sub.id)
+        return alert_batch(list(by_doc.items()))
 
     def drop(self, sub_id: int) -> None:
         """The subscription leaves this stream (unsubscribed, or taken over by a newer one)."""
@@ -72,10 +81,12 @@ class ClientAPI(pb_grpc.CQEngineServicer):
         self.streams: dict[int, Stream] = {}  # subscription -> its one live stream
         engine.alert_listeners.append(self._wake)
 
-    def _wake(self, sub_id: int) -> None:
-        stream = self.streams.get(sub_id)
-        if stream is not None:
-            stream.wake(sub_id)
+    def _wake(self, sub_ids: list[int]) -> None:
+        streams = self.streams
+        for sub_id in sub_ids:
+            stream = streams.get(sub_id)
+            if stream is not None:
+                stream.wake(sub_id)
 
     async def _run(self, context, op):
         try:
@@ -141,9 +152,7 @@ class ClientAPI(pb_grpc.CQEngineServicer):
                 while batch := stream.waiting():
                     # alerts leave their mailboxes once the stream took them: a stream
                     # cancelled mid-send leaves them for the next one instead of losing them
-                    yield pb.Alerts(
-                        alerts=[a for sub, n in batch for a in list(sub.mailbox.queue)[:n]]
-                    )
+                    yield stream.message(batch)
                     for sub, n in batch:
                         for _ in range(n):
                             sub.mailbox.queue.popleft()

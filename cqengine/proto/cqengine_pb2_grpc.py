@@ -59,7 +59,7 @@ class CQEngineStub:
         self.StreamAlerts = channel.unary_stream(
                 '/cqengine.CQEngine/StreamAlerts',
                 request_serializer=cqengine_dot_proto_dot_cqengine__pb2.StreamRequest.SerializeToString,
-                response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.Alerts.FromString,
+                response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.AlertBatch.FromString,
                 _registered_method=True)
         self.Stats = channel.unary_unary(
                 '/cqengine.CQEngine/Stats',
@@ -100,7 +100,8 @@ class CQEngineServicer:
 
     def StreamAlerts(self, request, context):
         """Alerts of one or more of the node's subscriptions, as they arrive: each message
-        carries the alerts waiting when it is sent.
+        carries the alerts waiting when it is sent, each document once with the subscriptions
+        it alerts (the AlertBatch of the node-to-node protocol).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -138,7 +139,7 @@ def add_CQEngineServicer_to_server(servicer, server):
             'StreamAlerts': grpc.unary_stream_rpc_method_handler(
                     servicer.StreamAlerts,
                     request_deserializer=cqengine_dot_proto_dot_cqengine__pb2.StreamRequest.FromString,
-                    response_serializer=cqengine_dot_proto_dot_cqengine__pb2.Alerts.SerializeToString,
+                    response_serializer=cqengine_dot_proto_dot_cqengine__pb2.AlertBatch.SerializeToString,
             ),
             'Stats': grpc.unary_unary_rpc_method_handler(
                     servicer.Stats,
@@ -282,7 +283,7 @@ class CQEngine:
             target,
             '/cqengine.CQEngine/StreamAlerts',
             cqengine_dot_proto_dot_cqengine__pb2.StreamRequest.SerializeToString,
-            cqengine_dot_proto_dot_cqengine__pb2.Alerts.FromString,
+            cqengine_dot_proto_dot_cqengine__pb2.AlertBatch.FromString,
             options,
             channel_credentials,
             insecure,
