@@ -63,6 +63,9 @@ class App(Handler, Protocol):
     def periodic(self) -> list[tuple[Callable[[], Op], float]]:
         """Operations to run on a timer beside the ring's maintenance, with their periods."""
 
+    def flush(self) -> None:
+        """The node stops: start now, in the background, what waits on a timer."""
+
 
 # builds the app around the node's ChordNode; the callable it is given runs an Op in the background
 AppFactory = Callable[[ChordNode, Callable[[Op], None]], App]
@@ -192,6 +195,8 @@ class LiveNode:
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.app is not None:
+            self.app.flush()
         if self._background:
             await asyncio.wait(list(self._background), timeout=2.0)
         if graceful:

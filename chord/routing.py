@@ -111,14 +111,31 @@ class RoutingTable:
         None where the hop would be me."""
         return self.piecewise("router", self._route)
 
-    def routes(self, keys: np.ndarray) -> tuple[np.ndarray, list[NodeRef | None]]:
+    def routes(
+        self, keys: np.ndarray | list[int]
+    ) -> tuple[np.ndarray | list[int], list[NodeRef | None]]:
         """`router` for many keys at once (an announcement routes every id it carries): for
-        each key the place of its hop among the distinct hops, and those hops."""
+        each key the place of its hop among the distinct hops, and those hops. A list of
+        keys (a few) gets a list, found a bisect each; an array, an array."""
         self.piecewise("router", self._route)
-        starts, answers = self._compiled["router"][2:]
-        hops = list(dict.fromkeys(answers))  # a hop may answer several stretches of the circle
-        place = np.array([hops.index(a) for a in answers], dtype=np.intp)
-        return place[starts.searchsorted(keys - np.uint64(self.me.id), side="right") - 1], hops
+        compiled = self._compiled["router"]
+        if len(compiled) == 4:  # the distinct hops, worked out once per table
+            starts, answers = compiled[2:]
+            hops = list(dict.fromkeys(answers))  # a hop may answer several stretches of the circle
+            at = {hop: i for i, hop in enumerate(hops)}
+            place = [at[a] for a in answers]
+            compiled = self._compiled["router"] = (
+                *compiled,
+                np.array(place, dtype=np.intp),
+                place,
+                hops,
+            )
+        starts, place, hops = compiled[2], compiled[4], compiled[6]
+        me = self.me.id
+        if isinstance(keys, list):
+            found, marks = compiled[5], compiled[1].starts
+            return [found[bisect.bisect_right(marks, (x - me) & MASK) - 1] for x in keys], hops
+        return place[starts.searchsorted(keys - np.uint64(me), side="right") - 1], hops
 
     def _route(self, key: int) -> NodeRef | None:
         return None if (hop := self.next_hop(key)) == self.me else hop
@@ -152,6 +169,8 @@ class RoutingTable:
 
         def compiled(x: int) -> T:
             return answers[bisect.bisect_right(starts, (x - me) & MASK) - 1]
+
+        compiled.starts = starts  # type: ignore[attr-defined]
 
         self._compiled[name] = (key, compiled, np.array(starts, dtype=np.uint64), answers)
         return compiled

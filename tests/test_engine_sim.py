@@ -782,3 +782,38 @@ def test_the_engine_service_serves_no_measurement():
         "Deliver",
         "Gossip",
     }
+
+
+def test_a_lingering_dn_delivers_a_batch_per_home_and_nothing_is_left_at_stop():
+    """With a linger, a DN gathers the reports of matches and sends each home node one alert
+    batch for all of them, when its timer fires or when it stops (flush): the same alerts
+    as without, in fewer messages."""
+    wl = workload(1)
+    docs = wl.docs[:10]
+    delivered = {}
+    for linger in (0.0, 0.5):
+        sim = EngineSimulator(12, make_settings(wl, strategy="ri", seed=2), seed=2)
+        subs = subscribe_all(sim, wl)
+        timers = []
+        for e in sim.engines.values():
+            e.later, e.linger = (lambda seconds, fn: timers.append(fn)), linger  # the shell's timer
+
+        def deliveries() -> int:  # requests only (total() counts replies too)
+            c = sim.ring.ledger.snapshot().get("Deliver")
+            return c.messages if c else 0
+
+        before = deliveries()
+        for d in docs:
+            sim.publish(d.docno, d.text, d.title)
+        if linger:
+            assert sim.alerts() == [] and timers  # every match lingers at its DN
+            for fn in timers[: len(timers) // 2]:
+                fn()
+            for e in sim.engines.values():  # the rest are flushed as the nodes stop
+                e.flush()
+            sim._settle()
+            windows = len(timers)
+            assert deliveries() - before <= windows * len(sim.engines)
+        assert_exact(sim.alerts(), wl.oracle(subs, [d.docno for d in docs]))
+        delivered[linger] = deliveries() - before
+    assert 0 < delivered[0.5] < delivered[0.0]

@@ -100,18 +100,21 @@ def successors(ids: Sequence[int], j: int, tail: Sequence[int], k: int) -> list[
     return out + list(tail[: k - len(out)])
 
 
-Route = Callable[
-    [np.ndarray], tuple[np.ndarray, Sequence[Hashable]]
-]  # ids -> each one's place among hops, hops
+# ids (a list, or an array) -> each one's place among the hops (a list, or an array), the hops
+Route = Callable[[np.ndarray | list[int]], tuple[Sequence[int], Sequence[Hashable]]]
+FEW_IDS = 32
 T = TypeVar("T")
 
 
 def split(
-    run: Run, places: np.ndarray, hops: Sequence[Hashable], k: int
+    run: Run, places: Sequence[int], hops: Sequence[Hashable], k: int
 ) -> list[tuple[Hashable, Run]]:
     """Cut a run where the next hop of consecutive ids changes (ids[i]'s is hops[places[i]])."""
     ids, n = run.ids, len(run.ids)
-    cuts = (np.flatnonzero(places[1:] != places[:-1]) + 1).tolist()
+    if isinstance(places, np.ndarray):
+        cuts = (np.flatnonzero(places[1:] != places[:-1]) + 1).tolist()
+    else:
+        cuts = [i for i in range(1, n) if places[i] != places[i - 1]]
     out = []
     for start, end in zip([0, *cuts], [*cuts, n]):
         prev = ids[start - 1] if start > 0 else run.prev
@@ -129,10 +132,10 @@ def route_runs(
     if not runs:
         return {}
     lengths = [len(run.ids) for _, run in runs]
+    ids, total = chain.from_iterable(run.ids for _, run in runs), sum(lengths)
+    # a few ids are routed one by one: an array's set-up would cost more (deep in the tree)
     places, hops = route(
-        np.fromiter(
-            chain.from_iterable(run.ids for _, run in runs), dtype=np.uint64, count=sum(lengths)
-        )
+        list(ids) if total <= FEW_IDS else np.fromiter(ids, dtype=np.uint64, count=total)
     )
     out: dict[Hashable, dict[T, list[Run]]] = {}
     at = 0
@@ -151,11 +154,11 @@ def group_runs(runs: Iterable[Run], route: Route, k: int) -> dict[Hashable, list
 def per_id(dest: Callable[[int], Hashable]) -> Route:
     """A route from a rule for one id at a time."""
 
-    def route(ids: np.ndarray) -> tuple[np.ndarray, list[Hashable]]:
-        dests = [dest(x) for x in ids.tolist()]
+    def route(ids: np.ndarray | list[int]) -> tuple[list[int], list[Hashable]]:
+        dests = [dest(x) for x in (ids.tolist() if isinstance(ids, np.ndarray) else ids)]
         hops = list(dict.fromkeys(dests))
         place = {h: i for i, h in enumerate(hops)}
-        return np.array([place[d] for d in dests], dtype=np.intp), hops
+        return [place[d] for d in dests], hops
 
     return route
 

@@ -148,9 +148,9 @@ class Heard:
     docs: list[Announced]
 
 
-def _mine(ids: np.ndarray) -> tuple[np.ndarray, list[None]]:
+def _mine(ids: np.ndarray | list[int]) -> tuple[list[int], list[None]]:
     """Every id processed here: an announcement past the hop limit."""
-    return np.zeros(len(ids), dtype=np.intp), [None]
+    return [0] * len(ids), [None]
 
 
 @lru_cache(maxsize=PEERS)
@@ -616,6 +616,10 @@ class EngineNode:
         if outbox:
             self.spawn(self._deliver(outbox))
 
+    def flush(self) -> None:
+        """Deliver at once what lingers (the node stops): no report's matches stay behind."""
+        self._flush()
+
     def _deliver(self, alerts: dict[str, dict[int, tuple[PublishedDoc, list[int]]]]) -> Op:
         """One batch of alerts to each home node: its subscriptions of each document."""
         for home, per_doc in sorted(alerts.items()):
@@ -760,10 +764,9 @@ class EngineNode:
 Together = Generator[tuple[EngineNode, Call], Any, None]  # yields a call with the node making it
 
 
-def local_ids(doc: Announced) -> np.ndarray:
+def local_ids(doc: Announced) -> list[int]:
     """The ids of a document's runs at a QN, ascending: the keys whose lists it consults."""
-    ids = np.fromiter(chain.from_iterable(run.ids for run in doc.runs), dtype=np.uint64)
-    return np.unique(ids)
+    return sorted(set(chain.from_iterable(run.ids for run in doc.runs)))
 
 
 def resolve_together(heard: Sequence[tuple[EngineNode, Heard]]) -> Together:

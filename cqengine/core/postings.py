@@ -29,6 +29,7 @@ from cqengine.proto import cqengine_pb2 as pb
 
 Rarity = Callable[[int, str], float]  # (term id, term) -> document frequency
 MERGED = 2  # an index keeps merged blocks of up to this many times the queries it holds
+FEW_KEYS = 16  # keys up to which InvertedIndex.lists looks each up (a QN of a large ring holds few)
 
 
 def ask_order(entry: pb.QueryEntry, rarity: Rarity | None) -> list[int]:
@@ -188,11 +189,13 @@ class InvertedIndex(SortedKeyStore):
         """The blocks of the lists under these keys (uint64, ascending) that hold queries, in
         key order. A document's ids at a node mostly have no list there: they are found
         by one search among the keys held, not a lookup each."""
+        if len(keys) <= FEW_KEYS:  # a lookup each costs less than the search's set-up
+            return [b for b in map(self.block, keys) if b is not None]
         held = self._held
         if held is None:
             held = self._held = np.array(self._keys, dtype=np.uint64)
         keys = np.asarray(keys, dtype=np.uint64)
-        if not len(held) or not len(keys):
+        if not len(held):
             return []
         at = np.minimum(held.searchsorted(keys), len(held) - 1)
         return [self.block(key) for key in keys[held[at] == keys].tolist()]
