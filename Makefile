@@ -34,6 +34,7 @@ bench: $(STAMP)
 	$(PY) experiments/bench_prep.py
 	$(PY) experiments/bench_synopsis.py
 	$(PY) experiments/bench_sim.py
+	$(PY) experiments/bench_batching.py
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
