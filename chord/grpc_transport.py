@@ -6,6 +6,9 @@ unique across the services registered), so the protocol core never sees stubs.
 
 from __future__ import annotations
 
+import logging
+import time
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Iterable
 
 import grpc
@@ -17,6 +20,8 @@ from chord.node import Call, Op, PeerUnreachable
 from chord.proto import chord_pb2
 from chord.routing import NodeRef
 from chord.transport import REPLY, Handler
+
+log = logging.getLogger("chord.grpc_transport")
 
 # Statuses that mean "this peer is gone or too slow": the protocol falls back around it.
 UNREACHABLE = {
@@ -82,6 +87,29 @@ class MethodTable:
         return out
 
 
+@dataclass
+class RoundTrip:
+    """How long a peer takes to answer, as TCP estimates it (RFC 6298): a smoothed mean and
+    mean deviation of the round trips seen, the timeout their sum with four deviations;
+    and when it last answered."""
+
+    srtt: float
+    rttvar: float
+    heard: float
+
+    @classmethod
+    def first(cls, sample: float, now: float) -> "RoundTrip":
+        return cls(sample, sample / 2, now)
+
+    def add(self, sample: float, now: float) -> None:
+        self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - sample)
+        self.srtt = 0.875 * self.srtt + 0.125 * sample
+        self.heard = now
+
+    def timeout(self) -> float:
+        return self.srtt + 4 * self.rttvar
+
+
 class GrpcTransport:
     def __init__(
         self,
@@ -89,12 +117,22 @@ class GrpcTransport:
         timeout: float = 1.0,
         table: MethodTable | None = None,
         timeouts: dict[str, float] | None = None,
+        patience: float | None = None,
     ) -> None:
         """`timeout`: seconds a call waits for its reply before its peer counts as
-        unreachable; `timeouts`: other waits for some methods."""
+        unreachable; `timeouts`: other waits for some methods.
+
+        Slow is not dead: a node whose event loop is queued up answers late, and a peer
+        suspected for its load is routed around, so that the documents of its keys miss
+        their queries. So a call waits as long as the peer's recent round trips say it
+        needs, and one that times out is sent again, waiting twice as long (Karn's
+        backoff), while the peer answered anything within the last `patience` seconds. A
+        process that died refuses the connection and fails at once."""
         self.ledger = ledger if ledger is not None else Ledger()
         self.timeout = timeout
         self.timeouts = timeouts or {}
+        self.patience = max(timeout, patience if patience is not None else timeout)
+        self.round_trips: dict[str, RoundTrip] = {}
         self.table = table or MethodTable([CHORD_SERVICE])
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._calls: dict[tuple[str, str], Any] = {}
@@ -112,16 +150,49 @@ class GrpcTransport:
             )
         return self._calls[key]
 
+    def timeout_of(self, address: str, method: str) -> float:
+        """How long a call first waits for its reply: its method's, or the ring's own
+        stretched to what the peer's recent round trips say it needs."""
+        if method in self.timeouts:
+            return self.timeouts[method]
+        trip = self.round_trips.get(address)
+        return (
+            self.timeout if trip is None else min(max(self.timeout, trip.timeout()), self.patience)
+        )
+
+    def longer(self, address: str, method: str, waited: float) -> float | None:
+        """How long to wait when sending again a call that timed out after `waited`
+        seconds; None if its peer has been silent too long (or the method's wait is its own)."""
+        trip = self.round_trips.get(address)
+        if method in self.timeouts or trip is None:
+            return None
+        left = self.patience - (time.monotonic() - trip.heard)
+        return min(2 * waited, left) if left > 0 else None
+
     async def call(self, peer: NodeRef, method: str, request: Any) -> Any:
-        self.ledger.record(method, request.ByteSize())
-        try:
-            reply = await self._callable(peer.address, method)(
-                request, timeout=self.timeouts.get(method, self.timeout)
-            )
-        except grpc.aio.AioRpcError as e:
-            if e.code() in UNREACHABLE:
-                raise PeerUnreachable(peer, e.code().name) from None
-            raise
+        wait: float | None = self.timeout_of(peer.address, method)
+        while True:
+            self.ledger.record(method, request.ByteSize())
+            start = time.monotonic()
+            try:
+                reply = await self._callable(peer.address, method)(request, timeout=wait)
+                break
+            except grpc.aio.AioRpcError as e:
+                code = e.code()
+                if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                    wait = self.longer(peer.address, method, wait)
+                    if wait is not None:
+                        continue  # busy, not dead: ask again, waiting longer
+                if code in UNREACHABLE:
+                    log.warning("%s to %s failed: %s", method, peer.address, code.name)
+                    raise PeerUnreachable(peer, code.name) from None
+                raise
+        now = time.monotonic()
+        trip = self.round_trips.get(peer.address)
+        if trip is None:
+            self.round_trips[peer.address] = RoundTrip.first(now - start, now)
+        else:
+            trip.add(now - start, now)
         self.ledger.record(method + REPLY, reply.ByteSize())
         return reply
 

@@ -100,6 +100,7 @@ class LiveNode:
             timeout=self.timing.rpc_timeout,
             table=self.methods,
             timeouts=dict.fromkeys(app_methods, self.timing.call_timeout),
+            patience=self.timing.call_timeout,
         )
         self.health = health.aio.HealthServicer()
         self.server: grpc.aio.Server | None = None

@@ -1,0 +1,72 @@
+"""The live transport tells a busy peer from a dead one: slow replies stretch its waits."""
+
+import asyncio
+
+import grpc
+import pytest
+
+from chord.grpc_transport import CHORD_SERVICE, GrpcTransport, MethodTable, RoundTrip
+from chord.node import PeerUnreachable
+from chord.proto import chord_pb2 as pb
+from chord.routing import NodeRef
+
+
+def test_round_trip_estimate_follows_rfc_6298():
+    trip = RoundTrip.first(0.2, now=1.0)
+    assert (trip.srtt, trip.rttvar, trip.timeout()) == (0.2, 0.1, pytest.approx(0.6))
+    trip.add(1.0, now=2.0)
+    assert trip.rttvar == pytest.approx(0.75 * 0.1 + 0.25 * 0.8)
+    assert trip.srtt == pytest.approx(0.875 * 0.2 + 0.125 * 1.0)
+    assert trip.heard == 2.0 and trip.timeout() == pytest.approx(trip.srtt + 4 * trip.rttvar)
+
+
+class SlowPeer:
+    """A loopback Chord server whose Ping answers after `delay` seconds."""
+
+    def __init__(self) -> None:
+        self.delay, self.pings = 0.0, 0
+
+    async def dispatch(self, method: str, request):
+        self.pings += 1
+        await asyncio.sleep(self.delay)
+        return pb.Empty()
+
+    async def start(self) -> NodeRef:
+        self.server = grpc.aio.server()
+        self.server.add_generic_rpc_handlers(
+            MethodTable([CHORD_SERVICE]).generic_handlers(self.dispatch)
+        )
+        port = self.server.add_insecure_port("127.0.0.1:0")
+        await self.server.start()
+        return NodeRef(1, f"127.0.0.1:{port}")
+
+
+def test_a_busy_peer_is_waited_for_a_silent_or_dead_one_is_not():
+    async def run() -> None:
+        peer = SlowPeer()
+        ref = await peer.start()
+        known = GrpcTransport(timeout=0.3, patience=4.0)
+        stranger = GrpcTransport(timeout=0.3, patience=4.0)
+        try:
+            await known.call(ref, "Ping", pb.Empty())  # answered at once: heard lately
+            peer.delay = 0.8  # busy now: longer than the ring's timeout
+            await known.call(ref, "Ping", pb.Empty())  # asked again, waiting longer
+            assert known.ledger.snapshot()["Ping"].messages >= 3
+            assert known.round_trips[ref.address].srtt > 0.05  # the slow reply counted
+            with pytest.raises(PeerUnreachable):  # never heard: its timeout is the ring's
+                await stranger.call(ref, "Ping", pb.Empty())
+            assert known.timeout_of(ref.address, "Ping") > 0.3  # stretched by slow replies
+            peer.delay = 30.0  # hung: silent past the patience
+            with pytest.raises(PeerUnreachable):
+                await known.call(ref, "Ping", pb.Empty())
+            await peer.server.stop(None)  # gone: refused at once, not asked again
+            before = known.ledger.snapshot()["Ping"].messages
+            with pytest.raises(PeerUnreachable):
+                await known.call(ref, "Ping", pb.Empty())
+            assert known.ledger.snapshot()["Ping"].messages == before + 1
+        finally:
+            await peer.server.stop(None)
+            await known.close()
+            await stranger.close()
+
+    asyncio.run(asyncio.wait_for(run(), 60))
