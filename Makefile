@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-slow lint format protos bench java clean
+.PHONY: demo test test-slow lint format protos bench profile java clean
 
 demo: java $(STAMP)
 	$(VENV)/bin/cqengine demo
@@ -35,6 +35,10 @@ bench: $(STAMP)
 	$(PY) experiments/bench_synopsis.py
 	$(PY) experiments/bench_sim.py
 	$(PY) experiments/bench_batching.py
+
+# one live node's time under load, sampled by py-spy (needs the right to trace processes)
+profile: $(STAMP)
+	$(PY) experiments/profile_live.py
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)

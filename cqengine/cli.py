@@ -125,7 +125,8 @@ def timing_options(p: argparse.ArgumentParser) -> None:
         type=positive_float,
         default=d.rpc_timeout,
         metavar="S",
-        help="a peer silent this long to the ring's calls counts as failed (default %(default)s)",
+        help="a peer silent this long to the ring's calls counts as failed (default "
+        "%(default)s); one that answered within --call-timeout is waited for longer",
     )
     g.add_argument(
         "--call-timeout",

@@ -11,8 +11,10 @@ For each workload and subscription count:
    the last alert, alerts/s, the node processes' CPU seconds per document, engine bytes
    and messages per document, and whether the alerts equal the matcher's;
 3. the same documents again (new docnos) arrive at half that rate and are sent as a
-   producer sends them (every --producer-linger-ms, what arrived meanwhile, in one call):
-   latency from a document's arrival to its alert, p50 and p99.
+   producer sends them (every --producer-linger-ms, what arrived meanwhile, in one call),
+   once for each producer linger given: latency from a document's arrival at the producer
+   to its alert, p50 and p99. The linger sets the batch size, and so what a document
+   costs: too short, and half the maximum rate overloads the ring.
 
 Workloads: `skew`, the paper's Skew queries (mean size 5) over a generated TREC-AP-like
 corpus; `text`, queries of 3-4 consecutive words taken from the documents' text.
@@ -30,6 +32,7 @@ import io
 import json
 import os
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -195,6 +198,12 @@ class Ring:
             await asyncio.sleep(0.02)
         await asyncio.sleep(0.3)  # late duplicates would show here
 
+    async def dropped(self) -> int:
+        """Alerts the ring's nodes counted as lost so far (failed calls, full mailboxes)."""
+        return sum(
+            [(await stub.Stats(pb.StatsRequest())).alerts_dropped for stub in self.stubs.values()]
+        )
+
     async def ledger(self) -> tuple[Counter, Counter]:
         """Ring-wide engine messages and bytes by kind."""
         messages, size = Counter(), Counter()
@@ -231,7 +240,7 @@ async def throughput(ring: Ring, docs: list[TrecDoc], args, want: int, pids: lis
             )
             refused.extend(r.error for r in reply.results if not r.accepted)
 
-    before, cpu = await ring.ledger(), cpu_seconds(pids)
+    before, cpu, dropped = await ring.ledger(), cpu_seconds(pids), await ring.dropped()
     start = time.perf_counter()
     await asyncio.gather(*(publisher() for _ in range(args.publishers)))
     published = time.perf_counter()
@@ -247,6 +256,7 @@ async def throughput(ring: Ring, docs: list[TrecDoc], args, want: int, pids: lis
         "publish_seconds": published - start,
         "docs_per_second": n / (end - start),
         "refused": len(refused),
+        "alerts_dropped": await ring.dropped() - dropped,
         "cpu_seconds_per_document": cpu / n,
         "engine_bytes_per_document": sum(size.values()) / n,
         "engine_messages_per_document": sum(messages.values()) / n,
@@ -255,12 +265,14 @@ async def throughput(ring: Ring, docs: list[TrecDoc], args, want: int, pids: lis
     }
 
 
-async def latency(ring: Ring, docs: list[TrecDoc], rate: float, want: int, args) -> dict:
+async def latency(
+    ring: Ring, docs: list[TrecDoc], rate: float, linger_ms: float, want: int, args
+) -> dict:
     """Documents arriving at `rate` a second, sent as a producer sends them (Kafka's
-    linger.ms on the client): every `--producer-linger-ms`, what arrived meanwhile in one
+    linger.ms on the client): every `linger_ms`, what arrived meanwhile in one
     PublishBatch call to a random node. Latency: from a document's arrival to its alert."""
     arrived: dict[str, float] = {}
-    sends = []
+    sends, dropped = [], await ring.dropped()
     start = time.perf_counter()
     sent = 0
     while sent < len(docs):
@@ -284,8 +296,10 @@ async def latency(ring: Ring, docs: list[TrecDoc], rate: float, want: int, args)
                 )
             )
             sent = due
-        await asyncio.sleep(args.producer_linger_ms / 1000)
-    await asyncio.gather(*sends)
+        await asyncio.sleep(linger_ms / 1000)
+    refused = [
+        r.error for reply in await asyncio.gather(*sends) for r in reply.results if not r.accepted
+    ]
     await ring.wait_alerts(want, args.settle)
     times = [1000 * (t - arrived[d]) for _, d, t in ring.arrivals if d in arrived]
     p50, p99 = quantiles(times)
@@ -294,7 +308,9 @@ async def latency(ring: Ring, docs: list[TrecDoc], rate: float, want: int, args)
         "p50_ms": p50,
         "p99_ms": p99,
         "alerts": len(times),
-        "producer_linger_ms": args.producer_linger_ms,
+        "alerts_dropped": await ring.dropped() - dropped,
+        "refused": len(refused),
+        "producer_linger_ms": linger_ms,
     }
 
 
@@ -348,22 +364,35 @@ async def measure_ring(
                 f"  ring: {fast['docs_per_second']:.0f} docs/s, {len(got)} alerts "
                 f"({'=' if fast['alerts_equal_matcher'] else '!='} matcher)"
             )
-            ring.arrivals.clear()
-            later = [TrecDoc(f"L-{d.docno}", d.text, d.title) for d in docs]
-            slow = await latency(ring, later, fast["docs_per_second"] / 2, len(oracle), args)
-            got = [(query_of[s], d[2:]) for s, d, _ in ring.arrivals]
-            slow["alerts_equal_matcher"] = len(got) == len(set(got)) and set(got) == oracle
-            say(
-                f"  at {slow['rate']:.0f} docs/s: p50 {slow['p50_ms'] or 0:.1f} ms, p99 "
-                f"{slow['p99_ms'] or 0:.1f} ms"
-            )
+            slow = []
+            for linger in args.producer_linger_ms:
+                ring.arrivals.clear()
+                prefix = f"L{linger:g}-"
+                later = [TrecDoc(prefix + d.docno, d.text, d.title) for d in docs]
+                rate = fast["docs_per_second"] / 2
+                one = await latency(ring, later, rate, linger, len(oracle), args)
+                got = [(query_of[s], d[len(prefix) :]) for s, d, _ in ring.arrivals]
+                one["alerts_equal_matcher"] = len(got) == len(set(got)) and set(got) == oracle
+                slow.append(one)
+                say(
+                    f"  at {rate:.0f} docs/s, sent every {linger:g} ms: p50 "
+                    f"{one['p50_ms'] or 0:.1f} ms, p99 {one['p99_ms'] or 0:.1f} ms; "
+                    f"{len(got)} alerts ({'=' if one['alerts_equal_matcher'] else '!='} matcher), "
+                    f"{one['alerts_dropped']} dropped, {one['refused']} refused"
+                )
         finally:
             await ring.close()
             ring_down(ring_path, out=io.StringIO())
+            if args.logs is not None:  # the nodes' logs outlive the ring's directory
+                shutil.copytree(
+                    ring_path.parent / "logs",
+                    args.logs / f"{kind}-{len(queries)}",
+                    dirs_exist_ok=True,
+                )
     return {
         "subscriptions_per_second": len(subs) / subscribe_s,
         "throughput": fast,
-        "latency": slow,
+        "latency": slow,  # one per producer linger
     }
 
 
@@ -441,18 +470,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--publishers", type=int, default=4, help="concurrent PublishBatch callers")
     p.add_argument(
         "--producer-linger-ms",
-        type=float,
-        default=20.0,
-        help="latency phase: the producer sends what arrived every this often",
+        default="20,100",
+        help="latency phase, comma-separated: the producer sends what arrived every this often",
     )
     p.add_argument("--vocab", type=int, default=46654, help="generated corpus vocabulary")
     p.add_argument("--terms", type=float, default=178.0, help="mean unique terms per document")
     p.add_argument("--settle", type=float, default=60.0, help="seconds to wait for the last alerts")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--logs", type=Path, help="keep each ring's node logs under this directory")
     args = p.parse_args(argv)
     args.subscriptions = [int(n) for n in args.subscriptions.split(",")]
     args.workloads = args.workloads.split(",")
+    args.producer_linger_ms = [float(x) for x in args.producer_linger_ms.split(",")]
     if set(args.workloads) - {"skew", "text"}:
         p.error(f"unknown workload in {args.workloads}; choose skew, text")
     args.out.mkdir(parents=True, exist_ok=True)
@@ -461,26 +491,27 @@ def main(argv: list[str] | None = None) -> int:
     path.write_text(json.dumps(result, indent=2) + "\n")
     print(
         f"{'workload':8} {'subs':>7} {'single/s':>9} {'ring/s':>8} {'ratio':>6} {'alerts/s':>9} "
-        f"{'p50 ms':>7} {'p99 ms':>7} {'cpu ms/doc':>10}  alerts = matcher"
+        f"{'cpu ms/doc':>10} {'sent every':>10} {'p50 ms':>7} {'p99 ms':>7}  alerts = matcher"
     )
     for r in result["runs"]:
-        f, s = r["throughput"], r["latency"]
-        print(
-            f"{r['workload']:8} {r['subscriptions']:>7} "
-            f"{r['single_process_docs_per_second']:>9.0f} {r['ring_docs_per_second']:>8.0f} "
-            f"{r['ratio']:>6.2f} {f['alerts_per_second']:>9.0f} {s['p50_ms'] or 0:>7.1f} "
-            f"{s['p99_ms'] or 0:>7.1f} {1000 * f['cpu_seconds_per_document']:>10.2f}  "
-            f"{f['alerts_equal_matcher'] and s['alerts_equal_matcher']}"
-        )
+        f = r["throughput"]
+        for s in r["latency"]:
+            right = f["alerts_equal_matcher"] and s["alerts_equal_matcher"]
+            print(
+                f"{r['workload']:8} {r['subscriptions']:>7} "
+                f"{r['single_process_docs_per_second']:>9.0f} {r['ring_docs_per_second']:>8.0f} "
+                f"{r['ratio']:>6.2f} {f['alerts_per_second']:>9.0f} "
+                f"{1000 * f['cpu_seconds_per_document']:>10.2f} "
+                f"{s['producer_linger_ms']:>7g} ms {s['p50_ms'] or 0:>7.1f} "
+                f"{s['p99_ms'] or 0:>7.1f}  {right}"
+            )
     print(f"wrote {path}")
-    return (
-        0
-        if all(
-            r["throughput"]["alerts_equal_matcher"] and r["latency"]["alerts_equal_matcher"]
-            for r in result["runs"]
-        )
-        else 1
+    right = all(
+        r["throughput"]["alerts_equal_matcher"]
+        and all(s["alerts_equal_matcher"] for s in r["latency"])
+        for r in result["runs"]
     )
+    return 0 if right else 1
 
 
 if __name__ == "__main__":
