@@ -103,9 +103,18 @@ def prepare(docno: str, text: bytes, title: str, limit: int) -> Document:
             "INVALID_ARGUMENT", f"document {docno} is not UTF-8 (bad byte at offset {e.start})"
         ) from None
     terms = analyze(f"{title}\n{body}")
-    return Document(
-        docno, terms, title, " ".join(body.split())[:SNIPPET], frozenset(map(term_id, terms))
-    )
+    return Document(docno, terms, title, snippet(body), frozenset(map(term_id, terms)))
+
+
+def snippet(body: str) -> str:
+    """The body's first SNIPPET characters, its whitespace runs made single spaces. Only a
+    prefix of the body is normalized: a normalized prefix is a prefix of the normalized whole."""
+    size = 2 * SNIPPET
+    while True:
+        out = " ".join(body[:size].split())
+        if len(out) >= SNIPPET or size >= len(body):
+            return out[:SNIPPET]
+        size *= 4
 
 
 @dataclass
