@@ -1,8 +1,8 @@
-"""Where a live node's time goes under load: py-spy samples of one node of a loopback ring.
+"""Where a live ring's time goes under load: py-spy samples of each node of a loopback ring.
 
 A ring of N node processes gets the subscriptions (as in bench_live.py), keeps one alert
 stream per home node, and is sent documents in PublishBatch calls from concurrent
-publishers for the whole run; after a warm-up, py-spy samples one node for --seconds. Each
+publishers for the whole run; after a warm-up, py-spy samples every node for --seconds. Each
 sample is put in one place, by the thread it was taken in and the innermost frame that
 says whose code ran: the engine core (cqengine/core, numpy), gRPC and protobuf, the event
 loop (asyncio; with gRPC's callbacks, which run in it as C code), the live shell (chord,
@@ -108,6 +108,20 @@ async def publish_until(ring: Ring, docs: list[TrecDoc], args, stop: float) -> i
     return sent[0] * args.per_call
 
 
+async def sample(spy: str, pid: int, out: Path, args) -> str:
+    """py-spy's raw samples of one process for --seconds."""
+    spying = await asyncio.create_subprocess_exec(
+        *[spy, "record", "-p", str(pid), "-d", str(args.seconds), "-r", str(args.rate)],
+        *["-f", "raw", "-o", str(out), "--nonblocking"],
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await spying.communicate()
+    if spying.returncode != 0 or not out.exists():
+        raise SystemExit(f"py-spy failed on {pid}: {err.decode().strip()[-500:]}")
+    return out.read_text()
+
+
 async def run(args, spy: str) -> dict:
     docs = list(generate_corpus(args.docs, seed=args.seed, vocab_size=46654, mean_terms=178.0))
     df = document_frequencies(docs)
@@ -126,25 +140,16 @@ async def run(args, spy: str) -> dict:
         try:
             subs = await ring.subscribe(queries)
             await ring.open_streams(subs)
-            node = ring_file.nodes[args.nodes // 2]
             start = time.perf_counter()
             stop = start + args.warmup + args.seconds + 2
             publishing = asyncio.ensure_future(publish_until(ring, docs, args, stop))
             await asyncio.sleep(args.warmup)
-            say(f"sampling node {node.pid} for {args.seconds:g} s ...")
-            out = Path(tmp) / "samples.txt"
-            spying = await asyncio.create_subprocess_exec(
-                *[spy, "record", "-p", str(node.pid), "-d", str(args.seconds)],
-                *["-r", str(args.rate), "-f", "raw", "-o", str(out), "--nonblocking"],
-                stdout=asyncio.subprocess.DEVNULL,
-                stderr=asyncio.subprocess.PIPE,
+            say(f"sampling every node for {args.seconds} s ...")
+            raws = await asyncio.gather(
+                *(sample(spy, e.pid, Path(tmp) / f"{e.pid}.txt", args) for e in ring_file.nodes)
             )
-            _, err = await spying.communicate()
             published = await publishing
             seconds = time.perf_counter() - start
-            if spying.returncode != 0 or not out.exists():
-                raise SystemExit(f"py-spy failed: {err.decode().strip()[-500:]}")
-            raw = out.read_text()
         finally:
             await ring.close()
             ring_down(ring_path, out=io.StringIO())
@@ -159,7 +164,10 @@ async def run(args, spy: str) -> dict:
         "seconds_sampled": args.seconds,
         "sample_rate": args.rate,
         "ring_docs_per_second_while_sampled": published / seconds,
-        **summarize(raw),
+        **summarize("\n".join(raws)),
+        "nodes_apart": [
+            {"address": e.address, **summarize(raw, top=0)} for e, raw in zip(ring_file.nodes, raws)
+        ],
     }
 
 
@@ -173,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--publishers", type=int, default=4, help="concurrent PublishBatch callers")
     p.add_argument("--warmup", type=float, default=10.0, help="seconds of load before sampling")
     p.add_argument("--seconds", type=int, default=30, help="seconds to sample")
-    p.add_argument("--rate", type=int, default=100, help="samples a second")
+    p.add_argument("--rate", type=int, default=25, help="samples a second, of each node")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args(argv)
@@ -184,9 +192,12 @@ def main(argv: list[str] | None = None) -> int:
     result = asyncio.run(run(args, spy))
     path = args.out / "profile_live.json"
     path.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"{result['ring_docs_per_second_while_sampled']:.0f} docs/s; one node's samples:")
+    nodes = result["nodes_apart"]
+    print(f"{result['ring_docs_per_second_while_sampled']:.0f} docs/s; samples by place:")
+    print(f"{'all':>7} " + " ".join(f"{n['address'].split(':')[1]:>6}" for n in nodes))
     for where, share in result["share_by_place"].items():
-        print(f"  {100 * share:5.1f}%  {where}")
+        each = " ".join(f"{100 * n['share_by_place'].get(where, 0):5.1f}%" for n in nodes)
+        print(f"{100 * share:6.1f}% {each}  {where}")
     print(f"wrote {path}")
     return 0
 
