@@ -160,17 +160,20 @@ class GrpcTransport:
             self.timeout if trip is None else min(max(self.timeout, trip.timeout()), self.patience)
         )
 
-    def longer(self, address: str, method: str, waited: float) -> float | None:
-        """How long to wait when sending again a call that timed out after `waited`
-        seconds; None if its peer has been silent too long (or the method's wait is its own)."""
+    def longer(self, address: str, method: str, waited: float, begun: float) -> float | None:
+        """How long to wait when sending again a call, begun at `begun`, that timed out
+        after `waited` seconds; None if its peer has been silent too long, the call has
+        waited `patience` in all, or the method's wait is its own."""
         trip = self.round_trips.get(address)
         if method in self.timeouts or trip is None:
             return None
-        left = self.patience - (time.monotonic() - trip.heard)
+        now = time.monotonic()
+        left = min(self.patience - (now - trip.heard), self.patience - (now - begun))
         return min(2 * waited, left) if left > 0 else None
 
     async def call(self, peer: NodeRef, method: str, request: Any) -> Any:
         wait: float | None = self.timeout_of(peer.address, method)
+        begun = time.monotonic()
         while True:
             self.ledger.record(method, request.ByteSize())
             start = time.monotonic()
@@ -180,7 +183,7 @@ class GrpcTransport:
             except grpc.aio.AioRpcError as e:
                 code = e.code()
                 if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-                    wait = self.longer(peer.address, method, wait)
+                    wait = self.longer(peer.address, method, wait, begun)
                     if wait is not None:
                         continue  # busy, not dead: ask again, waiting longer
                 if code in UNREACHABLE:

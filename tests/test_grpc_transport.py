@@ -20,22 +20,24 @@ def test_round_trip_estimate_follows_rfc_6298():
     assert trip.heard == 2.0 and trip.timeout() == pytest.approx(trip.srtt + 4 * trip.rttvar)
 
 
+TABLE = MethodTable([CHORD_SERVICE])
+
+
 class SlowPeer:
-    """A loopback Chord server whose Ping answers after `delay` seconds."""
+    """A loopback Chord server whose Ping answers after `delay` seconds, and every other
+    method at once."""
 
     def __init__(self) -> None:
-        self.delay, self.pings = 0.0, 0
+        self.delay = 0.0
 
     async def dispatch(self, method: str, request):
-        self.pings += 1
-        await asyncio.sleep(self.delay)
-        return pb.Empty()
+        if method == "Ping":
+            await asyncio.sleep(self.delay)
+        return TABLE.methods[method][2]()
 
     async def start(self) -> NodeRef:
         self.server = grpc.aio.server()
-        self.server.add_generic_rpc_handlers(
-            MethodTable([CHORD_SERVICE]).generic_handlers(self.dispatch)
-        )
+        self.server.add_generic_rpc_handlers(TABLE.generic_handlers(self.dispatch))
         port = self.server.add_insecure_port("127.0.0.1:0")
         await self.server.start()
         return NodeRef(1, f"127.0.0.1:{port}")
@@ -68,5 +70,31 @@ def test_a_busy_peer_is_waited_for_a_silent_or_dead_one_is_not():
             await peer.server.stop(None)
             await known.close()
             await stranger.close()
+
+    asyncio.run(asyncio.wait_for(run(), 60))
+
+
+def test_a_call_gives_up_after_its_patience_even_while_its_peer_answers_others():
+    async def run() -> None:
+        peer = SlowPeer()
+        ref = await peer.start()
+        transport = GrpcTransport(timeout=0.3, patience=2.0)
+
+        async def chatter() -> None:  # keeps the peer heard from
+            while True:
+                await transport.call(ref, "GetNeighbors", pb.Empty())
+                await asyncio.sleep(0.1)
+
+        try:
+            await transport.call(ref, "Ping", pb.Empty())
+            peer.delay = 60.0  # one method hangs; the others answer
+            talking = asyncio.create_task(chatter())
+            with pytest.raises(PeerUnreachable):
+                await asyncio.wait_for(transport.call(ref, "Ping", pb.Empty()), 20)
+            talking.cancel()
+            await asyncio.gather(talking, return_exceptions=True)
+        finally:
+            await peer.server.stop(None)
+            await transport.close()
 
     asyncio.run(asyncio.wait_for(run(), 60))
