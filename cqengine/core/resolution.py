@@ -210,7 +210,9 @@ class Resolver:
     term_start: (
         np.ndarray
     )  # per part, where its terms begin among every part's (and where they end)
-    _sources: list[list[tuple[Block, np.ndarray]]]  # per part: its blocks and their terms' places
+    _sources: (
+        list[list[tuple[Block, np.ndarray]]] | None
+    )  # per part: its blocks, their terms' places
 
     @classmethod
     def knowing(
@@ -243,9 +245,8 @@ class Resolver:
         starts = np.cumsum(sizes) - sizes
         self.columns = places[side_by_side(blocks, starts)]
         self.entries = np.concatenate([b.entries for b in blocks])
-        self._sources = [[] for _ in parts]
-        for b, p, at, n in zip(blocks, owner.tolist(), starts.tolist(), sizes.tolist()):
-            self._sources[p].append((b, places[at : at + n]))
+        self._sources = None  # made when a filter asks (sources())
+        self._occurrences = (blocks, owner, starts, sizes, places)
         absent, present = known_in_parts(self.terms, self.term_start, [know for _, know in parts])
         part = np.repeat(owner, [len(b) for b in blocks])
         col = np.arange(len(part))
@@ -313,6 +314,16 @@ class Resolver:
         self.unasked = (~open_).nonzero()[0]  # every term known present: matched without asking
         self.rounds: Rounds | None = None  # the candidates left after the first round
 
+    def sources(self) -> list[list[tuple[Block, np.ndarray]]]:
+        """Per part, its blocks and the places of their terms among every part's. Made
+        when first asked: only filters need them, and a batch's parts hold thousands."""
+        if self._sources is None:
+            blocks, owner, starts, sizes, places = self._occurrences
+            self._sources = [[] for _ in range(self.parts)]
+            for b, p, at, n in zip(blocks, owner.tolist(), starts.tolist(), sizes.tolist()):
+                self._sources[p].append((b, places[at : at + n]))
+        return self._sources
+
     def _offset(self, queries: np.ndarray) -> np.ndarray | int:
         return self.offset if isinstance(self.offset, int) else self.offset[queries]
 
@@ -321,7 +332,7 @@ class Resolver:
         terms = getattr(self, "terms", None)
         if terms is None:  # given parts: their blocks' terms side by side, made once asked
             terms = self.terms = np.concatenate(
-                [b.terms for sources in self._sources for b, _ in sources]
+                [b.terms for sources in self.sources() for b, _ in sources]
             )
         return terms[at].tolist()
 
@@ -342,7 +353,8 @@ class Resolver:
             else:
                 heard.setdefault(id(bloom), (bloom, []))[1].append(p)
         for bloom, parts in heard.values():
-            sources = [source for p in parts for source in self._sources[p]]
+            every = self.sources()
+            sources = [source for p in parts for source in every[p]]
             blocks = list({id(b): b for b, _ in sources}.values())
             held = bloom.holds_positions(
                 np.concatenate(
