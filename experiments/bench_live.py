@@ -20,6 +20,7 @@ Workloads: `skew`, the paper's Skew queries (mean size 5) over a generated TREC-
 corpus; `text`, queries of 3-4 consecutive words taken from the documents' text.
 
     python experiments/bench_live.py [--nodes 8] [--subscriptions 10000,100000] [--docs 2000]
+        [--producer-linger-ms 20,100] [--logs DIR]
 
 Writes experiments/results/bench_live.json.
 """
@@ -483,6 +484,9 @@ def main(argv: list[str] | None = None) -> int:
     args.subscriptions = [int(n) for n in args.subscriptions.split(",")]
     args.workloads = args.workloads.split(",")
     args.producer_linger_ms = [float(x) for x in args.producer_linger_ms.split(",")]
+    if len(set(args.producer_linger_ms)) < len(args.producer_linger_ms):
+        # each linger's documents get their own docnos from it; a docno alerts once
+        p.error(f"--producer-linger-ms names a linger twice: {args.producer_linger_ms}")
     if set(args.workloads) - {"skew", "text"}:
         p.error(f"unknown workload in {args.workloads}; choose skew, text")
     args.out.mkdir(parents=True, exist_ok=True)
