@@ -113,6 +113,11 @@ def percolate(
     return time.process_time() - start, out
 
 
+def write_stats(df: Counter, path: Path) -> None:
+    """The document frequencies as a node's --stats file: term<TAB>df, most frequent first."""
+    path.write_text("".join(f"{t}\t{n}\n" for t, n in df.most_common()))
+
+
 # ---- the ring ---------------------------------------------------------------------------------
 
 
@@ -199,21 +204,18 @@ class Ring:
             await asyncio.sleep(0.02)
         await asyncio.sleep(0.3)  # late duplicates would show here
 
-    async def dropped(self) -> int:
-        """Alerts the ring's nodes counted as lost so far (failed calls, full mailboxes)."""
-        return sum(
-            [(await stub.Stats(pb.StatsRequest())).alerts_dropped for stub in self.stubs.values()]
-        )
-
-    async def ledger(self) -> tuple[Counter, Counter]:
-        """Ring-wide engine messages and bytes by kind."""
-        messages, size = Counter(), Counter()
+    async def ledger(self) -> tuple[Counter, Counter, int]:
+        """Ring-wide engine messages and bytes by kind, and the alerts the nodes counted
+        as lost so far (failed calls, full mailboxes): one Stats call a node."""
+        messages, size, dropped = Counter(), Counter(), 0
         for stub in self.stubs.values():
-            for c in (await stub.Stats(pb.StatsRequest())).ledger:
+            stats = await stub.Stats(pb.StatsRequest())
+            dropped += stats.alerts_dropped
+            for c in stats.ledger:
                 if c.kind.split(".")[0] in ENGINE_KINDS:
                     messages[c.kind] += c.messages
                     size[c.kind] += c.bytes
-        return messages, size
+        return messages, size, dropped
 
     async def close(self) -> None:
         for task in self.streams:
@@ -241,7 +243,7 @@ async def throughput(ring: Ring, docs: list[TrecDoc], args, want: int, pids: lis
             )
             refused.extend(r.error for r in reply.results if not r.accepted)
 
-    before, cpu, dropped = await ring.ledger(), cpu_seconds(pids), await ring.dropped()
+    before, cpu = await ring.ledger(), cpu_seconds(pids)
     start = time.perf_counter()
     await asyncio.gather(*(publisher() for _ in range(args.publishers)))
     published = time.perf_counter()
@@ -257,7 +259,7 @@ async def throughput(ring: Ring, docs: list[TrecDoc], args, want: int, pids: lis
         "publish_seconds": published - start,
         "docs_per_second": n / (end - start),
         "refused": len(refused),
-        "alerts_dropped": await ring.dropped() - dropped,
+        "alerts_dropped": after[2] - before[2],
         "cpu_seconds_per_document": cpu / n,
         "engine_bytes_per_document": sum(size.values()) / n,
         "engine_messages_per_document": sum(messages.values()) / n,
@@ -273,7 +275,7 @@ async def latency(
     linger.ms on the client): every `linger_ms`, what arrived meanwhile in one
     PublishBatch call to a random node. Latency: from a document's arrival to its alert."""
     arrived: dict[str, float] = {}
-    sends, dropped = [], await ring.dropped()
+    sends, dropped = [], (await ring.ledger())[2]
     start = time.perf_counter()
     sent = 0
     while sent < len(docs):
@@ -309,7 +311,7 @@ async def latency(
         "p50_ms": p50,
         "p99_ms": p99,
         "alerts": len(times),
-        "alerts_dropped": await ring.dropped() - dropped,
+        "alerts_dropped": (await ring.ledger())[2] - dropped,
         "refused": len(refused),
         "producer_linger_ms": linger_ms,
     }
@@ -406,7 +408,7 @@ async def run(args) -> dict:
     out = []
     with tempfile.TemporaryDirectory(prefix="bench-live-stats-") as tmp:
         stats_file = Path(tmp) / "stats.tsv"
-        stats_file.write_text("".join(f"{t}\t{n}\n" for t, n in df.most_common()))
+        write_stats(df, stats_file)
         for kind in args.workloads:
             for n in args.subscriptions:
                 say(f"{kind}, {n} subscriptions, {len(docs)} documents")

@@ -37,7 +37,7 @@ from cqengine.text.corpus import generate_corpus
 from cqengine.text.trec import TrecDoc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_live import RESULTS, Ring, say, workload_queries  # noqa: E402
+from bench_live import RESULTS, Ring, say, workload_queries, write_stats  # noqa: E402
 
 PLACES = (
     "event loop idle (waiting in epoll)",
@@ -128,7 +128,7 @@ async def run(args, spy: str) -> dict:
     queries = workload_queries(args.workload, docs, args.subscriptions, args.seed)
     with tempfile.TemporaryDirectory(prefix="profile-live-") as tmp:
         stats, ring_path = Path(tmp) / "stats.tsv", Path(tmp) / "ring.json"
-        stats.write_text("".join(f"{t}\t{n}\n" for t, n in df.most_common()))
+        write_stats(df, stats)
         say(f"starting {args.nodes} nodes ...")
         ring_file = ring_up(
             args.nodes,

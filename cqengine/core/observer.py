@@ -1,8 +1,8 @@
 """What an engine node tells an observer: the points where measurement attaches.
 
 A live node has no observer. The simulator passes one to every node to sum counters ring
-wide and, in an experiment, to measure what other settings would have sent (the shadows
-of cqengine.evaluation.measure). The node calls it and goes on: nothing it does depends on
+wide and, in an experiment, to measure what other settings would have sent
+(cqengine.evaluation.measure). The node calls it and goes on: nothing it does depends on
 being observed, as aioquic's connection calls its quic_logger.
 """
 
