@@ -134,7 +134,7 @@ def timing_options(p: argparse.ArgumentParser) -> None:
         default=d.call_timeout,
         metavar="S",
         help="how long the engine's calls (announcements, resolution, alerts) wait for a "
-        "busy peer (default %(default)s)",
+        "busy peer, and a DN for a batch's last report (default %(default)s)",
     )
     g.add_argument(
         "--successors",

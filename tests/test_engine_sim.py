@@ -784,36 +784,68 @@ def test_the_engine_service_serves_no_measurement():
     }
 
 
-def test_a_lingering_dn_delivers_a_batch_per_home_and_nothing_is_left_at_stop():
-    """With a linger, a DN gathers the reports of matches and sends each home node one alert
-    batch for all of them, when its timer fires or when it stops (flush): the same alerts
-    as without, in fewer messages."""
+def holding_ring(wl: Workload, hold: float, **kw) -> tuple[EngineSimulator, list]:
+    """A simulated ring whose DNs count their batches' reports (as live nodes do), with the
+    shell's timers kept to be fired by hand."""
+    sim = EngineSimulator(12, make_settings(wl, seed=2, **kw), seed=2)
+    timers: list = []
+    for e in sim.engines.values():
+        e.later, e.hold = (lambda seconds, fn: timers.append(fn)), hold
+    return sim, timers
+
+
+def deliveries(sim: EngineSimulator) -> int:
+    c = sim.ring.ledger.snapshot().get("Deliver")  # requests only (total() counts replies)
+    return c.messages if c else 0
+
+
+def batches(wl: Workload, size: int) -> list[list]:
+    docs = [engine.prepare(d.docno, d.text.encode(), d.title, 10_000) for d in wl.docs[:24]]
+    return [docs[i : i + size] for i in range(0, len(docs), size)]
+
+
+@pytest.mark.parametrize("strategy,resolution", [("ri", "td"), ("mhi", "bf"), ("oi", "td")])
+def test_a_dn_delivers_one_alert_batch_per_home_once_every_report_is_in(strategy, resolution):
+    """A DN counts the reports of each batch by the shares its announcement tree divided:
+    it delivers one alert batch per home node when the last is in, long before its hold
+    runs out, and exactly the matcher's alerts."""
     wl = workload(1)
-    docs = wl.docs[:10]
-    delivered = {}
-    for linger in (0.0, 0.5):
-        sim = EngineSimulator(12, make_settings(wl, strategy="ri", seed=2), seed=2)
-        subs = subscribe_all(sim, wl)
-        timers = []
-        for e in sim.engines.values():
-            e.later, e.linger = (lambda seconds, fn: timers.append(fn)), linger  # the shell's timer
+    sim, timers = holding_ring(wl, 30.0, strategy=strategy, resolution=resolution)
+    subs = subscribe_all(sim, wl)
+    homes = {r: e.me.address for e in sim.engines.values() for r in e.subscriptions}
+    want = wl.oracle(subs, [d.docno for d in wl.docs[:24]])
+    for i, batch in enumerate(batches(wl, 8)):
+        before = deliveries(sim)
+        sim.publish_batch(batch, via=f"node-{i}")
+        docnos = {d.docno for d in batch}
+        alerted_homes = {homes[s] for s, docno in want if docno in docnos} - {f"node-{i}"}
+        assert deliveries(sim) - before == len(alerted_homes)  # a DN's own: no message
+    assert all(not e.gathering for e in sim.engines.values())  # none held: no timer needed
+    assert len(timers) == 3
+    assert_exact(sim.alerts(), want)
 
-        def deliveries() -> int:  # requests only (total() counts replies too)
-            c = sim.ring.ledger.snapshot().get("Deliver")
-            return c.messages if c else 0
 
-        before = deliveries()
-        for d in docs:
-            sim.publish(d.docno, d.text, d.title)
-        if linger:
-            assert sim.alerts() == [] and timers  # every match lingers at its DN
-            for fn in timers[: len(timers) // 2]:
-                fn()
-            for e in sim.engines.values():  # the rest are flushed as the nodes stop
-                e.flush()
-            sim._settle()
-            windows = len(timers)
-            assert deliveries() - before <= windows * len(sim.engines)
-        assert_exact(sim.alerts(), wl.oracle(subs, [d.docno for d in docs]))
-        delivered[linger] = deliveries() - before
-    assert 0 < delivered[0.5] < delivered[0.0]
+def test_a_dn_whose_reports_do_not_all_come_delivers_when_its_hold_runs_out():
+    """A node that returns no share (one counted out, or failed) leaves its DN's batch
+    incomplete: the DN holds what came until its timer fires or it stops (flush), and then
+    delivers it; later reports are delivered as they come. No alert is lost or doubled."""
+    wl = workload(1)
+    sim, timers = holding_ring(wl, 30.0, strategy="ri")
+    subs = subscribe_all(sim, wl)
+    shirker = sim.engines["node-5"]
+    announce = shirker.handlers["Announce"]
+
+    def keep_no_share(msg):
+        msg.share = 0  # its report brings nothing back: the batch stays incomplete
+        return announce(msg)
+
+    shirker.handlers["Announce"] = keep_no_share
+    held = [e for e in sim.engines.values() if e is not shirker]
+    for i, batch in enumerate(batches(wl, 12)):
+        sim.publish_batch(batch, via=held[i].me.address)
+    assert all(e.gathering for e in held[:2])  # no batch has every report in
+    timers[0]()  # one hold runs out
+    held[1].flush()  # the other DN stops
+    sim._settle()
+    assert not any(e.gathering for e in sim.engines.values())
+    assert_exact(sim.alerts(), wl.oracle(subs, [d.docno for d in wl.docs[:24]]))

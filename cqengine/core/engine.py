@@ -65,6 +65,7 @@ HOP_LIMIT = 160  # an announcement still travelling after this many hops is proc
 PLACE_ATTEMPTS = 5  # lookups to place or remove a query while ownership moves
 DOC_CACHE = 20_000  # documents a DN keeps for resolution
 MAILBOX = 10_000  # undelivered alerts kept per subscription
+WHOLE = 1 << 63  # a batch's share, divided along its announcement tree (Announcement.share)
 PEERS = 4096  # node references kept by address (peer_at)
 
 
@@ -155,6 +156,19 @@ class Heard:
 
     dn: NodeRef
     docs: list[Announced]
+    batch: int = 0  # the DN's name of the batch, and the share its report brings back
+    share: int = 0  # (0: the DN counts no reports, the paper's protocol)
+
+
+@dataclass
+class Gathering:
+    """A DN's batch whose reports are still coming: the share of the batch they brought back
+    (all of it: every node the batch reached has reported), and their alerts so far."""
+
+    got: int = 0
+    alerts: dict[str, dict[int, tuple[PublishedDoc, list[int]]]] = field(
+        default_factory=dict
+    )  # home -> document key -> the document, its subscriptions
 
 
 def _mine(ids: np.ndarray | list[int]) -> tuple[list[int], list[None]]:
@@ -252,23 +266,22 @@ class EngineNode:
         observer: Observer | None = None,
         gather: Callable[["EngineNode", Heard], None] | None = None,
         later: Callable[[float, Callable[[], None]], None] | None = None,
-        linger: float = 0.0,
+        hold: float = 0.0,
     ) -> None:
         """`gather`: where a shell that hosts many QNs (the simulator) collects what they
         heard, to resolve it together once an announcement has run its course
         (resolve_together); None: each announcement is resolved as it is heard.
-        `later(seconds, fn)`: a shell's timer. `linger`: seconds a DN gathers the matches
-        QNs report before it delivers them, one batch of alerts per home node (0: each
-        report's at once, the paper's protocol)."""
+        `later(seconds, fn)`: a shell's timer. `hold`: seconds at most a DN holds the
+        matches reported for a batch of its own while reports are still to come; it
+        delivers them, one alert batch per home node, when every node the batch reached has
+        reported (0: each report's at once, the paper's protocol)."""
         self.chord = chord
         self.settings = settings
         self.spawn = spawn
         self.observer = observer
         self.gather = gather
-        self.later, self.linger = later, linger
-        self.outbox: dict[
-            str, dict[int, tuple[PublishedDoc, list[int]]]
-        ] = {}  # home -> key -> doc, subscriptions
+        self.later, self.hold = later, hold
+        self.gathering: dict[int, Gathering] = {}  # my batches whose reports are still coming
         df = settings.df
         self.index = InvertedIndex((lambda y, t: df.get(t, 0)) if df is not None else None)
         chord.store = self.index  # inverted lists move with key ownership
@@ -450,7 +463,12 @@ class EngineNode:
             if doc.ids
         ]
         if batch:
-            self.spawn(self._announce(self.me, batch, hops=0))
+            name, share = 0, 0
+            if self.hold > 0 and self.later is not None:  # count the reports of the batch
+                name, share = batch[0].key, WHOLE
+                self.gathering[name] = Gathering()
+                self.later(self.hold, lambda: self._deliver_gathered(name))
+            self.spawn(self._announce(self.me, batch, 0, name, share))
         return out
 
     def _store(self, doc: Document) -> PublishedDoc:
@@ -479,13 +497,18 @@ class EngineNode:
             docs = announced(msg)
         except ValueError as e:
             raise EngineError("INVALID_ARGUMENT", str(e)) from None
-        self.spawn(self._announce(self.peer(msg.dn), docs, msg.hops))
+        self.spawn(self._announce(self.peer(msg.dn), docs, msg.hops, msg.batch, msg.share))
         return pb.Ack()
 
-    def _announce(self, dn: NodeRef, docs: list[Announced], hops: int) -> Op:
+    def _announce(
+        self, dn: NodeRef, docs: list[Announced], hops: int, batch: int = 0, share: int = 0
+    ) -> Op:
         """Algorithms 2 and 3 for a batch: every document's runs split by next hop, one
-        announcement per next hop for all of them; then my own runs are resolved."""
+        announcement per next hop for all of them; then my own runs are resolved. Of the
+        share of the batch I received, each next hop gets a part and my report brings back
+        the rest (a part given to a hop that failed comes back to me)."""
         k = self.settings.piggyback
+        kept = share
         local: dict[int, list[Run]] = {}  # place in the batch -> my runs of that document
         todo = [(i, run) for i, doc in enumerate(docs) for run in doc.runs]
         while todo:
@@ -494,28 +517,38 @@ class EngineNode:
             for i, runs in by_hop.pop(None, {}).items():
                 local.setdefault(i, []).extend(runs)
             todo = []
+            part = kept // (len(by_hop) + 1)
             for hop, parts in by_hop.items():
                 out = announcement(
                     dn.address,
                     hops + 1,
                     ((docs[i].key, docs[i].max_id, runs) for i, runs in parts.items()),
                 )
+                if share:
+                    out.batch, out.share = batch, part
                 if self.observer is not None:
                     self.observer.on_announce(self, out)
+                kept -= part
                 try:
                     yield Call(hop, "Announce", out)
                 except PeerUnreachable:
                     # forgotten by the lookup layer: regroup around it
                     todo += [(i, run) for i, runs in parts.items() for run in runs]
                     self.chord.table.forget(hop)
+                    kept += part
         mine = [
             Announced(docs[i].key, docs[i].max_id, runs)
             for i, runs in sorted(local.items())
             if runs
         ]
         if not mine:
+            if kept:  # nothing of my own to resolve: the share goes back alone
+                try:
+                    yield Call(dn, "Matched", pb.MatchedRequest(batch=batch, share=kept))
+                except PeerUnreachable as e:
+                    log.warning("returning a share to %s failed: %s", dn.address, e)
             return
-        heard = Heard(dn, mine)
+        heard = Heard(dn, mine, batch, kept)
         if self.observer is not None:
             self.observer.on_heard(self, heard)
         if self.gather is not None:
@@ -585,6 +618,8 @@ class EngineNode:
         return pb.DialogueReply(found=found, present=np.packbits(flat, bitorder="little").tobytes())
 
     def _on_matched(self, req: pb.MatchedRequest) -> pb.Ack:
+        """Alerts for the matches a QN reports: at once, or, for a batch of mine whose
+        reports I count, when every node it reached has reported."""
         docs = [self.docs.get(key) for key in req.doc_keys]
         by_home: dict[
             str, dict[int, list[int]]
@@ -599,35 +634,38 @@ class EngineNode:
             by_home.setdefault(m.home, {}).setdefault(m.doc, []).append(m.subscription_id)
         if lost:
             self.count("alerts_dropped", lost)
-        if not by_home:
-            return pb.Ack()
-        if self.linger > 0 and self.later is not None:  # with the reports of the next moments
-            if not self.outbox:
-                self.later(self.linger, self._flush)
-            for home, per_doc in by_home.items():
-                waiting = self.outbox.setdefault(home, {})
-                for d, subs in per_doc.items():
-                    waiting.setdefault(docs[d].key, (docs[d], []))[1].extend(subs)
-        else:
-            self.spawn(
-                self._deliver(
-                    {
-                        home: {docs[d].key: (docs[d], subs) for d, subs in per_doc.items()}
-                        for home, per_doc in by_home.items()
-                    }
+        gathering = self.gathering.get(req.batch) if req.share else None
+        if gathering is None:  # not counted, or given up on: at once
+            if by_home:
+                self.spawn(
+                    self._deliver(
+                        {
+                            home: {docs[d].key: (docs[d], subs) for d, subs in per_doc.items()}
+                            for home, per_doc in by_home.items()
+                        }
+                    )
                 )
-            )
+            return pb.Ack()
+        for home, per_doc in by_home.items():
+            waiting = gathering.alerts.setdefault(home, {})
+            for d, subs in per_doc.items():
+                waiting.setdefault(docs[d].key, (docs[d], []))[1].extend(subs)
+        gathering.got += req.share
+        if gathering.got >= WHOLE:
+            self._deliver_gathered(req.batch)
         return pb.Ack()
 
-    def _flush(self) -> None:
-        """The linger is over: deliver what the reports since it began matched."""
-        outbox, self.outbox = self.outbox, {}
-        if outbox:
-            self.spawn(self._deliver(outbox))
+    def _deliver_gathered(self, batch: int) -> None:
+        """Every report of a batch is in, or the hold is over (a QN failed or is slow):
+        deliver what was gathered; reports that come later are delivered as they come."""
+        gathering = self.gathering.pop(batch, None)
+        if gathering is not None and gathering.alerts:
+            self.spawn(self._deliver(gathering.alerts))
 
     def flush(self) -> None:
-        """Deliver at once what lingers (the node stops): no report's matches stay behind."""
-        self._flush()
+        """Deliver at once what is held (the node stops): no report's matches stay behind."""
+        for batch in list(self.gathering):
+            self._deliver_gathered(batch)
 
     def _deliver(self, alerts: dict[str, dict[int, tuple[PublishedDoc, list[int]]]]) -> Op:
         """One batch of alerts to each home node: its subscriptions of each document."""
@@ -896,13 +934,16 @@ def _resolve_parts(
 
 
 def _report(node: EngineNode, h: Heard, matched: list[list[pb.QueryEntry]]) -> Together:
-    """One report to the DN of the matches of an announcement's documents."""
+    """One report to the DN of the matches of an announcement's documents (with my share of
+    the batch, even if nothing matched, when the DN counts reports)."""
     found = [(d, entries) for d, entries in enumerate(matched) if entries]
-    if not found:
+    if not found and not h.share:
         return
     n = sum(len(entries) for _, entries in found)
     node.count("matches", n)
-    request = pb.MatchedRequest(doc_keys=[h.docs[d].key for d, _ in found])
+    request = pb.MatchedRequest(
+        doc_keys=[h.docs[d].key for d, _ in found], batch=h.batch, share=h.share
+    )
     add = request.matches.add  # in place: a built Match would be copied in
     for i, (_, entries) in enumerate(found):
         for e in entries:

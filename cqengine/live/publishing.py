@@ -25,8 +25,8 @@ log = logging.getLogger("cqengine.live.publishing")
 class Publishing:
     """How a node gathers the documents published through it into batches (as Kafka's
     producer: linger.ms, batch.size): a batch goes when it holds `batch_docs` documents
-    or `linger_ms` after its first arrived. As DN it gathers the matches QNs report for
-    as long, and delivers them in one batch per home node."""
+    or `linger_ms` after its first arrived. As DN it delivers a batch's alerts once every
+    node the batch reached has reported, one alert batch per home node."""
 
     linger_ms: float = 5.0
     batch_docs: int = 64

@@ -219,7 +219,7 @@ async def serve_engine(
         timing,
         advertise,
         app=lambda chord, spawn: EngineNode(
-            chord, settings, spawn, later=later, linger=publishing.linger_ms / 1000
+            chord, settings, spawn, later=later, hold=timing.call_timeout
         ),
         add_services=lambda live, server: pb_grpc.add_CQEngineServicer_to_server(
             ClientAPI(live, live.app, publishing), server
