@@ -2,7 +2,8 @@
 
 The server also carries the standard gRPC health service: NOT_SERVING until the node has
 joined, SERVING after. SIGTERM or SIGINT make the node leave gracefully (keys to its
-successor) before it exits.
+successor) before it exits; SIGUSR1 makes it stop keeping what it holds (the whole ring
+stops, and each node's data directory keeps its state for a restart).
 """
 
 from __future__ import annotations
@@ -66,6 +67,10 @@ class App(Handler, Protocol):
     def flush(self) -> None:
         """The node stops: start now, in the background, what waits on a timer."""
 
+    def durable(self) -> None:
+        """Make what the request just handled or the operation just run changed survive the
+        process (one commit per batch of changes; nothing if the app keeps nothing)."""
+
 
 # builds the app around the node's ChordNode; the callable it is given runs an Op in the background
 AppFactory = Callable[[ChordNode, Callable[[Op], None]], App]
@@ -113,7 +118,11 @@ class LiveNode:
         return self.node.me
 
     async def run_op(self, op: Op) -> Any:
-        return await run_async(self.handler, op, self.transport)
+        try:
+            return await run_async(self.handler, op, self.transport)
+        finally:
+            if self.app is not None:
+                self.app.durable()
 
     def spawn(self, op: Op) -> None:
         """Run an operation in the background (follow-ups a request handler starts)."""
@@ -132,6 +141,8 @@ class LiveNode:
             owner, hops = await self.run_op(self.node.lookup(request.key, verify=True))
             return pb.LookupReply(owner=to_info(owner), hops=hops)
         reply = self.handler.handle(method, request)
+        if self.app is not None:
+            self.app.durable()  # before the reply: what it acknowledges is kept
         if method == "GetState":
             reply.ledger.extend(
                 pb.LedgerEntry(kind=k, messages=c.messages, bytes=c.bytes)
@@ -209,12 +220,16 @@ class LiveNode:
             await self.server.stop(grace=0.5)
         await self.transport.close()
 
-    async def serve_until_signalled(self) -> None:
+    async def serve_until_signalled(self) -> bool:
+        """Serve until signalled to stop; whether the node left (handing over) or just stopped."""
         loop = asyncio.get_running_loop()
+        keep = []
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
+        loop.add_signal_handler(signal.SIGUSR1, lambda: (keep.append(True), self._stopping.set()))
         await self._stopping.wait()
-        await self.stop(graceful=True)
+        await self.stop(graceful=not keep)
+        return not keep
 
 
 async def serve(
@@ -241,5 +256,8 @@ async def serve(
         + (f", joined through {join}" if join else ", new ring"),
         flush=True,
     )
-    await node.serve_until_signalled()
-    print(f"node {node.me.address} left the ring", flush=True)
+    left = await node.serve_until_signalled()
+    print(
+        f"node {node.me.address} " + ("left the ring" if left else "stopped, keeping what it held"),
+        flush=True,
+    )

@@ -21,6 +21,7 @@ from cqengine.core.indexing import STRATEGIES
 from cqengine.core.settings import RESOLUTIONS, Settings, SettingsError
 from cqengine.live.client import Client, ClientError
 from cqengine.live.ring import (
+    DATA,
     DEFAULT_RING_FILE,
     RingError,
     any_node,
@@ -328,6 +329,13 @@ def build_parser() -> argparse.ArgumentParser:
     node.add_argument(
         "--id", type=node_id, help="node id, decimal or 0x-hex (default: mmh3 of address)"
     )
+    node.add_argument(
+        "--data-dir",
+        type=Path,
+        metavar="DIR",
+        help="keep this node's subscriptions, index entries and waiting alerts in DIR "
+        "(SQLite), and take them back when restarted with it (default: keep nothing)",
+    )
     node.add_argument("-v", "--verbose", action="store_true")
     timing_options(node)
     publishing_options(node)
@@ -345,6 +353,13 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument(
         "--timeout", type=positive_float, help="seconds to wait for convergence (default 30+N)"
     )
+    up.add_argument(
+        "--data-dir",
+        type=Path,
+        metavar="ROOT",
+        help="node i keeps its state in ROOT/<its port>, and a node whose directory holds "
+        "data is started at that port again (default: data/ beside the ring file)",
+    )
     ring_file_option(up)
     timing_options(up)
     publishing_options(up)
@@ -352,7 +367,11 @@ def build_parser() -> argparse.ArgumentParser:
     ring_file_option(
         ring_sub.add_parser("status", help="each node's view; exit 0 only if the ring is correct")
     )
-    ring_file_option(ring_sub.add_parser("down", help="stop every node of the ring file"))
+    down = ring_sub.add_parser(
+        "down", help="stop every node of the ring file; each keeps its data for `ring up`"
+    )
+    down.add_argument("--purge", action="store_true", help="remove the nodes' data too")
+    ring_file_option(down)
 
     s = sub.add_parser("subscribe", help="register a query and print its alerts as they arrive")
     s.add_argument("query")
@@ -538,6 +557,7 @@ def cmd_node(args: argparse.Namespace) -> int:
             settings,
             args.advertise,
             publishing_from(args),
+            args.data_dir,
         )
     )
     return 0
@@ -557,12 +577,13 @@ def cmd_ring(args: argparse.Namespace) -> int:
             progress=progress,
             engine=given_engine_flags(args),
             node_args=publishing_flags(args),
+            data_root=args.data_dir or args.ring_file.parent / DATA,
         )
         progress("")
         return 0
     if args.ring_command == "status":
         return 0 if ring_status(args.ring_file) else 1
-    ring_down(args.ring_file)
+    ring_down(args.ring_file, purge=args.purge)
     return 0
 
 

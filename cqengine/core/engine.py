@@ -21,9 +21,9 @@ here depends on it.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import logging
-import random
 import secrets
 import time
 from collections import Counter, OrderedDict, deque
@@ -47,6 +47,7 @@ from cqengine.core.announce import (
 )
 from cqengine.core.bloom import BloomFilter
 from cqengine.core.indexing import chooser
+from cqengine.core.journal import AlertDoc, Journal
 from cqengine.core.observer import Observer
 from cqengine.core.postings import InvertedIndex, member
 from cqengine.core.resolution import FEW, Resolver, pack_bits, unpack_many
@@ -189,18 +190,17 @@ def received_filter(bits: int, hashes: int, data: bytes) -> BloomFilter:
     return BloomFilter(bits, hashes, data)
 
 
-AlertDoc = tuple[str, str, str]  # what an alert says of its document: docno, title, snippet
-
-
 @dataclass
 class Mailbox:
     """A subscription's undelivered alerts, as the documents they are of (one tuple per
-    document, shared by every subscription it alerts); each docno enters once, ever."""
+    document, shared by every subscription it alerts); each docno enters once, ever. Alerts
+    are numbered in the order they enter: queue[i] is alert number first + i."""
 
     limit: int = MAILBOX
     queue: deque[AlertDoc] = field(default_factory=deque)
     seen: set[str] = field(default_factory=set)
     dropped: int = 0
+    first: int = 0
 
     def offer(self, doc: AlertDoc) -> bool:
         if doc[0] in self.seen:
@@ -208,20 +208,37 @@ class Mailbox:
         self.seen.add(doc[0])
         if len(self.queue) >= self.limit:
             self.queue.popleft()
+            self.first += 1
             self.dropped += 1
         self.queue.append(doc)
         return True
 
     def take(self) -> list[AlertDoc]:
         out = list(self.queue)
-        self.queue.clear()
+        self.pop(len(out))
         return out
+
+    def pop(self, n: int) -> None:
+        """The first n alerts left (a stream sent them)."""
+        for _ in range(n):
+            self.queue.popleft()
+        self.first += n
+
+    @property
+    def next(self) -> int:
+        """The number the next alert will get."""
+        return self.first + len(self.queue)
+
+
+def token_hash(token: str) -> bytes:
+    """What a home keeps of a subscription's token: enough to check it, not to forge it."""
+    return hashlib.sha256(token.encode()).digest()
 
 
 @dataclass
 class Subscription:
     id: int
-    token: str
+    token_hash: bytes
     terms: list[str]
     index_id: int
     index_term: str
@@ -267,6 +284,8 @@ class EngineNode:
         gather: Callable[["EngineNode", Heard], None] | None = None,
         later: Callable[[float, Callable[[], None]], None] | None = None,
         hold: float = 0.0,
+        ids: Callable[[], int] | None = None,
+        journal: Journal | None = None,
     ) -> None:
         """`gather`: where a shell that hosts many QNs (the simulator) collects what they
         heard, to resolve it together once an announcement has run its course
@@ -274,7 +293,11 @@ class EngineNode:
         `later(seconds, fn)`: a shell's timer. `hold`: seconds at most a DN holds the
         matches reported for a batch of its own while reports are still to come; it
         delivers them, one alert batch per home node, when every node the batch reached has
-        reported (0: each report's at once, the paper's protocol)."""
+        reported (0: each report's at once, the paper's protocol). `ids`: where subscription
+        ids and document keys come from (None: `secrets`, so that nobody guesses them and a
+        node restarted at its old address never hands one out again; the simulator's are
+        seeded, for runs that repeat). `journal`: told every change of what must outlive
+        the process (cqengine.core.journal); None: nothing is kept."""
         self.chord = chord
         self.settings = settings
         self.spawn = spawn
@@ -303,7 +326,9 @@ class EngineNode:
             settings.df,
             (lambda: fixed) if fixed is not None else self.synopsis.popular,
         )
-        self.rng = random.Random(settings.seed ^ chord.me.id)
+        self.new_id = ids if ids is not None else (lambda: secrets.randbits(64))
+        self.journal = journal
+        self.index.journal = journal
         self.docs: OrderedDict[int, PublishedDoc] = OrderedDict()
         self.subscriptions: dict[int, Subscription] = {}
         self.counters: Counter[str] = Counter()
@@ -357,7 +382,9 @@ class EngineNode:
                 f"the query has {len(terms)} terms; at most {MAX_QUERY_TERMS} are allowed",
             )
         pairs = sorted((term_id(t), t) for t in terms)
-        sub_id = self.rng.getrandbits(64)
+        sub_id = self.new_id()
+        while sub_id in self.subscriptions:  # never two alike here (64 random bits: never)
+            sub_id = self.new_id()
         x, index_term = pairs[self.choose(pairs, sub_id)]
         entry = pb.QueryEntry(
             subscription_id=sub_id,
@@ -366,16 +393,19 @@ class EngineNode:
             index_id=x,
             home=self.me.address,
         )
-        sub = Subscription(sub_id, secrets.token_hex(16), terms, x, index_term)
+        token = secrets.token_hex(16)
+        sub = Subscription(sub_id, token_hash(token), terms, x, index_term)
         self.subscriptions[sub_id] = sub  # before placing: an alert may come at once
         try:
             yield from self._at_owner(x, "Index", pb.IndexRequest(entry=entry))
         except BaseException:
             del self.subscriptions[sub_id]
             raise
+        if self.journal is not None:  # placed: from now on it must outlive the process
+            self.journal.subscribed(sub_id, sub.token_hash, terms, x, index_term)
         return pb.SubscribeReply(
             subscription_id=sub_id,
-            token=sub.token,
+            token=token,
             terms=terms,
             index_term=index_term,
             home=self.me.address,
@@ -384,6 +414,8 @@ class EngineNode:
     def unsubscribe(self, sub_id: int, token: str) -> Op:
         sub = self.authorized(sub_id, token)
         del self.subscriptions[sub_id]  # no alert reaches it from now on
+        if self.journal is not None:
+            self.journal.unsubscribed(sub_id)
         # a gossiped synopsis may have moved the entry under any of the query's terms
         keys = sorted({term_id(t) for t in sub.terms}) if self.settings.gossiped else [sub.index_id]
         for key in keys:
@@ -396,7 +428,7 @@ class EngineNode:
         sub = self.subscriptions.get(sub_id)
         if sub is None:
             raise EngineError("NOT_FOUND", f"no subscription {sub_id:016x} at {self.me.address}")
-        if not hmac.compare_digest(sub.token.encode(), token.encode()):
+        if not hmac.compare_digest(sub.token_hash, token_hash(token)):
             raise EngineError("PERMISSION_DENIED", f"wrong token for subscription {sub_id:016x}")
         return sub
 
@@ -479,7 +511,7 @@ class EngineNode:
                 "INVALID_ARGUMENT", f"a document needs a docno of 1-{MAX_DOCNO} characters"
             )
         ids = doc.ids if doc.ids is not None else frozenset(map(term_id, doc.terms))
-        kept = PublishedDoc(self.rng.getrandbits(64), docno, doc.title, doc.snippet, ids)
+        kept = PublishedDoc(self.new_id(), docno, doc.title, doc.snippet, ids)
         self.docs[kept.key] = kept
         if self.settings.gossiped:
             self.synopsis.add_document(
@@ -691,17 +723,51 @@ class EngineNode:
         titles, snippets = batch.titles or [""] * n, batch.snippets or [""] * n
         alerted, start = [], 0
         subscriptions = self.subscriptions
+        kept: list[tuple[int, int, AlertDoc]] | None = [] if self.journal is not None else None
         for doc, c in zip(zip(batch.docnos, titles, snippets), counts):
             for sub_id in subs[start : start + c]:
                 sub = subscriptions.get(sub_id)  # None: unsubscribed meanwhile
                 if sub is not None and sub.mailbox.offer(doc):
                     alerted.append(sub_id)
+                    if kept is not None:
+                        kept.append((sub_id, sub.mailbox.next - 1, doc))
             start += c
         if alerted:
+            if kept:
+                self.journal.alerted(kept)
             self.count("alerts_delivered", len(alerted))
             for listener in self.alert_listeners:
                 listener(alerted)
         return pb.Ack()
+
+    def sent(self, sub: Subscription, n: int) -> None:
+        """A stream sent a subscription's first n alerts: they leave its mailbox."""
+        sub.mailbox.pop(n)
+        if self.journal is not None:
+            self.journal.sent(sub.id, sub.mailbox.first)
+
+    # ---- what outlives the process -------------------------------------------------------
+
+    def restore(
+        self, subscriptions: Sequence[Subscription], entries: Sequence[tuple[int, pb.QueryEntry]]
+    ) -> None:
+        """Take back what a journal kept (a restarted node, before it rejoins the ring): the
+        subscriptions homed here with their mailboxes, and the entries held here. Keys no
+        longer mine pass on as on any join (the next Notify hands them back)."""
+        journal, self.index.journal = self.index.journal, None  # it holds these already
+        try:
+            for sub in subscriptions:
+                self.subscriptions[sub.id] = sub
+            for key, entry in entries:
+                self.index.replace(key, entry)
+        finally:
+            self.index.journal = journal
+
+    def durable(self) -> None:
+        """Commit what the journal was told (a shell calls this once per batch of changes:
+        after each request it handled and each operation it ran)."""
+        if self.journal is not None:
+            self.journal.commit()
 
     # ---- synopsis gossip and re-indexing (paper section 8) ------------------------------
 

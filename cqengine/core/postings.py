@@ -19,12 +19,13 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
 from chord.store import SortedKeyStore
 from cqengine.core.bloom import positions_array
+from cqengine.core.journal import Journal
 from cqengine.proto import cqengine_pb2 as pb
 
 Rarity = Callable[[int, str], float]  # (term id, term) -> document frequency
@@ -160,11 +161,14 @@ def widen(codes: np.ndarray, width: int) -> np.ndarray:
 
 class InvertedIndex(SortedKeyStore):
     """The engine's inverted lists: key -> QueryEntry, plus each key's compiled block and
-    the subscriptions it holds (a popular term's list is long: no scans to find one)."""
+    the subscriptions it holds (a popular term's list is long: no scans to find one). Every
+    change is told to the journal, if any: whichever way an entry comes or goes (indexed,
+    unindexed, re-indexed, handed over), the journal sees it here."""
 
     def __init__(self, rarity: Rarity | None = None) -> None:
         super().__init__(encode=lambda e: e.SerializeToString(), decode=pb.QueryEntry.FromString)
         self.rarity = rarity
+        self.journal: Journal | None = None
         self._blocks: dict[int, Block] = {}
         self._subs: dict[int, set[int]] = {}
         self._merged: OrderedDict[tuple[int, ...], tuple[list[Block], Block]] = (
@@ -267,17 +271,33 @@ class InvertedIndex(SortedKeyStore):
         self._forget_merged()
         self._subs.setdefault(key, set()).add(value.subscription_id)
         super().put(key, value)
+        if self.journal is not None:
+            self.journal.indexed(key, value)
+
+    def put_items(self, items: Iterable[tuple[int, bytes]]) -> None:
+        """Entries handed over: one a node already holds (a restarted node's) is replaced."""
+        for key, data in items:
+            self.replace(key, self.decode(data))
 
     def remove(self, key: int, match) -> int:
+        subs = (
+            {e.subscription_id for e in self._values.get(key, ()) if match(e)}
+            if self.journal is not None
+            else None
+        )
         gone = super().remove(key, match)
         if gone:
             self._changed(key)
+            if subs is not None:  # an entry of the same subscription may stay (re-indexing)
+                self.journal.unindexed(key, subs - self._subs.get(key, set()))
         return gone
 
     def take_range(self, lo: int, hi: int) -> list[tuple[int, bytes]]:
         items = super().take_range(lo, hi)
         for key in {k for k, _ in items}:
             self._changed(key)
+            if self.journal is not None:
+                self.journal.unindexed(key, None)
         return items
 
     def _changed(self, key: int) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Callable, Iterable
 
 from chord.ledger import Count, Ledger
@@ -98,6 +99,7 @@ class EngineSimulator:
                 spawn,
                 observer=self.observer,
                 gather=lambda node, h: self.heard.append((node, h)),
+                ids=partial(random.Random(settings.seed ^ chord.me.id).getrandbits, 64),
             ),
         )
         self.ring.build_instant([f"node-{i}" for i in range(nodes)])

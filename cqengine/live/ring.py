@@ -1,14 +1,20 @@
 """Running a ring on one machine: `ring up`, `ring status`, `ring down`, and the ring file.
 
 `ring up` starts one `cqengine node` process per node on loopback, waits until every
-successor, predecessor and finger is correct, and records the nodes (address, id, pid, log)
-in a JSON ring file that the other commands read.
+successor, predecessor and finger is correct, and records the nodes (address, id, pid, log,
+data directory) in a JSON ring file that the other commands read.
+
+With a data root, node i keeps its state in ROOT/<its port> (cqengine.live.storage).
+`ring down` stops every node without handing anything over, so each keeps its own state;
+`ring up` then starts nodes at the ports whose directories hold data, and each takes its
+state back. `ring down --purge` removes the data.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -23,9 +29,11 @@ from chord.ids import short
 from chord.live import Timing
 from chord.node import to_ref
 from chord.oracle import RingOracle, ring_problems
+from cqengine.live.storage import FILE
 
 HOST = "127.0.0.1"
 DEFAULT_RING_FILE = Path(".cqengine") / "ring.json"
+DATA = "data"  # the nodes' data root beside the ring file, unless `ring up --data-dir` says
 EXEC_WAITS = 50  # 10 ms looks at a process whose command line is not there yet (pid_alive)
 
 
@@ -40,6 +48,7 @@ class NodeEntry:
     pid: int
     log: str
     id: str = ""  # hex, filled in once the node answers
+    data: str = ""  # its data directory ("": it keeps nothing)
 
 
 @dataclass
@@ -171,8 +180,10 @@ def spawn(
     log_dir: Path,
     engine: list[str] = (),
     node_args: list[str] = (),
+    data: Path | None = None,
 ) -> NodeEntry:
     log_path = log_dir / f"node-{port}.log"
+    node_args = [*node_args, "--data-dir", str(data)] if data is not None else node_args
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             node_command(port, join, r, timing, engine, node_args),
@@ -181,7 +192,13 @@ def spawn(
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )  # outlives `ring up`
-    return NodeEntry(address=f"{HOST}:{port}", port=port, pid=proc.pid, log=str(log_path))
+    return NodeEntry(
+        address=f"{HOST}:{port}",
+        port=port,
+        pid=proc.pid,
+        log=str(log_path),
+        data=str(data) if data is not None else "",
+    )
 
 
 def log_tail(entry: NodeEntry, lines: int = 1) -> str:
@@ -192,12 +209,15 @@ def log_tail(entry: NodeEntry, lines: int = 1) -> str:
     return " | ".join(text[-lines:])
 
 
-def stop_processes(entries: list[NodeEntry], grace: float = 5.0) -> int:
-    """SIGTERM (the node leaves gracefully), then SIGKILL after `grace`; returns how many ran."""
+def stop_processes(
+    entries: list[NodeEntry], grace: float = 5.0, how: signal.Signals = signal.SIGTERM
+) -> int:
+    """SIGTERM (the node leaves gracefully) or SIGUSR1 (it stops, keeping what it holds),
+    then SIGKILL after `grace`; returns how many ran."""
     running = [e for e in entries if pid_alive(e.pid, e.port)]
     for e in running:
         try:
-            os.kill(e.pid, signal.SIGTERM)
+            os.kill(e.pid, how)
         except ProcessLookupError:
             pass
     deadline = time.monotonic() + grace
@@ -318,10 +338,11 @@ def ring_up(
     progress: Callable[[str], None] = lambda s: None,
     engine: list[str] = (),
     node_args: list[str] = (),
+    data_root: Path | None = None,
 ) -> RingFile:
     """Start n node processes on loopback, the first with the ring-wide `engine` options,
-    every one with `node_args` (options of each node, such as how it batches), and wait
-    until the ring has converged."""
+    every one with `node_args` (options of each node, such as how it batches) and, with a
+    data root, its data directory there, and wait until the ring has converged."""
     if n < 1:
         raise RingError(f"a ring needs at least one node, not {n}")
     timing = timing or Timing()
@@ -331,6 +352,7 @@ def ring_up(
             raise RingError(
                 f"a ring is already running from {ring_path}; `cqengine ring down` first"
             )
+    kept = stored_ports(data_root) if data_root is not None else []
     if base_port is not None:
         if not 0 < base_port <= 65535 - n + 1:
             raise RingError(f"--base-port {base_port} leaves no room for {n} ports")
@@ -339,16 +361,38 @@ def ring_up(
         if busy:
             raise RingError(f"port {busy[0]} is in use; choose another --base-port")
     else:
-        ports = free_ports(n)
+        busy = [p for p in kept if not port_free(p)]
+        if busy:
+            raise RingError(
+                f"port {busy[0]}, where the node with data in {data_root / str(busy[0])} "
+                "listens, is in use"
+            )
+        ports = (
+            kept[:n]
+            + [p for p in free_ports(n + len(kept)) if p not in kept][: max(0, n - len(kept))]
+        )
+    left_out = [p for p in kept if p not in ports]
+    if left_out:
+        raise RingError(
+            f"{data_root} holds the state of {len(kept)} nodes (ports {', '.join(map(str, kept))}),"
+            f" {len(left_out)} of them not in this ring: their subscriptions would not be served;"
+            " start them all (without --base-port), or `cqengine ring down --purge` first"
+        )
     log_dir = ring_path.parent / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     ring = RingFile(path=ring_path, r=r, engine=list(engine))
+
+    def data(port: int) -> Path | None:
+        return data_root / str(port) if data_root is not None else None
+
     try:
-        first = spawn(ports[0], None, r, timing, log_dir, engine, node_args)
+        first = spawn(ports[0], None, r, timing, log_dir, engine, node_args, data(ports[0]))
         ring.nodes.append(first)
         _wait_serving(first, timeout=20)
         for port in ports[1:]:
-            ring.nodes.append(spawn(port, first.address, r, timing, log_dir, node_args=node_args))
+            ring.nodes.append(
+                spawn(port, first.address, r, timing, log_dir, node_args=node_args, data=data(port))
+            )
         ring.save()  # from here `ring down` can clean up even if we are interrupted
         for entry in ring.nodes[1:]:
             _wait_serving(entry, timeout=20)
@@ -362,7 +406,22 @@ def ring_up(
     ring.save()
     print(format_table(view, r), file=out)
     print(f"ring of {n} nodes converged; ring file {ring_path}", file=out)
+    if data_root is not None:
+        print(
+            f"node data in {data_root}"
+            + (f" ({len(kept)} nodes restarted from theirs)" if kept else ""),
+            file=out,
+        )
     return ring
+
+
+def stored_ports(data_root: Path) -> list[int]:
+    """The ports of the nodes whose state is kept under data_root."""
+    if not data_root.is_dir():
+        return []
+    return sorted(
+        int(d.name) for d in data_root.iterdir() if d.name.isdigit() and (d / FILE).exists()
+    )
 
 
 def any_node(ring_path: Path) -> str:
@@ -407,13 +466,38 @@ def ring_status(ring_path: Path, out: TextIO = sys.stdout) -> bool:
     return view.ok
 
 
-def ring_down(ring_path: Path, out: TextIO = sys.stdout) -> int:
+def ring_down(ring_path: Path, out: TextIO = sys.stdout, purge: bool = False) -> int:
+    """Stop every node of the ring file, each keeping its state (the whole ring stops: there
+    is nobody to hand it to); with `purge`, remove their data directories too."""
+    if purge and not ring_path.exists():
+        root = ring_path.parent / DATA
+        if not root.exists():
+            raise RingError(f"no ring file at {ring_path} and no data in {root}")
+        shutil.rmtree(root)
+        print(f"no ring was running; removed {root}", file=out)
+        return 0
     ring = RingFile.load(ring_path)
-    stopped = stop_processes(ring.nodes)
+    stopped = stop_processes(ring.nodes, how=signal.SIGUSR1)
     ring_path.unlink(missing_ok=True)
-    if stopped == 0:
+    dirs = [Path(e.data) for e in ring.nodes if e.data]
+    if purge:
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)
+        for root in {d.parent for d in dirs}:
+            if root.is_dir() and not any(root.iterdir()):
+                root.rmdir()
+    if stopped == 0 and not purge:
         raise RingError(
             f"no process of {ring_path} was running ({len(ring.nodes)} gone); removed the file"
         )
     print(f"stopped {stopped} of {len(ring.nodes)} nodes; removed {ring_path}", file=out)
+    if dirs:
+        roots = ", ".join(sorted({str(d.parent) for d in dirs}))
+        print(
+            f"removed their data in {roots}"
+            if purge
+            else f"their data stays in {roots}: `ring up` restarts from it, "
+            "`ring down --purge` removes it",
+            file=out,
+        )
     return stopped

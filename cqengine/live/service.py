@@ -13,14 +13,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from itertools import islice
+from pathlib import Path
 from typing import Sequence
 
 import grpc
 
+from chord.ids import hash_id
 from chord.live import LiveNode, StartupError, Timing, serve
 from cqengine.core.engine import AlertDoc, EngineError, EngineNode, Subscription, alert_batch
 from cqengine.core.settings import Settings, SettingsError
 from cqengine.live.publishing import Batcher, Publishing
+from cqengine.live.storage import Storage
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.proto import cqengine_pb2_grpc as pb_grpc
 
@@ -154,8 +157,7 @@ class ClientAPI(pb_grpc.CQEngineServicer):
                     # cancelled mid-send leaves them for the next one instead of losing them
                     yield stream.message(batch)
                     for sub, n in batch:
-                        for _ in range(n):
-                            sub.mailbox.queue.popleft()
+                        self.engine.sent(sub, n)
                 if not stream.subs:
                     return
                 await stream.event.wait()
@@ -198,7 +200,10 @@ async def serve_engine(
     settings: Settings | None,
     advertise: str | None = None,
     publishing: Publishing | None = None,
+    data_dir: Path | None = None,
 ) -> None:
+    """Run an engine node until it is signalled; with a data directory, the node keeps its
+    state there (cqengine.live.storage) and, restarted, takes it back before it joins."""
     publishing = (publishing or Publishing()).check()
     if join:
         settings = await fetch_settings(join)
@@ -206,22 +211,48 @@ async def serve_engine(
         settings = (settings or Settings()).validate()
     except SettingsError as e:
         raise StartupError(str(e)) from None
+    storage = None
+    if data_dir is not None:
+        address = f"{advertise or host}:{port}"
+        ring_id = hash_id(address) if node_id is None else node_id
+        storage = Storage.open(
+            data_dir,
+            f"{address} (id {ring_id:016x})",
+            settings.to_pb().SerializeToString(deterministic=True),
+        )
 
     def later(seconds: float, fn) -> None:
         asyncio.get_running_loop().call_later(seconds, fn)
 
-    await serve(
-        host,
-        port,
-        join,
-        node_id,
-        r,
-        timing,
-        advertise,
-        app=lambda chord, spawn: EngineNode(
-            chord, settings, spawn, later=later, hold=timing.call_timeout
-        ),
-        add_services=lambda live, server: pb_grpc.add_CQEngineServicer_to_server(
-            ClientAPI(live, live.app, publishing), server
-        ),
-    )
+    def engine(chord, spawn) -> EngineNode:
+        node = EngineNode(
+            chord, settings, spawn, later=later, hold=timing.call_timeout, journal=storage
+        )
+        if storage is not None:
+            subs, entries = storage.load()
+            node.restore(subs, entries)
+            if subs or entries:
+                print(
+                    f"restored {len(subs)} subscriptions, {len(entries)} index entries and "
+                    f"{sum(len(s.mailbox.queue) for s in subs)} waiting alerts from {data_dir}",
+                    flush=True,
+                )
+        return node
+
+    try:
+        await serve(
+            host,
+            port,
+            join,
+            node_id,
+            r,
+            timing,
+            advertise,
+            app=engine,
+            add_services=lambda live, server: pb_grpc.add_CQEngineServicer_to_server(
+                ClientAPI(live, live.app, publishing), server
+            ),
+        )
+    finally:
+        if storage is not None:
+            storage.close()

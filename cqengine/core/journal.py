@@ -1,0 +1,41 @@
+"""What a node tells a shell of its state as it changes it, so that the shell can keep it.
+
+The engine core does no I/O: a live node with a data directory gives its EngineNode a
+journal (cqengine.live.storage) that writes these records to disk; the simulator gives none.
+What a node must not lose when its process dies is exactly what passes through here: the
+subscriptions homed at it, the inverted-list entries it holds, and the alerts waiting in
+its mailboxes, each alert under its subscription's sequence number.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Protocol
+
+from cqengine.proto import cqengine_pb2 as pb
+
+AlertDoc = tuple[str, str, str]  # what an alert says of its document: docno, title, snippet
+
+
+class Journal(Protocol):
+    def subscribed(
+        self, sub_id: int, token_hash: bytes, terms: list[str], index_id: int, index_term: str
+    ) -> None:
+        """A subscription is homed here (its token only as a hash)."""
+
+    def unsubscribed(self, sub_id: int) -> None:
+        """It is gone, with its mailbox."""
+
+    def indexed(self, key: int, entry: pb.QueryEntry) -> None:
+        """An entry is held under key (instead of any of its subscription's there)."""
+
+    def unindexed(self, key: int, sub_ids: Iterable[int] | None) -> None:
+        """These subscriptions' entries under key are gone (None: every entry under it)."""
+
+    def alerted(self, alerts: list[tuple[int, int, AlertDoc]]) -> None:
+        """Alerts entered mailboxes: (subscription, its sequence number, the document)."""
+
+    def sent(self, sub_id: int, first: int) -> None:
+        """A subscription's alerts numbered below `first` left its mailbox."""
+
+    def commit(self) -> None:
+        """Make everything recorded so far survive the process (one commit per batch)."""

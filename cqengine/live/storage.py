@@ -1,0 +1,207 @@
+"""A node's state on disk: an embedded SQLite database, in WAL mode, in its data directory.
+
+The EngineNode tells its journal (this) every change of what must outlive the process
+(cqengine.core.journal). The changes gather in one open transaction that is committed once
+per batch: after each request the node handled and each operation it ran
+(EngineNode.durable), and soon after anything else. WAL with synchronous=NORMAL: a commit
+survives the process being killed, not the machine losing power; the replicas on other
+nodes are what survives that.
+
+A data directory belongs to one node address (the node's ring id is its address's hash)
+and one ring's engine settings: a node started there at another address, or in a ring
+with other settings, is refused rather than served with state that is not its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from collections import deque
+from itertools import groupby
+from pathlib import Path
+from typing import Iterable
+
+from chord.live import StartupError
+from cqengine.core.engine import MAILBOX, Mailbox, Subscription
+from cqengine.core.journal import AlertDoc
+from cqengine.proto import cqengine_pb2 as pb
+
+FILE = "node.sqlite"
+SCHEMA = "1"
+
+TABLES = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS subscriptions (
+    id INTEGER PRIMARY KEY, token_hash BLOB NOT NULL, terms TEXT NOT NULL,
+    index_id INTEGER NOT NULL, index_term TEXT NOT NULL,
+    first INTEGER NOT NULL DEFAULT 0  -- the number of its oldest alert not yet sent
+);
+CREATE TABLE IF NOT EXISTS entries (
+    key INTEGER NOT NULL, subscription_id INTEGER NOT NULL, entry BLOB NOT NULL,
+    PRIMARY KEY (key, subscription_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS alerts (
+    subscription_id INTEGER NOT NULL, seq INTEGER NOT NULL,
+    docno TEXT NOT NULL, title TEXT NOT NULL, snippet TEXT NOT NULL,
+    PRIMARY KEY (subscription_id, seq)
+) WITHOUT ROWID;
+"""
+
+
+def signed(x: int) -> int:
+    """A 64-bit id as SQLite's signed INTEGER holds it."""
+    return x - (1 << 64) if x >= 1 << 63 else x
+
+
+def unsigned(x: int) -> int:
+    return x + (1 << 64) if x < 0 else x
+
+
+class Storage:
+    """The journal of one node, on SQLite (cqengine.core.journal.Journal)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.db = sqlite3.connect(path, isolation_level="DEFERRED")
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.executescript(TABLES)
+        self.dirty = False
+        self._soon = False
+
+    @classmethod
+    def open(cls, data_dir: Path, address: str, settings: bytes) -> "Storage":
+        """The storage in data_dir, made if new; refused if it is another node's or ring's."""
+        try:
+            data_dir.mkdir(parents=True, exist_ok=True)
+            storage = cls(data_dir / FILE)
+        except (OSError, sqlite3.Error) as e:
+            raise StartupError(f"cannot use data directory {data_dir}: {e}") from None
+        meta = dict(storage.db.execute("SELECT name, value FROM meta"))
+        if not meta:
+            storage.db.executemany(
+                "INSERT INTO meta VALUES (?, ?)",
+                [("schema", SCHEMA), ("address", address), ("settings", settings)],
+            )
+            storage.db.commit()
+            return storage
+        storage.close()
+        if meta.get("schema") != SCHEMA:
+            raise StartupError(
+                f"data directory {data_dir} has schema {meta.get('schema')}, not {SCHEMA}"
+            )
+        if meta["address"] != address:
+            raise StartupError(
+                f"data directory {data_dir} holds the state of node {meta['address']}, not "
+                f"{address}: start that node there, or give this one another --data-dir"
+            )
+        if bytes(meta["settings"]) != settings:
+            raise StartupError(
+                f"data directory {data_dir} was written in a ring with other engine settings: "
+                "start the ring with the options it had, or remove the directory"
+            )
+        return cls(data_dir / FILE)
+
+    def load(self) -> tuple[list[Subscription], list[tuple[int, pb.QueryEntry]]]:
+        """The subscriptions homed here with their mailboxes, and the entries held here."""
+        subs = {}
+        for sub_id, token_hash, terms, index_id, index_term, first in self.db.execute(
+            "SELECT * FROM subscriptions"
+        ):
+            subs[sub_id] = Subscription(
+                unsigned(sub_id),
+                bytes(token_hash),
+                json.loads(terms),
+                unsigned(index_id),
+                index_term,
+                Mailbox(first=first),
+            )
+        rows = self.db.execute(
+            "SELECT subscription_id, seq, docno, title, snippet FROM alerts "
+            "ORDER BY subscription_id, seq"
+        )
+        for sub_id, alerts in groupby(rows, key=lambda row: row[0]):
+            sub = subs.get(sub_id)
+            if sub is None:  # alerted while its Subscribe was under way, which then failed
+                continue
+            kept = deque(alerts, maxlen=MAILBOX)  # older ones were dropped on overflow
+            box = sub.mailbox
+            box.first = kept[0][1] if kept else box.first
+            box.queue.extend((docno, title, snippet) for _, _, docno, title, snippet in kept)
+            box.seen.update(doc[0] for doc in box.queue)
+        entries = [
+            (unsigned(key), pb.QueryEntry.FromString(entry))
+            for key, entry in self.db.execute("SELECT key, entry FROM entries")
+        ]
+        return list(subs.values()), entries
+
+    # ---- the journal ---------------------------------------------------------------------
+
+    def subscribed(
+        self, sub_id: int, token_hash: bytes, terms: list[str], index_id: int, index_term: str
+    ) -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO subscriptions VALUES (?, ?, ?, ?, ?, 0)",
+            (signed(sub_id), token_hash, json.dumps(terms), signed(index_id), index_term),
+        )
+        self._changed()
+
+    def unsubscribed(self, sub_id: int) -> None:
+        self.db.execute("DELETE FROM subscriptions WHERE id = ?", (signed(sub_id),))
+        self.db.execute("DELETE FROM alerts WHERE subscription_id = ?", (signed(sub_id),))
+        self._changed()
+
+    def indexed(self, key: int, entry: pb.QueryEntry) -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO entries VALUES (?, ?, ?)",
+            (signed(key), signed(entry.subscription_id), entry.SerializeToString()),
+        )
+        self._changed()
+
+    def unindexed(self, key: int, sub_ids: Iterable[int] | None) -> None:
+        if sub_ids is None:
+            self.db.execute("DELETE FROM entries WHERE key = ?", (signed(key),))
+        else:
+            self.db.executemany(
+                "DELETE FROM entries WHERE key = ? AND subscription_id = ?",
+                [(signed(key), signed(s)) for s in sub_ids],
+            )
+        self._changed()
+
+    def alerted(self, alerts: list[tuple[int, int, AlertDoc]]) -> None:
+        self.db.executemany(
+            "INSERT OR REPLACE INTO alerts VALUES (?, ?, ?, ?, ?)",
+            [(signed(sub), seq, *doc) for sub, seq, doc in alerts],
+        )
+        self._changed()
+
+    def sent(self, sub_id: int, first: int) -> None:
+        s = signed(sub_id)
+        self.db.execute("DELETE FROM alerts WHERE subscription_id = ? AND seq < ?", (s, first))
+        self.db.execute("UPDATE subscriptions SET first = ? WHERE id = ?", (first, s))
+        self._changed()
+
+    def commit(self) -> None:
+        if self.dirty:
+            self.dirty = False
+            self.db.commit()
+
+    def _changed(self) -> None:
+        """Commit soon, if nothing commits first (a change made outside a request's handling)."""
+        self.dirty = True
+        if not self._soon:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # not in a live node: the caller commits
+                return
+            self._soon = True
+            loop.call_soon(self._commit_soon)
+
+    def _commit_soon(self) -> None:
+        self._soon = False
+        self.commit()
+
+    def close(self) -> None:
+        self.commit()
+        self.db.close()
