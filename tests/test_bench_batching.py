@@ -28,11 +28,14 @@ def test_bench_batching_small(tmp_path):
     assert set(runs) == {("td", 1), ("td", 8), ("bf", 1), ("bf", 8)}
     for r in runs.values():
         assert r["alerts_wrong"] == 0 and r["documents"] == 32
+        assert r["batches_held_out"] == 0  # every batch's reports came back whole
         assert abs(sum(r["bytes_per_doc"].values()) - r["total_bytes_per_doc"]) < 1e-6
     for method in ("td", "bf"):
         one, eight = runs[method, 1], runs[method, 8]
         assert eight["messages_per_doc"]["Announce"] < one["messages_per_doc"]["Announce"]
         assert eight["total_messages_per_doc"] < one["total_messages_per_doc"]
+        # a batch's alerts go once per home node, not once per report and home
+        assert eight["messages_per_doc"]["Deliver"] < one["messages_per_doc"]["Deliver"]
         assert (
             eight["candidates_per_doc"] == one["candidates_per_doc"]
         )  # batching prunes nothing differently

@@ -69,6 +69,9 @@ def ledger_growth(before: dict[str, Count], after: dict[str, Count]) -> dict[str
     return out
 
 
+SETTLE_HOLD = 1.0  # a simulated DN's hold: its timer fires once everything has settled
+
+
 class EngineSimulator:
     """A ring of `nodes` engine nodes over an in-memory transport. Every node tells the
     one observer (a Tally unless given: every node's counters summed as they grow) what
@@ -89,6 +92,8 @@ class EngineSimulator:
         self.rng = random.Random(seed)
         self.observer = observer if observer is not None else Tally()
         self.heard: list[tuple[EngineNode, Heard]] = []  # what the QNs heard, to resolve together
+        self.timers: list[Callable[[], None]] = []  # the DNs' holds (see hold)
+        self.held_out = 0
         self.ring = Simulator(
             r=r,
             seed=seed,
@@ -124,6 +129,16 @@ class EngineSimulator:
         self._settle()
         return result
 
+    def hold(self, on: bool) -> None:
+        """Have the DNs count their batches' reports and deliver each batch's alerts once,
+        one alert batch per home node, as live DNs do (on), or deliver each report's at
+        once, the paper's protocol (off, the default). Everything settles before a publish
+        returns, so a batch still held then lacks a report: its hold runs out there
+        (counted in `held_out`)."""
+        for e in self.engines.values():
+            e.later = (lambda seconds, fn: self.timers.append(fn)) if on else None
+            e.hold = SETTLE_HOLD if on else 0.0
+
     def _settle(self) -> None:
         """Run everything queued, the QNs' resolutions included, to the end."""
         self.ring.drain()
@@ -132,6 +147,13 @@ class EngineSimulator:
             self.heard.clear()
             self._resolve(heard)
             self.ring.drain()
+        if self.timers:  # every report is in: a batch still held lacks one
+            self.held_out += sum(len(e.gathering) for e in self.engines.values())
+            timers, self.timers = self.timers, []
+            for fn in timers:
+                fn()
+            self._settle()
+            return
         self.observer.settle()
 
     def _resolve(self, heard: list[tuple[EngineNode, Heard]]) -> None:
