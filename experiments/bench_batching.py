@@ -7,8 +7,8 @@ Bloom filters. A batch of one is the paper's protocol; a larger batch travels as
 announcement per next hop, one Term Dialogue request per round per QN, one filter request
 per QN, one report per node it reached (with its share of the batch, even if nothing
 matched) and one alert batch per home node, once every report is in (as live DNs do:
-EngineSimulator.hold). Every batch's alerts are checked against the matcher. Each run starts from the same indexed ring (a
-forked copy).
+EngineSimulator.hold). Every batch's alerts are checked against the matcher. Each run
+starts from the same indexed ring (a forked copy).
 
     python experiments/bench_batching.py --corpus PREP_DIR [--docs 2048] [--batches 1,4,16,64]
 
