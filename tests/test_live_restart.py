@@ -76,9 +76,12 @@ def test_a_node_killed_and_restarted_from_its_data_serves_its_state_again(corpus
     try:
         addresses = ring.addresses()
         subs = subscribe(addresses, queries, seed=1)
-        victim = nodes[1]
-        with Client(victim.address) as c:
-            held = c.stats()
+        stats = {}
+        for n in nodes:
+            with Client(n.address) as c:
+                stats[n.address] = c.stats()
+        victim = max(nodes[1:], key=lambda n: stats[n.address].index_entries)  # not the bootstrap
+        held = stats[victim.address]
         assert held.index_entries > 0 and held.subscriptions > 0
         os.kill(victim.pid, signal.SIGKILL)
         for _ in range(100):  # bounded: 5 s
