@@ -19,10 +19,14 @@ For each workload and subscription count:
 Workloads: `skew`, the paper's Skew queries (mean size 5) over a generated TREC-AP-like
 corpus; `text`, queries of 3-4 consecutive words taken from the documents' text.
 
-    python experiments/bench_live.py [--nodes 8] [--subscriptions 10000,100000] [--docs 2000]
-        [--producer-linger-ms 20,100] [--logs DIR]
+With `--data-dirs on` the nodes keep their state in SQLite data directories, as
+`cqengine ring up` has them do; `--data-dirs off,on` measures a ring of each, side by side.
 
-Writes experiments/results/bench_live.json.
+    python experiments/bench_live.py [--nodes 8] [--subscriptions 10000,100000] [--docs 2000]
+        [--producer-linger-ms 20,100] [--data-dirs off|on|off,on] [--name bench_live]
+        [--logs DIR]
+
+Writes experiments/results/NAME.json (bench_live.json).
 """
 
 from __future__ import annotations
@@ -325,6 +329,7 @@ async def measure_ring(
     stats_file: Path,
     oracle: set[tuple[int, str]],
     analyzed: list[list[str]],
+    stored: bool,
 ) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-live-") as tmp:
         ring_path = Path(tmp) / "ring.json"
@@ -343,6 +348,7 @@ async def measure_ring(
             out=io.StringIO(),
             engine=engine,
             node_args=["--batch-docs", str(args.batch_docs), "--linger-ms", str(args.linger_ms)],
+            data_root=Path(tmp) / "data" if stored else None,  # as `cqengine ring up` does
         )
         ring = Ring(ring_file.addresses(), random.Random(args.seed))
         try:
@@ -424,20 +430,26 @@ async def run(args) -> dict:
                 assert found == oracle, "the percolator disagrees with the matcher"
                 single = len(docs) / seconds
                 say(f"  single process: {single:.0f} docs/s, {len(oracle)} matches")
-                ring = await measure_ring(args, kind, queries, docs, stats_file, oracle, analyzed)
-                fast = ring["throughput"]
-                out.append(
-                    {
-                        "workload": kind,
-                        "subscriptions": n,
-                        "documents": len(docs),
-                        "single_process_docs_per_second": single,
-                        "matches": len(oracle),
-                        "ring_docs_per_second": fast["docs_per_second"],
-                        "ratio": fast["docs_per_second"] / single,
-                        **ring,
-                    }
-                )
+                for stored in args.data_dirs:
+                    if len(args.data_dirs) > 1:
+                        say(f"  nodes {'with' if stored else 'without'} data directories")
+                    ring = await measure_ring(
+                        args, kind, queries, docs, stats_file, oracle, analyzed, stored
+                    )
+                    fast = ring["throughput"]
+                    out.append(
+                        {
+                            "workload": kind,
+                            "subscriptions": n,
+                            "documents": len(docs),
+                            "data_dirs": stored,
+                            "single_process_docs_per_second": single,
+                            "matches": len(oracle),
+                            "ring_docs_per_second": fast["docs_per_second"],
+                            "ratio": fast["docs_per_second"] / single,
+                            **ring,
+                        }
+                    )
     return {
         "benchmark": "bench_live",
         "nodes": args.nodes,
@@ -482,7 +494,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument("--logs", type=Path, help="keep each ring's node logs under this directory")
+    p.add_argument(
+        "--data-dirs",
+        default="off",
+        help="comma-separated, a ring each: off (nodes keep nothing), on (each node keeps its "
+        "state in SQLite, as `cqengine ring up` has them do)",
+    )
+    p.add_argument("--name", default="bench_live", help="the results file: NAME.json")
     args = p.parse_args(argv)
+    modes = args.data_dirs.split(",")
+    if set(modes) - {"off", "on"} or len(set(modes)) < len(modes):
+        p.error(f"--data-dirs takes off and on, each once, not {args.data_dirs}")
+    args.data_dirs = [m == "on" for m in modes]
     args.subscriptions = [int(n) for n in args.subscriptions.split(",")]
     args.workloads = args.workloads.split(",")
     args.producer_linger_ms = [float(x) for x in args.producer_linger_ms.split(",")]
@@ -493,10 +516,11 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown workload in {args.workloads}; choose skew, text")
     args.out.mkdir(parents=True, exist_ok=True)
     result = asyncio.run(run(args))
-    path = args.out / "bench_live.json"
+    path = args.out / f"{args.name}.json"
     path.write_text(json.dumps(result, indent=2) + "\n")
     print(
-        f"{'workload':8} {'subs':>7} {'single/s':>9} {'ring/s':>8} {'ratio':>6} {'alerts/s':>9} "
+        f"{'workload':8} {'subs':>7} {'data':>4} {'single/s':>9} {'ring/s':>8} {'ratio':>6} "
+        f"{'alerts/s':>9} "
         f"{'cpu ms/doc':>10} {'sent every':>10} {'p50 ms':>7} {'p99 ms':>7}  alerts = matcher"
     )
     for r in result["runs"]:
@@ -504,7 +528,7 @@ def main(argv: list[str] | None = None) -> int:
         for s in r["latency"]:
             right = f["alerts_equal_matcher"] and s["alerts_equal_matcher"]
             print(
-                f"{r['workload']:8} {r['subscriptions']:>7} "
+                f"{r['workload']:8} {r['subscriptions']:>7} {'on' if r['data_dirs'] else 'off':>4} "
                 f"{r['single_process_docs_per_second']:>9.0f} {r['ring_docs_per_second']:>8.0f} "
                 f"{r['ratio']:>6.2f} {f['alerts_per_second']:>9.0f} "
                 f"{1000 * f['cpu_seconds_per_document']:>10.2f} "

@@ -25,15 +25,17 @@ def test_bench_live_small(tmp_path):
             "10",
             "--settle",
             "20",
+            "--data-dirs",
+            "on",  # every node keeping its state in SQLite, as `cqengine ring up` has them
             "--out",
             str(tmp_path),
         ]
     )
     result = json.loads((tmp_path / "bench_live.json").read_text())
     assert rc == 0
-    assert [(r["workload"], r["subscriptions"]) for r in result["runs"]] == [
-        ("skew", 60),
-        ("text", 60),
+    assert [(r["workload"], r["subscriptions"], r["data_dirs"]) for r in result["runs"]] == [
+        ("skew", 60, True),
+        ("text", 60, True),
     ]
     for r in result["runs"]:
         fast = r["throughput"]
