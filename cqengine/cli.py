@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 import time
+from collections import Counter
 from dataclasses import replace
 from itertools import islice
 from pathlib import Path
@@ -713,6 +714,11 @@ def print_stats(replies) -> None:
     )
     for f in fields:
         print(f"{f.replace('_', ' '):20} {sums[f]}")
+    why = Counter()
+    for r in replies:
+        why.update(dict(r.dropped_by))
+    for reason, n in sorted(why.items()):
+        print(f"  {reason.replace('_', ' '):18} {n}")
     docs = sums["documents_published"]
     if docs:
         print(f"{'candidates/doc':20} {sums['candidates'] / docs:.2f}")

@@ -299,7 +299,7 @@ def test_qns_resolving_in_step_drop_what_each_would_alone_when_the_dn_is_gone(re
     in_step, alone = publish_in_step_and_alone("ri", resolution, 1, 12, 1, 5, 1, 64)
     assert in_step == alone
     rows, _ = in_step
-    dropped = sum(counters.get("alerts_dropped", 0) for *_, counters in rows[-3:])
+    dropped = sum(counters.get("dropped:dn_failed", 0) for *_, counters in rows[-3:])
     assert (
         dropped > 0 and sum(r[2] for r in rows[-3:]) == 0
     )  # the unreachable DN's matches alert no one
@@ -849,3 +849,41 @@ def test_a_dn_whose_reports_do_not_all_come_delivers_when_its_hold_runs_out():
     sim._settle()
     assert not any(e.gathering for e in sim.engines.values())
     assert_exact(sim.alerts(), wl.oracle(subs, [d.docno for d in wl.docs[:24]]))
+
+
+def dropped_by(sim: EngineSimulator) -> Counter:
+    """Alerts lost ring-wide, by why (Stats.dropped_by), checked against the total."""
+    out: Counter = Counter()
+    for e in sim.engines.values():
+        stats = e.stats(sim.ring.ledger)
+        assert stats.alerts_dropped == sum(stats.dropped_by.values())
+        out.update(dict(stats.dropped_by))
+    return out
+
+
+def test_every_lost_alert_is_counted_with_why(monkeypatch):
+    """A home that cannot be reached, a mailbox that overflows and a DN that no longer holds
+    the document each lose alerts, and each count them under their own reason."""
+    wl = workload(1)
+    docs = wl.docs[:12]
+
+    sim = EngineSimulator(12, make_settings(wl, strategy="ri", seed=2), seed=2)
+    subs = subscribe_all(sim, wl)
+    want = wl.oracle(subs, [d.docno for d in docs])
+    home = {sid: e.me.address for e in sim.engines.values() for sid in e.subscriptions}
+    gone = max(sim.engines, key=lambda a: sum(home[s] == a for s, _ in want))
+    full_sub = max(subs, key=lambda s: sum(sid == s for sid, _ in want))
+    sim.engines[home[full_sub]].subscriptions[full_sub].mailbox.limit = 1
+    sim.ring.transport.unregister(gone)  # its subscribers' alerts cannot reach it
+    for d in docs:
+        sim.publish(d.docno, d.text, d.title, via=next(a for a in sorted(sim.engines) if a != gone))
+    lost = dropped_by(sim)
+    assert lost["home_unreachable"] == sum(home[s] == gone for s, _ in want)
+    assert lost["mailbox_full"] == sum(s == full_sub for s, _ in want) - 1 > 0
+
+    monkeypatch.setattr(engine, "DOC_CACHE", 0)  # a DN forgets each document at once
+    sim = EngineSimulator(12, make_settings(wl, strategy="ri", seed=2), seed=2)
+    subscribe_all(sim, wl)
+    for d in docs:
+        sim.publish(d.docno, d.text, d.title)
+    assert dropped_by(sim)["document_gone"] > 0 and sim.alerts() == []

@@ -66,6 +66,13 @@ HOP_LIMIT = 160  # an announcement still travelling after this many hops is proc
 PLACE_ATTEMPTS = 5  # lookups to place or remove a query while ownership moves
 DOC_CACHE = 20_000  # documents a DN keeps for resolution
 MAILBOX = 10_000  # undelivered alerts kept per subscription
+# Why alerts are lost, counted apart (Stats.dropped_by): nothing is lost silently.
+DROP_REASONS = {
+    "document_gone": "the DN no longer held the document (evicted from its cache)",
+    "dn_failed": "a QN could not resolve with the DN or report to it (unreachable, bad answer)",
+    "home_unreachable": "the DN could not reach the subscriber's home node",
+    "mailbox_full": "a subscriber's mailbox overflowed and dropped its oldest alert",
+}
 WHOLE = 1 << 63  # a batch's share, divided along its announcement tree (Announcement.share)
 PEERS = 4096  # node references kept by address (peer_at)
 
@@ -665,7 +672,7 @@ class EngineNode:
                 continue
             by_home.setdefault(m.home, {}).setdefault(m.doc, []).append(m.subscription_id)
         if lost:
-            self.count("alerts_dropped", lost)
+            self.count("dropped:document_gone", lost)
         gathering = self.gathering.get(req.batch) if req.share else None
         if gathering is None:  # not counted, or given up on: at once
             if by_home:
@@ -706,7 +713,7 @@ class EngineNode:
             try:
                 yield Call(self.peer(home), "Deliver", batch)
             except PeerUnreachable:
-                self.count("alerts_dropped", len(batch.subscription_ids))
+                self.count("dropped:home_unreachable", len(batch.subscription_ids))
 
     # ---- alerts (home side) ------------------------------------------------------------
 
@@ -850,6 +857,10 @@ class EngineNode:
 
     def stats(self, ledger) -> pb.StatsReply:
         c = self.counters
+        dropped = {why: c[f"dropped:{why}"] for why in DROP_REASONS if c[f"dropped:{why}"]}
+        full = sum(s.mailbox.dropped for s in self.subscriptions.values())
+        if full:
+            dropped["mailbox_full"] = full
         return pb.StatsReply(
             node=self.me.address,
             node_id=self.me.id,
@@ -863,8 +874,8 @@ class EngineNode:
             candidates=c["candidates"],
             matches=c["matches"],
             alerts_delivered=c["alerts_delivered"],
-            alerts_dropped=c["alerts_dropped"]
-            + sum(s.mailbox.dropped for s in self.subscriptions.values()),
+            alerts_dropped=sum(dropped.values()),
+            dropped_by=dropped,
             config=self.settings.to_pb(),
             synopsis_size=len(self.synopsis.entries),
             synopsis_digest=self.synopsis.digest(),
@@ -921,7 +932,7 @@ def _resolve_parts(
         heard[g][0].count("candidates", n)
     failed = np.zeros(len(parts), dtype=bool)
 
-    def drop(ps: list[int], why: str) -> None:
+    def drop(ps: list[int], why: str, reason: str) -> None:
         """These parts' DN failed them: their queries' alerts are lost, counted."""
         if not ps:
             return
@@ -931,7 +942,7 @@ def _resolve_parts(
                 failed[p] = True
                 g, d = parts[p]
                 node, h = heard[g]
-                node.count("alerts_dropped", int(pending[p]) + len(found[p]))
+                node.count(f"dropped:{reason}", int(pending[p]) + len(found[p]))
                 log.warning(
                     "resolution of document %016x with %s failed: %s",
                     h.docs[d].key,
@@ -945,14 +956,18 @@ def _resolve_parts(
         try:
             reply = yield node, Call(h.dn, rpc, request)
         except PeerUnreachable as e:
-            drop(ps, str(e))
+            drop(ps, str(e), "dn_failed")
             return None
         if len(reply.found) != len(ps):
-            drop(ps, f"{rpc} answered {len(reply.found)} documents of {len(ps)}")
+            drop(ps, f"{rpc} answered {len(reply.found)} documents of {len(ps)}", "dn_failed")
             return None
         if node.observer is not None:
             node.observer.on_resolution_call(node, h, rpc, request, reply)
-        drop([p for p, found in zip(ps, reply.found) if not found], "the DN no longer holds it")
+        drop(
+            [p for p, found in zip(ps, reply.found) if not found],
+            "the DN no longer holds it",
+            "document_gone",
+        )
         return reply
 
     def key(p: int) -> int:
@@ -1017,5 +1032,5 @@ def _report(node: EngineNode, h: Heard, matched: list[list[pb.QueryEntry]]) -> T
     try:
         yield node, Call(h.dn, "Matched", request)
     except PeerUnreachable as e:
-        node.count("alerts_dropped", n)
+        node.count("dropped:dn_failed", n)
         log.warning("reporting matches to %s failed: %s", h.dn.address, e)
