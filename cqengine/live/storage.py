@@ -22,6 +22,8 @@ from itertools import groupby
 from pathlib import Path
 from typing import Iterable
 
+import mmh3
+
 from chord.live import StartupError
 from cqengine.core.engine import MAILBOX, Mailbox, Subscription
 from cqengine.core.journal import AlertDoc
@@ -42,11 +44,14 @@ CREATE TABLE IF NOT EXISTS entries (
     PRIMARY KEY (key, subscription_id)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS alerts (
-    subscription_id INTEGER NOT NULL, seq INTEGER NOT NULL,
-    docno TEXT NOT NULL, title TEXT NOT NULL, snippet TEXT NOT NULL,
+    subscription_id INTEGER NOT NULL, seq INTEGER NOT NULL, doc INTEGER NOT NULL,
     PRIMARY KEY (subscription_id, seq)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS alert_docs (
+    id INTEGER PRIMARY KEY, docno TEXT NOT NULL, title TEXT NOT NULL, snippet TEXT NOT NULL
+);
 """
+SWEEP = 256  # commits between sweeps of the documents no waiting alert refers to any more
 
 
 def signed(x: int) -> int:
@@ -69,6 +74,10 @@ class Storage:
         self.db.executescript(TABLES)
         self.dirty = False
         self._soon = False
+        self._alerts: list[tuple[int, int, int]] = []  # (subscription, seq, document id)
+        self._docs: dict[AlertDoc, int] = {}  # their documents, by id, not yet written
+        self._sent: dict[int, int] = {}  # subscription -> number of its oldest alert unsent
+        self._commits = 0
 
     @classmethod
     def open(cls, data_dir: Path, address: str, settings: bytes) -> "Storage":
@@ -117,18 +126,20 @@ class Storage:
                 index_term,
                 Mailbox(first=first),
             )
-        rows = self.db.execute(
-            "SELECT subscription_id, seq, docno, title, snippet FROM alerts "
-            "ORDER BY subscription_id, seq"
-        )
+        docs = {
+            i: (docno, title, snippet)
+            for i, docno, title, snippet in self.db.execute("SELECT * FROM alert_docs")
+        }
+        rows = self.db.execute("SELECT * FROM alerts ORDER BY subscription_id, seq")
         for sub_id, alerts in groupby(rows, key=lambda row: row[0]):
             sub = subs.get(sub_id)
             if sub is None:  # alerted while its Subscribe was under way, which then failed
                 continue
-            kept = deque(alerts, maxlen=MAILBOX)  # older ones were dropped on overflow
             box = sub.mailbox
+            # older ones were sent (a sweep was still to come) or dropped on overflow
+            kept = deque((row for row in alerts if row[1] >= box.first), maxlen=MAILBOX)
             box.first = kept[0][1] if kept else box.first
-            box.queue.extend((docno, title, snippet) for _, _, docno, title, snippet in kept)
+            box.queue.extend(docs[doc] for _, _, doc in kept)
             box.seen.update(doc[0] for doc in box.queue)
         entries = [
             (unsigned(key), pb.QueryEntry.FromString(entry))
@@ -148,6 +159,8 @@ class Storage:
         self._changed()
 
     def unsubscribed(self, sub_id: int) -> None:
+        self.commit()  # its alerts gathered so far go with it
+        self._sent.pop(sub_id, None)
         self.db.execute("DELETE FROM subscriptions WHERE id = ?", (signed(sub_id),))
         self.db.execute("DELETE FROM alerts WHERE subscription_id = ?", (signed(sub_id),))
         self._changed()
@@ -169,23 +182,45 @@ class Storage:
             )
         self._changed()
 
+    # Alerts are the many writes (hundreds a document): they are gathered and written at
+    # commit in a few statements, each document's docno, title and snippet once.
+
     def alerted(self, alerts: list[tuple[int, int, AlertDoc]]) -> None:
-        self.db.executemany(
-            "INSERT OR REPLACE INTO alerts VALUES (?, ?, ?, ?, ?)",
-            [(signed(sub), seq, *doc) for sub, seq, doc in alerts],
-        )
+        docs = self._docs
+        for sub, seq, doc in alerts:
+            i = docs.get(doc)
+            if i is None:
+                i = docs[doc] = mmh3.hash64("\0".join(doc))[0]  # signed, as SQLite's
+            self._alerts.append((signed(sub), seq, i))
         self._changed()
 
     def sent(self, sub_id: int, first: int) -> None:
-        s = signed(sub_id)
-        self.db.execute("DELETE FROM alerts WHERE subscription_id = ? AND seq < ?", (s, first))
-        self.db.execute("UPDATE subscriptions SET first = ? WHERE id = ?", (first, s))
+        self._sent[sub_id] = first
         self._changed()
 
     def commit(self) -> None:
-        if self.dirty:
-            self.dirty = False
-            self.db.commit()
+        if not self.dirty:
+            return
+        self.dirty = False
+        db = self.db
+        if self._docs:
+            db.executemany(
+                "INSERT OR IGNORE INTO alert_docs VALUES (?, ?, ?, ?)",
+                [(i, *doc) for doc, i in self._docs.items()],
+            )
+            self._docs = {}
+        if self._alerts:
+            db.executemany("INSERT OR REPLACE INTO alerts VALUES (?, ?, ?)", self._alerts)
+            self._alerts = []
+        if self._sent:
+            sent = [(first, signed(sub)) for sub, first in self._sent.items()]
+            self._sent = {}
+            db.executemany("UPDATE subscriptions SET first = ? WHERE id = ?", sent)
+            db.executemany("DELETE FROM alerts WHERE seq < ? AND subscription_id = ?", sent)
+        self._commits += 1
+        if self._commits % SWEEP == 0:
+            db.execute("DELETE FROM alert_docs WHERE id NOT IN (SELECT doc FROM alerts)")
+        db.commit()
 
     def _changed(self) -> None:
         """Commit soon, if nothing commits first (a change made outside a request's handling)."""
