@@ -48,6 +48,7 @@ import grpc
 import numpy as np
 
 from cqengine.evaluation.matcher import document_frequencies, document_terms, match_documents
+from cqengine.live.client import ACK_EVERY
 from cqengine.live.ring import ring_down, ring_up
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.proto import cqengine_pb2_grpc as pb_grpc
@@ -184,6 +185,9 @@ class Ring:
                     for s in rest
                 ],
             )
+            tokens = {s.subscription_id: s.token for s in mine}
+            nexts: dict[int, int] = {}  # received and not yet acknowledged, as a client does
+            last_ack = time.perf_counter()
             try:
                 async for batch in self.stubs[home].StreamAlerts(request):
                     now = time.perf_counter()
@@ -195,6 +199,16 @@ class Ring:
                     for docno, c in zip(batch.docnos, counts):
                         self.arrivals += [(s, docno, now) for s in subs[at : at + c]]
                         at += c
+                    for sub, seq in zip(subs, batch.seqs):  # grouped by document, not seq
+                        if seq >= nexts.get(sub, 0):
+                            nexts[sub] = seq + 1
+                    if now - last_ack >= ACK_EVERY:
+                        keys = [
+                            pb.SubscriptionKey(subscription_id=i, token=tokens[i], next=n)
+                            for i, n in nexts.items()
+                        ]
+                        nexts, last_ack = {}, now
+                        await self.stubs[home].AckAlerts(pb.AckRequest(subscriptions=keys))
             except grpc.aio.AioRpcError as e:
                 if e.code() != grpc.StatusCode.CANCELLED:
                     raise

@@ -56,7 +56,8 @@ def test_a_ring_restarted_from_storage_alerts_its_old_subscriptions_exactly(tmp_
     sent = sorted(homes)[::2]  # their streams took their alerts; the others' wait
     for sid in sent:
         e = homes[sid]
-        e.sent(e.subscriptions[sid], len(e.subscriptions[sid].mailbox.queue))
+        box = e.subscriptions[sid].mailbox
+        e.acknowledge(e.subscriptions[sid], box.next)
     waiting = {
         sid: (e.subscriptions[sid].mailbox.first, list(e.subscriptions[sid].mailbox.queue))
         for sid, e in homes.items()

@@ -203,7 +203,7 @@ class Mailbox:
     document, shared by every subscription it alerts); each docno enters once, ever. Alerts
     are numbered in the order they enter: queue[i] is alert number first + i."""
 
-    limit: int = MAILBOX
+    limit: int = MAILBOX  # alerts not yet acknowledged
     queue: deque[AlertDoc] = field(default_factory=deque)
     seen: set[str] = field(default_factory=set)
     dropped: int = 0
@@ -747,11 +747,15 @@ class EngineNode:
                 listener(alerted)
         return pb.Ack()
 
-    def sent(self, sub: Subscription, n: int) -> None:
-        """A stream sent a subscription's first n alerts: they leave its mailbox."""
-        sub.mailbox.pop(n)
-        if self.journal is not None:
-            self.journal.sent(sub.id, sub.mailbox.first)
+    def acknowledge(self, sub: Subscription, next_seq: int) -> None:
+        """The subscriber has every alert of this subscription numbered below next_seq:
+        they leave its mailbox."""
+        box = sub.mailbox
+        n = min(next_seq - box.first, len(box.queue))
+        if n > 0:
+            box.pop(n)
+            if self.journal is not None:
+                self.journal.sent(sub.id, box.first)
 
     # ---- what outlives the process -------------------------------------------------------
 

@@ -9,11 +9,14 @@
 
 The node a client subscribes through is the subscription's home: its alerts stream from
 there (`alerts` connects to the home node by itself; one stream may carry many of a home's
-subscriptions).
+subscriptions). Alerts carry their subscription's sequence numbers; `alerts` acknowledges
+what it has handed out, and resumes a broken stream where it stood: every alert once, in
+order, across dropped connections and restarts of the home.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Iterable, Iterator, Sequence
 
 import grpc
@@ -43,10 +46,22 @@ def unbatched(batch: pb.AlertBatch) -> Iterator[pb.Alert]:
     titles, snippets = batch.titles or [""] * n, batch.snippets or [""] * n
     counts = batch.counts or [len(batch.subscription_ids)]
     subs, start = batch.subscription_ids, 0
+    seqs = batch.seqs or [0] * len(subs)
     for docno, title, snippet, c in zip(batch.docnos, titles, snippets, counts):
-        for sub_id in subs[start : start + c]:
-            yield pb.Alert(subscription_id=sub_id, docno=docno, title=title, snippet=snippet)
+        for sub_id, seq in zip(subs[start : start + c], seqs[start : start + c]):
+            yield pb.Alert(
+                subscription_id=sub_id, docno=docno, title=title, snippet=snippet, seq=seq
+            )
         start += c
+
+
+ACK_EVERY = 1.0  # seconds between a stream's acknowledgements (and at most ACK_ALERTS alerts)
+ACK_ALERTS = 1000
+RESUME_WAITS = (0.1, 0.2, 0.5, 1.0)  # between attempts to resume a broken stream, then the last
+
+
+def key_list(keys: Sequence[tuple[int, str]], nexts: dict[int, int]) -> list[pb.SubscriptionKey]:
+    return [pb.SubscriptionKey(subscription_id=i, token=t, next=nexts[i]) for i, t in keys]
 
 
 class Client:
@@ -57,6 +72,9 @@ class Client:
             options=[
                 ("grpc.max_send_message_length", 64 << 20),
                 ("grpc.max_receive_message_length", 64 << 20),
+                # a home that restarts is tried again soon, not after gRPC's minutes of backoff
+                ("grpc.initial_reconnect_backoff_ms", 100),
+                ("grpc.max_reconnect_backoff_ms", 1000),
             ],
         )
         self._stub = pb_grpc.CQEngineStub(self._channel)
@@ -119,10 +137,14 @@ class Client:
         sub: pb.SubscribeReply | tuple[int, str] | Sequence[pb.SubscribeReply | tuple[int, str]],
         home: str | None = None,
         timeout: float | None = None,
+        resume: float = 60.0,
     ) -> Iterator[pb.Alert]:
         """Alerts as they arrive, until the stream ends, the iterator is closed or `timeout`
         s pass. `sub` is a subscription (a SubscribeReply, or its id and token) or several
-        of one home node's, streamed together."""
+        of one home node's, streamed together. What has been handed out is acknowledged
+        (every ACK_EVERY s, and when the iterator ends), so the home forgets it; a stream
+        that breaks (a dropped connection, the home restarting) is resumed for up to
+        `resume` s after the last alert handed out: each alert comes once, in order."""
         subs = [sub] if isinstance(sub, (pb.SubscribeReply, tuple)) else list(sub)
         if not subs:
             raise ClientError("INVALID_ARGUMENT", "no subscription to stream")
@@ -131,23 +153,62 @@ class Client:
         ]
         home = home or next((s.home for s in subs if isinstance(s, pb.SubscribeReply)), None)
         client = Client(home) if home and home != self.address else self
-        (first_id, first_token), *more = keys
-        request = pb.StreamRequest(
-            subscription_id=first_id,
-            token=first_token,
-            subscriptions=[pb.SubscriptionKey(subscription_id=i, token=t) for i, t in more],
-        )
-        stream = client._stub.StreamAlerts(request, timeout=timeout)
+        nexts = {sub_id: 0 for sub_id, _ in keys}  # the first alert of each not handed out
+        acked = dict(nexts)
+        deadline = time.monotonic() + timeout if timeout else None
+
+        def ack() -> None:
+            if acked != nexts:
+                client._call("AckAlerts", pb.AckRequest(subscriptions=key_list(keys, nexts)))
+                acked.update(nexts)
+
+        broken: float | None = None  # when the stream last broke, if it has not resumed
+        attempts = 0  # to resume it since
         try:
-            for batch in stream:
-                yield from unbatched(batch)
-        except grpc.RpcError as e:
-            ended = {grpc.StatusCode.CANCELLED} | (
-                {grpc.StatusCode.DEADLINE_EXCEEDED} if timeout else set()
-            )
-            if e.code() not in ended:
-                raise _error(e, client.address) from None
+            while True:
+                (first_id, first_token), *more = keys
+                request = pb.StreamRequest(
+                    subscription_id=first_id,
+                    token=first_token,
+                    next=nexts[first_id],
+                    subscriptions=key_list(more, nexts),
+                )
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                stream = client._stub.StreamAlerts(request, timeout=left)
+                try:
+                    last_ack, handed = time.monotonic(), 0
+                    for batch in stream:
+                        broken, attempts = None, 0
+                        # a message groups alerts by document: each subscription's in order
+                        for alert in sorted(unbatched(batch), key=lambda a: a.seq):
+                            if alert.seq < nexts[alert.subscription_id]:
+                                continue  # sent again on a resumed stream: handed out already
+                            nexts[alert.subscription_id] = alert.seq + 1
+                            handed += 1
+                            yield alert
+                        if handed >= ACK_ALERTS or time.monotonic() - last_ack >= ACK_EVERY:
+                            ack()
+                            last_ack, handed = time.monotonic(), 0
+                    return  # the home ended the stream: no subscription is left on it
+                except grpc.RpcError as e:
+                    code = e.code()
+                    if code == grpc.StatusCode.CANCELLED or (
+                        deadline is not None and code == grpc.StatusCode.DEADLINE_EXCEEDED
+                    ):
+                        return
+                    if code != grpc.StatusCode.UNAVAILABLE:
+                        raise _error(e, client.address) from None
+                    broken = broken or time.monotonic()
+                    if time.monotonic() - broken > resume:
+                        raise _error(e, client.address) from None
+                    time.sleep(RESUME_WAITS[min(attempts, len(RESUME_WAITS) - 1)])
+                    attempts += 1
+                finally:
+                    stream.cancel()
         finally:
-            stream.cancel()
+            try:
+                ack()  # what was handed out is the subscriber's: the home may forget it
+            except ClientError:
+                pass  # it stays there, and a later stream sends it again
             if client is not self:
                 client.close()

@@ -34,41 +34,59 @@ ALERTS_PER_MESSAGE = 1_000  # alerts one message of a stream carries at most
 
 
 class Stream:
-    """A live StreamAlerts call: its subscriptions, and those with alerts waiting."""
+    """A live StreamAlerts call: its subscriptions, where each stands in its mailbox (the
+    number of the next alert to send), and those with alerts to send. Alerts stay in the
+    mailboxes until acknowledged; a stream only moves past them."""
 
-    def __init__(self, subs: Sequence[Subscription]) -> None:
+    def __init__(self, subs: Sequence[Subscription], nexts: dict[int, int]) -> None:
         self.subs = {s.id: s for s in subs}
-        self.ready: dict[int, None] = dict.fromkeys(s.id for s in subs if s.mailbox.queue)
+        self.cursor = {s.id: nexts.get(s.id, 0) for s in subs}
+        self.ready: dict[int, None] = dict.fromkeys(s.id for s in subs if self._unsent(s))
         self.event = asyncio.Event()
+
+    def _start(self, sub: Subscription) -> int:
+        return max(self.cursor[sub.id], sub.mailbox.first)  # those below first were dropped
+
+    def _unsent(self, sub: Subscription) -> int:
+        return sub.mailbox.next - self._start(sub)
 
     def wake(self, sub_id: int) -> None:
         self.ready[sub_id] = None
         self.event.set()
 
-    def message(self, waiting: list[tuple[Subscription, int]]) -> pb.AlertBatch:
-        """The alerts waiting, each document once with the subscriptions it alerts."""
-        by_doc: dict[AlertDoc, list[int]] = {}
-        for sub, n in waiting:
-            for doc in islice(sub.mailbox.queue, n):
-                by_doc.setdefault(doc, []).append(sub.id)
-        return alert_batch(list(by_doc.items()))
+    def message(self, waiting: list[tuple[Subscription, int, int]]) -> pb.AlertBatch:
+        """The alerts waiting, each document once with the subscriptions it alerts, each
+        alert with its sequence number."""
+        by_doc: dict[AlertDoc, list[tuple[int, int]]] = {}
+        for sub, start, n in waiting:
+            at = start - sub.mailbox.first
+            for i, doc in enumerate(islice(sub.mailbox.queue, at, at + n)):
+                by_doc.setdefault(doc, []).append((sub.id, start + i))
+        batch = alert_batch([(doc, [s for s, _ in alerts]) for doc, alerts in by_doc.items()])
+        batch.seqs.extend(seq for alerts in by_doc.values() for _, seq in alerts)
+        return batch
+
+    def sent(self, waiting: list[tuple[Subscription, int, int]]) -> None:
+        for sub, start, n in waiting:
+            self.cursor[sub.id] = start + n
 
     def drop(self, sub_id: int) -> None:
         """The subscription leaves this stream (unsubscribed, or taken over by a newer one)."""
         self.subs.pop(sub_id, None)
         self.event.set()
 
-    def waiting(self) -> list[tuple[Subscription, int]]:
-        """The alerts to send next, up to a message's worth: each subscription, and how many
-        of its mailbox's first alerts."""
+    def waiting(self) -> list[tuple[Subscription, int, int]]:
+        """The alerts to send next, up to a message's worth: each subscription, the number
+        of its first alert to send, and how many."""
         out, room = [], ALERTS_PER_MESSAGE
         for sub_id in list(self.ready):
             sub = self.subs.get(sub_id)
-            n = min(room, len(sub.mailbox.queue)) if sub is not None else 0
-            if n:
-                out.append((sub, n))
+            unsent = self._unsent(sub) if sub is not None else 0
+            n = min(room, unsent)
+            if n > 0:
+                out.append((sub, self._start(sub), n))
                 room -= n
-            if sub is None or n == len(sub.mailbox.queue):
+            if n >= unsent:
                 del self.ready[sub_id]
             if not room:
                 break
@@ -76,7 +94,7 @@ class Stream:
 
 
 class ClientAPI(pb_grpc.CQEngineServicer):
-    """Subscribe, Unsubscribe, Publish, PublishBatch, StreamAlerts and Stats on one node."""
+    """Subscribe, Unsubscribe, Publish, PublishBatch, StreamAlerts, AckAlerts and Stats."""
 
     def __init__(self, live: LiveNode, engine: EngineNode, publishing: Publishing) -> None:
         self.live, self.engine = live, engine
@@ -136,15 +154,30 @@ class ClientAPI(pb_grpc.CQEngineServicer):
             ]
         )
 
-    async def StreamAlerts(self, request, context):
-        keys = [(k.subscription_id, k.token) for k in request.subscriptions]
-        if request.subscription_id or request.token or not keys:
-            keys.insert(0, (request.subscription_id, request.token))
+    async def _acknowledged(self, keys, context) -> list[Subscription]:
+        """The subscriptions of these keys, their alerts below each key's `next` gone."""
         try:
-            subs = [self.engine.authorized(sub_id, token) for sub_id, token in keys]
+            subs = [self.engine.authorized(k.subscription_id, k.token) for k in keys]
         except EngineError as e:
             await context.abort(getattr(grpc.StatusCode, e.code), str(e))
-        stream = Stream(subs)
+        for sub, k in zip(subs, keys):
+            self.engine.acknowledge(sub, k.next)
+        self.engine.durable()
+        return subs
+
+    async def AckAlerts(self, request, context):
+        await self._acknowledged(request.subscriptions, context)
+        return pb.AckReply()
+
+    async def StreamAlerts(self, request, context):
+        keys = list(request.subscriptions)
+        if request.subscription_id or request.token or not keys:
+            first = pb.SubscriptionKey(
+                subscription_id=request.subscription_id, token=request.token, next=request.next
+            )
+            keys.insert(0, first)
+        subs = await self._acknowledged(keys, context)
+        stream = Stream(subs, {k.subscription_id: k.next for k in keys})
         for sub in subs:
             old = self.streams.get(sub.id)
             if old is not None:
@@ -153,11 +186,10 @@ class ClientAPI(pb_grpc.CQEngineServicer):
         try:
             while stream.subs:
                 while batch := stream.waiting():
-                    # alerts leave their mailboxes once the stream took them: a stream
-                    # cancelled mid-send leaves them for the next one instead of losing them
+                    # alerts leave their mailboxes only when acknowledged: a stream that
+                    # breaks loses none, and the next resumes where its client stands
                     yield stream.message(batch)
-                    for sub, n in batch:
-                        self.engine.sent(sub, n)
+                    stream.sent(batch)
                 if not stream.subs:
                     return
                 await stream.event.wait()

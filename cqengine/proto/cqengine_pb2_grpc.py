@@ -61,6 +61,11 @@ class CQEngineStub:
                 request_serializer=cqengine_dot_proto_dot_cqengine__pb2.StreamRequest.SerializeToString,
                 response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.AlertBatch.FromString,
                 _registered_method=True)
+        self.AckAlerts = channel.unary_unary(
+                '/cqengine.CQEngine/AckAlerts',
+                request_serializer=cqengine_dot_proto_dot_cqengine__pb2.AckRequest.SerializeToString,
+                response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.AckReply.FromString,
+                _registered_method=True)
         self.Stats = channel.unary_unary(
                 '/cqengine.CQEngine/Stats',
                 request_serializer=cqengine_dot_proto_dot_cqengine__pb2.StatsRequest.SerializeToString,
@@ -101,7 +106,16 @@ class CQEngineServicer:
     def StreamAlerts(self, request, context):
         """Alerts of one or more of the node's subscriptions, as they arrive: each message
         carries the alerts waiting when it is sent, each document once with the subscriptions
-        it alerts (the AlertBatch of the node-to-node protocol).
+        it alerts (the AlertBatch of the node-to-node protocol), each alert with its
+        subscription's sequence number. An alert stays in its mailbox until acknowledged (a
+        request whose `next` is past it): a stream that breaks is resumed from `next`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AckAlerts(self, request, context):
+        """Acknowledge alerts received: every alert numbered below a key's `next` leaves its mailbox.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -140,6 +154,11 @@ def add_CQEngineServicer_to_server(servicer, server):
                     servicer.StreamAlerts,
                     request_deserializer=cqengine_dot_proto_dot_cqengine__pb2.StreamRequest.FromString,
                     response_serializer=cqengine_dot_proto_dot_cqengine__pb2.AlertBatch.SerializeToString,
+            ),
+            'AckAlerts': grpc.unary_unary_rpc_method_handler(
+                    servicer.AckAlerts,
+                    request_deserializer=cqengine_dot_proto_dot_cqengine__pb2.AckRequest.FromString,
+                    response_serializer=cqengine_dot_proto_dot_cqengine__pb2.AckReply.SerializeToString,
             ),
             'Stats': grpc.unary_unary_rpc_method_handler(
                     servicer.Stats,
@@ -284,6 +303,33 @@ class CQEngine:
             '/cqengine.CQEngine/StreamAlerts',
             cqengine_dot_proto_dot_cqengine__pb2.StreamRequest.SerializeToString,
             cqengine_dot_proto_dot_cqengine__pb2.AlertBatch.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AckAlerts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cqengine.CQEngine/AckAlerts',
+            cqengine_dot_proto_dot_cqengine__pb2.AckRequest.SerializeToString,
+            cqengine_dot_proto_dot_cqengine__pb2.AckReply.FromString,
             options,
             channel_credentials,
             insecure,
