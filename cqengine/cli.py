@@ -697,6 +697,7 @@ def print_stats(replies) -> None:
         "candidates",
         "matches",
         "alerts_delivered",
+        "alerts_retried",
         "alerts_dropped",
     )
     sums = dict.fromkeys(fields, 0)

@@ -19,6 +19,8 @@ from hypothesis import example, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
+from chord.node import PeerUnreachable
+from chord.routing import NodeRef
 from cqengine.core import engine
 from cqengine.core.announce import knowledge
 from cqengine.core.bloom import BloomFilter
@@ -887,3 +889,48 @@ def test_every_lost_alert_is_counted_with_why(monkeypatch):
     for d in docs:
         sim.publish(d.docno, d.text, d.title)
     assert dropped_by(sim)["document_gone"] > 0 and sim.alerts() == []
+
+
+def test_a_dn_tries_an_unreachable_home_again_and_loses_nothing_if_it_comes_back():
+    """Alert batches for a home that does not answer are tried again on the DN's timer,
+    each wait twice the last; a home back in time gets every alert once, and one that never
+    comes back has them counted as lost, once `hold` has passed."""
+    wl = workload(1)
+    docs = wl.docs[:12]
+    for comes_back in (True, False):
+        sim = EngineSimulator(12, make_settings(wl, strategy="ri", seed=2), seed=2)
+        subs = subscribe_all(sim, wl)
+        want = wl.oracle(subs, [d.docno for d in docs])
+        home = {sid: e.me.address for e in sim.engines.values() for sid in e.subscriptions}
+        gone = max(sim.engines, key=lambda a: sum(home[s] == a for s, _ in want))
+        lost = sum(home[s] == gone for s, _ in want)
+        timers: list = []
+        for e in sim.engines.values():
+            e.later, e.hold = (lambda seconds, fn: timers.append((seconds, fn))), 4.0
+        deliver = sim.engines[gone].handlers["Deliver"]
+
+        def down(batch, gone=gone):  # the home does not answer alerts (its index still does)
+            raise PeerUnreachable(NodeRef(0, gone), "restarting")
+
+        sim.engines[gone].handlers["Deliver"] = down
+        via = next(a for a in sorted(sim.engines) if a != gone)
+        for d in docs:
+            sim.publish(d.docno, d.text, d.title, via=via)
+        retried = sum(e.stats(sim.ring.ledger).alerts_retried for e in sim.engines.values())
+        assert retried >= lost > 0
+        waits = []
+        while timers:
+            if comes_back and len(waits) == 2:
+                sim.engines[gone].handlers["Deliver"] = deliver
+            seconds, fn = timers.pop(0)
+            waits.append(seconds)
+            fn()
+            sim._settle()
+        dropped = dropped_by(sim)
+        if comes_back:
+            assert_exact(sim.alerts(), want)
+            assert not dropped
+        else:
+            assert dropped == {"home_unreachable": lost}
+            # retries after waits doubling to 4 s in all (4.0: each batch's own hold)
+            assert sorted(set(waits)) == [0.25, 0.5, 1.0, 2.0, 4.0]

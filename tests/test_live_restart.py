@@ -14,6 +14,8 @@ import time
 import pytest
 from conftest import FAST
 
+from chord.node import to_ref
+from chord.oracle import RingOracle
 from cqengine.demo import collect_alerts
 from cqengine.evaluation.matcher import document_frequencies, document_terms, matches
 from cqengine.live.client import Client
@@ -21,6 +23,7 @@ from cqengine.live.ring import (
     RingError,
     _reap,
     _wait_serving,
+    observe,
     pid_alive,
     ring_down,
     ring_up,
@@ -28,6 +31,7 @@ from cqengine.live.ring import (
     stop_processes,
     wait_converged,
 )
+from cqengine.text.analysis import analyze, term_id
 from cqengine.text.corpus import generate_corpus
 from cqengine.text.workload import generate_queries
 
@@ -140,3 +144,52 @@ def test_ring_down_keeps_the_data_ring_up_brings_it_back_and_purge_removes_it(co
     out = io.StringIO()
     ring_down(ring_path, out=out, purge=True)  # none runs any more: only the data goes
     assert "removed their data" in out.getvalue() and not data.exists()
+
+
+def test_alerts_for_a_home_that_restarts_wait_at_their_dn_and_arrive_once(tmp_path):
+    """A home killed while documents matching its subscriptions are published: their DN
+    tries the alerts again until the home is back from its data directory, and the
+    subscriber gets each once. (The home holds none of the queries' index entries: while
+    a node is down those are out of reach until replication.)"""
+    words = "levee hurricane"
+    ring = ring_up(
+        4, tmp_path / "ring.json", timing=FAST, out=io.StringIO(), data_root=tmp_path / "data"
+    )
+    nodes = list(ring.nodes)
+    try:
+        view = observe(ring.addresses(), ring.r)
+        oracle = RingOracle(to_ref(s.node) for s in view.states.values())
+        owners = {oracle.owner(term_id(t)).address for t in analyze(words)}
+        home, dn = [n for n in nodes if n.address not in owners][:2]
+        with Client(home.address) as c:
+            subs = [c.subscribe(words) for _ in range(2)]
+        os.kill(home.pid, signal.SIGKILL)
+        for _ in range(100):  # bounded: 5 s
+            _reap()
+            if not pid_alive(home.pid, home.port):
+                break
+            time.sleep(0.05)
+        with Client(dn.address) as c:
+            docs = [(f"D{i}", f"the {words} report", "") for i in range(10)]
+            assert all(r.accepted for r in c.publish_many(docs))
+        time.sleep(1.5)  # the DN finds the home gone, and keeps trying
+        back = spawn(
+            home.port, dn.address, ring.r, FAST, tmp_path, data=tmp_path / "data" / str(home.port)
+        )
+        nodes.append(back)
+        _wait_serving(back, timeout=20)
+        with Client(home.address) as c:
+            got = []
+            for a in c.alerts(subs, timeout=30):
+                got.append(a)
+                if len(got) == 20:
+                    break
+        with Client(dn.address) as c:
+            stats = c.stats()
+    finally:
+        stop_processes(nodes, grace=2.0)
+    assert stats.alerts_retried >= 20 and stats.alerts_dropped == 0
+    for s in subs:
+        mine = [a for a in got if a.subscription_id == s.subscription_id]
+        assert [a.seq for a in mine] == list(range(10))
+        assert sorted(a.docno for a in mine) == [f"D{i}" for i in range(10)]

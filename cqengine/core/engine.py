@@ -73,6 +73,7 @@ DROP_REASONS = {
     "home_unreachable": "the DN could not reach the subscriber's home node",
     "mailbox_full": "a subscriber's mailbox overflowed and dropped its oldest alert",
 }
+RETRY_FIRST = 0.25  # s before an alert batch is tried again (then twice as long each time)
 WHOLE = 1 << 63  # a batch's share, divided along its announcement tree (Announcement.share)
 PEERS = 4096  # node references kept by address (peer_at)
 
@@ -300,7 +301,8 @@ class EngineNode:
         `later(seconds, fn)`: a shell's timer. `hold`: seconds at most a DN holds the
         matches reported for a batch of its own while reports are still to come; it
         delivers them, one alert batch per home node, when every node the batch reached has
-        reported (0: each report's at once, the paper's protocol). `ids`: where subscription
+        reported (0: each report's at once, the paper's protocol); and how long it keeps
+        trying a home it cannot reach. `ids`: where subscription
         ids and document keys come from (None: `secrets`, so that nobody guesses them and a
         node restarted at its old address never hands one out again; the simulator's are
         seeded, for runs that repeat). `journal`: told every change of what must outlive
@@ -312,6 +314,7 @@ class EngineNode:
         self.gather = gather
         self.later, self.hold = later, hold
         self.gathering: dict[int, Gathering] = {}  # my batches whose reports are still coming
+        self.retrying: list[tuple[str, pb.AlertBatch, float]] = []  # (home, batch, waited)
         df = settings.df
         self.index = InvertedIndex((lambda y, t: df.get(t, 0)) if df is not None else None)
         chord.store = self.index  # inverted lists move with key ownership
@@ -702,18 +705,40 @@ class EngineNode:
             self.spawn(self._deliver(gathering.alerts))
 
     def flush(self) -> None:
-        """Deliver at once what is held (the node stops): no report's matches stay behind."""
+        """Deliver at once what is held (the node stops): no report's matches stay behind,
+        and alerts waiting to be tried again get one last try."""
         for batch in list(self.gathering):
             self._deliver_gathered(batch)
+        retrying, self.retrying = self.retrying, []
+        for home, batch, _ in retrying:
+            self.spawn(self._send_alerts(home, batch, self.hold))
 
     def _deliver(self, alerts: dict[str, dict[int, tuple[PublishedDoc, list[int]]]]) -> Op:
         """One batch of alerts to each home node: its subscriptions of each document."""
         for home, per_doc in sorted(alerts.items()):
             batch = alert_batch([(doc.alert, subs) for doc, subs in per_doc.values()])
-            try:
-                yield Call(self.peer(home), "Deliver", batch)
-            except PeerUnreachable:
+            yield from self._send_alerts(home, batch, 0.0)
+
+    def _send_alerts(self, home: str, batch: pb.AlertBatch, waited: float) -> Op:
+        """Deliver an alert batch; a home that cannot be reached (restarting, say) is tried
+        again, each wait twice the last, for `hold` s in all, and only then are its alerts
+        counted lost. A home takes a batch twice harmlessly: a docno enters a mailbox once."""
+        try:
+            yield Call(self.peer(home), "Deliver", batch)
+        except PeerUnreachable:
+            wait = max(waited, RETRY_FIRST)
+            if self.later is None or waited + wait > self.hold:
                 self.count("dropped:home_unreachable", len(batch.subscription_ids))
+                return
+            self.count("alerts_retried", len(batch.subscription_ids))
+            retry = (home, batch, waited + wait)
+            self.retrying.append(retry)
+            self.later(wait, lambda: self._retry(retry))
+
+    def _retry(self, retry: tuple[str, pb.AlertBatch, float]) -> None:
+        if retry in self.retrying:  # not already sent by flush
+            self.retrying.remove(retry)
+            self.spawn(self._send_alerts(*retry))
 
     # ---- alerts (home side) ------------------------------------------------------------
 
@@ -884,6 +909,7 @@ class EngineNode:
             synopsis_size=len(self.synopsis.entries),
             synopsis_digest=self.synopsis.digest(),
             reindexed=c["reindexed"],
+            alerts_retried=c["alerts_retried"],
         )
 
 
