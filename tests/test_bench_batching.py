@@ -36,6 +36,9 @@ def test_bench_batching_small(tmp_path):
         assert eight["total_messages_per_doc"] < one["total_messages_per_doc"]
         # a batch's alerts go once per home node, not once per report and home
         assert eight["messages_per_doc"]["Deliver"] < one["messages_per_doc"]["Deliver"]
+        # a node with no query under the batch's ids hands its share back in the Announce
+        # reply: not every node reached reports
+        assert eight["messages_per_doc"]["Matched"] < eight["messages_per_doc"]["Announce"]
         assert (
             eight["candidates_per_doc"] == one["candidates_per_doc"]
         )  # batching prunes nothing differently

@@ -534,13 +534,26 @@ class EngineNode:
             self.observer.on_published(self, kept)
         return kept
 
-    def _on_announce(self, msg: pb.Announcement) -> pb.Ack:
+    def _on_announce(self, msg: pb.Announcement) -> pb.AnnounceReply:
         try:
             docs = announced(msg)
         except ValueError as e:
             raise EngineError("INVALID_ARGUMENT", str(e)) from None
+        if msg.share and self._idle(docs, msg.hops):  # its share goes back with the reply,
+            return pb.AnnounceReply(share=msg.share)  # not in a report of nothing
         self.spawn(self._announce(self.peer(msg.dn), docs, msg.hops, msg.batch, msg.share))
-        return pb.Ack()
+        return pb.AnnounceReply()
+
+    def _idle(self, docs: list[Announced], hops: int) -> bool:
+        """Would this announcement stop here (every id mine) and find no query (no list
+        under any id)? Then this node has nothing to pass on, resolve or report."""
+        if hops >= HOP_LIMIT:
+            return False
+        ids = np.unique(np.fromiter((y for d in docs for r in d.runs for y in r.ids), np.uint64))
+        places, routes = self.chord.table.routes(ids)
+        if any(routes[p] is not None for p in np.unique(places).tolist()):
+            return False
+        return not self.index.lists(ids)
 
     def _announce(
         self, dn: NodeRef, docs: list[Announced], hops: int, batch: int = 0, share: int = 0
@@ -572,7 +585,8 @@ class EngineNode:
                     self.observer.on_announce(self, out)
                 kept -= part
                 try:
-                    yield Call(hop, "Announce", out)
+                    reply = yield Call(hop, "Announce", out)
+                    kept += reply.share  # handed back: nothing there to report
                 except PeerUnreachable:
                     # forgotten by the lookup layer: regroup around it
                     todo += [(i, run) for i, runs in parts.items() for run in runs]

@@ -403,7 +403,7 @@ class EngineStub:
         self.Announce = channel.unary_unary(
                 '/cqengine.Engine/Announce',
                 request_serializer=cqengine_dot_proto_dot_cqengine__pb2.Announcement.SerializeToString,
-                response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.Ack.FromString,
+                response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.AnnounceReply.FromString,
                 _registered_method=True)
         self.GetBloom = channel.unary_unary(
                 '/cqengine.Engine/GetBloom',
@@ -518,7 +518,7 @@ def add_EngineServicer_to_server(servicer, server):
             'Announce': grpc.unary_unary_rpc_method_handler(
                     servicer.Announce,
                     request_deserializer=cqengine_dot_proto_dot_cqengine__pb2.Announcement.FromString,
-                    response_serializer=cqengine_dot_proto_dot_cqengine__pb2.Ack.SerializeToString,
+                    response_serializer=cqengine_dot_proto_dot_cqengine__pb2.AnnounceReply.SerializeToString,
             ),
             'GetBloom': grpc.unary_unary_rpc_method_handler(
                     servicer.GetBloom,
@@ -661,7 +661,7 @@ class Engine:
             target,
             '/cqengine.Engine/Announce',
             cqengine_dot_proto_dot_cqengine__pb2.Announcement.SerializeToString,
-            cqengine_dot_proto_dot_cqengine__pb2.Ack.FromString,
+            cqengine_dot_proto_dot_cqengine__pb2.AnnounceReply.FromString,
             options,
             channel_credentials,
             insecure,
