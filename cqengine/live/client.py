@@ -142,7 +142,8 @@ class Client:
         """Alerts as they arrive, until the stream ends, the iterator is closed or `timeout`
         s pass. `sub` is a subscription (a SubscribeReply, or its id and token) or several
         of one home node's, streamed together. What has been handed out is acknowledged
-        (every ACK_EVERY s, and when the iterator ends), so the home forgets it; a stream
+        (with the first message ACK_EVERY s after the last acknowledgement, after ACK_ALERTS
+        alerts, and when the iterator ends), so the home forgets it; a stream
         that breaks (a dropped connection, the home restarting) is resumed for up to
         `resume` s after the last alert handed out: each alert comes once, in order."""
         subs = [sub] if isinstance(sub, (pb.SubscribeReply, tuple)) else list(sub)
@@ -187,7 +188,10 @@ class Client:
                             handed += 1
                             yield alert
                         if handed >= ACK_ALERTS or time.monotonic() - last_ack >= ACK_EVERY:
-                            ack()
+                            try:
+                                ack()
+                            except ClientError:
+                                pass  # the home went away: the stream breaks, and resumes
                             last_ack, handed = time.monotonic(), 0
                     return  # the home ended the stream: no subscription is left on it
                 except grpc.RpcError as e:

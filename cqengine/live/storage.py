@@ -37,7 +37,7 @@ CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS subscriptions (
     id INTEGER PRIMARY KEY, token_hash BLOB NOT NULL, terms TEXT NOT NULL,
     index_id INTEGER NOT NULL, index_term TEXT NOT NULL,
-    first INTEGER NOT NULL DEFAULT 0  -- the number of its oldest alert not yet sent
+    first INTEGER NOT NULL DEFAULT 0  -- the number of its oldest alert not acknowledged
 );
 CREATE TABLE IF NOT EXISTS entries (
     key INTEGER NOT NULL, subscription_id INTEGER NOT NULL, entry BLOB NOT NULL,
@@ -76,7 +76,7 @@ class Storage:
         self._soon = False
         self._alerts: list[tuple[int, int, int]] = []  # (subscription, seq, document id)
         self._docs: dict[AlertDoc, int] = {}  # their documents, by id, not yet written
-        self._sent: dict[int, int] = {}  # subscription -> number of its oldest alert unsent
+        self._sent: dict[int, int] = {}  # subscription -> its oldest alert not acknowledged
         self._commits = 0
 
     @classmethod
@@ -136,7 +136,7 @@ class Storage:
             if sub is None:  # alerted while its Subscribe was under way, which then failed
                 continue
             box = sub.mailbox
-            # older ones were sent (a sweep was still to come) or dropped on overflow
+            # the oldest past MAILBOX were dropped when the mailbox overflowed
             kept = deque((row for row in alerts if row[1] >= box.first), maxlen=MAILBOX)
             box.first = kept[0][1] if kept else box.first
             box.queue.extend(docs[doc] for _, _, doc in kept)
