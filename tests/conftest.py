@@ -1,6 +1,9 @@
 import importlib.util
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +24,36 @@ def load_script(relative: str):
 
 # Fast maintenance so live rings converge in seconds on a 2-core machine.
 FAST = Timing(stabilize=0.15, fix_fingers=0.3, check_predecessor=0.3, rpc_timeout=1.0)
+
+
+def wait_gone(entries, timeout=10.0):
+    """Until these node processes (ring file entries) have exited, reaped (bounded)."""
+    from cqengine.live.ring import pid_alive
+
+    deadline = time.monotonic() + timeout
+    while any(pid_alive(e.pid, e.port) for e in entries):
+        assert time.monotonic() < deadline, "nodes did not exit"
+        try:
+            os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        time.sleep(0.05)
+
+
+def kill_hard(entry) -> None:
+    """SIGKILL a node process: it vanishes without a word, as in a crash."""
+    os.kill(entry.pid, signal.SIGKILL)
+    wait_gone([entry])
+
+
+def restart(entry, join: str, r: int, log_dir: Path, data: Path):
+    """Start a node again at its port from its data directory, joining through `join`;
+    its new ring file entry, once it serves."""
+    from cqengine.live.ring import _wait_serving, spawn
+
+    back = spawn(entry.port, join, r, FAST, log_dir, data=data)
+    _wait_serving(back, timeout=20)
+    return back
 
 
 def cqengine(*args, timeout=120, env=None):

@@ -6,11 +6,10 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from conftest import FAST, assert_one_line_error, cqengine
+from conftest import FAST, assert_one_line_error, cqengine, wait_gone
 
 from chord.client import fetch_state, lookup, serving
 from chord.node import to_ref
@@ -50,17 +49,6 @@ def test_a_node_caught_inside_exec_is_alive(monkeypatch):
         proc.kill()
         proc.wait()
     assert not pid_alive(proc.pid, 7)
-
-
-def wait_gone(entries, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while any(pid_alive(e.pid, e.port) for e in entries):
-        assert time.monotonic() < deadline, "nodes did not exit"
-        try:
-            os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            pass
-        time.sleep(0.05)
 
 
 def assert_lookups_from_every_node(addresses, rng, per_node=8):

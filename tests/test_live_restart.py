@@ -6,13 +6,12 @@ every subscription; every alert after that is the matcher's, each once."""
 from __future__ import annotations
 
 import io
-import os
 import random
 import signal
 import time
 
 import pytest
-from conftest import FAST
+from conftest import FAST, kill_hard, restart
 
 from chord.node import to_ref
 from chord.oracle import RingOracle
@@ -21,13 +20,9 @@ from cqengine.evaluation.matcher import document_frequencies, document_terms, ma
 from cqengine.live.client import Client
 from cqengine.live.ring import (
     RingError,
-    _reap,
-    _wait_serving,
     observe,
-    pid_alive,
     ring_down,
     ring_up,
-    spawn,
     stop_processes,
     wait_converged,
 )
@@ -75,7 +70,8 @@ def assert_exact(got, subs, docs):
 def test_a_node_killed_and_restarted_from_its_data_serves_its_state_again(corpus, tmp_path):
     docs, queries = corpus
     ring_path = tmp_path / "ring.json"
-    ring = ring_up(4, ring_path, timing=FAST, out=io.StringIO(), data_root=tmp_path / "data")
+    data = tmp_path / "data"
+    ring = ring_up(4, ring_path, timing=FAST, out=io.StringIO(), data_root=data)
     nodes = list(ring.nodes)
     try:
         addresses = ring.addresses()
@@ -87,23 +83,8 @@ def test_a_node_killed_and_restarted_from_its_data_serves_its_state_again(corpus
         victim = max(nodes[1:], key=lambda n: stats[n.address].index_entries)  # not the bootstrap
         held = stats[victim.address]
         assert held.index_entries > 0 and held.subscriptions > 0
-        os.kill(victim.pid, signal.SIGKILL)
-        for _ in range(100):  # bounded: 5 s
-            _reap()
-            if not pid_alive(victim.pid, victim.port):
-                break
-            time.sleep(0.05)
-        back = spawn(
-            victim.port,
-            addresses[0],
-            ring.r,
-            FAST,
-            tmp_path,
-            node_args=[],
-            data=tmp_path / "data" / str(victim.port),
-        )
-        nodes.append(back)
-        _wait_serving(back, timeout=20)
+        kill_hard(victim)
+        nodes.append(restart(victim, addresses[0], ring.r, tmp_path, data / str(victim.port)))
         wait_converged(addresses, ring.r, timeout=30)
         with Client(victim.address) as c:
             again = c.stats()
@@ -163,21 +144,13 @@ def test_alerts_for_a_home_that_restarts_wait_at_their_dn_and_arrive_once(tmp_pa
         home, dn = [n for n in nodes if n.address not in owners][:2]
         with Client(home.address) as c:
             subs = [c.subscribe(words) for _ in range(2)]
-        os.kill(home.pid, signal.SIGKILL)
-        for _ in range(100):  # bounded: 5 s
-            _reap()
-            if not pid_alive(home.pid, home.port):
-                break
-            time.sleep(0.05)
+        kill_hard(home)
         with Client(dn.address) as c:
             docs = [(f"D{i}", f"the {words} report", "") for i in range(10)]
             assert all(r.accepted for r in c.publish_many(docs))
         time.sleep(1.5)  # the DN finds the home gone, and keeps trying
-        back = spawn(
-            home.port, dn.address, ring.r, FAST, tmp_path, data=tmp_path / "data" / str(home.port)
-        )
-        nodes.append(back)
-        _wait_serving(back, timeout=20)
+        data = tmp_path / "data" / str(home.port)
+        nodes.append(restart(home, dn.address, ring.r, tmp_path, data))
         with Client(home.address) as c:
             got = []
             for a in c.alerts(subs, timeout=30):

@@ -5,14 +5,13 @@ node that is killed and restarted from its data directory, loses and repeats not
 from __future__ import annotations
 
 import io
-import os
 import signal
 import time
 
-from conftest import FAST
+from conftest import FAST, kill_hard, restart
 
 from cqengine.live.client import Client
-from cqengine.live.ring import _reap, _wait_serving, pid_alive, ring_up, spawn, stop_processes
+from cqengine.live.ring import ring_up, stop_processes
 from cqengine.proto import cqengine_pb2 as pb
 
 WORDS = "levee hurricane"
@@ -118,15 +117,8 @@ def test_a_stream_survives_its_home_killed_and_restarted(tmp_path):
         it = client.alerts(subs, home=home.address, timeout=90, resume=30)
         got = take(it, 7)  # handed out, not yet acknowledged (that waits ACK_EVERY)
         time.sleep(0.5)  # a home that forgot alerts once sent would have written so by now
-        os.kill(home.pid, signal.SIGKILL)
-        for _ in range(100):  # bounded: 5 s
-            _reap()
-            if not pid_alive(home.pid, home.port):
-                break
-            time.sleep(0.05)
-        back = spawn(home.port, other, ring.r, FAST, tmp_path, data=data / str(home.port))
-        nodes.append(back)
-        _wait_serving(back, timeout=20)
+        kill_hard(home)
+        nodes.append(restart(home, other, ring.r, tmp_path, data / str(home.port)))
         with Client(home.address) as c:  # what was handed out but not acknowledged is kept
             raw = c._stub.StreamAlerts(
                 pb.StreamRequest(subscription_id=subs[0].subscription_id, token=subs[0].token),
