@@ -227,7 +227,7 @@ class Mailbox:
         return out
 
     def pop(self, n: int) -> None:
-        """The first n alerts left (a stream sent them)."""
+        """The first n alerts left (the subscriber acknowledged them)."""
         for _ in range(n):
             self.queue.popleft()
         self.first += n
@@ -677,35 +677,29 @@ class EngineNode:
         """Alerts for the matches a QN reports: at once, or, for a batch of mine whose
         reports I count, when every node it reached has reported."""
         docs = [self.docs.get(key) for key in req.doc_keys]
-        by_home: dict[
-            str, dict[int, list[int]]
-        ] = {}  # home -> place of a document -> its subscriptions
+        # home -> document key -> the document, its subscriptions (what _deliver takes)
+        by_home: dict[str, dict[int, tuple[PublishedDoc, list[int]]]] = {}
         lost = 0
         for m in req.matches:
             if m.doc >= len(docs):
                 raise EngineError("INVALID_ARGUMENT", f"a match of document {m.doc} of {len(docs)}")
-            if docs[m.doc] is None:
+            doc = docs[m.doc]
+            if doc is None:
                 lost += 1  # no longer held here: nothing to alert with
                 continue
-            by_home.setdefault(m.home, {}).setdefault(m.doc, []).append(m.subscription_id)
+            per_doc = by_home.setdefault(m.home, {})
+            per_doc.setdefault(doc.key, (doc, []))[1].append(m.subscription_id)
         if lost:
             self.count("dropped:document_gone", lost)
         gathering = self.gathering.get(req.batch) if req.share else None
         if gathering is None:  # not counted, or given up on: at once
             if by_home:
-                self.spawn(
-                    self._deliver(
-                        {
-                            home: {docs[d].key: (docs[d], subs) for d, subs in per_doc.items()}
-                            for home, per_doc in by_home.items()
-                        }
-                    )
-                )
+                self.spawn(self._deliver(by_home))
             return pb.Ack()
         for home, per_doc in by_home.items():
             waiting = gathering.alerts.setdefault(home, {})
-            for d, subs in per_doc.items():
-                waiting.setdefault(docs[d].key, (docs[d], []))[1].extend(subs)
+            for key, (doc, subs) in per_doc.items():
+                waiting.setdefault(key, (doc, []))[1].extend(subs)
         gathering.got += req.share
         if gathering.got >= WHOLE:
             self._deliver_gathered(req.batch)
@@ -794,7 +788,7 @@ class EngineNode:
         if n > 0:
             box.pop(n)
             if self.journal is not None:
-                self.journal.sent(sub.id, box.first)
+                self.journal.acknowledged(sub.id, box.first)
 
     # ---- what outlives the process -------------------------------------------------------
 

@@ -34,8 +34,9 @@ class Journal(Protocol):
     def alerted(self, alerts: list[tuple[int, int, AlertDoc]]) -> None:
         """Alerts entered mailboxes: (subscription, its sequence number, the document)."""
 
-    def sent(self, sub_id: int, first: int) -> None:
-        """A subscription's alerts numbered below `first` left its mailbox."""
+    def acknowledged(self, sub_id: int, first: int) -> None:
+        """A subscription's alerts numbered below `first` were acknowledged: they left its
+        mailbox."""
 
     def commit(self) -> None:
         """Make everything recorded so far survive the process (one commit per batch)."""

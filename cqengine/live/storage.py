@@ -76,7 +76,7 @@ class Storage:
         self._soon = False
         self._alerts: list[tuple[int, int, int]] = []  # (subscription, seq, document id)
         self._docs: dict[AlertDoc, int] = {}  # their documents, by id, not yet written
-        self._sent: dict[int, int] = {}  # subscription -> its oldest alert not acknowledged
+        self._acked: dict[int, int] = {}  # subscription -> its oldest alert not acknowledged
         self._commits = 0
 
     @classmethod
@@ -160,7 +160,7 @@ class Storage:
 
     def unsubscribed(self, sub_id: int) -> None:
         self.commit()  # its alerts gathered so far go with it
-        self._sent.pop(sub_id, None)
+        self._acked.pop(sub_id, None)
         self.db.execute("DELETE FROM subscriptions WHERE id = ?", (signed(sub_id),))
         self.db.execute("DELETE FROM alerts WHERE subscription_id = ?", (signed(sub_id),))
         self._changed()
@@ -194,8 +194,8 @@ class Storage:
             self._alerts.append((signed(sub), seq, i))
         self._changed()
 
-    def sent(self, sub_id: int, first: int) -> None:
-        self._sent[sub_id] = first
+    def acknowledged(self, sub_id: int, first: int) -> None:
+        self._acked[sub_id] = first
         self._changed()
 
     def commit(self) -> None:
@@ -212,11 +212,11 @@ class Storage:
         if self._alerts:
             db.executemany("INSERT OR REPLACE INTO alerts VALUES (?, ?, ?)", self._alerts)
             self._alerts = []
-        if self._sent:
-            sent = [(first, signed(sub)) for sub, first in self._sent.items()]
-            self._sent = {}
-            db.executemany("UPDATE subscriptions SET first = ? WHERE id = ?", sent)
-            db.executemany("DELETE FROM alerts WHERE seq < ? AND subscription_id = ?", sent)
+        if self._acked:
+            acked = [(first, signed(sub)) for sub, first in self._acked.items()]
+            self._acked = {}
+            db.executemany("UPDATE subscriptions SET first = ? WHERE id = ?", acked)
+            db.executemany("DELETE FROM alerts WHERE seq < ? AND subscription_id = ?", acked)
         self._commits += 1
         if self._commits % SWEEP == 0:
             db.execute("DELETE FROM alert_docs WHERE id NOT IN (SELECT doc FROM alerts)")
