@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from inspect import isgenerator
 from typing import Any, Awaitable, Callable, Iterable
 
 import grpc
@@ -217,10 +218,11 @@ async def run_async(node: Handler, op: Op, transport: GrpcTransport) -> Any:
             return stop.value
         reply, error = None, None
         try:
-            reply = (
-                node.handle(call.method, call.request)
-                if call.peer == node.me
-                else await transport.call(call.peer, call.method, call.request)
-            )
+            if call.peer == node.me:
+                reply = node.handle(call.method, call.request)
+                if isgenerator(reply):  # an answer that needs calls of its own
+                    reply = await run_async(node, reply, transport)
+            else:
+                reply = await transport.call(call.peer, call.method, call.request)
         except PeerUnreachable as e:
             error = e

@@ -14,6 +14,7 @@ import random
 import signal
 import socket
 from dataclasses import dataclass
+from inspect import isgenerator
 from typing import Any, Callable, Protocol
 
 import grpc
@@ -141,6 +142,8 @@ class LiveNode:
             owner, hops = await self.run_op(self.node.lookup(request.key, verify=True))
             return pb.LookupReply(owner=to_info(owner), hops=hops)
         reply = self.handler.handle(method, request)
+        if isgenerator(reply):  # an answer that needs calls of its own
+            reply = await self.run_op(reply)
         if self.app is not None:
             self.app.durable()  # before the reply: what it acknowledges is kept
         if method == "GetState":

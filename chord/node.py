@@ -67,6 +67,9 @@ class ChordNode:
         self.store: KeyStore = store if store is not None else SortedKeyStore()
         self.rng = random.Random(seed if seed is not None else me.id)
         self.region_listeners: list[RegionListener] = []
+        # handed my region by my successor (a Notify reply) since I joined, or alone: what
+        # the ring held for my keys while I was away has come back
+        self.settled = False
         # who owns a key, where a simulated ring standing still answers lookups itself
         # (chord.simulator.Simulator.instant_lookups); None: lookups ask the ring
         self.owner_of: Callable[[int], NodeRef] | None = None
@@ -259,6 +262,7 @@ class ChordNode:
         except PeerUnreachable:
             return
         self.store.put_items(items_from_pb(reply.items))
+        self.settled = True
 
     def _live_fallback_successor(self) -> NodeRef | None:
         """All successors dead: the nearest other node I still know of takes over."""
@@ -293,20 +297,27 @@ class ChordNode:
             self.table.forget(pred)
 
     def leave(self) -> Op:
-        """Graceful leave: keys and predecessor to my successor, successors to my predecessor."""
+        """Graceful leave: keys and predecessor to my successor (the next in my list, if it
+        does not answer), successors to my predecessor."""
         t = self.table
         if t.alone():
             return
-        succ, pred = t.successor, t.predecessor
+        pred = t.predecessor
         items = self.store.take_range(t.me.id, t.me.id)
         to_succ = pb.LeaveRequest(leaving=to_info(t.me), items=items_to_pb(items))
         if pred is not None:
             to_succ.predecessor.CopyFrom(to_info(pred))
-        try:
-            yield Call(succ, "Leave", to_succ)
-        except PeerUnreachable:
+        for succ in list(t.successors):
+            try:
+                yield Call(succ, "Leave", to_succ)
+                break
+            except PeerUnreachable as e:
+                t.forget(succ)
+                failed = e
+        else:
             self.store.put_items(items)  # nobody took them; keep them for a retry
-            raise
+            raise failed
+        succ = t.successor
         if pred is not None and pred != succ:
             try:
                 yield Call(

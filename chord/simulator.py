@@ -88,6 +88,7 @@ class Simulator:
             node.table.predecessor = want.predecessor
             node.table.successors = want.successors
             node.table.fingers = want.fingers
+            node.settled = True  # as if its successor had handed it its region
 
     def join(self, address: str, via: str | None = None, node_id: int | None = None) -> ChordNode:
         others = [a for a in self.nodes if a != address]

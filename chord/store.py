@@ -74,17 +74,26 @@ class SortedKeyStore(Generic[V]):
     def keys(self) -> list[int]:
         return list(self._keys)
 
-    def take_range(self, lo: int, hi: int) -> list[tuple[int, bytes]]:
+    def keys_in(self, lo: int, hi: int) -> list[int]:
+        """The keys in (lo, hi] clockwise, in that order (lo == hi: every key)."""
+        return [k for a, b in self._spans(lo, hi) for k in self._keys[a:b]]
+
+    def _spans(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        """Where the keys in (lo, hi] clockwise lie in the sorted keys, as slices."""
         if lo == hi:  # the whole circle
-            spans = [(0, len(self._keys))]
-        elif lo < hi:
-            spans = [(bisect.bisect_right(self._keys, lo), bisect.bisect_right(self._keys, hi))]
-        else:  # wraps past zero
-            spans = [
+            return [
                 (bisect.bisect_right(self._keys, lo), len(self._keys)),
-                (0, bisect.bisect_right(self._keys, hi)),
+                (0, bisect.bisect_right(self._keys, lo)),
             ]
-        taken = [k for a, b in spans for k in self._keys[a:b]]
+        if lo < hi:
+            return [(bisect.bisect_right(self._keys, lo), bisect.bisect_right(self._keys, hi))]
+        return [  # wraps past zero
+            (bisect.bisect_right(self._keys, lo), len(self._keys)),
+            (0, bisect.bisect_right(self._keys, hi)),
+        ]
+
+    def take_range(self, lo: int, hi: int) -> list[tuple[int, bytes]]:
+        taken = self.keys_in(lo, hi)
         if not taken:
             return []
         gone = set(taken)

@@ -8,6 +8,7 @@ handler never shares an object with its caller.
 
 from __future__ import annotations
 
+from inspect import isgenerator
 from typing import Any, Protocol
 
 from chord.ledger import Ledger, LocalLedger
@@ -20,7 +21,9 @@ REPLY = ".reply"  # a reply is counted under its request's kind with this suffix
 class Handler(Protocol):
     me: NodeRef
 
-    def handle(self, method: str, request: Any) -> Any: ...
+    def handle(self, method: str, request: Any) -> Any:
+        """The reply; or, for a request whose answer needs calls of its own (a write copied
+        to replicas before it is acknowledged), an operation whose result is the reply."""
 
 
 class MemoryTransport:
@@ -40,7 +43,7 @@ class MemoryTransport:
         target = self.nodes.get(peer.address)
         if target is None:
             raise PeerUnreachable(peer, "no such node")
-        return target.handle(method, type(request).FromString(data))
+        return answer(target, method, type(request).FromString(data), self)
 
     def call(self, peer: NodeRef, method: str, request: Any) -> Any:
         reply = self._deliver(peer, method, request)
@@ -51,6 +54,13 @@ class MemoryTransport:
     def send(self, peer: NodeRef, method: str, request: Any) -> None:
         """One-way: the reply, if the handler makes one, never crosses the wire."""
         self._deliver(peer, method, request)
+
+
+def answer(node: Handler, method: str, request: Any, transport: MemoryTransport) -> Any:
+    """A node's reply to a request: its handler's, or the result of the operation it
+    returned, run here to the end (the caller waits, as a live caller would)."""
+    reply = node.handle(method, request)
+    return run_sync(node, reply, transport) if isgenerator(reply) else reply
 
 
 def run_sync(node: Handler, op: Op, transport: MemoryTransport) -> Any:
@@ -66,7 +76,7 @@ def run_sync(node: Handler, op: Op, transport: MemoryTransport) -> Any:
         reply, error = None, None
         try:
             reply = (
-                node.handle(call.method, call.request)
+                answer(node, call.method, call.request, transport)
                 if call.peer == me
                 else transport.call(call.peer, call.method, call.request)
             )

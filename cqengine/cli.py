@@ -19,7 +19,7 @@ from pathlib import Path
 from chord.ids import hash_id, parse_id
 from chord.live import StartupError, Timing
 from cqengine.core.indexing import STRATEGIES
-from cqengine.core.settings import RESOLUTIONS, Settings, SettingsError
+from cqengine.core.settings import REPLICAS, RESOLUTIONS, Settings, SettingsError
 from cqengine.live.client import Client, ClientError
 from cqengine.live.ring import (
     DATA,
@@ -204,6 +204,17 @@ ENGINE_FLAGS = {  # option -> (Settings field, type, help)
         positive_float,
         "seconds a re-indexed query stays at its old key (default 5)",
     ),
+    "--replicas": (
+        "replicas",
+        positive,
+        f"copies of every index entry, subscription and mailbox: its key's owner and the "
+        f"owner's next R-1 successors (default {REPLICAS}; 1: no replication)",
+    ),
+    "--reconcile": (
+        "reconcile_period",
+        positive_float,
+        "seconds between reconciliations of each node's range with its replicas (default 2)",
+    ),
 }
 
 
@@ -264,7 +275,7 @@ def given_engine_flags(args: argparse.Namespace) -> list[str]:
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
-    settings = Settings()
+    settings = Settings(replicas=REPLICAS)  # a ring of the command line is replicated
     for flag, (name, _, _) in ENGINE_FLAGS.items():
         value = getattr(args, flag[2:].replace("-", "_"))
         if value is not None:
@@ -614,7 +625,7 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
             pass
         finally:
             try:
-                client.unsubscribe(sub.subscription_id, sub.token)
+                client.unsubscribe(sub.subscription_id, sub.token, sub.home_id)
             except ClientError:
                 pass  # the home node is gone; so is the subscription
     return 0

@@ -647,7 +647,7 @@ def test_bad_documents_are_refused_and_change_nothing(small_ring, docno, data, c
     before = state(sim)
     for address in sorted(sim.engines):
         with pytest.raises(EngineError) as err:
-            sim.engines[address].publish(docno, data, "")
+            sim.ring.run(sim.ring.nodes[address], sim.engines[address].publish(docno, data, ""))
         assert err.value.code == code
     sim.ring.drain()
     assert state(sim) == before
@@ -744,7 +744,8 @@ def test_the_title_counts_toward_the_document_size_limit():
     sim = EngineSimulator(2, Settings(max_document_bytes=200), seed=0)
     address = sim.pick()
     with pytest.raises(EngineError, match="limit is 200"):
-        sim.engines[address].publish("T1", b"short text", "headline " * 30)
+        op = sim.engines[address].publish("T1", b"short text", "headline " * 30)
+        sim.ring.run(sim.ring.nodes[address], op)
     assert sum(e.counters["documents_published"] for e in sim.engines.values()) == 0
     assert sim.publish("T2", "short text", "a headline").terms > 0
 
@@ -783,6 +784,10 @@ def test_the_engine_service_serves_no_measurement():
         "Matched",
         "Deliver",
         "Gossip",
+        "Replicate",
+        "Reconcile",
+        "Repair",
+        "Release",
     }
 
 

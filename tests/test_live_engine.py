@@ -67,7 +67,10 @@ def test_thousand_subscriptions_two_hundred_documents_match_the_oracle(ring):
     assert len(got) == len(set(got)), "an alert arrived twice"
     assert set(got) == want
     stats = [c.stats() for c in clients.values()]
-    assert sum(s.index_entries for s in stats) == 1000  # every query indexed exactly once
+    assert sum(s.primary_entries for s in stats) == 1000  # every query indexed exactly once
+    assert sum(s.replica_entries for s in stats) == 2000  # and copied twice (3 replicas)
+    assert sum(s.subscriptions for s in stats) == 1000
+    assert sum(s.replica_homes for s in stats) == 2000
     assert sum(s.documents_published for s in stats) == 200
     assert sum(s.alerts_delivered for s in stats) == len(want)
     assert sum(s.alerts_dropped for s in stats) == 0

@@ -128,13 +128,18 @@ def test_ring_down_keeps_the_data_ring_up_brings_it_back_and_purge_removes_it(co
 
 
 def test_alerts_for_a_home_that_restarts_wait_at_their_dn_and_arrive_once(tmp_path):
-    """A home killed while documents matching its subscriptions are published: their DN
-    tries the alerts again until the home is back from its data directory, and the
-    subscriber gets each once. (The home holds none of the queries' index entries: while
-    a node is down those are out of reach until replication.)"""
+    """Without replicas (--replicas 1): a home killed while documents matching its
+    subscriptions are published: their DN tries the alerts again until the home is back
+    from its data directory, and the subscriber gets each once. (The home holds none of the
+    queries' index entries: unreplicated, while a node is down those are out of reach.)"""
     words = "levee hurricane"
     ring = ring_up(
-        4, tmp_path / "ring.json", timing=FAST, out=io.StringIO(), data_root=tmp_path / "data"
+        4,
+        tmp_path / "ring.json",
+        timing=FAST,
+        out=io.StringIO(),
+        data_root=tmp_path / "data",
+        engine=["--replicas", "1"],
     )
     nodes = list(ring.nodes)
     try:

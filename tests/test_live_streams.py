@@ -8,6 +8,7 @@ import io
 import signal
 import time
 
+import grpc
 from conftest import FAST, kill_hard, restart
 
 from cqengine.live.client import Client
@@ -100,6 +101,23 @@ def delivered(address: str, n: int, timeout: float = 20.0) -> None:
             time.sleep(0.05)
 
 
+def first_seq(client: Client, sub, timeout: float = 20.0) -> int:
+    """The number of the first alert a raw stream of the subscription's home sends, once the
+    home serves it (a restarted home serves once its successor has handed its range back)."""
+    deadline = time.monotonic() + timeout
+    request = pb.StreamRequest(subscription_id=sub.subscription_id, token=sub.token)
+    while True:
+        raw = client._stub.StreamAlerts(request, timeout=10)
+        try:
+            return next(raw).seqs[0]
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+        finally:
+            raw.cancel()
+
+
 def test_a_stream_survives_its_home_killed_and_restarted(tmp_path):
     """Alerts waiting in the mailboxes, some handed out and none acknowledged, when the home
     is killed: the client's stream resumes once the home is back from its data directory,
@@ -120,12 +138,7 @@ def test_a_stream_survives_its_home_killed_and_restarted(tmp_path):
         kill_hard(home)
         nodes.append(restart(home, other, ring.r, tmp_path, data / str(home.port)))
         with Client(home.address) as c:  # what was handed out but not acknowledged is kept
-            raw = c._stub.StreamAlerts(
-                pb.StreamRequest(subscription_id=subs[0].subscription_id, token=subs[0].token),
-                timeout=10,
-            )
-            assert next(raw).seqs[0] == 0
-            raw.cancel()
+            assert first_seq(c, subs[0]) == 0
         time.sleep(1.0)  # the ring routes to the home again
         publish(other, 10, 20)
         got += take(it, 60 - 7)

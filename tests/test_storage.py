@@ -153,7 +153,7 @@ def test_the_stored_entries_are_the_index_whatever_changes_it(tmp_path_factory, 
             index.put_items([(a, entry(b, a).SerializeToString())])
     storage.close()
     storage = Storage.open(path, "n", SETTINGS)
-    _, stored = storage.load()
+    stored = storage.load()[1]
     storage.close()
     held = sorted((k, e.subscription_id) for k in index.keys() for e in index.get(k))
     assert sorted((k, e.subscription_id) for k, e in stored) == held

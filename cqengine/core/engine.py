@@ -21,12 +21,11 @@ here depends on it.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import logging
 import secrets
 import time
-from collections import Counter, OrderedDict, deque
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import chain, groupby
@@ -34,6 +33,7 @@ from typing import Any, Callable, Generator, Sequence
 
 import numpy as np
 
+from chord.ids import in_open, in_open_closed
 from chord.node import Call, ChordNode, Op, PeerUnreachable
 from chord.routing import NodeRef
 from cqengine.core.announce import (
@@ -46,10 +46,12 @@ from cqengine.core.announce import (
     route_runs,
 )
 from cqengine.core.bloom import BloomFilter
+from cqengine.core.homes import Subscription, home_record, token_hash
 from cqengine.core.indexing import chooser
 from cqengine.core.journal import AlertDoc, Journal
 from cqengine.core.observer import Observer
 from cqengine.core.postings import InvertedIndex, member
+from cqengine.core.replication import DELETED_FOREVER, RecordStore
 from cqengine.core.resolution import FEW, Resolver, pack_bits, unpack_many
 from cqengine.core.settings import Settings
 from cqengine.core.synopsis import Synopsis
@@ -65,7 +67,6 @@ SNIPPET = 200
 HOP_LIMIT = 160  # an announcement still travelling after this many hops is processed where it is
 PLACE_ATTEMPTS = 5  # lookups to place or remove a query while ownership moves
 DOC_CACHE = 20_000  # documents a DN keeps for resolution
-MAILBOX = 10_000  # undelivered alerts kept per subscription
 # Why alerts are lost, counted apart (Stats.dropped_by): nothing is lost silently.
 DROP_REASONS = {
     "document_gone": "the DN no longer held the document (evicted from its cache)",
@@ -74,6 +75,7 @@ DROP_REASONS = {
     "mailbox_full": "a subscriber's mailbox overflowed and dropped its oldest alert",
 }
 RETRY_FIRST = 0.25  # s before an alert batch is tried again (then twice as long each time)
+GC_AFTER = 30.0  # s a replica keeps records no owner has reconciled with it (at least)
 WHOLE = 1 << 63  # a batch's share, divided along its announcement tree (Announcement.share)
 PEERS = 4096  # node references kept by address (peer_at)
 
@@ -169,15 +171,17 @@ class Heard:
     share: int = 0  # (0: the DN counts no reports, the paper's protocol)
 
 
+# a DN's alerts: (home address, home key) -> document key -> the document, its subscriptions
+Alerts = dict[tuple[str, int], dict[int, tuple[PublishedDoc, list[int]]]]
+
+
 @dataclass
 class Gathering:
     """A DN's batch whose reports are still coming: the share of the batch they brought back
     (all of it: every node the batch reached has reported), and their alerts so far."""
 
     got: int = 0
-    alerts: dict[str, dict[int, tuple[PublishedDoc, list[int]]]] = field(
-        default_factory=dict
-    )  # home -> document key -> the document, its subscriptions
+    alerts: Alerts = field(default_factory=dict)
 
 
 def _mine(ids: np.ndarray | list[int]) -> tuple[list[int], list[None]]:
@@ -196,61 +200,6 @@ def peer_at(address: str) -> NodeRef:
 def received_filter(bits: int, hashes: int, data: bytes) -> BloomFilter:
     """A document's filter as a QN received it; shared, so never added to."""
     return BloomFilter(bits, hashes, data)
-
-
-@dataclass
-class Mailbox:
-    """A subscription's undelivered alerts, as the documents they are of (one tuple per
-    document, shared by every subscription it alerts); each docno enters once, ever. Alerts
-    are numbered in the order they enter: queue[i] is alert number first + i."""
-
-    limit: int = MAILBOX  # alerts not yet acknowledged
-    queue: deque[AlertDoc] = field(default_factory=deque)
-    seen: set[str] = field(default_factory=set)
-    dropped: int = 0
-    first: int = 0
-
-    def offer(self, doc: AlertDoc) -> bool:
-        if doc[0] in self.seen:
-            return False
-        self.seen.add(doc[0])
-        if len(self.queue) >= self.limit:
-            self.queue.popleft()
-            self.first += 1
-            self.dropped += 1
-        self.queue.append(doc)
-        return True
-
-    def take(self) -> list[AlertDoc]:
-        out = list(self.queue)
-        self.pop(len(out))
-        return out
-
-    def pop(self, n: int) -> None:
-        """The first n alerts left (the subscriber acknowledged them)."""
-        for _ in range(n):
-            self.queue.popleft()
-        self.first += n
-
-    @property
-    def next(self) -> int:
-        """The number the next alert will get."""
-        return self.first + len(self.queue)
-
-
-def token_hash(token: str) -> bytes:
-    """What a home keeps of a subscription's token: enough to check it, not to forge it."""
-    return hashlib.sha256(token.encode()).digest()
-
-
-@dataclass
-class Subscription:
-    id: int
-    token_hash: bytes
-    terms: list[str]
-    index_id: int
-    index_term: str
-    mailbox: Mailbox = field(default_factory=Mailbox)
 
 
 def alert_batch(docs: Sequence[tuple[AlertDoc, list[int]]]) -> pb.AlertBatch:
@@ -294,6 +243,7 @@ class EngineNode:
         hold: float = 0.0,
         ids: Callable[[], int] | None = None,
         journal: Journal | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         """`gather`: where a shell that hosts many QNs (the simulator) collects what they
         heard, to resolve it together once an announcement has run its course
@@ -306,7 +256,8 @@ class EngineNode:
         ids and document keys come from (None: `secrets`, so that nobody guesses them and a
         node restarted at its old address never hands one out again; the simulator's are
         seeded, for runs that repeat). `journal`: told every change of what must outlive
-        the process (cqengine.core.journal); None: nothing is kept."""
+        the process (cqengine.core.journal); None: nothing is kept. `clock`: wall time,
+        which tombstones carry (cqengine.core.replication)."""
         self.chord = chord
         self.settings = settings
         self.spawn = spawn
@@ -317,7 +268,22 @@ class EngineNode:
         self.retrying: list[tuple[str, pb.AlertBatch, float]] = []  # (home, batch, waited)
         df = settings.df
         self.index = InvertedIndex((lambda y, t: df.get(t, 0)) if df is not None else None)
-        chord.store = self.index  # inverted lists move with key ownership
+        self.subscriptions: dict[int, Subscription] = {}
+        # inverted lists (and, replicated, home records and held documents) follow key ownership
+        self.store = RecordStore(self.index, self.subscriptions, settings.replicas, clock)
+        chord.store = self.store
+        self.confirmed: dict[
+            tuple[int, int], float
+        ] = {}  # a range an owner reconciled with me: when
+        self.in_sync: dict[NodeRef, bool] = {}  # replica -> did the last reconciliation end agreed
+        self.started = now()
+        self.homes_at: OrderedDict[int, str] = OrderedDict()  # home key -> where it was found
+        self.own: dict[
+            int, NodeRef | None
+        ] = {}  # my batches not yet resolved -> their copy's holder
+        self.reconciling = False
+        chord.region_listeners.append(self._region_changed)
+        self.region_listeners: list[Callable[[], None]] = []  # told my region changed
         self.synopsis = Synopsis(settings.synopsis_k, settings.synopsis_y, settings.synopsis_hashes)
         self.gossiped_to: dict[
             NodeRef, int
@@ -339,8 +305,8 @@ class EngineNode:
         self.new_id = ids if ids is not None else (lambda: secrets.randbits(64))
         self.journal = journal
         self.index.journal = journal
+        self.store.journal = journal
         self.docs: OrderedDict[int, PublishedDoc] = OrderedDict()
-        self.subscriptions: dict[int, Subscription] = {}
         self.counters: Counter[str] = Counter()
         self.alert_listeners: list[
             Callable[[list[int]], None]
@@ -355,6 +321,10 @@ class EngineNode:
             "Matched": self._on_matched,
             "Deliver": self._on_deliver,
             "Gossip": self._on_gossip,
+            "Replicate": self._on_replicate,
+            "Reconcile": self._on_reconcile,
+            "Repair": self._on_repair,
+            "Release": self._on_release,
         }
 
     def count(self, name: str, n: int = 1) -> None:
@@ -373,6 +343,38 @@ class EngineNode:
     def peer(self, address: str) -> NodeRef:
         me = self.me
         return me if address == me.address else peer_at(address)
+
+    @property
+    def replicated(self) -> bool:
+        return self.settings.replicas > 1
+
+    def replica_set(self) -> list[NodeRef]:
+        """The nodes that hold copies of what I own: my next R-1 successors."""
+        return [s for s in self.chord.table.successors if s != self.me][
+            : self.settings.replicas - 1
+        ]
+
+    def serves(self, key: int) -> bool:
+        """Do I serve this home key now: do I own it, knowing my region, and has what the
+        ring held for my region while I was away come back to me?"""
+        t = self.chord.table
+        if t.alone():
+            return True
+        if t.predecessor is None or not self.chord.settled:
+            return False
+        return in_open_closed(key, t.predecessor.id, t.me.id)
+
+    def _copy(self, records: pb.Records, method: str = "Replicate") -> Op:
+        """Records I changed, to every node of my replica set; a replica that does not
+        answer is repaired by reconciliation. Where each was copied."""
+        done = []
+        for peer in self.replica_set():
+            try:
+                yield Call(peer, method, records)
+                done.append(peer.address)
+            except PeerUnreachable:
+                self.in_sync[peer] = False
+        return done
 
     # ---- subscribing -------------------------------------------------------------------
 
@@ -396,36 +398,54 @@ class EngineNode:
         while sub_id in self.subscriptions:  # never two alike here (64 random bits: never)
             sub_id = self.new_id()
         x, index_term = pairs[self.choose(pairs, sub_id)]
+        key = self.me.id if self.replicated else 0  # its home key: mine
         entry = pb.QueryEntry(
             subscription_id=sub_id,
             term_ids=[p[0] for p in pairs],
             terms=[p[1] for p in pairs],
             index_id=x,
             home=self.me.address,
+            home_id=key,
         )
         token = secrets.token_hex(16)
-        sub = Subscription(sub_id, token_hash(token), terms, x, index_term)
+        sub = Subscription(sub_id, token_hash(token), terms, x, index_term, key=key)
         self.subscriptions[sub_id] = sub  # before placing: an alert may come at once
         try:
             yield from self._at_owner(x, "Index", pb.IndexRequest(entry=entry))
         except BaseException:
             del self.subscriptions[sub_id]
             raise
+        if self.replicated:  # the home's replicas take over if it fails
+            yield from self._copy(pb.Records(homes=[home_record(sub)]))
         if self.journal is not None:  # placed: from now on it must outlive the process
-            self.journal.subscribed(sub_id, sub.token_hash, terms, x, index_term)
+            self.journal.subscribed(sub)
         return pb.SubscribeReply(
             subscription_id=sub_id,
             token=token,
             terms=terms,
             index_term=index_term,
             home=self.me.address,
+            home_id=key,
+            contacts=[s.address for s in self.chord.table.successors if s != self.me],
         )
 
     def unsubscribe(self, sub_id: int, token: str) -> Op:
         sub = self.authorized(sub_id, token)
-        del self.subscriptions[sub_id]  # no alert reaches it from now on
-        if self.journal is not None:
-            self.journal.unsubscribed(sub_id)
+        if self.replicated:  # a tombstone, for the replicas too
+            self.store.unsubscribe(sub_id, sub.key)
+            yield from self._copy(
+                pb.Records(
+                    homes=[
+                        pb.HomeRecord(
+                            key=sub.key, subscription_id=sub_id, deleted=self.store.gone[sub_id][1]
+                        )
+                    ]
+                )
+            )
+        else:
+            del self.subscriptions[sub_id]  # no alert reaches it from now on
+            if self.journal is not None:
+                self.journal.unsubscribed(sub_id, 0, 0.0)
         # a gossiped synopsis may have moved the entry under any of the query's terms
         keys = sorted({term_id(t) for t in sub.terms}) if self.settings.gossiped else [sub.index_id]
         for key in keys:
@@ -435,11 +455,18 @@ class EngineNode:
         return pb.UnsubscribeReply()
 
     def authorized(self, sub_id: int, token: str) -> Subscription:
+        """The subscription, if its token is right and I serve it (its home, not a replica)."""
         sub = self.subscriptions.get(sub_id)
         if sub is None:
             raise EngineError("NOT_FOUND", f"no subscription {sub_id:016x} at {self.me.address}")
         if not hmac.compare_digest(sub.token_hash, token_hash(token)):
             raise EngineError("PERMISSION_DENIED", f"wrong token for subscription {sub_id:016x}")
+        if sub.key and not self.serves(sub.key):
+            raise EngineError(
+                "UNAVAILABLE",
+                f"subscription {sub_id:016x} is served by another node now: look up its home "
+                f"key {sub.key:016x}",
+            )
         return sub
 
     def _at_owner(self, key: int, method: str, request) -> Op:
@@ -454,40 +481,54 @@ class EngineNode:
                 return owner
         raise EngineError("UNAVAILABLE", "the ring's ownership kept changing; try again")
 
-    def _on_index(self, req: pb.IndexRequest) -> pb.IndexReply:
+    def _on_index(self, req: pb.IndexRequest) -> pb.IndexReply | Op:
         e = req.entry
         if not self.chord.table.owns(e.index_id):
             return pb.IndexReply(owner=False)
+        if self.replicated:
+            return self._placed(pb.EntryRecord(key=e.index_id, entry=e))
         self.index.replace(e.index_id, e)
         return pb.IndexReply(owner=True)
 
-    def _on_unindex(self, req: pb.UnindexRequest) -> pb.IndexReply:
+    def _on_unindex(self, req: pb.UnindexRequest) -> pb.IndexReply | Op:
         if not self.chord.table.owns(req.index_id):
             return pb.IndexReply(owner=False)
+        if self.replicated:  # a tombstone that beats every version of the entry
+            gone = pb.QueryEntry(subscription_id=req.subscription_id, version=DELETED_FOREVER)
+            return self._placed(
+                pb.EntryRecord(key=req.index_id, entry=gone, deleted=self.store.clock())
+            )
         if self.index.holds(req.index_id, req.subscription_id):
             self.index.remove(req.index_id, lambda e: e.subscription_id == req.subscription_id)
         return pb.IndexReply(owner=True)
 
+    def _placed(self, record: pb.EntryRecord) -> Op:
+        """An owner's change to its entries, copied to its replicas before it is acknowledged."""
+        self.store.put_entry(record.key, record.entry, record.deleted)
+        done = yield from self._copy(pb.Records(entries=[record]))
+        return pb.IndexReply(owner=True, replicas=done)
+
     # ---- publishing and announcing -----------------------------------------------------
 
-    def publish(self, docno: str, text: bytes, title: str = "") -> pb.PublishReply:
+    def publish(self, docno: str, text: bytes, title: str = "") -> Op:
         """Analyze and publish one document, a batch of one; EngineError if refused."""
         doc = prepare(docno, text, title, self.settings.max_document_bytes)
-        return self.publish_terms(doc.docno, doc.terms, doc.title, doc.snippet)
+        return (yield from self.publish_terms(doc.docno, doc.terms, doc.title, doc.snippet))
 
     def publish_terms(
         self, docno: str, terms: Sequence[str], title: str = "", snippet: str = ""
-    ) -> pb.PublishReply:
+    ) -> Op:
         """Publish one document already analyzed (by `analyze`, here or in a Spark job)."""
-        (reply,) = self.publish_batch([Document(docno, terms, title, snippet)])
+        (reply,) = yield from self.publish_batch([Document(docno, terms, title, snippet)])
         if isinstance(reply, EngineError):
             raise reply
         return reply
 
-    def publish_batch(self, docs: Sequence[Document]) -> list[pb.PublishReply | EngineError]:
-        """Store every document of the batch fit to publish, and have them announced
-        together (an operation handed to `spawn`). Per document, its PublishReply or the
-        EngineError that refused it: a document is accepted once its DN holds it."""
+    def publish_batch(self, docs: Sequence[Document]) -> Op:
+        """Store every document of the batch fit to publish (replicated: and copy them to my
+        successor, which finishes the batch if I fail), and have them announced together
+        (an operation handed to `spawn`). Per document, its PublishReply or the EngineError
+        that refused it: a document is accepted once its DN holds it (and a replica)."""
         out: list[pb.PublishReply | EngineError] = []
         stored: list[PublishedDoc] = []
         for doc in docs:
@@ -499,19 +540,87 @@ class EngineNode:
             out.append(
                 pb.PublishReply(accepted=True, terms=len(stored[-1].ids), doc_key=stored[-1].key)
             )
-        batch = [
-            Announced(doc.key, max(doc.ids), [Run.whole(sorted(doc.ids))])
-            for doc in stored
-            if doc.ids
-        ]
-        if batch:
-            name, share = 0, 0
-            if self.hold > 0 and self.later is not None:  # count the reports of the batch
-                name, share = batch[0].key, WHOLE
-                self.gathering[name] = Gathering()
-                self.later(self.hold, lambda: self._deliver_gathered(name))
-            self.spawn(self._announce(self.me, batch, 0, name, share))
-        return out
+        if (yield from self._send_out([doc for doc in stored if doc.ids])):
+            return out
+        refused = EngineError("UNAVAILABLE", "no successor took a copy of the document; try again")
+        for doc in stored:
+            self.docs.pop(doc.key, None)
+        return [refused if isinstance(r, pb.PublishReply) else r for r in out]
+
+    def _send_out(self, stored: list[PublishedDoc]) -> Op:
+        """Announce documents I hold as one batch of mine; replicated, once my successor
+        holds a copy (False: no successor took one)."""
+        if not stored:
+            return True
+        name = stored[0].key
+        if self.replicated:
+            held = pb.HeldBatch(key=self.me.id, batch=name, dn=self.me.address)
+            for doc in stored:
+                held.documents.add(
+                    key=doc.key,
+                    docno=doc.docno,
+                    title=doc.title,
+                    snippet=doc.snippet,
+                    ids=sorted(doc.ids),
+                )
+            peer = yield from self._hold(held)
+            if peer is None and not self.chord.table.alone():
+                return False
+            self.store.hold(held)  # a leave hands it over with the rest
+            self.own[name] = peer
+        batch = [Announced(doc.key, max(doc.ids), [Run.whole(sorted(doc.ids))]) for doc in stored]
+        share = 0
+        if self.hold > 0 and self.later is not None:  # count the reports of the batch
+            share = WHOLE
+            self.gathering[name] = Gathering()
+            self.later(self.hold, lambda: self._deliver_gathered(name))
+        self.spawn(self._announce(self.me, batch, 0, name if share else 0, share))
+        return True
+
+    def _hold(self, held: pb.HeldBatch) -> Op:
+        """A copy of my batch to my successor (the next, if it does not answer): which took it."""
+        for peer in list(self.chord.table.successors):
+            if peer == self.me:
+                break
+            try:
+                yield Call(peer, "Replicate", pb.Records(batches=[held]))
+                return peer
+            except PeerUnreachable:
+                self.chord.table.forget(peer)
+        return None
+
+    def _release(self, batch: int) -> None:
+        """My batch is resolved: its copy is needed no more."""
+        peer = self.own.pop(batch, None)
+        self.store.release(batch)
+        if peer is not None:
+            self.spawn(self._tell(peer, "Release", pb.ReleaseRequest(batch=batch)))
+
+    def _tell(self, peer: NodeRef, method: str, request) -> Op:
+        try:
+            yield Call(peer, method, request)
+        except PeerUnreachable:
+            pass  # a copy left behind goes with the oldest (RecordStore.hold)
+
+    def _take_over(self, dn: int) -> Op:
+        """My predecessor, a DN, failed or left: the batches it had not finished are mine to
+        announce again (homes take each alert once: those already sent are not repeated)."""
+        for held in self.store.held_for(dn):
+            self.store.release(held.batch)
+            stored = [self._keep(d) for d in held.documents]
+            self.count("documents_taken_over", len(stored))
+            yield from self._send_out(stored)
+
+    def _keep(self, d: pb.HeldDocument) -> PublishedDoc:
+        """A document held for a DN, kept so that I answer for it as the DN would."""
+        doc = self.docs.get(d.key)
+        if doc is None:
+            doc = self.docs[d.key] = PublishedDoc(
+                d.key, d.docno, d.title, d.snippet, frozenset(d.ids)
+            )
+            while len(self.docs) > DOC_CACHE:
+                self.docs.popitem(last=False)
+        return doc
 
     def _store(self, doc: Document) -> PublishedDoc:
         """Keep the document for resolution (the DN answers for it) and count it in the synopsis."""
@@ -541,7 +650,8 @@ class EngineNode:
             raise EngineError("INVALID_ARGUMENT", str(e)) from None
         if msg.share and self._idle(docs, msg.hops):  # its share goes back with the reply,
             return pb.AnnounceReply(share=msg.share)  # not in a report of nothing
-        self.spawn(self._announce(self.peer(msg.dn), docs, msg.hops, msg.batch, msg.share))
+        dn = NodeRef(msg.dn_id, msg.dn) if msg.dn_id else self.peer(msg.dn)
+        self.spawn(self._announce(dn, docs, msg.hops, msg.batch, msg.share))
         return pb.AnnounceReply()
 
     def _idle(self, docs: list[Announced], hops: int) -> bool:
@@ -581,6 +691,8 @@ class EngineNode:
                 )
                 if share:
                     out.batch, out.share = batch, part
+                if self.replicated:  # where its documents are when the DN is gone
+                    out.dn_id = dn.id
                 if self.observer is not None:
                     self.observer.on_announce(self, out)
                 kept -= part
@@ -677,8 +789,7 @@ class EngineNode:
         """Alerts for the matches a QN reports: at once, or, for a batch of mine whose
         reports I count, when every node it reached has reported."""
         docs = [self.docs.get(key) for key in req.doc_keys]
-        # home -> document key -> the document, its subscriptions (what _deliver takes)
-        by_home: dict[str, dict[int, tuple[PublishedDoc, list[int]]]] = {}
+        by_home: Alerts = {}
         lost = 0
         for m in req.matches:
             if m.doc >= len(docs):
@@ -687,7 +798,7 @@ class EngineNode:
             if doc is None:
                 lost += 1  # no longer held here: nothing to alert with
                 continue
-            per_doc = by_home.setdefault(m.home, {})
+            per_doc = by_home.setdefault((m.home, m.home_id), {})
             per_doc.setdefault(doc.key, (doc, []))[1].append(m.subscription_id)
         if lost:
             self.count("dropped:document_gone", lost)
@@ -711,6 +822,8 @@ class EngineNode:
         gathering = self.gathering.pop(batch, None)
         if gathering is not None and gathering.alerts:
             self.spawn(self._deliver(gathering.alerts))
+        if gathering is not None:
+            self._release(batch)
 
     def flush(self) -> None:
         """Deliver at once what is held (the node stops): no report's matches stay behind,
@@ -721,27 +834,50 @@ class EngineNode:
         for home, batch, _ in retrying:
             self.spawn(self._send_alerts(home, batch, self.hold))
 
-    def _deliver(self, alerts: dict[str, dict[int, tuple[PublishedDoc, list[int]]]]) -> Op:
+    def _deliver(self, alerts: Alerts) -> Op:
         """One batch of alerts to each home node: its subscriptions of each document."""
-        for home, per_doc in sorted(alerts.items()):
+        for (home, key), per_doc in sorted(alerts.items()):
             batch = alert_batch([(doc.alert, subs) for doc, subs in per_doc.values()])
+            batch.home_id = key
             yield from self._send_alerts(home, batch, 0.0)
 
     def _send_alerts(self, home: str, batch: pb.AlertBatch, waited: float) -> Op:
         """Deliver an alert batch; a home that cannot be reached (restarting, say) is tried
         again, each wait twice the last, for `hold` s in all, and only then are its alerts
-        counted lost. A home takes a batch twice harmlessly: a docno enters a mailbox once."""
-        try:
-            yield Call(self.peer(home), "Deliver", batch)
-        except PeerUnreachable:
-            wait = max(waited, RETRY_FIRST)
-            if self.later is None or waited + wait > self.hold:
-                self.count("dropped:home_unreachable", len(batch.subscription_ids))
-                return
-            self.count("alerts_retried", len(batch.subscription_ids))
-            retry = (home, batch, waited + wait)
-            self.retrying.append(retry)
-            self.later(wait, lambda: self._retry(retry))
+        counted lost. A home takes a batch twice harmlessly: a docno enters a mailbox once.
+        Replicated, the batch goes to whichever node serves its home key: where it was
+        last found, else the key's owner, looked up (a replica took over from the home)."""
+        key = batch.home_id
+        at = self.homes_at.get(key, home) if key else home
+        for _ in range(2):
+            try:
+                reply = yield Call(self.peer(at), "Deliver", batch)
+                if not reply.moved:
+                    if key and at != home:
+                        self._found_home(key, at)
+                    return
+            except PeerUnreachable:
+                pass
+            if not key:
+                break
+            owner, _ = yield from self.chord.lookup(key, verify=True)
+            if owner.address == at:
+                break  # it is there but does not serve the key yet: wait for it
+            at = owner.address
+        wait = max(waited, RETRY_FIRST)
+        if self.later is None or waited + wait > self.hold:
+            self.count("dropped:home_unreachable", len(batch.subscription_ids))
+            return
+        self.count("alerts_retried", len(batch.subscription_ids))
+        retry = (home, batch, waited + wait)
+        self.retrying.append(retry)
+        self.later(wait, lambda: self._retry(retry))
+
+    def _found_home(self, key: int, address: str) -> None:
+        self.homes_at[key] = address
+        self.homes_at.move_to_end(key)
+        while len(self.homes_at) > PEERS:
+            self.homes_at.popitem(last=False)
 
     def _retry(self, retry: tuple[str, pb.AlertBatch, float]) -> None:
         if retry in self.retrying:  # not already sent by flush
@@ -750,7 +886,7 @@ class EngineNode:
 
     # ---- alerts (home side) ------------------------------------------------------------
 
-    def _on_deliver(self, batch: pb.AlertBatch) -> pb.Ack:
+    def _on_deliver(self, batch: pb.AlertBatch) -> pb.DeliverReply | Op:
         n = len(batch.docnos)
         subs = batch.subscription_ids
         counts = per_document(batch.counts, len(subs), n, "subscriptions")
@@ -760,52 +896,204 @@ class EngineNode:
                 f"an alert batch of {n} documents with "
                 f"{len(batch.titles)} titles and {len(batch.snippets)} snippets",
             )
+        if batch.home_id and not self.serves(batch.home_id):
+            return pb.DeliverReply(moved=True)
         titles, snippets = batch.titles or [""] * n, batch.snippets or [""] * n
-        alerted, start = [], 0
+        start = 0
         subscriptions = self.subscriptions
-        kept: list[tuple[int, int, AlertDoc]] | None = [] if self.journal is not None else None
+        kept: list[tuple[int, int, AlertDoc]] = []  # (subscription, its alert's number, document)
         for doc, c in zip(zip(batch.docnos, titles, snippets), counts):
             for sub_id in subs[start : start + c]:
                 sub = subscriptions.get(sub_id)  # None: unsubscribed meanwhile
                 if sub is not None and sub.mailbox.offer(doc):
-                    alerted.append(sub_id)
-                    if kept is not None:
-                        kept.append((sub_id, sub.mailbox.next - 1, doc))
+                    kept.append((sub_id, sub.mailbox.next - 1, doc))
             start += c
-        if alerted:
-            if kept:
-                self.journal.alerted(kept)
-            self.count("alerts_delivered", len(alerted))
-            for listener in self.alert_listeners:
-                listener(alerted)
-        return pb.Ack()
+        if kept and self.replicated:
+            return self._shown_once_copied(kept)
+        self._alerted(kept)
+        return pb.DeliverReply()
+
+    def _shown_once_copied(self, kept: list[tuple[int, int, AlertDoc]]) -> Op:
+        """New alerts go to the replicas of their homes first, and only then on a stream
+        (and into the journal): whichever replica serves next knows every alert numbered."""
+        spans: dict[int, list[int]] = {}
+        for sub_id, seq, _ in kept:
+            span = spans.setdefault(sub_id, [seq, seq + 1])
+            span[0], span[1] = min(span[0], seq), max(span[1], seq + 1)
+            self.subscriptions[sub_id].mailbox.pending.add(seq)
+        records = [home_record(self.subscriptions[s], lo, hi) for s, (lo, hi) in spans.items()]
+        yield from self._copy(pb.Records(homes=records))
+        shown = []
+        for alert in kept:
+            sub = self.subscriptions.get(alert[0])
+            if sub is not None:  # not unsubscribed or handed over meanwhile
+                sub.mailbox.pending.discard(alert[1])
+                shown.append(alert)
+        self._alerted(shown)
+        return pb.DeliverReply()
+
+    def _alerted(self, kept: list[tuple[int, int, AlertDoc]]) -> None:
+        if not kept:
+            return
+        if self.journal is not None:
+            self.journal.alerted(kept)
+        alerted = [sub_id for sub_id, _, _ in kept]
+        self.count("alerts_delivered", len(alerted))
+        for listener in self.alert_listeners:
+            listener(alerted)
 
     def acknowledge(self, sub: Subscription, next_seq: int) -> None:
         """The subscriber has every alert of this subscription numbered below next_seq:
-        they leave its mailbox."""
+        they leave its mailbox (and its replicas' copies)."""
         box = sub.mailbox
-        n = min(next_seq - box.first, len(box.queue))
+        n = min(next_seq, box.shown) - box.first
         if n > 0:
             box.pop(n)
             if self.journal is not None:
                 self.journal.acknowledged(sub.id, box.first)
+            if self.replicated:
+                self.spawn(self._copy(pb.Records(homes=[home_record(sub, start=box.next)])))
+
+    # ---- replication -------------------------------------------------------------------
+
+    def _copy(self, records: pb.Records) -> Op:
+        """Records I changed, to every node of my replica set (a replica that does not
+        answer is repaired by reconciliation); where each was copied. A replica that lacks
+        alerts before those sent (or the subscription) is sent what it lacks."""
+        done = []
+        for peer in self.replica_set():
+            try:
+                reply = yield Call(peer, "Replicate", records)
+                for sub_id, since in zip(reply.behind, reply.since):
+                    sub = self.subscriptions.get(sub_id)
+                    if sub is not None:
+                        whole = home_record(sub, since or None)
+                        yield Call(peer, "Replicate", pb.Records(homes=[whole]))
+                done.append(peer.address)
+            except PeerUnreachable:
+                self.in_sync[peer] = False
+        return done
+
+    def _on_replicate(self, records: pb.Records) -> pb.ReplicateReply:
+        reply = pb.ReplicateReply()
+        for r in records.entries:
+            self.store.put_entry(r.key, r.entry, r.deleted)
+        for r in records.homes:
+            got = self.store.put_home(r, self.serves(r.key))
+            lacks_record = not r.deleted and r.subscription_id not in self.subscriptions
+            if lacks_record and r.subscription_id not in self.store.gone:
+                reply.behind.append(r.subscription_id)
+                reply.since.append(0)
+            elif got is not True and got is not False:
+                reply.behind.append(r.subscription_id)
+                reply.since.append(got)
+        for b in records.batches:
+            if self.store.hold(b):
+                for d in b.documents:
+                    self._keep(d)
+        return reply
+
+    def _on_reconcile(self, req: pb.ReconcileRequest) -> pb.ReconcileReply:
+        self.confirmed[(req.lo, req.hi)] = self.now()  # its owner counts on me for this range
+        return self.store.differing(req)
+
+    def _on_repair(self, records: pb.Records) -> pb.Ack:
+        self.count("repairs", self.store.merge(records, self.serves))
+        return pb.Ack()
+
+    def _on_release(self, req: pb.ReleaseRequest) -> pb.Ack:
+        self.store.release(req.batch)
+        return pb.Ack()
+
+    def reconcile(self) -> Op:
+        """Reconcile my range with each of my replicas: my digests, their records where
+        they differ, mine where they lack them. Then collect what nobody counts on me for."""
+        self._collect()
+        region = self.region()
+        if not self.replicated or region is None or self.chord.table.alone() or self.reconciling:
+            return
+        self.reconciling = True
+        try:
+            yield from self._reconcile(*region)
+        finally:
+            self.reconciling = False
+
+    def _reconcile(self, lo: int, hi: int) -> Op:
+        entries, homes = self.store.digests(lo, hi)
+        request = pb.ReconcileRequest(lo=lo, hi=hi, entries=entries, homes=homes)
+        replicas = self.replica_set()
+        for peer in replicas:
+            try:
+                reply = yield Call(peer, "Reconcile", request)
+                if reply.entry_buckets or reply.home_buckets:
+                    mine = self.store.merge(reply.records, self.serves)
+                    lacked = self.store.lacking(lo, hi, reply)
+                    if lacked.entries or lacked.homes:
+                        yield Call(peer, "Repair", lacked)
+                    self.count("repairs", mine + len(lacked.entries) + len(lacked.homes))
+                self.in_sync[peer] = True
+            except PeerUnreachable:
+                self.in_sync[peer] = False
+        self.in_sync = {p: ok for p, ok in self.in_sync.items() if p in replicas}
+
+    def copies(self) -> int:
+        """Copies of my range the last reconciliation found whole: mine and each replica's
+        that agreed with it."""
+        return 1 + sum(self.in_sync.get(p, False) for p in self.replica_set())
+
+    def _collect(self) -> None:
+        """Collect old tombstones, and the records no owner has counted on me for lately
+        (I am no longer among the R-1 successors of their owner)."""
+        self.store.expire()
+        now = self.now()
+        horizon = max(GC_AFTER, 10 * self.settings.reconcile_period)
+        self.confirmed = {r: t for r, t in self.confirmed.items() if now - t <= horizon}
+        region = self.region()
+        if region is None or self.chord.table.alone() or now - self.started < horizon:
+            return
+        self.count("collected", self.store.drop_outside([region, *self.confirmed]))
+
+    def _region_changed(self, old: NodeRef | None, new: NodeRef | None) -> None:
+        """My predecessor changed. If it is gone (failed or left, not passed by a node
+        joining between us), the batches I hold for it are mine to finish."""
+        if not self.replicated:
+            return
+        me = self.me
+        if old is not None and old != me and (new is None or not in_open(new.id, old.id, me.id)):
+            if self.store.held_for(old.id):
+                self.spawn(self._take_over(old.id))
+        if new is not None:  # my range is new: my replicas need to agree on it at once
+            self.spawn(self.reconcile())
+        for listener in self.region_listeners:
+            listener()
 
     # ---- what outlives the process -------------------------------------------------------
 
     def restore(
-        self, subscriptions: Sequence[Subscription], entries: Sequence[tuple[int, pb.QueryEntry]]
+        self,
+        subscriptions: Sequence[Subscription],
+        entries: Sequence[tuple[int, pb.QueryEntry]],
+        tombstones: Sequence[tuple[int, int, int, float]] = (),
+        gone: Sequence[tuple[int, int, float]] = (),
     ) -> None:
         """Take back what a journal kept (a restarted node, before it rejoins the ring): the
-        subscriptions homed here with their mailboxes, and the entries held here. Keys no
-        longer mine pass on as on any join (the next Notify hands them back)."""
-        journal, self.index.journal = self.index.journal, None  # it holds these already
+        subscriptions homed (or replicated) here with their mailboxes, the entries held here
+        and the tombstones ((key, subscription, version, when); unsubscribed: (subscription,
+        home key, when)). Keys no longer mine pass on as on any join."""
+        store = self.store
+        journals = self.index.journal, store.journal
+        self.index.journal = store.journal = None  # it holds these already
         try:
             for sub in subscriptions:
                 self.subscriptions[sub.id] = sub
             for key, entry in entries:
                 self.index.replace(key, entry)
+            for key, sub_id, version, when in tombstones:
+                store.tombstones[(key, sub_id)] = (version, when)
+            for sub_id, key, when in gone:
+                store.gone[sub_id] = (key, when)
         finally:
-            self.index.journal = journal
+            self.index.journal, store.journal = journals
 
     def durable(self) -> None:
         """Commit what the journal was told (a shell calls this once per batch of changes:
@@ -850,12 +1138,15 @@ class EngineNode:
         the entry and reaches the old one after the move still finds it. Meanwhile both
         copies may match; the home node drops the second alert.
         """
-        self._retire()
+        yield from self._retire()
         if not self.settings.gossiped or self.synopsis.popular() == self.indexed_with:
             return
         self.indexed_with = self.synopsis.popular()
         leaving = {id(e) for _, _, e in self.retiring}
+        owns = self.chord.table.owns
         for key in self.index.keys():
+            if self.replicated and not owns(key):
+                continue  # a replica's: its owner moves it
             for e in self.index.get(key):
                 if id(e) in leaving:
                     continue
@@ -866,29 +1157,39 @@ class EngineNode:
                 moved = pb.QueryEntry()
                 moved.CopyFrom(e)
                 moved.index_id = new_key
+                moved.version = e.version + 1  # where it may come back, it beats its tombstone
                 try:
                     yield from self._at_owner(new_key, "Index", pb.IndexRequest(entry=moved))
                 except EngineError:
                     continue  # ownership in flux: it stays where it is, still found
                 self.retiring.append((self.now() + self.settings.reindex_grace, key, e))
                 self.count("reindexed")
-        self._retire()
+        yield from self._retire()
 
-    def _retire(self) -> None:
+    def _retire(self) -> Op:
         """Drop moved entries whose grace period is over (the very object: a newer entry
-        for the same subscription at that key stays)."""
+        for the same subscription at that key stays); replicated, as tombstones of their
+        version, copied to my replicas."""
         due = self.now()
-        keep = []
+        keep, gone = [], pb.Records()
         for until, key, e in self.retiring:
-            if until <= due:
-                self.index.remove(key, lambda old, e=e: old is e)
-            else:
+            if until > due:
                 keep.append((until, key, e))
+            elif not self.replicated:
+                self.index.remove(key, lambda old, e=e: old is e)
+            elif self.store.delete_entry(key, e.subscription_id, e.version):
+                tomb = pb.QueryEntry(subscription_id=e.subscription_id, version=e.version)
+                gone.entries.add(key=key, entry=tomb, deleted=self.store.clock())
         self.retiring = keep
+        if gone.entries:
+            yield from self._copy(gone)
 
     def periodic(self) -> list[tuple[Callable[[], Op], float]]:
         """Operations a live node runs on a timer, with their periods."""
-        return [(self.gossip, self.settings.gossip_period)] if self.settings.gossiped else []
+        s = self.settings
+        return [(self.gossip, s.gossip_period)] * s.gossiped + [
+            (self.reconcile, s.reconcile_period)
+        ] * self.replicated
 
     # ---- stats -------------------------------------------------------------------------
 
@@ -898,6 +1199,15 @@ class EngineNode:
         full = sum(s.mailbox.dropped for s in self.subscriptions.values())
         if full:
             dropped["mailbox_full"] = full
+        replica_homes = sum(
+            1 for s in self.subscriptions.values() if s.key and not self.serves(s.key)
+        )
+        region = self.region()
+        primary = (
+            sum(len(self.index.get(k)) for k in self.index.keys_in(*region))
+            if region is not None
+            else len(self.index)
+        )
         return pb.StatsReply(
             node=self.me.address,
             node_id=self.me.id,
@@ -906,7 +1216,7 @@ class EngineNode:
                 for k, v in ledger.snapshot().items()
             ],
             index_entries=len(self.index),
-            subscriptions=len(self.subscriptions),
+            subscriptions=len(self.subscriptions) - replica_homes,
             documents_published=c["documents_published"],
             candidates=c["candidates"],
             matches=c["matches"],
@@ -918,6 +1228,12 @@ class EngineNode:
             synopsis_digest=self.synopsis.digest(),
             reindexed=c["reindexed"],
             alerts_retried=c["alerts_retried"],
+            primary_entries=primary,
+            replica_entries=len(self.index) - primary,
+            repairs=c["repairs"],
+            copies=self.copies() if self.replicated else 1,
+            replica_homes=replica_homes,
+            held_documents=self.store.held_documents,
         )
 
 
@@ -994,8 +1310,10 @@ def _resolve_parts(
         try:
             reply = yield node, Call(h.dn, rpc, request)
         except PeerUnreachable as e:
-            drop(ps, str(e), "dn_failed")
-            return None
+            reply = yield from _again(node, h, rpc, request)
+            if reply is None:
+                drop(ps, str(e), "dn_failed")
+                return None
         if len(reply.found) != len(ps):
             drop(ps, f"{rpc} answered {len(reply.found)} documents of {len(ps)}", "dn_failed")
             return None
@@ -1066,9 +1384,41 @@ def _report(node: EngineNode, h: Heard, matched: list[list[pb.QueryEntry]]) -> T
     add = request.matches.add  # in place: a built Match would be copied in
     for i, (_, entries) in enumerate(found):
         for e in entries:
-            add(subscription_id=e.subscription_id, home=e.home, doc=i)
+            add(subscription_id=e.subscription_id, home=e.home, home_id=e.home_id, doc=i)
     try:
         yield node, Call(h.dn, "Matched", request)
     except PeerUnreachable as e:
-        node.count("dropped:dn_failed", n)
-        log.warning("reporting matches to %s failed: %s", h.dn.address, e)
+        if (yield from _again(node, h, "Matched", request)) is None:
+            node.count("dropped:dn_failed", n)
+            log.warning("reporting matches to %s failed: %s", h.dn.address, e)
+
+
+def _again(node: EngineNode, h: Heard, rpc: str, request) -> Together:
+    """A call to a DN that did not answer, made again where its documents are now: the
+    owner of its key, the successor that holds copies (replicated). Its reply, or None."""
+    if not node.replicated or not h.dn.id:
+        return None
+    owner, _ = yield from _as(node, node.chord.lookup(h.dn.id, verify=True))
+    if owner.address == h.dn.address:
+        return None
+    h.dn = owner  # the rest of the resolution, and the report, go there too
+    try:
+        return (yield node, Call(owner, rpc, request))
+    except PeerUnreachable:
+        return None
+
+
+def _as(node: EngineNode, op: Op) -> Together:
+    """A node's operation run as part of a resolution: its calls, made by that node."""
+    reply: Any = None
+    error: PeerUnreachable | None = None
+    while True:
+        try:
+            call = op.throw(error) if error is not None else op.send(reply)
+        except StopIteration as stop:
+            return stop.value
+        reply, error = None, None
+        try:
+            reply = yield node, call
+        except PeerUnreachable as e:
+            error = e

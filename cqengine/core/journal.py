@@ -3,27 +3,34 @@
 The engine core does no I/O: a live node with a data directory gives its EngineNode a
 journal (cqengine.live.storage) that writes these records to disk; the simulator gives none.
 What a node must not lose when its process dies is exactly what passes through here: the
-subscriptions homed at it, the inverted-list entries it holds, and the alerts waiting in
-its mailboxes, each alert under its subscription's sequence number.
+subscriptions homed (or replicated) at it, the inverted-list entries it holds and their
+tombstones, and the alerts waiting in its mailboxes, each alert under its subscription's
+sequence number.
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Protocol
+from typing import TYPE_CHECKING, Iterable, Protocol
 
 from cqengine.proto import cqengine_pb2 as pb
+
+if TYPE_CHECKING:
+    from cqengine.core.homes import Subscription
 
 AlertDoc = tuple[str, str, str]  # what an alert says of its document: docno, title, snippet
 
 
 class Journal(Protocol):
-    def subscribed(
-        self, sub_id: int, token_hash: bytes, terms: list[str], index_id: int, index_term: str
-    ) -> None:
-        """A subscription is homed here (its token only as a hash)."""
+    def subscribed(self, sub: "Subscription") -> None:
+        """A subscription is homed or replicated here (its token only as a hash), with the
+        alerts its mailbox holds."""
 
-    def unsubscribed(self, sub_id: int) -> None:
-        """It is gone, with its mailbox."""
+    def unsubscribed(self, sub_id: int, key: int, deleted: float) -> None:
+        """It is gone, with its mailbox; `deleted` > 0: its tombstone (home key, when) is
+        kept, 0: no tombstone either (collected)."""
+
+    def tombstoned(self, key: int, sub_id: int, version: int | None, deleted: float) -> None:
+        """An entry's tombstone under key: its version and when it was made; None: collected."""
 
     def indexed(self, key: int, entry: pb.QueryEntry) -> None:
         """An entry is held under key (instead of any of its subscription's there)."""

@@ -170,7 +170,7 @@ class InvertedIndex(SortedKeyStore):
         self.rarity = rarity
         self.journal: Journal | None = None
         self._blocks: dict[int, Block] = {}
-        self._subs: dict[int, set[int]] = {}
+        self._subs: dict[int, dict[int, pb.QueryEntry]] = {}  # key -> subscription -> its entry
         self._merged: OrderedDict[tuple[int, ...], tuple[list[Block], Block]] = (
             OrderedDict()
         )  # see blocks
@@ -259,6 +259,9 @@ class InvertedIndex(SortedKeyStore):
     def holds(self, key: int, subscription_id: int) -> bool:
         return subscription_id in self._subs.get(key, ())
 
+    def entry(self, key: int, subscription_id: int) -> pb.QueryEntry | None:
+        return self._subs.get(key, {}).get(subscription_id)
+
     def replace(self, key: int, entry: pb.QueryEntry) -> None:
         """Index the entry under key, instead of any entry of its subscription there."""
         if self.holds(key, entry.subscription_id):
@@ -269,7 +272,7 @@ class InvertedIndex(SortedKeyStore):
         self._held = None
         self._blocks.pop(key, None)
         self._forget_merged()
-        self._subs.setdefault(key, set()).add(value.subscription_id)
+        self._subs.setdefault(key, {})[value.subscription_id] = value
         super().put(key, value)
         if self.journal is not None:
             self.journal.indexed(key, value)
@@ -289,7 +292,7 @@ class InvertedIndex(SortedKeyStore):
         if gone:
             self._changed(key)
             if subs is not None:  # an entry of the same subscription may stay (re-indexing)
-                self.journal.unindexed(key, subs - self._subs.get(key, set()))
+                self.journal.unindexed(key, subs - self._subs.get(key, {}).keys())
         return gone
 
     def take_range(self, lo: int, hi: int) -> list[tuple[int, bytes]]:
@@ -306,7 +309,7 @@ class InvertedIndex(SortedKeyStore):
         self._forget_merged()
         left = self._values.get(key)
         if left:
-            self._subs[key] = {e.subscription_id for e in left}
+            self._subs[key] = {e.subscription_id: e for e in left}
         else:
             self._subs.pop(key, None)
 

@@ -17,6 +17,8 @@ from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.analysis import term_id
 
 RESOLUTIONS = ("td", "bf")
+REPLICAS = 3  # the command line's default: a record survives two nodes failing at once
+MAX_REPLICAS = 8  # no more than the successor list's default length
 
 
 class SettingsError(ValueError):
@@ -41,6 +43,10 @@ class Settings:
     gossip_period: float = 1.0
     # a re-indexed entry stays at its old key this long, for documents already on their way
     reindex_grace: float = 5.0
+    # copies of every record (cqengine.core.replication): 1 is the paper's, a command-line
+    # ring has REPLICAS
+    replicas: int = 1
+    reconcile_period: float = 2.0  # s between a live node's reconciliation rounds
     df: dict[str, int] | None = field(default=None, repr=False)
     popular: frozenset[str] | None = field(default=None, repr=False)  # terms; None: gossip them
 
@@ -60,6 +66,8 @@ class Settings:
         "synopsis_hashes",
         "gossip_period",
         "reindex_grace",
+        "replicas",
+        "reconcile_period",
     )
 
     def validate(self) -> "Settings":
@@ -93,6 +101,10 @@ class Settings:
             raise SettingsError(
                 "synopsis size must be positive, coin tosses 1-64 and registers 1-16"
             )
+        if not 1 <= self.replicas <= MAX_REPLICAS:
+            raise SettingsError(f"replicas {self.replicas} is outside 1-{MAX_REPLICAS}")
+        if self.reconcile_period <= 0:
+            raise SettingsError("the reconciliation period must be positive")
         if self.gossip_period <= 0 or self.reindex_grace < 0:
             raise SettingsError(
                 "the gossip period must be positive and the re-index grace not negative"

@@ -188,20 +188,19 @@ class EngineSimulator:
 
     def publish(self, docno: str, text: str, title: str = "", via: str | None = None) -> DocReport:
         address = via or self.pick()
-        return self._report(
-            [docno],
-            address,
-            lambda: [self.engines[address].publish(docno, text.encode("utf-8"), title)],
-        )
+        op = self.engines[address].publish(docno, text.encode("utf-8"), title)
+        return self._report([docno], address, lambda: [self.ring.run(self.ring.nodes[address], op)])
 
     def publish_terms(self, docno: str, terms: list[str], via: str) -> DocReport:
-        return self._report([docno], via, lambda: [self.engines[via].publish_terms(docno, terms)])
+        op = self.engines[via].publish_terms(docno, terms)
+        return self._report([docno], via, lambda: [self.ring.run(self.ring.nodes[via], op)])
 
     def publish_batch(self, docs: list[Document], via: str) -> DocReport:
         """Publish documents (analyzed) through one node as one batch; the report is the
         batch's (refused documents count no terms)."""
+        op = self.engines[via].publish_batch(docs)
         return self._report(
-            [d.docno for d in docs], via, lambda: self.engines[via].publish_batch(docs)
+            [d.docno for d in docs], via, lambda: self.ring.run(self.ring.nodes[via], op)
         )
 
     def _report(self, docnos: list[str], address: str, publish: Callable[[], list]) -> DocReport:
@@ -231,13 +230,42 @@ class EngineSimulator:
         self._settle()
 
     def alerts(self) -> list[tuple[int, str]]:
-        """Every alert delivered so far, taken off the subscribers' streams."""
-        return [
-            (sub.id, docno)
-            for e in self.engines.values()
-            for sub in e.subscriptions.values()
-            for docno, _, _ in sub.mailbox.take()
-        ]
+        """Every alert delivered so far, taken off the subscribers' streams (at the node that
+        serves each subscription: its home, or the replica that took over)."""
+        out = []
+        for e in self.engines.values():
+            for sub in list(e.subscriptions.values()):
+                if not sub.key:
+                    out += [(sub.id, docno) for docno, _, _ in sub.mailbox.take()]
+                elif e.serves(sub.key):  # acknowledged, as a stream would: at the replicas too
+                    box = sub.mailbox
+                    out += [(sub.id, docno) for docno, _, _ in box.alerts(box.first, box.shown)]
+                    e.acknowledge(sub, box.shown)
+        self._settle()
+        return out
+
+    def reconcile_round(self) -> None:
+        """Every node reconciles its range with its replicas once, in a seeded order."""
+        addresses = sorted(self.ring.nodes)
+        self.rng.shuffle(addresses)
+        for a in addresses:
+            self.ring.run(self.ring.nodes[a], self.engines[a].reconcile())
+        self._settle()
+
+    def fail(self, addresses: Iterable[str], converge: bool = True) -> int:
+        """These nodes crash at once; then (`converge`) rounds of the ring's maintenance, and
+        whatever they set off (replicas take over what the failed nodes held), until the
+        ring is correct again; how many rounds that took."""
+        for a in addresses:
+            self.ring.fail(a)
+        rounds = 0
+        while converge and self.ring.problems():
+            if rounds == 200:
+                raise RuntimeError(f"the ring did not converge: {self.ring.problems()[:3]}")
+            self.ring.round()
+            self._settle()
+            rounds += 1
+        return rounds
 
     def load(self) -> list[int]:
         """Query-index entries per node."""

@@ -11,7 +11,10 @@ The node a client subscribes through is the subscription's home: its alerts stre
 there (`alerts` connects to the home node by itself; one stream may carry many of a home's
 subscriptions). Alerts carry their subscription's sequence numbers; `alerts` acknowledges
 what it has handed out, and resumes a broken stream where it stood: every alert once, in
-order, across dropped connections and restarts of the home.
+order, across dropped connections and restarts of the home. In a replicated ring (the
+default) a subscription outlives its home: when the home fails, the next of its successors
+serves it, and `alerts` finds that node (any node's lookup of the home key names it) and
+resumes there.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Iterable, Iterator, Sequence
 
 import grpc
 
+from chord.client import lookup
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.proto import cqengine_pb2_grpc as pb_grpc
 
@@ -97,10 +101,29 @@ class Client:
     def subscribe(self, query: str) -> pb.SubscribeReply:
         return self._call("Subscribe", pb.SubscribeRequest(query=query))
 
-    def unsubscribe(self, subscription_id: int, token: str) -> None:
-        self._call(
-            "Unsubscribe", pb.UnsubscribeRequest(subscription_id=subscription_id, token=token)
-        )
+    def unsubscribe(self, subscription_id: int, token: str, home_id: int = 0) -> None:
+        """Unsubscribe through this client's node; with the home key (SubscribeReply.home_id),
+        through whichever node serves the subscription now if this one does not."""
+        request = pb.UnsubscribeRequest(subscription_id=subscription_id, token=token)
+        try:
+            self._call("Unsubscribe", request)
+        except ClientError as e:
+            home = self.find_home(home_id) if home_id and e.code == "UNAVAILABLE" else None
+            if home is None or home == self.address:
+                raise
+            with Client(home, self.timeout) as there:
+                there._call("Unsubscribe", request)
+
+    def find_home(self, home_id: int, contacts: Sequence[str] = ()) -> str | None:
+        """The node that serves a home key now, as this client's node or a contact finds it by
+        lookup; None if none of them answers."""
+        for address in dict.fromkeys([self.address, *contacts]):
+            try:
+                owner, _ = lookup(address, home_id, timeout=min(5.0, self.timeout))
+                return owner.address
+            except grpc.RpcError:
+                continue
+        return None
 
     def publish(self, docno: str, text: str | bytes, title: str = "") -> pb.PublishReply:
         body = text.encode("utf-8") if isinstance(text, str) else text
@@ -152,7 +175,10 @@ class Client:
         keys = [
             (s.subscription_id, s.token) if isinstance(s, pb.SubscribeReply) else s for s in subs
         ]
-        home = home or next((s.home for s in subs if isinstance(s, pb.SubscribeReply)), None)
+        replies = [s for s in subs if isinstance(s, pb.SubscribeReply)]
+        home = home or next((s.home for s in replies), None)
+        home_id = next((s.home_id for s in replies if s.home_id), 0)
+        contacts = [home or self.address, *(c for s in replies for c in s.contacts)]
         client = Client(home) if home and home != self.address else self
         nexts = {sub_id: 0 for sub_id, _ in keys}  # the first alert of each not handed out
         acked = dict(nexts)
@@ -207,6 +233,16 @@ class Client:
                         raise _error(e, client.address) from None
                     time.sleep(RESUME_WAITS[min(attempts, len(RESUME_WAITS) - 1)])
                     attempts += 1
+                    there = self.find_home(home_id, contacts) if home_id else None
+                    if there is not None and there != client.address:  # it moved: follow it
+                        try:
+                            ack()  # what the old home could not take, the new one takes
+                        except ClientError:
+                            pass
+                        if client is not self:
+                            client.close()
+                        client = self if there == self.address else Client(there, self.timeout)
+                        acked.clear()  # the new home hears every acknowledgement afresh
                 finally:
                     stream.cancel()
         finally:

@@ -12,7 +12,7 @@ import asyncio
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from chord.live import StartupError
 from cqengine.core.engine import Document, EngineError, EngineNode, prepare
@@ -56,8 +56,9 @@ class Batcher:
     analyzed in a worker thread (the event loop keeps serving meanwhile) and published by
     the engine as one (EngineNode.publish_batch); the next batch gathers meanwhile."""
 
-    def __init__(self, engine: EngineNode, publishing: Publishing) -> None:
-        self.engine, self.publishing = engine, publishing
+    def __init__(self, engine: EngineNode, publishing: Publishing, run: Callable) -> None:
+        """`run`: how the node runs an operation (LiveNode.run_op)."""
+        self.engine, self.publishing, self.run = engine, publishing, run
         self.queue: list[tuple[pb.PublishRequest, asyncio.Future]] = []
         self.changed = asyncio.Event()
         self.analyzer = ThreadPoolExecutor(1, thread_name_prefix="analyze")
@@ -113,7 +114,7 @@ class Batcher:
             self.analyzer, prepare_all, [r for r, _ in batch], limit
         )
         fit = [(d, f) for d, (_, f) in zip(documents, batch) if isinstance(d, Document)]
-        replies = self.engine.publish_batch([d for d, _ in fit]) if fit else []
+        replies = await self.run(self.engine.publish_batch([d for d, _ in fit])) if fit else []
         for (_, future), reply in zip(fit, replies):
             future.set_result(reply)
         for document, (_, future) in zip(documents, batch):

@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, TextIO
@@ -397,6 +398,7 @@ def ring_up(
         for entry in ring.nodes[1:]:
             _wait_serving(entry, timeout=20)
         view = wait_converged(ring.addresses(), r, timeout or 30 + n, progress)
+        wait_replicated(view, timeout or 30 + n, progress)
     except BaseException:
         stop_processes(ring.nodes, grace=1.0)
         ring_path.unlink(missing_ok=True)
@@ -444,7 +446,54 @@ def _wait_serving(entry: NodeEntry, timeout: float) -> None:
         time.sleep(0.1)
 
 
+def under_replicated(view: RingView, timeout: float = 2.0) -> list[str]:
+    """The nodes whose range has fewer copies than the ring keeps (or the ring's size
+    allows), as their last reconciliation with their replicas found: one line each."""
+    from cqengine.live.client import Client, ClientError
+
+    def stats(address: str):
+        try:
+            with Client(address, timeout=timeout) as c:
+                return c.stats()
+        except ClientError:
+            return None
+
+    addresses = sorted(view.states, key=lambda a: view.states[a].node.id)
+    with ThreadPoolExecutor(max_workers=min(16, max(1, len(addresses)))) as pool:
+        replies = dict(zip(addresses, pool.map(stats, addresses)))
+    out = []
+    for address, s in replies.items():
+        if s is None:
+            out.append(f"{address}: its engine does not answer")
+            continue
+        want = min(s.config.replicas, len(view.states))
+        if s.copies < want:
+            state = view.states[address]
+            lo = short(state.predecessor.id) if state.HasField("predecessor") else "?"
+            out.append(
+                f"range ({lo}, {short(state.node.id)}] of {address} has {s.copies} of "
+                f"{want} copies (its replicas have not all agreed with it yet)"
+            )
+    return out
+
+
+def wait_replicated(
+    view: RingView, timeout: float, progress: Callable[[str], None] = lambda s: None
+) -> None:
+    """Until every node's range has all its copies (a restarted ring's replicas reconcile)."""
+    deadline = time.monotonic() + timeout
+    while missing := under_replicated(view):
+        progress(f"replicating: {len(missing)} ranges lack copies")
+        if time.monotonic() > deadline:
+            raise RingError(
+                f"the ring was not fully replicated within {timeout:.0f}s ({missing[0]})"
+            )
+        time.sleep(0.3)
+
+
 def ring_status(ring_path: Path, out: TextIO = sys.stdout) -> bool:
+    """Print the ring's table and what is wrong with it; whether it is one correct ring with
+    every range fully replicated."""
     ring = RingFile.load(ring_path)
     view = observe(ring.addresses(), ring.r)
     if not view.states:
@@ -453,17 +502,24 @@ def ring_status(ring_path: Path, out: TextIO = sys.stdout) -> bool:
             "`cqengine ring down` clears it"
         )
     print(format_table(view, ring.r), file=out)
-    if view.ok:
-        print(
-            f"ring OK: {len(view.states)} nodes answer and form one correct ring"
-            + (f"; {len(view.down)} down" if view.down else ""),
-            file=out,
-        )
-    else:
+    if not view.ok:
         print(f"ring NOT converged: {len(view.problems)} problems", file=out)
         for p in view.problems[:20]:
             print(f"  {p}", file=out)
-    return view.ok
+        return False
+    print(
+        f"ring OK: {len(view.states)} nodes answer and form one correct ring"
+        + (f"; {len(view.down)} down" if view.down else ""),
+        file=out,
+    )
+    missing = under_replicated(view)
+    if missing:
+        print(f"under-replicated: {len(missing)} ranges", file=out)
+        for p in missing[:20]:
+            print(f"  {p}", file=out)
+        return False
+    print("every range has all its copies", file=out)
+    return True
 
 
 def ring_down(ring_path: Path, out: TextIO = sys.stdout, purge: bool = False) -> int:

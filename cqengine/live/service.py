@@ -20,7 +20,8 @@ import grpc
 
 from chord.ids import hash_id
 from chord.live import LiveNode, StartupError, Timing, serve
-from cqengine.core.engine import AlertDoc, EngineError, EngineNode, Subscription, alert_batch
+from cqengine.core.engine import AlertDoc, EngineError, EngineNode, alert_batch
+from cqengine.core.homes import Subscription
 from cqengine.core.settings import Settings, SettingsError
 from cqengine.live.publishing import Batcher, Publishing
 from cqengine.live.storage import Storage
@@ -43,12 +44,13 @@ class Stream:
         self.cursor = {s.id: nexts.get(s.id, 0) for s in subs}
         self.ready: dict[int, None] = dict.fromkeys(s.id for s in subs if self._unsent(s))
         self.event = asyncio.Event()
+        self.moved = False  # this node no longer serves one of its subscriptions
 
     def _start(self, sub: Subscription) -> int:
         return max(self.cursor[sub.id], sub.mailbox.first)  # those below first were dropped
 
     def _unsent(self, sub: Subscription) -> int:
-        return sub.mailbox.next - self._start(sub)
+        return sub.mailbox.shown - self._start(sub)  # not those still being copied to replicas
 
     def wake(self, sub_id: int) -> None:
         self.ready[sub_id] = None
@@ -98,9 +100,20 @@ class ClientAPI(pb_grpc.CQEngineServicer):
 
     def __init__(self, live: LiveNode, engine: EngineNode, publishing: Publishing) -> None:
         self.live, self.engine = live, engine
-        self.batcher = Batcher(engine, publishing)
+        self.batcher = Batcher(engine, publishing, live.run_op)
         self.streams: dict[int, Stream] = {}  # subscription -> its one live stream
         engine.alert_listeners.append(self._wake)
+        engine.region_listeners.append(self._moved)
+
+    def _moved(self) -> None:
+        """My region changed: streams of subscriptions I no longer serve end, so that their
+        clients find the node that serves them now."""
+        engine = self.engine
+        for sub_id, stream in list(self.streams.items()):
+            sub = engine.subscriptions.get(sub_id)
+            if sub is None or (sub.key and not engine.serves(sub.key)):
+                stream.moved = True
+                stream.event.set()
 
     def _wake(self, sub_ids: list[int]) -> None:
         streams = self.streams
@@ -194,6 +207,12 @@ class ClientAPI(pb_grpc.CQEngineServicer):
                     return
                 await stream.event.wait()
                 stream.event.clear()
+                if stream.moved:
+                    await context.abort(
+                        grpc.StatusCode.UNAVAILABLE,
+                        "a subscription of this stream is served by another node now: "
+                        "look up its home key",
+                    )
         finally:
             for sub_id in stream.subs:
                 if self.streams.get(sub_id) is stream:
@@ -243,6 +262,11 @@ async def serve_engine(
         settings = (settings or Settings()).validate()
     except SettingsError as e:
         raise StartupError(str(e)) from None
+    if settings.replicas - 1 > r:
+        raise StartupError(
+            f"the ring keeps {settings.replicas} copies of every record, on a node's next "
+            f"{settings.replicas - 1} successors: --successors must be at least that, not {r}"
+        )
     storage = None
     if data_dir is not None:
         address = f"{advertise or host}:{port}"
@@ -261,8 +285,9 @@ async def serve_engine(
             chord, settings, spawn, later=later, hold=timing.call_timeout, journal=storage
         )
         if storage is not None:
-            subs, entries = storage.load()
-            node.restore(subs, entries)
+            kept = storage.load()
+            node.restore(*kept)
+            subs, entries = kept[0], kept[1]
             if subs or entries:
                 print(
                     f"restored {len(subs)} subscriptions, {len(entries)} index entries and "

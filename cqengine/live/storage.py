@@ -25,19 +25,30 @@ from typing import Iterable
 import mmh3
 
 from chord.live import StartupError
-from cqengine.core.engine import MAILBOX, Mailbox, Subscription
+from cqengine.core.homes import MAILBOX, Mailbox, Subscription
 from cqengine.core.journal import AlertDoc
 from cqengine.proto import cqengine_pb2 as pb
 
 FILE = "node.sqlite"
-SCHEMA = "1"
+SCHEMA = "2"
+MIGRATIONS = {  # from a schema to the next
+    "1": "ALTER TABLE subscriptions ADD COLUMN key INTEGER NOT NULL DEFAULT 0",
+}
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS subscriptions (
     id INTEGER PRIMARY KEY, token_hash BLOB NOT NULL, terms TEXT NOT NULL,
     index_id INTEGER NOT NULL, index_term TEXT NOT NULL,
-    first INTEGER NOT NULL DEFAULT 0  -- the number of its oldest alert not acknowledged
+    first INTEGER NOT NULL DEFAULT 0,  -- the number of its oldest alert not acknowledged
+    key INTEGER NOT NULL DEFAULT 0  -- its home key (0: homed here for good, not replicated)
+);
+CREATE TABLE IF NOT EXISTS tombstones (  -- entries deleted, kept until every replica has it
+    key INTEGER NOT NULL, subscription_id INTEGER NOT NULL, version INTEGER NOT NULL,
+    deleted REAL NOT NULL, PRIMARY KEY (key, subscription_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS gone (  -- subscriptions ended, likewise
+    id INTEGER PRIMARY KEY, key INTEGER NOT NULL, deleted REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS entries (
     key INTEGER NOT NULL, subscription_id INTEGER NOT NULL, entry BLOB NOT NULL,
@@ -96,6 +107,16 @@ class Storage:
             storage.db.commit()
             return storage
         storage.close()
+        if meta.get("schema") in MIGRATIONS:
+            storage = cls(data_dir / FILE)
+            while (schema := dict(storage.db.execute("SELECT * FROM meta"))["schema"]) != SCHEMA:
+                storage.db.execute(MIGRATIONS[schema])
+                storage.db.execute(
+                    "UPDATE meta SET value = ? WHERE name = 'schema'", (str(int(schema) + 1),)
+                )
+                storage.db.commit()
+            storage.close()
+            meta["schema"] = SCHEMA
         if meta.get("schema") != SCHEMA:
             raise StartupError(
                 f"data directory {data_dir} has schema {meta.get('schema')}, not {SCHEMA}"
@@ -112,11 +133,13 @@ class Storage:
             )
         return cls(data_dir / FILE)
 
-    def load(self) -> tuple[list[Subscription], list[tuple[int, pb.QueryEntry]]]:
-        """The subscriptions homed here with their mailboxes, and the entries held here."""
+    def load(self) -> tuple[list, list, list, list]:
+        """What EngineNode.restore takes back: the subscriptions homed or replicated here
+        with their mailboxes, the entries held here, the entries' tombstones and the
+        subscriptions' (unsubscribed)."""
         subs = {}
-        for sub_id, token_hash, terms, index_id, index_term, first in self.db.execute(
-            "SELECT * FROM subscriptions"
+        for sub_id, token_hash, terms, index_id, index_term, first, key in self.db.execute(
+            "SELECT id, token_hash, terms, index_id, index_term, first, key FROM subscriptions"
         ):
             subs[sub_id] = Subscription(
                 unsigned(sub_id),
@@ -125,6 +148,7 @@ class Storage:
                 unsigned(index_id),
                 index_term,
                 Mailbox(first=first),
+                unsigned(key),
             )
         docs = {
             i: (docno, title, snippet)
@@ -145,24 +169,63 @@ class Storage:
             (unsigned(key), pb.QueryEntry.FromString(entry))
             for key, entry in self.db.execute("SELECT key, entry FROM entries")
         ]
-        return list(subs.values()), entries
+        tombstones = [
+            (unsigned(key), unsigned(sub), unsigned(version), deleted)
+            for key, sub, version, deleted in self.db.execute("SELECT * FROM tombstones")
+        ]
+        gone = [
+            (unsigned(sub), unsigned(key), deleted)
+            for sub, key, deleted in self.db.execute("SELECT * FROM gone")
+        ]
+        return list(subs.values()), entries, tombstones, gone
 
     # ---- the journal ---------------------------------------------------------------------
 
-    def subscribed(
-        self, sub_id: int, token_hash: bytes, terms: list[str], index_id: int, index_term: str
-    ) -> None:
+    def subscribed(self, sub: Subscription) -> None:
         self.db.execute(
-            "INSERT OR REPLACE INTO subscriptions VALUES (?, ?, ?, ?, ?, 0)",
-            (signed(sub_id), token_hash, json.dumps(terms), signed(index_id), index_term),
+            "INSERT OR REPLACE INTO subscriptions"
+            " (id, token_hash, terms, index_id, index_term, first, key)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                signed(sub.id),
+                sub.token_hash,
+                json.dumps(sub.terms),
+                signed(sub.index_id),
+                sub.index_term,
+                sub.mailbox.first,
+                signed(sub.key),
+            ),
         )
+        box = sub.mailbox
+        if box.queue:
+            self.alerted([(sub.id, box.first + i, doc) for i, doc in enumerate(box.queue)])
         self._changed()
 
-    def unsubscribed(self, sub_id: int) -> None:
+    def unsubscribed(self, sub_id: int, key: int, deleted: float) -> None:
         self.commit()  # its alerts gathered so far go with it
         self._acked.pop(sub_id, None)
         self.db.execute("DELETE FROM subscriptions WHERE id = ?", (signed(sub_id),))
         self.db.execute("DELETE FROM alerts WHERE subscription_id = ?", (signed(sub_id),))
+        if deleted:
+            self.db.execute(
+                "INSERT OR REPLACE INTO gone VALUES (?, ?, ?)",
+                (signed(sub_id), signed(key), deleted),
+            )
+        else:
+            self.db.execute("DELETE FROM gone WHERE id = ?", (signed(sub_id),))
+        self._changed()
+
+    def tombstoned(self, key: int, sub_id: int, version: int | None, deleted: float) -> None:
+        if version is None:
+            self.db.execute(
+                "DELETE FROM tombstones WHERE key = ? AND subscription_id = ?",
+                (signed(key), signed(sub_id)),
+            )
+        else:
+            self.db.execute(
+                "INSERT OR REPLACE INTO tombstones VALUES (?, ?, ?, ?)",
+                (signed(key), signed(sub_id), signed(version), deleted),
+            )
         self._changed()
 
     def indexed(self, key: int, entry: pb.QueryEntry) -> None:

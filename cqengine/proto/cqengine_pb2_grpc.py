@@ -423,11 +423,31 @@ class EngineStub:
         self.Deliver = channel.unary_unary(
                 '/cqengine.Engine/Deliver',
                 request_serializer=cqengine_dot_proto_dot_cqengine__pb2.AlertBatch.SerializeToString,
-                response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.Ack.FromString,
+                response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.DeliverReply.FromString,
                 _registered_method=True)
         self.Gossip = channel.unary_unary(
                 '/cqengine.Engine/Gossip',
                 request_serializer=cqengine_dot_proto_dot_cqengine__pb2.GossipRequest.SerializeToString,
+                response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.Ack.FromString,
+                _registered_method=True)
+        self.Replicate = channel.unary_unary(
+                '/cqengine.Engine/Replicate',
+                request_serializer=cqengine_dot_proto_dot_cqengine__pb2.Records.SerializeToString,
+                response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.ReplicateReply.FromString,
+                _registered_method=True)
+        self.Reconcile = channel.unary_unary(
+                '/cqengine.Engine/Reconcile',
+                request_serializer=cqengine_dot_proto_dot_cqengine__pb2.ReconcileRequest.SerializeToString,
+                response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.ReconcileReply.FromString,
+                _registered_method=True)
+        self.Repair = channel.unary_unary(
+                '/cqengine.Engine/Repair',
+                request_serializer=cqengine_dot_proto_dot_cqengine__pb2.Records.SerializeToString,
+                response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.Ack.FromString,
+                _registered_method=True)
+        self.Release = channel.unary_unary(
+                '/cqengine.Engine/Release',
+                request_serializer=cqengine_dot_proto_dot_cqengine__pb2.ReleaseRequest.SerializeToString,
                 response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.Ack.FromString,
                 _registered_method=True)
 
@@ -497,6 +517,33 @@ class EngineServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Replicate(self, request, context):
+        """Replication (EngineConfig.replicas > 1): records copied to an owner's successors as
+        they change; a periodic reconciliation by digests repairs what differs; a DN's
+        successor holds its documents until their batch is resolved.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Reconcile(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Repair(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Release(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EngineServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -538,11 +585,31 @@ def add_EngineServicer_to_server(servicer, server):
             'Deliver': grpc.unary_unary_rpc_method_handler(
                     servicer.Deliver,
                     request_deserializer=cqengine_dot_proto_dot_cqengine__pb2.AlertBatch.FromString,
-                    response_serializer=cqengine_dot_proto_dot_cqengine__pb2.Ack.SerializeToString,
+                    response_serializer=cqengine_dot_proto_dot_cqengine__pb2.DeliverReply.SerializeToString,
             ),
             'Gossip': grpc.unary_unary_rpc_method_handler(
                     servicer.Gossip,
                     request_deserializer=cqengine_dot_proto_dot_cqengine__pb2.GossipRequest.FromString,
+                    response_serializer=cqengine_dot_proto_dot_cqengine__pb2.Ack.SerializeToString,
+            ),
+            'Replicate': grpc.unary_unary_rpc_method_handler(
+                    servicer.Replicate,
+                    request_deserializer=cqengine_dot_proto_dot_cqengine__pb2.Records.FromString,
+                    response_serializer=cqengine_dot_proto_dot_cqengine__pb2.ReplicateReply.SerializeToString,
+            ),
+            'Reconcile': grpc.unary_unary_rpc_method_handler(
+                    servicer.Reconcile,
+                    request_deserializer=cqengine_dot_proto_dot_cqengine__pb2.ReconcileRequest.FromString,
+                    response_serializer=cqengine_dot_proto_dot_cqengine__pb2.ReconcileReply.SerializeToString,
+            ),
+            'Repair': grpc.unary_unary_rpc_method_handler(
+                    servicer.Repair,
+                    request_deserializer=cqengine_dot_proto_dot_cqengine__pb2.Records.FromString,
+                    response_serializer=cqengine_dot_proto_dot_cqengine__pb2.Ack.SerializeToString,
+            ),
+            'Release': grpc.unary_unary_rpc_method_handler(
+                    servicer.Release,
+                    request_deserializer=cqengine_dot_proto_dot_cqengine__pb2.ReleaseRequest.FromString,
                     response_serializer=cqengine_dot_proto_dot_cqengine__pb2.Ack.SerializeToString,
             ),
     }
@@ -769,7 +836,7 @@ class Engine:
             target,
             '/cqengine.Engine/Deliver',
             cqengine_dot_proto_dot_cqengine__pb2.AlertBatch.SerializeToString,
-            cqengine_dot_proto_dot_cqengine__pb2.Ack.FromString,
+            cqengine_dot_proto_dot_cqengine__pb2.DeliverReply.FromString,
             options,
             channel_credentials,
             insecure,
@@ -796,6 +863,114 @@ class Engine:
             target,
             '/cqengine.Engine/Gossip',
             cqengine_dot_proto_dot_cqengine__pb2.GossipRequest.SerializeToString,
+            cqengine_dot_proto_dot_cqengine__pb2.Ack.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Replicate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cqengine.Engine/Replicate',
+            cqengine_dot_proto_dot_cqengine__pb2.Records.SerializeToString,
+            cqengine_dot_proto_dot_cqengine__pb2.ReplicateReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Reconcile(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cqengine.Engine/Reconcile',
+            cqengine_dot_proto_dot_cqengine__pb2.ReconcileRequest.SerializeToString,
+            cqengine_dot_proto_dot_cqengine__pb2.ReconcileReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Repair(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cqengine.Engine/Repair',
+            cqengine_dot_proto_dot_cqengine__pb2.Records.SerializeToString,
+            cqengine_dot_proto_dot_cqengine__pb2.Ack.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Release(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cqengine.Engine/Release',
+            cqengine_dot_proto_dot_cqengine__pb2.ReleaseRequest.SerializeToString,
             cqengine_dot_proto_dot_cqengine__pb2.Ack.FromString,
             options,
             channel_credentials,

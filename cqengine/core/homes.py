@@ -1,0 +1,164 @@
+"""Subscriptions at their home node, with their mailboxes of alerts not yet acknowledged.
+
+A home numbers its subscriptions' alerts (0, 1, 2, ... with no gap), and an alert leaves its
+mailbox only once the subscriber has acknowledged it. With replicas (Settings.replicas > 1)
+a subscription lives under a ring key, its *home key*: the node that owns the key serves it,
+and the owner's next R-1 successors hold copies (`HomeRecord`s) of its record and mailbox.
+The serving home alone numbers alerts; it shows an alert on a stream only once every
+replica holds it and all before it, so whichever replica serves next knows every number a
+subscriber may have seen, and numbers on from there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import deque
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import Sequence
+
+from cqengine.core.journal import AlertDoc
+from cqengine.proto import cqengine_pb2 as pb
+
+MAILBOX = 10_000  # undelivered alerts kept per subscription
+
+
+def token_hash(token: str) -> bytes:
+    """What a home keeps of a subscription's token: enough to check it, not to forge it."""
+    return hashlib.sha256(token.encode()).digest()
+
+
+@dataclass
+class Mailbox:
+    """A subscription's undelivered alerts, as the documents they are of (one tuple per
+    document, shared by every subscription it alerts); each docno enters once, ever. Alerts
+    are numbered in the order they enter: queue[i] is alert number first + i. Those numbered
+    from `shown` on are not yet on every replica: a stream does not send them yet."""
+
+    limit: int = MAILBOX  # alerts not yet acknowledged
+    queue: deque[AlertDoc] = field(default_factory=deque)
+    seen: set[str] = field(default_factory=set)
+    dropped: int = 0
+    first: int = 0
+    pending: set[int] = field(default_factory=set)  # numbers being copied to the replicas
+
+    def offer(self, doc: AlertDoc) -> bool:
+        if doc[0] in self.seen:
+            return False
+        self.seen.add(doc[0])
+        if len(self.queue) >= self.limit:
+            self.queue.popleft()
+            self.first += 1
+            self.dropped += 1
+        self.queue.append(doc)
+        return True
+
+    def take(self) -> list[AlertDoc]:
+        out = list(self.queue)
+        self.pop(len(out))
+        return out
+
+    def pop(self, n: int) -> None:
+        """The first n alerts left (the subscriber acknowledged them)."""
+        for _ in range(n):
+            self.queue.popleft()
+        self.first += n
+
+    @property
+    def next(self) -> int:
+        """The number the next alert will get."""
+        return self.first + len(self.queue)
+
+    @property
+    def shown(self) -> int:
+        """The number of the first alert a stream may not send yet (not on every replica)."""
+        return min(self.pending) if self.pending else self.next
+
+    def alerts(self, start: int, end: int) -> list[AlertDoc]:
+        """The alerts numbered start .. end - 1 that are still here."""
+        start = max(start, self.first)
+        return list(islice(self.queue, start - self.first, max(0, end - self.first)))
+
+    def acknowledge(self, first: int) -> bool:
+        """Every alert numbered below `first` is acknowledged: they leave; whether any did."""
+        if first <= self.first:
+            return False
+        n = min(first - self.first, len(self.queue))
+        self.pop(n)
+        self.first = first  # past the end: alerts this copy never held were acknowledged
+        return True
+
+    def put(self, start: int, docs: Sequence[AlertDoc], authority: bool = False) -> int | None:
+        """Alerts numbered from `start`, from another copy of this mailbox: None when they
+        join on (any this copy has already must agree; where they do not, the serving
+        home's numbering wins: `authority` says this copy is it), else the number this
+        copy lacks the alerts from (a gap before them)."""
+        if start > self.next:
+            return self.next
+        for i, doc in enumerate(docs):
+            seq = start + i
+            if seq < self.first:
+                continue
+            if seq < self.next:
+                at = seq - self.first
+                if self.queue[at] != doc and not authority:
+                    self.queue[at] = doc
+                    self.seen.add(doc[0])
+                continue
+            self.queue.append(doc)
+            self.seen.add(doc[0])
+        return None
+
+
+@dataclass
+class Subscription:
+    id: int
+    token_hash: bytes
+    terms: list[str]
+    index_id: int
+    index_term: str
+    mailbox: Mailbox = field(default_factory=Mailbox)
+    key: int = 0  # its home key (replicas > 1); 0: it stays at the node it subscribed through
+
+
+def home_record(
+    sub: Subscription, start: int | None = None, end: int | None = None
+) -> pb.HomeRecord:
+    """A subscription's record with its alerts numbered start .. end - 1 (all it holds
+    from the oldest not acknowledged, by default). With `start`, only the alerts (and the
+    acknowledgement): for a replica that holds the record already."""
+    box = sub.mailbox
+    lo = box.first if start is None else max(start, box.first)
+    docs = box.alerts(lo, box.next if end is None else end)
+    record = pb.HomeRecord(key=sub.key, subscription_id=sub.id, first=box.first, start=lo)
+    if start is None:
+        record.token_hash = sub.token_hash
+        record.terms.extend(sub.terms)
+        record.index_id = sub.index_id
+        record.index_term = sub.index_term
+    record.docnos.extend(d[0] for d in docs)
+    if any(d[1] for d in docs):
+        record.titles.extend(d[1] for d in docs)
+    if any(d[2] for d in docs):
+        record.snippets.extend(d[2] for d in docs)
+    return record
+
+
+def record_alerts(record: pb.HomeRecord) -> list[AlertDoc]:
+    n = len(record.docnos)
+    titles = record.titles or [""] * n
+    snippets = record.snippets or [""] * n
+    return list(zip(record.docnos, titles, snippets))
+
+
+def subscription_of(record: pb.HomeRecord) -> Subscription:
+    """A replica's subscription made from a whole record (its alerts put in by the caller)."""
+    return Subscription(
+        record.subscription_id,
+        bytes(record.token_hash),
+        list(record.terms),
+        record.index_id,
+        record.index_term,
+        Mailbox(first=record.first),
+        record.key,
+    )

@@ -1,0 +1,257 @@
+"""Replication (cqengine.core.replication) in the simulator: every record on its owner and
+the owner's next R-1 successors; merging and reconciliation converge whatever the order;
+and when fewer than R consecutive nodes fail, the replicas take over their entries, their
+subscriptions with their mailboxes and the documents of their unfinished batches, so
+every alert is the matcher's, once, numbered without a gap."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+from test_engine_sim import assert_exact, make_settings, subscribe_all, workload
+
+from cqengine.core.engine import Document
+from cqengine.core.postings import InvertedIndex
+from cqengine.core.replication import TOMBSTONE_TTL, RecordStore
+from cqengine.evaluation.sim import EngineSimulator
+from cqengine.proto import cqengine_pb2 as pb
+from cqengine.text.analysis import analyze
+
+R = 3
+
+
+def replicated(wl, nodes: int = 12, seed: int = 3, **kw) -> EngineSimulator:
+    return EngineSimulator(nodes, make_settings(wl, replicas=R, seed=seed, **kw), seed=seed)
+
+
+def owners(sim: EngineSimulator, key: int) -> set[str]:
+    """The key's owner and its next R-1 successors, as the true ring has them."""
+    oracle = sim.ring.oracle()
+    at = oracle.ids.index(oracle.owner(key).id)
+    return {oracle.nodes[(at + i) % len(oracle.ids)].address for i in range(R)}
+
+
+def entry_holders(sim: EngineSimulator) -> dict[tuple[int, int], set[str]]:
+    out = defaultdict(set)
+    for a, e in sim.engines.items():
+        for key in e.index.keys():
+            for entry in e.index.get(key):
+                out[(key, entry.subscription_id)].add(a)
+    return out
+
+
+def home_holders(sim: EngineSimulator) -> dict[int, set[str]]:
+    out = defaultdict(set)
+    for a, e in sim.engines.items():
+        for sub in e.subscriptions.values():
+            out[sub.id].add(a)
+    return out
+
+
+@pytest.mark.parametrize("strategy", ["ri", "mhi"])
+def test_every_entry_and_subscription_lives_on_its_owner_and_r_minus_1_successors(strategy):
+    wl = workload(1)
+    sim = replicated(wl, strategy=strategy)
+    subs = subscribe_all(sim, wl)
+    entries = entry_holders(sim)
+    assert {sub for _, sub in entries} == set(subs)
+    for (key, _), held in entries.items():
+        assert held == owners(sim, key)
+    homes = home_holders(sim)
+    for e in sim.engines.values():
+        for sub in e.subscriptions.values():
+            assert homes[sub.id] == owners(sim, sub.key)
+    for d in wl.docs[:10]:
+        sim.publish(d.docno, d.text, d.title)
+    for sub_id, held in homes.items():  # every copy of a mailbox holds the same alerts
+        boxes = [sim.engines[a].subscriptions[sub_id].mailbox for a in held]
+        assert len({(b.first, tuple(b.queue)) for b in boxes}) == 1
+    assert_exact(sim.alerts(), wl.oracle(subs, [d.docno for d in wl.docs[:10]]))
+
+
+def consecutive(sim: EngineSimulator, start: str, n: int) -> list[str]:
+    oracle = sim.ring.oracle()
+    at = [node.address for node in oracle.nodes].index(start)
+    return [oracle.nodes[(at + i) % len(oracle.nodes)].address for i in range(n)]
+
+
+@pytest.mark.parametrize("resolution", ["td", "bf"])
+def test_r_minus_1_consecutive_nodes_failing_lose_no_alert_nor_repeat_one(resolution):
+    """Homes with alerts waiting and owners of many entries fail together (R-1 in a row);
+    after the ring's maintenance every alert, waiting or later, is the matcher's, once,
+    and each subscription's alerts are numbered 0, 1, 2, ... with no gap or repeat."""
+    wl = workload(2)
+    sim = replicated(wl, resolution=resolution)
+    sim.hold(True)  # DNs count their reports, as live ones do, and let go of resolved batches
+    vias = sorted(sim.engines)[:4]
+    replies = [sim.subscribe(q, via=vias[i % 4]) for i, q in enumerate(wl.queries)]
+    subs = {r.subscription_id: analyze(q) for r, q in zip(replies, wl.queries)}
+    half = len(wl.docs) // 2
+    for d in wl.docs[:half]:  # their alerts wait in the homes' mailboxes
+        sim.publish(d.docno, d.text, d.title)
+    failed = consecutive(sim, vias[1], R - 1)  # a home and its successor
+    oracle = sim.ring.oracle()
+    owned = [k for k, _ in entry_holders(sim) if oracle.owner(k).address in failed]
+    waiting = [s for s in sim.engines[vias[1]].subscriptions.values() if s.mailbox.queue]
+    assert owned and waiting  # the failures take both entries and alerts with them
+    sim.fail(failed)
+    assert sim.ring.problems() == []
+    for d in wl.docs[half:]:
+        sim.publish(d.docno, d.text, d.title, via=sim.pick())
+    served = {
+        sub.id: sub.mailbox
+        for e in sim.engines.values()
+        for sub in e.subscriptions.values()
+        if e.serves(sub.key)
+    }
+    assert set(served) == set(subs)  # no subscription lost
+    for box in served.values():
+        assert box.first == 0 and box.shown == box.next  # nothing taken yet, none hidden
+    assert_exact(sim.alerts(), wl.oracle(subs))
+    assert sum(e.counters["dropped:home_unreachable"] for e in sim.engines.values()) == 0
+
+
+def test_a_dn_failing_before_its_batch_is_announced_is_taken_over_by_its_successor():
+    wl = workload(1)
+    sim = replicated(wl)
+    subs = subscribe_all(sim, wl)
+    dn = sorted(sim.engines)[2]
+    docs = [Document(d.docno, analyze(f"{d.title}\n{d.text}"), d.title) for d in wl.docs]
+    replies = sim.ring.run(sim.ring.nodes[dn], sim.engines[dn].publish_batch(docs))
+    assert all(r.accepted for r in replies)  # held by the DN and its successor
+    successor = consecutive(sim, dn, 2)[1]
+    assert sim.engines[successor].store.held_documents == len(docs)
+    sim.fail([dn])  # before anything it announced went out
+    assert sim.engines[successor].counters["documents_taken_over"] == len(docs)
+    assert_exact(sim.alerts(), wl.oracle(subs))
+
+
+def test_a_dn_that_resolves_its_batch_releases_its_copy():
+    wl = workload(1)
+    sim = replicated(wl)
+    sim.hold(True)
+    subscribe_all(sim, wl)
+    dn = sorted(sim.engines)[5]
+    docs = [Document(d.docno, analyze(d.text), d.title) for d in wl.docs[:8]]
+    sim.publish_batch(docs, via=dn)
+    assert sum(e.store.held_documents for e in sim.engines.values()) == 0
+    assert not sim.engines[dn].own
+
+
+def test_a_stale_replica_is_repaired_by_reconciliation_and_then_agrees():
+    wl = workload(1)
+    sim = replicated(wl)
+    subscribe_all(sim, wl)
+    gone = sim.subscribe(wl.queries[0])
+    sim.unsubscribe(gone)  # tombstones, everywhere
+    want = entry_holders(sim)
+    victim = max(sim.engines, key=lambda a: len(sim.engines[a].index))
+    e = sim.engines[victim]
+    lost = [(k, x.subscription_id) for k in e.index.keys() for x in e.index.get(k)][::2]
+    for key, sub in lost:  # a replica (or owner) that lost entries and a subscription
+        e.index.remove(key, lambda x, sub=sub: x.subscription_id == sub)
+    e.store.tombstones.clear()
+    homes = home_holders(sim)
+    dropped = next(sid for sid, held in homes.items() if victim in held)
+    del e.subscriptions[dropped]
+    sim.reconcile_round()
+    assert entry_holders(sim) == want
+    assert home_holders(sim) == homes
+    assert sum(x.counters["repairs"] for x in sim.engines.values()) >= len(lost) + 1
+    before = sum(x.counters["repairs"] for x in sim.engines.values())
+    sim.reconcile_round()  # now every digest agrees: nothing to repair
+    assert sum(x.counters["repairs"] for x in sim.engines.values()) == before
+    assert all(x.copies() == R for x in sim.engines.values())
+
+
+# ---- merging converges: a property of the records, whatever the order --------------------
+
+KEYS = st.integers(1, 6).map(lambda k: k * (1 << 60))
+ops = st.lists(
+    st.tuples(
+        st.sampled_from(["put", "delete"]),
+        st.sets(st.integers(0, 2), min_size=1),  # the copies that hear of it (a partition)
+        KEYS,
+        st.integers(1, 4),  # subscription
+        st.integers(0, 3),  # version
+    ),
+    max_size=40,
+)
+
+
+def stores(n: int) -> list[RecordStore]:
+    return [RecordStore(InvertedIndex(), {}, R, clock=lambda: 100.0) for _ in range(n)]
+
+
+def held(store: RecordStore) -> dict[tuple[int, int], tuple[int, bool]]:
+    out = {(k, s): (v, True) for (k, s), (v, _) in store.tombstones.items()}
+    for key in store.index.keys():
+        for e in store.index.get(key):
+            out[(key, e.subscription_id)] = (e.version, False)
+    return out
+
+
+def reconcile(owner: RecordStore, replica: RecordStore, lo: int = 0, hi: int = 0) -> None:
+    """The protocol of EngineNode.reconcile, between two stores."""
+    entries, homes = owner.digests(lo, hi)
+    reply = replica.differing(pb.ReconcileRequest(lo=lo, hi=hi, entries=entries, homes=homes))
+    reply = pb.ReconcileReply.FromString(reply.SerializeToString())
+    owner.merge(reply.records)
+    replica.merge(pb.Records.FromString(owner.lacking(lo, hi, reply).SerializeToString()))
+
+
+@hsettings(max_examples=150, deadline=None)
+@given(ops)
+def test_any_interleaving_of_puts_tombstones_and_partitions_converges(ops):
+    copies = stores(3)
+    want: dict[tuple[int, int], tuple[int, bool]] = {}
+    for op, where, key, sub, version in ops:
+        rank = (version, op == "delete")
+        for i in sorted(where):
+            entry = pb.QueryEntry(subscription_id=sub, version=version, index_id=key, home="h")
+            copies[i].put_entry(key, entry, 1.0 if op == "delete" else 0.0)
+        want[(key, sub)] = max(want.get((key, sub), rank), rank)
+    for _ in range(2):  # the owner with each replica in turn, twice
+        for replica in copies[1:]:
+            reconcile(copies[0], replica)
+    for c in copies:
+        assert held(c) == want
+        assert c.digests(0, 0) == copies[0].digests(0, 0)
+
+
+@hsettings(max_examples=60, deadline=None)
+@given(ops, st.permutations(range(3)))
+def test_merging_is_order_free(ops, order):
+    """Each copy's records merged into a fresh store in any order give the same store."""
+    copies = stores(3)
+    for op, where, key, sub, version in ops:
+        for i in where:
+            entry = pb.QueryEntry(subscription_id=sub, version=version, index_id=key, home="h")
+            copies[i].put_entry(key, entry, 1.0 if op == "delete" else 0.0)
+    records = [pb.Records(entries=list(c.entry_records(0, 0))) for c in copies]
+    a, b = stores(2)
+    for r in records:
+        a.merge(r)
+    for i in order:
+        b.merge(records[i])
+        b.merge(records[i])  # twice: idempotent
+    assert held(a) == held(b)
+
+
+def test_tombstones_are_collected_after_their_time_and_an_old_one_deletes_but_is_not_kept():
+    now = [100.0]
+    store = RecordStore(InvertedIndex(), {}, R, clock=lambda: now[0])
+    entry = pb.QueryEntry(subscription_id=7, version=0, index_id=1 << 60, home="h")
+    store.put_entry(1 << 60, entry)
+    assert store.delete_entry(1 << 60, 7, 0)
+    assert held(store) == {(1 << 60, 7): (0, True)}
+    now[0] += TOMBSTONE_TTL + 1
+    store.expire()
+    assert held(store) == {}
+    store.put_entry(1 << 61, pb.QueryEntry(subscription_id=8, index_id=1 << 61, home="h"))
+    assert store.put_entry(1 << 61, pb.QueryEntry(subscription_id=8), deleted=50.0)
+    assert held(store) == {}  # the entry went; a tombstone that old is not kept
