@@ -149,7 +149,7 @@ class ChordNode:
             self._set_predecessor(None if pred in (None, gone) else pred)
         if t.successor == gone and req.successors:
             t.set_successors([to_ref(s) for s in req.successors if to_ref(s) != gone])
-        t.forget(gone)
+        self.forget(gone)
         return pb.Empty()
 
     def _on_get_state(self, req: pb.Empty) -> pb.StateReply:
@@ -163,6 +163,13 @@ class ChordNode:
         if t.predecessor is not None:
             reply.predecessor.CopyFrom(to_info(t.predecessor))
         return reply
+
+    def forget(self, dead: NodeRef) -> None:
+        """Drop a node found dead from my table (my region listeners hear if it was my
+        predecessor)."""
+        if self.table.predecessor == dead:
+            self._set_predecessor(None)
+        self.table.forget(dead)
 
     def _set_predecessor(self, pred: NodeRef | None) -> None:
         old = self.table.predecessor
@@ -213,7 +220,7 @@ class ChordNode:
 
     def _avoid(self, dead: NodeRef, avoid: set[int]) -> None:
         avoid.add(dead.id)
-        self.table.forget(dead)
+        self.forget(dead)
 
     def join(self, bootstrap: NodeRef) -> Op:
         """Find my successor through any ring member; stabilize does the rest."""
@@ -240,7 +247,7 @@ class ChordNode:
                 nbrs = yield Call(succ, "GetNeighbors", pb.Empty())
                 break
             except PeerUnreachable:
-                t.forget(succ)
+                self.forget(succ)
                 if t.alone():
                     fallback = self._live_fallback_successor()
                     if fallback is None:
@@ -253,7 +260,7 @@ class ChordNode:
                     nbrs = yield Call(x, "GetNeighbors", pb.Empty())
                     succ = x
                 except PeerUnreachable:
-                    t.forget(x)
+                    self.forget(x)
         t.set_successors([succ] + [to_ref(s) for s in nbrs.successors])
         if t.alone():
             return
@@ -294,7 +301,7 @@ class ChordNode:
         except PeerUnreachable:
             if self.table.predecessor == pred:
                 self._set_predecessor(None)
-            self.table.forget(pred)
+            self.forget(pred)
 
     def leave(self) -> Op:
         """Graceful leave: keys and predecessor to my successor (the next in my list, if it
@@ -312,7 +319,7 @@ class ChordNode:
                 yield Call(succ, "Leave", to_succ)
                 break
             except PeerUnreachable as e:
-                t.forget(succ)
+                self.forget(succ)
                 failed = e
         else:
             self.store.put_items(items)  # nobody took them; keep them for a retry

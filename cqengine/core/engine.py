@@ -586,7 +586,7 @@ class EngineNode:
                 yield Call(peer, "Replicate", pb.Records(batches=[held]))
                 return peer
             except PeerUnreachable:
-                self.chord.table.forget(peer)
+                self.chord.forget(peer)
         return None
 
     def _release(self, batch: int) -> None:
@@ -702,7 +702,7 @@ class EngineNode:
                 except PeerUnreachable:
                     # forgotten by the lookup layer: regroup around it
                     todo += [(i, run) for i, runs in parts.items() for run in runs]
-                    self.chord.table.forget(hop)
+                    self.chord.forget(hop)
                     kept += part
         mine = [
             Announced(docs[i].key, docs[i].max_id, runs)
