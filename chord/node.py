@@ -223,12 +223,15 @@ class ChordNode:
         self.forget(dead)
 
     def join(self, bootstrap: NodeRef) -> Op:
-        """Find my successor through any ring member; stabilize does the rest."""
+        """Find my successor through any ring member; stabilize does the rest. Nodes that
+        still list me from before (I left, or failed, and come back at my address) are
+        asked to route around me: I am not my own successor."""
+        request = pb.FindSuccessorRequest(key=self.me.id, avoid=[self.me.id])
         try:
-            reply = yield Call(bootstrap, "FindSuccessor", pb.FindSuccessorRequest(key=self.me.id))
+            reply = yield Call(bootstrap, "FindSuccessor", request)
             done, node = reply.done, to_ref(reply.node)
             while not done:
-                reply = yield Call(node, "FindSuccessor", pb.FindSuccessorRequest(key=self.me.id))
+                reply = yield Call(node, "FindSuccessor", request)
                 done, node = reply.done, to_ref(reply.node)
         except PeerUnreachable as e:
             raise JoinError(f"cannot join through {bootstrap.address}: {e}") from None

@@ -97,6 +97,19 @@ def test_failures_reconverge_including_adjacent_ones():
     assert_lookups_correct(sim)
 
 
+@pytest.mark.parametrize("how", ["leave", "fail"])
+def test_a_node_back_at_its_address_before_the_ring_forgot_it_joins_not_alone(how):
+    """Fingers elsewhere still name the node that left (or failed): its join must not find
+    itself as its own successor (it would think itself alone, a ring apart)."""
+    sim = Simulator(seed=4)
+    sim.build_instant([f"n{i}" for i in range(12)])
+    getattr(sim, how)("n5")
+    node = sim.join("n5")  # at once: no round has passed
+    assert not node.table.alone() and node.settled
+    sim.converge()
+    assert sim.problems() == []
+
+
 def test_keys_move_with_ownership_on_join_and_leave():
     sim = built_by_joins(16, seed=7)
     rng = random.Random(7)

@@ -29,7 +29,7 @@ def stored_ring(wl, root: Path, **kw) -> tuple[EngineSimulator, dict[str, Storag
     for address, e in sim.engines.items():
         storage = storages[address] = Storage.open(root / address, address, SETTINGS)
         e.restore(*storage.load())
-        e.journal = e.index.journal = storage
+        e.journal = storage
     return sim, storages
 
 
@@ -84,6 +84,44 @@ def test_a_ring_restarted_from_storage_alerts_its_old_subscriptions_exactly(tmp_
             assert box.next == waiting[sid][0] + len(box.queue)  # numbered on, none reused
             alerts += [(sid, docno) for docno, _, _ in list(box.queue)[old:]]
         assert_exact(alerts, want)
+    finally:
+        close(storages)
+
+
+def test_a_replicated_ring_restarted_from_storage_keeps_every_copy_and_tombstone(tmp_path):
+    """Every node keeps the records it holds as a replica too: restarted, each subscription
+    is on its home and R-1 successors with the same mailbox, the tombstones of those that
+    went are still there to beat stale copies, and later alerts are exact."""
+    wl = workload(1)
+    sim, storages = stored_ring(wl, tmp_path, replicas=3)
+    subs = subscribe_all(sim, wl)
+    for reply in [sim.subscribe(q) for q in wl.queries[:6]]:
+        sim.unsubscribe(reply)
+    first, second = wl.docs[:12], wl.docs[12:24]
+    for d in first:
+        sim.publish(d.docno, d.text, d.title)
+    taken = sim.alerts()  # acknowledged at the homes, and so at their replicas
+    assert set(taken) == wl.oracle(subs, [d.docno for d in first])
+    copies = {
+        (a, sid): (s.key, s.mailbox.first, tuple(s.mailbox.queue))
+        for a, e in sim.engines.items()
+        for sid, s in e.subscriptions.items()
+    }
+    tombstones = {a: dict(e.store.tombstones) for a, e in sim.engines.items()}
+    assert any(tombstones.values()) and sum(len(e.store.gone) for e in sim.engines.values())
+    close(storages)
+
+    again, storages = stored_ring(wl, tmp_path, replicas=3)
+    try:
+        assert {
+            (a, sid): (s.key, s.mailbox.first, tuple(s.mailbox.queue))
+            for a, e in again.engines.items()
+            for sid, s in e.subscriptions.items()
+        } == copies
+        assert {a: dict(e.store.tombstones) for a, e in again.engines.items()} == tombstones
+        for d in second:
+            again.publish(d.docno, d.text, d.title)
+        assert_exact(again.alerts(), wl.oracle(subs, [d.docno for d in second]))
     finally:
         close(storages)
 

@@ -33,7 +33,7 @@ from typing import Any, Callable, Generator, Sequence
 
 import numpy as np
 
-from chord.ids import in_open, in_open_closed
+from chord.ids import in_open_closed
 from chord.node import Call, ChordNode, Op, PeerUnreachable
 from chord.routing import NodeRef
 from cqengine.core.announce import (
@@ -51,7 +51,7 @@ from cqengine.core.indexing import chooser
 from cqengine.core.journal import AlertDoc, Journal
 from cqengine.core.observer import Observer
 from cqengine.core.postings import InvertedIndex, member
-from cqengine.core.replication import DELETED_FOREVER, RecordStore
+from cqengine.core.replication import DELETED_FOREVER, RecordStore, in_range
 from cqengine.core.resolution import FEW, Resolver, pack_bits, unpack_many
 from cqengine.core.settings import Settings
 from cqengine.core.synopsis import Synopsis
@@ -76,6 +76,7 @@ DROP_REASONS = {
 }
 RETRY_FIRST = 0.25  # s before an alert batch is tried again (then twice as long each time)
 GC_AFTER = 30.0  # s a replica keeps records no owner has reconciled with it (at least)
+LEAVING = "this node is stopping; send it to another node of the ring"
 WHOLE = 1 << 63  # a batch's share, divided along its announcement tree (Announcement.share)
 PEERS = 4096  # node references kept by address (peer_at)
 
@@ -178,8 +179,11 @@ Alerts = dict[tuple[str, int], dict[int, tuple[PublishedDoc, list[int]]]]
 @dataclass
 class Gathering:
     """A DN's batch whose reports are still coming: the share of the batch they brought back
-    (all of it: every node the batch reached has reported), and their alerts so far."""
+    (all of it: every node the batch reached has reported), and their alerts so far; the
+    batch as announced, and whether this is its second announcement."""
 
+    batch: list[Announced]
+    again: bool = False
     got: int = 0
     alerts: Alerts = field(default_factory=dict)
 
@@ -278,10 +282,9 @@ class EngineNode:
         self.in_sync: dict[NodeRef, bool] = {}  # replica -> did the last reconciliation end agreed
         self.started = now()
         self.homes_at: OrderedDict[int, str] = OrderedDict()  # home key -> where it was found
-        self.own: dict[
-            int, NodeRef | None
-        ] = {}  # my batches not yet resolved -> their copy's holder
+        self.own: dict[int, list[NodeRef]] = {}  # my unresolved batches -> their copies
         self.reconciling = False
+        self.stopping = False  # the node stops: it takes on no new work
         chord.region_listeners.append(self._region_changed)
         self.region_listeners: list[Callable[[], None]] = []  # told my region changed
         self.synopsis = Synopsis(settings.synopsis_k, settings.synopsis_y, settings.synopsis_hashes)
@@ -304,8 +307,6 @@ class EngineNode:
         )
         self.new_id = ids if ids is not None else (lambda: secrets.randbits(64))
         self.journal = journal
-        self.index.journal = journal
-        self.store.journal = journal
         self.docs: OrderedDict[int, PublishedDoc] = OrderedDict()
         self.counters: Counter[str] = Counter()
         self.alert_listeners: list[
@@ -343,6 +344,15 @@ class EngineNode:
     def peer(self, address: str) -> NodeRef:
         me = self.me
         return me if address == me.address else peer_at(address)
+
+    @property
+    def journal(self) -> Journal | None:
+        return self._journal
+
+    @journal.setter
+    def journal(self, journal: Journal | None) -> None:
+        """Whatever changes what must outlive the process tells this journal."""
+        self._journal = self.index.journal = self.store.journal = journal
 
     @property
     def replicated(self) -> bool:
@@ -383,6 +393,8 @@ class EngineNode:
 
     def subscribe_terms(self, terms: list[str]) -> Op:
         """Subscribe a query already analyzed (by `analyze`, here or in a Spark job)."""
+        if self.stopping:
+            raise EngineError("UNAVAILABLE", LEAVING)
         if not terms:
             raise EngineError(
                 "INVALID_ARGUMENT",
@@ -529,6 +541,8 @@ class EngineNode:
         successor, which finishes the batch if I fail), and have them announced together
         (an operation handed to `spawn`). Per document, its PublishReply or the EngineError
         that refused it: a document is accepted once its DN holds it (and a replica)."""
+        if self.stopping:
+            return [EngineError("UNAVAILABLE", LEAVING)] * len(docs)
         out: list[pb.PublishReply | EngineError] = []
         stored: list[PublishedDoc] = []
         for doc in docs:
@@ -563,37 +577,62 @@ class EngineNode:
                     snippet=doc.snippet,
                     ids=sorted(doc.ids),
                 )
-            peer = yield from self._hold(held)
-            if peer is None and not self.chord.table.alone():
+            took = yield from self._hold(held)
+            if not took and not self.chord.table.alone():
                 return False
             self.store.hold(held)  # a leave hands it over with the rest
-            self.own[name] = peer
+            self.own[name] = took
         batch = [Announced(doc.key, max(doc.ids), [Run.whole(sorted(doc.ids))]) for doc in stored]
         share = 0
         if self.hold > 0 and self.later is not None:  # count the reports of the batch
             share = WHOLE
-            self.gathering[name] = Gathering()
-            self.later(self.hold, lambda: self._deliver_gathered(name))
+            self._gather(name, batch)
         self.spawn(self._announce(self.me, batch, 0, name if share else 0, share))
         return True
 
+    def _gather(self, name: int, batch: list[Announced], again: bool = False) -> None:
+        self.gathering[name] = Gathering(batch, again)
+        self.later(self.hold, lambda: self._hold_over(name))
+
+    def _hold_over(self, name: int) -> None:
+        """The hold of my batch is over. If reports are missing (a node it reached failed
+        before it reported), replicated, I announce it once more: the queries of the failed
+        node are on its replicas, and homes take each alert once. Else, or the second time,
+        I deliver what came."""
+        g = self.gathering.get(name)
+        if g is None:
+            return
+        if g.got >= WHOLE or g.again or not self.replicated:
+            self._deliver_gathered(name)
+            return
+        del self.gathering[name]
+        if g.alerts:
+            self.spawn(self._deliver(g.alerts))
+        self.count("batches_announced_again")
+        log.warning(
+            "batch %016x: reports missing after %.0fs; announcing it again", name, self.hold
+        )
+        self._gather(name, g.batch, again=True)
+        self.spawn(self._announce(self.me, g.batch, 0, name, WHOLE))
+
     def _hold(self, held: pb.HeldBatch) -> Op:
-        """A copy of my batch to my successor (the next, if it does not answer): which took it."""
+        """Copies of my batch to my replicas (the successors after them, for those that do
+        not answer): which took one."""
+        took = []
         for peer in list(self.chord.table.successors):
-            if peer == self.me:
+            if peer == self.me or len(took) == self.settings.replicas - 1:
                 break
             try:
                 yield Call(peer, "Replicate", pb.Records(batches=[held]))
-                return peer
+                took.append(peer)
             except PeerUnreachable:
                 self.chord.forget(peer)
-        return None
+        return took
 
     def _release(self, batch: int) -> None:
-        """My batch is resolved: its copy is needed no more."""
-        peer = self.own.pop(batch, None)
+        """My batch is resolved: its copies are needed no more."""
         self.store.release(batch)
-        if peer is not None:
+        for peer in self.own.pop(batch, ()):
             self.spawn(self._tell(peer, "Release", pb.ReleaseRequest(batch=batch)))
 
     def _tell(self, peer: NodeRef, method: str, request) -> Op:
@@ -602,13 +641,28 @@ class EngineNode:
         except PeerUnreachable:
             pass  # a copy left behind goes with the oldest (RecordStore.hold)
 
-    def _take_over(self, dn: int) -> Op:
-        """My predecessor, a DN, failed or left: the batches it had not finished are mine to
-        announce again (homes take each alert once: those already sent are not repeated)."""
-        for held in self.store.held_for(dn):
+    def _take_over(self) -> Op:
+        """Batches held for DNs whose key is mine now: their DN failed or left (a live DN
+        owns its own key) before it finished them. I announce them again as their DN
+        (homes take each alert once: those already sent are not repeated), and the other
+        copies go."""
+        region = self.region()
+        if region is None:
+            return
+        for held in list(self.store.held.values()):
+            if held.key == self.me.id or not in_range(held.key, *region):
+                continue
             self.store.release(held.batch)
+            for peer in self.replica_set():
+                self.spawn(self._tell(peer, "Release", pb.ReleaseRequest(batch=held.batch)))
             stored = [self._keep(d) for d in held.documents]
             self.count("documents_taken_over", len(stored))
+            log.warning(
+                "taking over batch %016x of %s (%d documents): its DN is gone",
+                held.batch,
+                held.dn,
+                len(stored),
+            )
             yield from self._send_out(stored)
 
     def _keep(self, d: pb.HeldDocument) -> PublishedDoc:
@@ -816,20 +870,22 @@ class EngineNode:
             self._deliver_gathered(req.batch)
         return pb.Ack()
 
-    def _deliver_gathered(self, batch: int) -> None:
+    def _deliver_gathered(self, batch: int, done: bool = True) -> None:
         """Every report of a batch is in, or the hold is over (a QN failed or is slow):
-        deliver what was gathered; reports that come later are delivered as they come."""
+        deliver what was gathered; reports that come later are delivered as they come.
+        Not `done` (I am stopping): the copies stay, for my successor to finish it."""
         gathering = self.gathering.pop(batch, None)
         if gathering is not None and gathering.alerts:
             self.spawn(self._deliver(gathering.alerts))
-        if gathering is not None:
+        if gathering is not None and done:
             self._release(batch)
 
     def flush(self) -> None:
         """Deliver at once what is held (the node stops): no report's matches stay behind,
-        and alerts waiting to be tried again get one last try."""
+        and alerts waiting to be tried again get one last try. Nothing new is taken on."""
+        self.stopping = True
         for batch in list(self.gathering):
-            self._deliver_gathered(batch)
+            self._deliver_gathered(batch, done=False)
         retrying, self.retrying = self.retrying, []
         for home, batch, _ in retrying:
             self.spawn(self._send_alerts(home, batch, self.hold))
@@ -987,10 +1043,13 @@ class EngineNode:
             elif got is not True and got is not False:
                 reply.behind.append(r.subscription_id)
                 reply.since.append(got)
+        region = self.region()
         for b in records.batches:
             if self.store.hold(b):
                 for d in b.documents:
                     self._keep(d)
+                if b.key != self.me.id and region is not None and in_range(b.key, *region):
+                    self.spawn(self._take_over())  # its DN has left me its key already
         return reply
 
     def _on_reconcile(self, req: pb.ReconcileRequest) -> pb.ReconcileReply:
@@ -1054,15 +1113,11 @@ class EngineNode:
         self.count("collected", self.store.drop_outside([region, *self.confirmed]))
 
     def _region_changed(self, old: NodeRef | None, new: NodeRef | None) -> None:
-        """My predecessor changed. If it is gone (failed or left, not passed by a node
-        joining between us), the batches I hold for it are mine to finish."""
+        """My predecessor changed: my range with it."""
         if not self.replicated:
             return
-        me = self.me
-        if old is not None and old != me and (new is None or not in_open(new.id, old.id, me.id)):
-            if self.store.held_for(old.id):
-                self.spawn(self._take_over(old.id))
-        if new is not None:  # my range is new: my replicas need to agree on it at once
+        if new is not None:  # my range is new: batches of DNs gone may be mine to finish,
+            self.spawn(self._take_over())  # and my replicas need to agree on it at once
             self.spawn(self.reconcile())
         for listener in self.region_listeners:
             listener()

@@ -21,6 +21,7 @@ from cqengine.core.journal import AlertDoc
 from cqengine.proto import cqengine_pb2 as pb
 
 MAILBOX = 10_000  # undelivered alerts kept per subscription
+SEEN_KEPT = 256  # docnos of a subscription's latest alerts acknowledged, kept with its copies
 
 
 def token_hash(token: str) -> bytes:
@@ -41,6 +42,9 @@ class Mailbox:
     dropped: int = 0
     first: int = 0
     pending: set[int] = field(default_factory=set)  # numbers being copied to the replicas
+    # the latest acknowledged, which copies of the mailbox carry: a DN sending one of
+    # them again (after a failure) finds it seen wherever the subscription is served then
+    acked: deque[str] = field(default_factory=lambda: deque(maxlen=SEEN_KEPT))
 
     def offer(self, doc: AlertDoc) -> bool:
         if doc[0] in self.seen:
@@ -61,8 +65,15 @@ class Mailbox:
     def pop(self, n: int) -> None:
         """The first n alerts left (the subscriber acknowledged them)."""
         for _ in range(n):
-            self.queue.popleft()
+            self.acked.append(self.queue.popleft()[0])
         self.first += n
+
+    def saw(self, docnos) -> None:
+        """Another copy's latest acknowledged: documents this one must not take again."""
+        for docno in docnos:
+            if docno not in self.seen:
+                self.seen.add(docno)
+                self.acked.append(docno)
 
     @property
     def next(self) -> int:
@@ -136,6 +147,7 @@ def home_record(
         record.terms.extend(sub.terms)
         record.index_id = sub.index_id
         record.index_term = sub.index_term
+        record.seen.extend(box.acked)
     record.docnos.extend(d[0] for d in docs)
     if any(d[1] for d in docs):
         record.titles.extend(d[1] for d in docs)

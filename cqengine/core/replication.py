@@ -171,6 +171,7 @@ class RecordStore:
             if self.journal is not None:
                 self.journal.subscribed(sub)
         box = sub.mailbox
+        box.saw(record.seen)
         if box.acknowledge(record.first):
             changed = True
             if self.journal is not None:
@@ -303,9 +304,6 @@ class RecordStore:
         if held is not None:
             self.held_documents -= len(held.documents)
         return held
-
-    def held_for(self, dn: int) -> list[pb.HeldBatch]:
-        return [b for b in self.held.values() if b.key == dn]
 
     # ---- collection --------------------------------------------------------------------
 

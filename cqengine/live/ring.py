@@ -185,7 +185,7 @@ def spawn(
 ) -> NodeEntry:
     log_path = log_dir / f"node-{port}.log"
     node_args = [*node_args, "--data-dir", str(data)] if data is not None else node_args
-    with open(log_path, "wb") as log:
+    with open(log_path, "ab") as log:  # a node restarted at its port adds to its log
         proc = subprocess.Popen(
             node_command(port, join, r, timing, engine, node_args),
             stdout=log,
