@@ -35,6 +35,8 @@ bench: $(STAMP)
 	$(PY) experiments/bench_synopsis.py
 	$(PY) experiments/bench_sim.py
 	$(PY) experiments/bench_batching.py
+	$(PY) experiments/bench_failures.py
+	$(PY) experiments/bench_churn.py
 
 # one live node's time under load, sampled by py-spy (needs the right to trace processes)
 profile: $(STAMP)

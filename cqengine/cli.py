@@ -703,13 +703,18 @@ def print_stats(replies) -> None:
     ledger: dict[str, list[int]] = {}
     fields = (
         "index_entries",
+        "primary_entries",
+        "replica_entries",
         "subscriptions",
+        "replica_homes",
+        "held_documents",
         "documents_published",
         "candidates",
         "matches",
         "alerts_delivered",
         "alerts_retried",
         "alerts_dropped",
+        "repairs",
     )
     sums = dict.fromkeys(fields, 0)
     for r in replies:
@@ -723,6 +728,7 @@ def print_stats(replies) -> None:
     print(f"nodes: {', '.join(r.node for r in replies)}")
     print(
         f"engine: strategy {cfg.strategy}, resolution {cfg.resolution}, piggyback {cfg.piggyback}"
+        f", replicas {cfg.replicas}"
     )
     for f in fields:
         print(f"{f.replace('_', ' '):20} {sums[f]}")

@@ -41,6 +41,7 @@ from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from chord.live import Timing
 from cqengine.evaluation.matcher import document_frequencies, document_terms, matches
 from cqengine.live.client import Client, ClientError
 from cqengine.live.ring import (
@@ -223,8 +224,15 @@ def run_scenario(name: str, args, docs: list[TrecDoc], queries: list[str]) -> di
     say(f"{name}: a ring of {args.nodes} nodes")
     with tempfile.TemporaryDirectory(prefix=f"cqengine-churn-{name}-") as tmp:
         root = Path(tmp)
-        ring = ring_up(args.nodes, root / "ring.json", out=io.StringIO(), data_root=root / "data")
-        live = Live(ring, timing=ring_timing(), log_dir=root / "logs", data_root=root / "data")
+        timing = Timing(call_timeout=args.call_timeout)  # else the command line's defaults
+        ring = ring_up(
+            args.nodes,
+            root / "ring.json",
+            timing=timing,
+            out=io.StringIO(),
+            data_root=root / "data",
+        )
+        live = Live(ring, timing=timing, log_dir=root / "logs", data_root=root / "data")
         try:
             return churn(name, args, live, docs, queries, rng)
         finally:
@@ -234,12 +242,6 @@ def run_scenario(name: str, args, docs: list[TrecDoc], queries: list[str]) -> di
                 dest.mkdir(parents=True, exist_ok=True)
                 for log in (root / "logs").glob("*.log"):
                     (dest / log.name).write_bytes(log.read_bytes())
-
-
-def ring_timing():
-    from chord.live import Timing
-
-    return Timing()  # the command line's defaults
 
 
 def churn(name: str, args, live: Live, docs, queries, rng: random.Random) -> dict:
@@ -386,7 +388,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--per-call", type=int, default=4, help="documents per PublishBatch call")
     p.add_argument("--warmup", type=float, default=10.0, help="seconds of publishing before")
     p.add_argument("--gap", type=float, default=3.0, help="churn: seconds between changes")
-    p.add_argument("--settle", type=float, default=30.0, help="seconds for the last alerts")
+    p.add_argument("--settle", type=float, default=40.0, help="seconds for the last alerts")
+    p.add_argument(
+        "--call-timeout",
+        type=float,
+        default=Timing().call_timeout,
+        help="the nodes' --call-timeout: how long a DN waits for a batch's reports before it "
+        "announces it again (default %(default)s)",
+    )
     p.add_argument("--scenarios", default=",".join(SCENARIOS))
     p.add_argument("--vocab", type=int, default=4000)
     p.add_argument("--terms", type=float, default=40.0)

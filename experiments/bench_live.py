@@ -21,9 +21,12 @@ corpus; `text`, queries of 3-4 consecutive words taken from the documents' text.
 
 With `--data-dirs on` the nodes keep their state in SQLite data directories, as
 `cqengine ring up` has them do; `--data-dirs off,on` measures a ring of each, side by side.
+`--replicas 1,3` likewise measures rings keeping one copy of every record and three (the
+command line's default), side by side.
 
     python experiments/bench_live.py [--nodes 8] [--subscriptions 10000,100000] [--docs 2000]
-        [--producer-linger-ms 20,100] [--data-dirs off|on|off,on] [--name bench_live]
+        [--producer-linger-ms 20,100] [--data-dirs off|on|off,on] [--replicas 1,3]
+        [--name bench_live]
         [--logs DIR]
 
 Writes experiments/results/NAME.json (bench_live.json).
@@ -58,7 +61,10 @@ from cqengine.text.trec import TrecDoc
 from cqengine.text.workload import generate_queries
 
 RESULTS = Path(__file__).resolve().parent / "results"
-ENGINE_KINDS = ("Announce", "GetBloom", "TermDialogue", "Matched", "Deliver")
+ENGINE_KINDS = (
+    *("Announce", "GetBloom", "TermDialogue", "Matched", "Deliver"),
+    *("Replicate", "Reconcile", "Repair", "Release"),  # the copies kept for failures
+)
 CHANNEL = [
     ("grpc.max_send_message_length", 64 << 20),
     ("grpc.max_receive_message_length", 64 << 20),
@@ -344,6 +350,7 @@ async def measure_ring(
     oracle: set[tuple[int, str]],
     analyzed: list[list[str]],
     stored: bool,
+    replicas: int,
 ) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-live-") as tmp:
         ring_path = Path(tmp) / "ring.json"
@@ -354,6 +361,8 @@ async def measure_ring(
             args.resolution,
             "--stats",
             str(stats_file),
+            "--replicas",
+            str(replicas),
         ]
         say(f"starting {args.nodes} nodes ...")
         ring_file = ring_up(
@@ -444,11 +453,14 @@ async def run(args) -> dict:
                 assert found == oracle, "the percolator disagrees with the matcher"
                 single = len(docs) / seconds
                 say(f"  single process: {single:.0f} docs/s, {len(oracle)} matches")
-                for stored in args.data_dirs:
-                    if len(args.data_dirs) > 1:
-                        say(f"  nodes {'with' if stored else 'without'} data directories")
+                for stored, replicas in [(d, r) for d in args.data_dirs for r in args.replicas]:
+                    if len(args.data_dirs) > 1 or len(args.replicas) > 1:
+                        say(
+                            f"  nodes {'with' if stored else 'without'} data directories, "
+                            f"{replicas} replicas"
+                        )
                     ring = await measure_ring(
-                        args, kind, queries, docs, stats_file, oracle, analyzed, stored
+                        args, kind, queries, docs, stats_file, oracle, analyzed, stored, replicas
                     )
                     fast = ring["throughput"]
                     out.append(
@@ -457,6 +469,7 @@ async def run(args) -> dict:
                             "subscriptions": n,
                             "documents": len(docs),
                             "data_dirs": stored,
+                            "replicas": replicas,
                             "single_process_docs_per_second": single,
                             "matches": len(oracle),
                             "ring_docs_per_second": fast["docs_per_second"],
@@ -514,12 +527,19 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated, a ring each: off (nodes keep nothing), on (each node keeps its "
         "state in SQLite, as `cqengine ring up` has them do)",
     )
+    p.add_argument(
+        "--replicas",
+        default="3",
+        help="comma-separated, a ring each: copies of every record (the command line's "
+        "default 3; 1: none)",
+    )
     p.add_argument("--name", default="bench_live", help="the results file: NAME.json")
     args = p.parse_args(argv)
     modes = args.data_dirs.split(",")
     if set(modes) - {"off", "on"} or len(set(modes)) < len(modes):
         p.error(f"--data-dirs takes off and on, each once, not {args.data_dirs}")
     args.data_dirs = [m == "on" for m in modes]
+    args.replicas = [int(r) for r in args.replicas.split(",")]
     args.subscriptions = [int(n) for n in args.subscriptions.split(",")]
     args.workloads = args.workloads.split(",")
     args.producer_linger_ms = [float(x) for x in args.producer_linger_ms.split(",")]
@@ -543,6 +563,7 @@ def main(argv: list[str] | None = None) -> int:
             right = f["alerts_equal_matcher"] and s["alerts_equal_matcher"]
             print(
                 f"{r['workload']:8} {r['subscriptions']:>7} {'on' if r['data_dirs'] else 'off':>4} "
+                f"R={r['replicas']} "
                 f"{r['single_process_docs_per_second']:>9.0f} {r['ring_docs_per_second']:>8.0f} "
                 f"{r['ratio']:>6.2f} {f['alerts_per_second']:>9.0f} "
                 f"{1000 * f['cpu_seconds_per_document']:>10.2f} "
