@@ -124,11 +124,28 @@ class ChordNode:
             reply.predecessor.CopyFrom(to_info(t.predecessor))
         return reply
 
-    def _on_notify(self, req: pb.NotifyRequest) -> pb.NotifyReply:
+    def _on_notify(self, req: pb.NotifyRequest) -> pb.NotifyReply | Op:
         n = to_ref(req.node)
         t = self.table
         if n == t.me:
             return pb.NotifyReply()
+        if t.predecessor not in (None, n) and not in_open(n.id, t.predecessor.id, t.me.id):
+            # n comes before my predecessor: is that one still there? (n may have found it
+            # dead; until check_predecessor does too, its keys would have no owner)
+            return self._notified_past(n)
+        return self._notified(n)
+
+    def _notified_past(self, n: NodeRef) -> Op:
+        pred = self.table.predecessor
+        try:
+            yield Call(pred, "Ping", pb.Empty())
+        except PeerUnreachable:
+            if self.table.predecessor == pred:
+                self.forget(pred)
+        return self._notified(n)
+
+    def _notified(self, n: NodeRef) -> pb.NotifyReply:
+        t = self.table
         if t.predecessor is None or in_open(n.id, t.predecessor.id, t.me.id):
             self._set_predecessor(n)
         if t.alone():

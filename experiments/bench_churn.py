@@ -180,20 +180,27 @@ class Streamer(threading.Thread):
             self.error = str(e)
 
 
-def drain(subs, addresses: list[str]) -> list[tuple[int, str, int]]:
-    """What is left in the mailboxes, read from the nodes that serve the subscriptions now."""
-    by_node = defaultdict(list)
-    with Client(addresses[0]) as c:
-        for s in subs:
-            by_node[c.find_home(s.home_id, addresses)].append(s)
-    got = []
-    for node, group in by_node.items():
-        if node is None:
-            continue
-        with Client(node) as c:
-            got += [
-                (a.subscription_id, a.docno, a.seq) for a in c.alerts(group, home=node, timeout=2)
-            ]
+def drain(subs, addresses: list[str], seconds: float = 180.0) -> list[tuple[int, str, int]]:
+    """What is left in the mailboxes, read from the nodes that serve the subscriptions now,
+    pass after pass until two in a row find nothing more (or `seconds` pass)."""
+    by_key = defaultdict(list)
+    for s in subs:
+        by_key[s.home_id].append(s)
+    got: list[tuple[int, str, int]] = []
+    deadline, quiet = time.monotonic() + seconds, 0
+    while quiet < 2 and time.monotonic() < deadline:
+        before = len(got)
+        with Client(addresses[0]) as c:
+            at = {key: c.find_home(key, addresses) for key in by_key}
+        for key, group in by_key.items():
+            if at[key] is None:
+                continue
+            with Client(at[key]) as c:
+                got += [
+                    (a.subscription_id, a.docno, a.seq)
+                    for a in c.alerts(group, home=at[key], timeout=5)
+                ]
+        quiet = quiet + 1 if len(got) == before else 0
     return got
 
 
@@ -346,6 +353,7 @@ def churn(name: str, args, live: Live, docs, queries, rng: random.Random) -> dic
         "alerts_wrong": len(set(pairs) - want),
         "subscriptions_numbered_with_gaps": gaps,
         "stream_errors": [s.error for s in streamers if s.error],
+        "alerts_on_open_streams": sum(len(s.got) for s in streamers),
         "dropped_by": dict(dropped),
         "lost_by_home": dict(Counter(home_of[sub] for sub, _ in want - set(pairs))),
         "examples": {  # a few of what went wrong, to look into
@@ -397,6 +405,7 @@ def main(argv: list[str] | None = None) -> int:
         "announces it again (default %(default)s)",
     )
     p.add_argument("--scenarios", default=",".join(SCENARIOS))
+    p.add_argument("--query-size", type=float, default=3.0, help="mean terms per query")
     p.add_argument("--vocab", type=int, default=4000)
     p.add_argument("--terms", type=float, default=40.0)
     p.add_argument("--seed", type=int, default=1)
@@ -414,7 +423,9 @@ def main(argv: list[str] | None = None) -> int:
     df = document_frequencies(corpus)
     queries = [
         " ".join(q)
-        for q in generate_queries(df, args.subscriptions, "skew", mean_size=2.0, seed=args.seed)
+        for q in generate_queries(
+            df, args.subscriptions, "skew", mean_size=args.query_size, seed=args.seed
+        )
     ]
     runs = []
     for i, name in enumerate(scenarios):

@@ -7,7 +7,6 @@ subscription's alerts are numbered 0, 1, 2, ... across the failover."""
 from __future__ import annotations
 
 import io
-import random
 import signal
 import threading
 import time
@@ -15,6 +14,7 @@ from collections import defaultdict
 
 import pytest
 from conftest import FAST, kill_hard, wait_gone
+from test_live_restart import subscribe
 
 from cqengine.evaluation.matcher import document_frequencies, document_terms, matches
 from cqengine.live.client import Client
@@ -31,16 +31,6 @@ def corpus():
     df = document_frequencies(docs)
     queries = [" ".join(q) for q in generate_queries(df, 200, "skew", mean_size=2.0, seed=29)]
     return docs, queries
-
-
-def subscribe(addresses, queries, seed):
-    rng = random.Random(seed)
-    clients = {a: Client(a) for a in addresses}
-    try:
-        return [clients[rng.choice(addresses)].subscribe(q) for q in queries]
-    finally:
-        for c in clients.values():
-            c.close()
 
 
 def publish(address, docs):
@@ -161,8 +151,8 @@ def test_a_dn_killed_while_resolving_its_batch_loses_no_accepted_document(corpus
     try:
         addresses = ring.addresses()
         subs = subscribe(addresses, queries, seed=4)
-        dn = next(n for n in nodes[1:] if all(s.home != n.address for s in subs[:1]))
-        publish(dn.address, docs)  # accepted: the DN and its successor hold every document
+        dn = nodes[2]  # not the bootstrap node, which the survivors' lookups start from
+        publish(dn.address, docs)  # accepted: the DN and its replicas hold every document
         kill_hard(dn)  # while its batches are still being announced and resolved
         survivors = [a for a in addresses if a != dn.address]
         wait_converged(survivors, ring.r, timeout=30)

@@ -139,6 +139,24 @@ def test_every_node_leaving_and_coming_back_in_turn_while_publishing_loses_nothi
     assert_exact(got, wl.oracle(subs))
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_documents_published_right_after_a_failure_lose_nothing(seed):
+    """A node fails and, before any maintenance has noticed, documents are published:
+    announcements for its keys reach its successor, which finds it gone and takes them
+    (it holds the copies), as it takes the alerts of the subscriptions it was home to."""
+    wl = workload(2)
+    sim = replicated(wl, nodes=16, seed=seed)
+    subs = subscribe_all(sim, wl)
+    busiest = max(sim.engines, key=lambda a: len(sim.engines[a].index))
+    assert sim.engines[busiest].subscriptions  # a home too
+    sim.fail([busiest], converge=False)
+    docs = wl.docs[:10]
+    reports = [sim.publish(d.docno, d.text, d.title, via=sim.pick()) for d in docs]
+    announced = sum(r.announcement.messages for r in reports)
+    assert announced < 20 * len(docs)  # no announcement went round in circles
+    assert_exact(sim.alerts(), wl.oracle(subs, [d.docno for d in docs]))
+
+
 def test_a_dn_failing_before_its_batch_is_announced_is_taken_over_by_its_successor():
     wl = workload(1)
     sim = replicated(wl)
@@ -151,6 +169,32 @@ def test_a_dn_failing_before_its_batch_is_announced_is_taken_over_by_its_success
     assert sim.engines[successor].store.held_documents == len(docs)
     sim.fail([dn])  # before anything it announced went out
     assert sim.engines[successor].counters["documents_taken_over"] == len(docs)
+    assert_exact(sim.alerts(), wl.oracle(subs))
+
+
+def test_a_qn_failing_before_it_reports_makes_its_dn_announce_the_batch_again():
+    """A QN takes its part of a batch and fails before resolving it: its report never
+    comes. When the DN's hold ends it announces the batch once more; the failed QN's
+    replica now holds its queries, and homes take each alert once."""
+    wl = workload(1)
+    sim = replicated(wl)
+    sim.hold(True)
+    subs = subscribe_all(sim, wl)
+    dn = sorted(sim.engines)[3]
+    docs = [Document(d.docno, analyze(f"{d.title}\n{d.text}"), d.title) for d in wl.docs]
+    sim.ring.run(sim.ring.nodes[dn], sim.engines[dn].publish_batch(docs))
+    sim.ring.drain()  # the announcements have travelled; no QN has resolved yet
+    qn = max(
+        (node for node, _ in sim.heard if node.me.address != dn),
+        key=lambda node: len(node.index),
+    )
+    assert len(qn.index) > 0
+    sim.heard = [(node, h) for node, h in sim.heard if node is not qn]
+    sim.ring.fail(qn.me.address)
+    while sim.ring.problems():  # maintenance, before the DN's hold ends
+        sim.ring.round()
+    sim._settle()
+    assert sim.engines[dn].counters["batches_announced_again"] == 1
     assert_exact(sim.alerts(), wl.oracle(subs))
 
 

@@ -28,6 +28,7 @@ import time
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
+from inspect import isgenerator
 from itertools import chain, groupby
 from typing import Any, Callable, Generator, Sequence
 
@@ -370,8 +371,10 @@ class EngineNode:
         t = self.chord.table
         if t.alone():
             return True
-        if t.predecessor is None or not self.chord.settled:
+        if not self.chord.settled:
             return False
+        if t.predecessor is None:  # my own key is mine whatever came before it
+            return key == t.me.id
         return in_open_closed(key, t.predecessor.id, t.me.id)
 
     def _copy(self, records: pb.Records, method: str = "Replicate") -> Op:
@@ -705,8 +708,14 @@ class EngineNode:
         if msg.share and self._idle(docs, msg.hops):  # its share goes back with the reply,
             return pb.AnnounceReply(share=msg.share)  # not in a report of nothing
         dn = NodeRef(msg.dn_id, msg.dn) if msg.dn_id else self.peer(msg.dn)
-        self.spawn(self._announce(dn, docs, msg.hops, msg.batch, msg.share))
+        self.spawn(self._announce(dn, docs, msg.hops, msg.batch, msg.share, msg.owner))
         return pb.AnnounceReply()
+
+    def _all_mine(self, todo: list[tuple[int, Run]]) -> bool:
+        """Does my table say every id of these runs is mine?"""
+        ids = np.unique(np.fromiter((y for _, run in todo for y in run.ids), np.uint64))
+        places, routes = self.chord.table.routes(ids)
+        return all(routes[p] is None for p in np.unique(places).tolist())
 
     def _idle(self, docs: list[Announced], hops: int) -> bool:
         """Would this announcement stop here (every id mine) and find no query (no list
@@ -720,19 +729,32 @@ class EngineNode:
         return not self.index.lists(ids)
 
     def _announce(
-        self, dn: NodeRef, docs: list[Announced], hops: int, batch: int = 0, share: int = 0
+        self,
+        dn: NodeRef,
+        docs: list[Announced],
+        hops: int,
+        batch: int = 0,
+        share: int = 0,
+        owner: bool = False,
     ) -> Op:
         """Algorithms 2 and 3 for a batch: every document's runs split by next hop, one
         announcement per next hop for all of them; then my own runs are resolved. Of the
         share of the batch I received, each next hop gets a part and my report brings back
-        the rest (a part given to a hop that failed comes back to me)."""
+        the rest (a part given to a hop that failed comes back to me). `owner`: the sender
+        says the ids are mine (Announcement.owner)."""
         k = self.settings.piggyback
         kept = share
         local: dict[int, list[Run]] = {}  # place in the batch -> my runs of that document
         todo = [(i, run) for i, doc in enumerate(docs) for run in doc.runs]
+        router = self.chord.table.routes if hops < HOP_LIMIT else _mine
+        if owner and hops < HOP_LIMIT and not self._all_mine(todo):
+            yield from self.chord.check_predecessor()  # it may be gone
+            if self.chord.table.predecessor is None:  # gone: its keys are mine now
+                router = _mine
         while todo:
             # each id's next hop by the table as it is now (a failed hop changes it); None: mine
-            by_hop = route_runs(todo, self.chord.table.routes if hops < HOP_LIMIT else _mine, k)
+            by_hop = route_runs(todo, router, k)
+            router = self.chord.table.routes if hops < HOP_LIMIT else _mine
             for i, runs in by_hop.pop(None, {}).items():
                 local.setdefault(i, []).extend(runs)
             todo = []
@@ -745,8 +767,14 @@ class EngineNode:
                 )
                 if share:
                     out.batch, out.share = batch, part
-                if self.replicated:  # where its documents are when the DN is gone
-                    out.dn_id = dn.id
+                if self.replicated:  # where its documents are when the DN is gone,
+                    out.dn_id = dn.id  # and whether I know the ids to be the hop's
+                    out.owner = all(
+                        in_open_closed(y, self.me.id, hop.id)
+                        for runs in parts.values()
+                        for run in runs
+                        for y in run.ids
+                    )
                 if self.observer is not None:
                     self.observer.on_announce(self, out)
                 kept -= part
@@ -754,8 +782,11 @@ class EngineNode:
                     reply = yield Call(hop, "Announce", out)
                     kept += reply.share  # handed back: nothing there to report
                 except PeerUnreachable:
-                    # forgotten by the lookup layer: regroup around it
+                    # forgotten by the lookup layer: regroup around it; and if it was my
+                    # successor, the next one owns its keys once I tell it (at once)
                     todo += [(i, run) for i, runs in parts.items() for run in runs]
+                    if hop == self.chord.table.successor:
+                        self.spawn(self.chord.stabilize())
                     self.chord.forget(hop)
                     kept += part
         mine = [
@@ -770,6 +801,10 @@ class EngineNode:
                 except PeerUnreachable as e:
                     log.warning("returning a share to %s failed: %s", dn.address, e)
             return
+        if hops >= HOP_LIMIT and self.replicated:
+            # processed where it stopped, maybe not at its ids' owner (tables in flux): the
+            # share stays out, so its DN announces the batch again once its hold is over
+            kept = 0
         heard = Heard(dn, mine, batch, kept)
         if self.observer is not None:
             self.observer.on_heard(self, heard)
@@ -906,6 +941,11 @@ class EngineNode:
         key = batch.home_id
         at = self.homes_at.get(key, home) if key else home
         for _ in range(2):
+            if at != home and not batch.owner:
+                found = pb.AlertBatch()
+                found.CopyFrom(batch)
+                found.owner = True  # the ring says the key is its: it checks its predecessor
+                batch = found
             try:
                 reply = yield Call(self.peer(at), "Deliver", batch)
                 if not reply.moved:
@@ -944,8 +984,7 @@ class EngineNode:
 
     def _on_deliver(self, batch: pb.AlertBatch) -> pb.DeliverReply | Op:
         n = len(batch.docnos)
-        subs = batch.subscription_ids
-        counts = per_document(batch.counts, len(subs), n, "subscriptions")
+        per_document(batch.counts, len(batch.subscription_ids), n, "subscriptions")  # checked
         if len(batch.titles) not in (0, n) or len(batch.snippets) not in (0, n):
             raise EngineError(
                 "INVALID_ARGUMENT",
@@ -953,7 +992,29 @@ class EngineNode:
                 f"{len(batch.titles)} titles and {len(batch.snippets)} snippets",
             )
         if batch.home_id and not self.serves(batch.home_id):
+            if batch.owner and self.chord.settled:
+                return self._delivered_if_mine(batch)
             return pb.DeliverReply(moved=True)
+        return self._delivered(batch)
+
+    def _delivered_if_mine(self, batch: pb.AlertBatch) -> Op:
+        """The ring's lookup says the batch's home key is mine, and my predecessor says not:
+        if my predecessor is gone, the key is mine (it was the home, and I hold the copies
+        of its subscriptions)."""
+        yield from self.chord.check_predecessor()  # nothing when it is known gone already
+        if self.chord.table.predecessor is not None:
+            return pb.DeliverReply(moved=True)
+        reply = self._delivered(batch)
+        if isgenerator(reply):
+            reply = yield from reply
+        return reply
+
+    def _delivered(self, batch: pb.AlertBatch) -> pb.DeliverReply | Op:
+        """The batch's alerts into the mailboxes of the subscriptions I serve (a batch
+        checked already)."""
+        subs = batch.subscription_ids
+        n = len(batch.docnos)
+        counts = per_document(batch.counts, len(subs), n, "subscriptions")
         titles, snippets = batch.titles or [""] * n, batch.snippets or [""] * n
         start = 0
         subscriptions = self.subscriptions
