@@ -21,7 +21,7 @@ every range has all its copies (`ring status`), and the bytes of reconciliation
 (Reconcile, Repair) and of replication (Replicate) the live nodes sent meanwhile.
 
     python experiments/bench_churn.py [--nodes 16] [--subscriptions 5000] [--rate 20]
-        [--scenarios kill,restart,churn] [--out DIR]
+        [--seconds 150] [--scenarios kill,restart,churn] [--out DIR]
 
 Writes experiments/results/bench_churn.json.
 """
@@ -180,16 +180,24 @@ class Streamer(threading.Thread):
             self.error = str(e)
 
 
+def waiting(addresses: list[str]) -> int:
+    """Alerts in the mailboxes of the live nodes, not yet acknowledged."""
+    total = 0
+    for a in addresses:
+        with Client(a, timeout=10) as c:
+            total += c.stats().alerts_waiting
+    return total
+
+
 def drain(subs, addresses: list[str], seconds: float = 180.0) -> list[tuple[int, str, int]]:
     """What is left in the mailboxes, read from the nodes that serve the subscriptions now,
-    pass after pass until two in a row find nothing more (or `seconds` pass)."""
+    pass after pass until the nodes say none waits (or `seconds` pass)."""
     by_key = defaultdict(list)
     for s in subs:
         by_key[s.home_id].append(s)
     got: list[tuple[int, str, int]] = []
-    deadline, quiet = time.monotonic() + seconds, 0
-    while quiet < 2 and time.monotonic() < deadline:
-        before = len(got)
+    deadline = time.monotonic() + seconds
+    while waiting(addresses) and time.monotonic() < deadline:
         with Client(addresses[0]) as c:
             at = {key: c.find_home(key, addresses) for key in by_key}
         for key, group in by_key.items():
@@ -200,7 +208,6 @@ def drain(subs, addresses: list[str], seconds: float = 180.0) -> list[tuple[int,
                     (a.subscription_id, a.docno, a.seq)
                     for a in c.alerts(group, home=at[key], timeout=5)
                 ]
-        quiet = quiet + 1 if len(got) == before else 0
     return got
 
 
@@ -355,7 +362,13 @@ def churn(name: str, args, live: Live, docs, queries, rng: random.Random) -> dic
         "stream_errors": [s.error for s in streamers if s.error],
         "alerts_on_open_streams": sum(len(s.got) for s in streamers),
         "dropped_by": dict(dropped),
-        "lost_by_home": dict(Counter(home_of[sub] for sub, _ in want - set(pairs))),
+        "lost_by_home": {
+            home: {"alerts": n, "documents": sorted(docs)[:3] + ["..."] + sorted(docs)[-3:]}
+            for home, n in Counter(home_of[sub] for sub, _ in want - set(pairs)).items()
+            for docs in [{d for sub, d in want - set(pairs) if home_of[sub] == home}]
+        },
+        "streamed_by_home": {s.address: len(s.got) for s in streamers},
+        "alerts_still_waiting": waiting(survivors),
         "examples": {  # a few of what went wrong, to look into
             "lost": sorted(f"{sub:016x} {docno}" for sub, docno in want - set(pairs))[:5],
             "duplicated": sorted(
@@ -392,7 +405,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--nodes", type=int, default=16)
     p.add_argument("--subscriptions", type=int, default=5000)
     p.add_argument("--rate", type=float, default=20.0, help="documents per second published")
-    p.add_argument("--docs", type=int, default=1200, help="documents per scenario")
+    p.add_argument(
+        "--seconds",
+        type=float,
+        default=150.0,
+        help="seconds of publishing per scenario (rate x seconds documents), events included",
+    )
     p.add_argument("--per-call", type=int, default=4, help="documents per PublishBatch call")
     p.add_argument("--warmup", type=float, default=10.0, help="seconds of publishing before")
     p.add_argument("--gap", type=float, default=3.0, help="churn: seconds between changes")
@@ -415,6 +433,7 @@ def main(argv: list[str] | None = None) -> int:
     scenarios = args.scenarios.split(",")
     if set(scenarios) - set(SCENARIOS):
         p.error(f"unknown scenario in {args.scenarios}; choose from {', '.join(SCENARIOS)}")
+    args.docs = round(args.rate * args.seconds)
     corpus = list(
         generate_corpus(
             args.docs * len(scenarios), seed=args.seed, vocab_size=args.vocab, mean_terms=args.terms

@@ -10,7 +10,7 @@ def test_bench_churn_small(tmp_path):
     bench = load_script("experiments/bench_churn.py")
     rc = bench.main(
         [
-            *("--nodes", "5", "--subscriptions", "150", "--docs", "60", "--rate", "15"),
+            *("--nodes", "5", "--subscriptions", "150", "--seconds", "4", "--rate", "15"),
             *("--warmup", "1", "--gap", "1", "--settle", "15", "--call-timeout", "4"),
             *("--scenarios", "churn", "--out", str(tmp_path)),
         ]

@@ -1349,6 +1349,11 @@ class EngineNode:
             repairs=c["repairs"],
             copies=self.copies() if self.replicated else 1,
             replica_homes=replica_homes,
+            alerts_waiting=sum(
+                len(s.mailbox.queue)
+                for s in self.subscriptions.values()
+                if not s.key or self.serves(s.key)
+            ),
             held_documents=self.store.held_documents,
         )
 
