@@ -25,6 +25,8 @@ class PeerUnreachable(Exception):
     def __init__(self, peer: NodeRef, why: str = "") -> None:
         super().__init__(f"{peer.address} unreachable{': ' + why if why else ''}")
         self.peer = peer
+        # refused (nothing listens there: it is gone), not just slow to answer
+        self.refused = why in ("UNAVAILABLE", "no such node")
 
 
 class JoinError(Exception):

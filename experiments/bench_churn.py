@@ -341,6 +341,9 @@ def churn(name: str, args, live: Live, docs, queries, rng: random.Random) -> dic
         {d.docno: document_terms(d.text, d.title) for d in docs if d.docno in publisher.accepted},
     )
     pairs = Counter((sub, docno) for sub, docno, _ in got)
+    lost_by_home = defaultdict(list)
+    for sub, docno in want - set(pairs):
+        lost_by_home[home_of[sub]].append(docno)
     seqs = defaultdict(list)
     for sub, _, seq in got:
         seqs[sub].append(seq)
@@ -363,9 +366,11 @@ def churn(name: str, args, live: Live, docs, queries, rng: random.Random) -> dic
         "alerts_on_open_streams": sum(len(s.got) for s in streamers),
         "dropped_by": dict(dropped),
         "lost_by_home": {
-            home: {"alerts": n, "documents": sorted(docs)[:3] + ["..."] + sorted(docs)[-3:]}
-            for home, n in Counter(home_of[sub] for sub, _ in want - set(pairs)).items()
-            for docs in [{d for sub, d in want - set(pairs) if home_of[sub] == home}]
+            home: {
+                "alerts": len(docs),
+                "documents": sorted(set(docs))[:3] + ["..."] + sorted(set(docs))[-3:],
+            }
+            for home, docs in lost_by_home.items()
         },
         "streamed_by_home": {s.address: len(s.got) for s in streamers},
         "alerts_still_waiting": waiting(survivors),
@@ -447,9 +452,6 @@ def main(argv: list[str] | None = None) -> int:
         )
     ]
     runs = []
-    for i, name in enumerate(scenarios):
-        docs = corpus[i * args.docs : (i + 1) * args.docs]
-        runs.append(run_scenario(name, args, docs, queries))
     result = {
         "benchmark": "bench_churn",
         "command": "python experiments/bench_churn.py " + " ".join(argv or sys.argv[1:]),
@@ -457,7 +459,10 @@ def main(argv: list[str] | None = None) -> int:
         "runs": runs,
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "bench_churn.json").write_text(json.dumps(result, indent=2) + "\n")
+    for i, name in enumerate(scenarios):
+        docs = corpus[i * args.docs : (i + 1) * args.docs]
+        runs.append(run_scenario(name, args, docs, queries))
+        (args.out / "bench_churn.json").write_text(json.dumps(result, indent=2) + "\n")
     print(
         f"{'scenario':8} {'subs lost':>9} {'alerts':>7} {'lost':>5} {'dup':>4} {'wrong':>5} "
         f"{'failed docs':>11} {'recovery s':>10} {'repair KB':>9}"

@@ -7,7 +7,7 @@ every alert is the matcher's, once, numbered without a gap."""
 from __future__ import annotations
 
 import random
-from collections import defaultdict
+from collections import defaultdict, deque
 
 import pytest
 from hypothesis import given
@@ -195,6 +195,30 @@ def test_a_qn_failing_before_it_reports_makes_its_dn_announce_the_batch_again():
         sim.ring.round()
     sim._settle()
     assert sim.engines[dn].counters["batches_announced_again"] == 1
+    assert_exact(sim.alerts(), wl.oracle(subs))
+
+
+def test_a_dn_failing_while_it_delivers_a_resolved_batch_loses_no_alert():
+    """Every report of the batch is in and the DN has begun delivering when it fails: its
+    copies were not let go yet, so its successor announces the batch again."""
+    wl = workload(1)
+    sim = replicated(wl)
+    sim.hold(True)
+    subs = subscribe_all(sim, wl)
+    dn = sorted(sim.engines)[6]
+    docs = [Document(d.docno, analyze(f"{d.title}\n{d.text}"), d.title) for d in wl.docs]
+    sim.ring.run(sim.ring.nodes[dn], sim.engines[dn].publish_batch(docs))
+    sim.ring.drain()  # announced
+    heard, sim.heard = sim.heard, []
+    sim._resolve(heard)  # every report in: the DN's deliveries wait in its queue
+    assert not sim.engines[dn].gathering
+    queued, sim.ring.queue = list(sim.ring.queue), deque()
+    for address, op in queued:  # whatever else it sent got there (a release, say)
+        if op.__name__ != "_deliver":
+            sim.ring.queue.append((address, op))
+    sim.ring.drain()
+    assert any(op.__name__ == "_deliver" for _, op in queued)
+    sim.fail([dn])  # before its deliveries
     assert_exact(sim.alerts(), wl.oracle(subs))
 
 

@@ -36,6 +36,7 @@ import numpy as np
 
 from chord.ids import in_open_closed
 from chord.node import Call, ChordNode, Op, PeerUnreachable
+from chord.proto import chord_pb2 as chord_pb
 from chord.routing import NodeRef
 from cqengine.core.announce import (
     Announced,
@@ -910,10 +911,8 @@ class EngineNode:
         deliver what was gathered; reports that come later are delivered as they come.
         Not `done` (I am stopping): the copies stay, for my successor to finish it."""
         gathering = self.gathering.pop(batch, None)
-        if gathering is not None and gathering.alerts:
-            self.spawn(self._deliver(gathering.alerts))
-        if gathering is not None and done:
-            self._release(batch)
+        if gathering is not None:
+            self.spawn(self._deliver(gathering.alerts, batch if done else None))
 
     def flush(self) -> None:
         """Deliver at once what is held (the node stops): no report's matches stay behind,
@@ -925,33 +924,39 @@ class EngineNode:
         for home, batch, _ in retrying:
             self.spawn(self._send_alerts(home, batch, self.hold))
 
-    def _deliver(self, alerts: Alerts) -> Op:
-        """One batch of alerts to each home node: its subscriptions of each document."""
+    def _deliver(self, alerts: Alerts, done: int | None = None) -> Op:
+        """One batch of alerts to each home node: its subscriptions of each document. Then,
+        if every home took its alerts, my batch `done` needs its copies no more (while a
+        home is tried again, they stay: should I fail, my successor announces it again)."""
+        delivered = True
         for (home, key), per_doc in sorted(alerts.items()):
             batch = alert_batch([(doc.alert, subs) for doc, subs in per_doc.values()])
             batch.home_id = key
-            yield from self._send_alerts(home, batch, 0.0)
+            delivered &= yield from self._send_alerts(home, batch, 0.0)
+        if done is not None and delivered:
+            self._release(done)
 
     def _send_alerts(self, home: str, batch: pb.AlertBatch, waited: float) -> Op:
         """Deliver an alert batch; a home that cannot be reached (restarting, say) is tried
         again, each wait twice the last, for `hold` s in all, and only then are its alerts
         counted lost. A home takes a batch twice harmlessly: a docno enters a mailbox once.
         Replicated, the batch goes to whichever node serves its home key: where it was
-        last found, else the key's owner, looked up (a replica took over from the home)."""
+        last found, else the key's owner, looked up (a replica took over from the home).
+        Whether a home took it now (not: tried again later, or counted lost)."""
         key = batch.home_id
         at = self.homes_at.get(key, home) if key else home
         for _ in range(2):
             if at != home and not batch.owner:
                 found = pb.AlertBatch()
                 found.CopyFrom(batch)
-                found.owner = True  # the ring says the key is its: it checks its predecessor
+                found.owner, found.home = True, home  # the ring says the key is its now
                 batch = found
             try:
                 reply = yield Call(self.peer(at), "Deliver", batch)
                 if not reply.moved:
                     if key and at != home:
                         self._found_home(key, at)
-                    return
+                    return True
             except PeerUnreachable:
                 pass
             if not key:
@@ -963,11 +968,12 @@ class EngineNode:
         wait = max(waited, RETRY_FIRST)
         if self.later is None or waited + wait > self.hold:
             self.count("dropped:home_unreachable", len(batch.subscription_ids))
-            return
+            return False
         self.count("alerts_retried", len(batch.subscription_ids))
         retry = (home, batch, waited + wait)
         self.retrying.append(retry)
         self.later(wait, lambda: self._retry(retry))
+        return False
 
     def _found_home(self, key: int, address: str) -> None:
         self.homes_at[key] = address
@@ -992,18 +998,23 @@ class EngineNode:
                 f"{len(batch.titles)} titles and {len(batch.snippets)} snippets",
             )
         if batch.home_id and not self.serves(batch.home_id):
-            if batch.owner and self.chord.settled:
+            if batch.owner and batch.home and self.chord.settled:
                 return self._delivered_if_mine(batch)
             return pb.DeliverReply(moved=True)
         return self._delivered(batch)
 
     def _delivered_if_mine(self, batch: pb.AlertBatch) -> Op:
-        """The ring's lookup says the batch's home key is mine, and my predecessor says not:
-        if my predecessor is gone, the key is mine (it was the home, and I hold the copies
-        of its subscriptions)."""
-        yield from self.chord.check_predecessor()  # nothing when it is known gone already
-        if self.chord.table.predecessor is not None:
+        """The ring's lookup says the batch's home key is mine, and my predecessor says not.
+        If its home is gone for sure (it refuses connections: a home only slow to answer
+        still numbers its alerts, and two numberings would clash), the key is mine: my
+        predecessor was the home or went with it, and I hold the copies of its
+        subscriptions."""
+        try:
+            yield Call(self.peer(batch.home), "Ping", chord_pb.Empty())
             return pb.DeliverReply(moved=True)
+        except PeerUnreachable as e:
+            if not e.refused:
+                return pb.DeliverReply(moved=True)
         reply = self._delivered(batch)
         if isgenerator(reply):
             reply = yield from reply
