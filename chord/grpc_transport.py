@@ -226,3 +226,6 @@ async def run_async(node: Handler, op: Op, transport: GrpcTransport) -> Any:
                 reply = await transport.call(call.peer, call.method, call.request)
         except PeerUnreachable as e:
             error = e
+        except BaseException:
+            op.close()  # cancelled, say: the operation's clean-up (its finally) runs now
+            raise

@@ -137,13 +137,27 @@ class LiveNode:
         except Exception:
             log.exception("background operation failed")
 
+    async def _to_the_end(self, op: Op) -> Any:
+        """Run a request's operation to its end even if its caller goes away (a caller
+        killed mid-call cancels the handler): what it changes, say alerts numbered and
+        being copied to the replicas, must not stop half-way."""
+        task = asyncio.get_running_loop().create_task(self.run_op(op))
+        self._background.add(task)
+        task.add_done_callback(self._finished)
+        return await asyncio.shield(task)
+
+    def _finished(self, task: asyncio.Task) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.debug("a request's operation failed: %r", task.exception())
+
     async def dispatch(self, method: str, request: Any) -> Any:
         if method == "Lookup":
             owner, hops = await self.run_op(self.node.lookup(request.key, verify=True))
             return pb.LookupReply(owner=to_info(owner), hops=hops)
         reply = self.handler.handle(method, request)
         if isgenerator(reply):  # an answer that needs calls of its own
-            reply = await self.run_op(reply)
+            reply = await self._to_the_end(reply)
         if self.app is not None:
             self.app.durable()  # before the reply: what it acknowledges is kept
         if method == "GetState":

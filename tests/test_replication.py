@@ -15,7 +15,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from test_engine_sim import assert_exact, make_settings, subscribe_all, workload
 
-from cqengine.core.engine import Document
+from cqengine.core.engine import Document, alert_batch
 from cqengine.core.postings import InvertedIndex
 from cqengine.core.replication import TOMBSTONE_TTL, RecordStore
 from cqengine.evaluation.sim import EngineSimulator
@@ -220,6 +220,28 @@ def test_a_dn_failing_while_it_delivers_a_resolved_batch_loses_no_alert():
     assert any(op.__name__ == "_deliver" for _, op in queued)
     sim.fail([dn])  # before its deliveries
     assert_exact(sim.alerts(), wl.oracle(subs))
+
+
+def test_a_delivery_abandoned_while_its_alerts_are_copied_still_shows_them():
+    """A DN killed in the middle of a Deliver cancels the home's handler while it copies the
+    alerts to the replicas: the alerts must not stay held back, or every later alert of
+    their subscriptions would wait behind them for good."""
+    wl = workload(1)
+    sim = replicated(wl)
+    sub_id = next(iter(subscribe_all(sim, wl)))
+    home = next(
+        e
+        for e in sim.engines.values()
+        if sub_id in e.subscriptions and e.serves(e.subscriptions[sub_id].key)
+    )
+    box = home.subscriptions[sub_id].mailbox
+    batch = alert_batch([(("D1", "", ""), [sub_id]), (("D2", "", ""), [sub_id])])
+    batch.home_id = home.subscriptions[sub_id].key
+    op = home._on_deliver(batch)
+    call = next(op)  # the copy to the first replica is on its way
+    assert call.method == "Replicate" and box.shown == box.next - 2
+    op.close()  # and its caller is gone
+    assert box.shown == box.next and [d[0] for d in box.alerts(box.first, box.next)] == ["D1", "D2"]
 
 
 def test_a_dn_that_resolves_its_batch_releases_its_copy():

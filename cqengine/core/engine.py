@@ -378,18 +378,6 @@ class EngineNode:
             return key == t.me.id
         return in_open_closed(key, t.predecessor.id, t.me.id)
 
-    def _copy(self, records: pb.Records, method: str = "Replicate") -> Op:
-        """Records I changed, to every node of my replica set; a replica that does not
-        answer is repaired by reconciliation. Where each was copied."""
-        done = []
-        for peer in self.replica_set():
-            try:
-                yield Call(peer, method, records)
-                done.append(peer.address)
-            except PeerUnreachable:
-                self.in_sync[peer] = False
-        return done
-
     # ---- subscribing -------------------------------------------------------------------
 
     def subscribe(self, text: str) -> Op:
@@ -1045,19 +1033,19 @@ class EngineNode:
         """New alerts go to the replicas of their homes first, and only then on a stream
         (and into the journal): whichever replica serves next knows every alert numbered."""
         spans: dict[int, list[int]] = {}
+        subs = {sub_id: self.subscriptions[sub_id] for sub_id, _, _ in kept}
         for sub_id, seq, _ in kept:
             span = spans.setdefault(sub_id, [seq, seq + 1])
             span[0], span[1] = min(span[0], seq), max(span[1], seq + 1)
-            self.subscriptions[sub_id].mailbox.pending.add(seq)
-        records = [home_record(self.subscriptions[s], lo, hi) for s, (lo, hi) in spans.items()]
-        yield from self._copy(pb.Records(homes=records))
-        shown = []
-        for alert in kept:
-            sub = self.subscriptions.get(alert[0])
-            if sub is not None:  # not unsubscribed or handed over meanwhile
-                sub.mailbox.pending.discard(alert[1])
-                shown.append(alert)
-        self._alerted(shown)
+            subs[sub_id].mailbox.pending.add(seq)
+        records = [home_record(subs[s], lo, hi) for s, (lo, hi) in spans.items()]
+        try:
+            yield from self._copy(pb.Records(homes=records))
+        finally:  # however it ends: alerts held back for good would block their streams
+            for sub_id, seq, _ in kept:
+                subs[sub_id].mailbox.pending.discard(seq)
+            # not those unsubscribed or handed over meanwhile
+            self._alerted([a for a in kept if self.subscriptions.get(a[0]) is subs[a[0]]])
         return pb.DeliverReply()
 
     def _alerted(self, kept: list[tuple[int, int, AlertDoc]]) -> None:
