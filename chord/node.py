@@ -134,26 +134,30 @@ class ChordNode:
         if t.predecessor not in (None, n) and not in_open(n.id, t.predecessor.id, t.me.id):
             # n comes before my predecessor: is that one still there? (n may have found it
             # dead; until check_predecessor does too, its keys would have no owner)
-            return self._notified_past(n)
-        return self._notified(n)
+            return self._notified_past(n, req.settled)
+        return self._notified(n, req.settled)
 
-    def _notified_past(self, n: NodeRef) -> Op:
+    def _notified_past(self, n: NodeRef, settled: bool) -> Op:
         pred = self.table.predecessor
         try:
             yield Call(pred, "Ping", pb.Empty())
         except PeerUnreachable:
             if self.table.predecessor == pred:
                 self.forget(pred)
-        return self._notified(n)
+        return self._notified(n, settled)
 
-    def _notified(self, n: NodeRef) -> pb.NotifyReply:
+    def _notified(self, n: NodeRef, settled: bool) -> pb.NotifyReply:
         t = self.table
+        new = False
         if t.predecessor is None or in_open(n.id, t.predecessor.id, t.me.id):
+            new = t.predecessor != n
             self._set_predecessor(n)
         if t.alone():
             t.set_successors([n])
         if t.predecessor != n:
             return pb.NotifyReply()
+        if settled and not new and self.store.copies:
+            return pb.NotifyReply()  # it has its region; reconciliation keeps it up to date
         # Everything not in (n, me] belongs to n or further back; n passes on what is not its own.
         return pb.NotifyReply(items=items_to_pb(self.store.take_range(t.me.id, n.id)))
 
@@ -287,7 +291,8 @@ class ChordNode:
         if t.alone():
             return
         try:
-            reply = yield Call(t.successor, "Notify", pb.NotifyRequest(node=to_info(t.me)))
+            notify = pb.NotifyRequest(node=to_info(t.me), settled=self.settled)
+            reply = yield Call(t.successor, "Notify", notify)
         except PeerUnreachable:
             return
         self.store.put_items(items_from_pb(reply.items))

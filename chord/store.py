@@ -17,6 +17,10 @@ V = TypeVar("V")
 
 
 class KeyStore(Protocol):
+    # take_range copies (the giver keeps a replica) rather than moves: a node handed its
+    # region once need not be handed it again on every Notify
+    copies: bool
+
     def take_range(self, lo: int, hi: int) -> list[tuple[int, bytes]]:
         """Remove and return every item whose key lies in (lo, hi] clockwise."""
 
@@ -33,6 +37,8 @@ def _same(value: Any) -> Any:
 
 class SortedKeyStore(Generic[V]):
     """A multimap key -> values with keys kept sorted, so range hand-over is a bisect."""
+
+    copies = False
 
     def __init__(
         self, encode: Callable[[V], bytes] = _same, decode: Callable[[bytes], V] = _same

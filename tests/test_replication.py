@@ -15,6 +15,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from test_engine_sim import assert_exact, make_settings, subscribe_all, workload
 
+from chord.transport import REPLY
 from cqengine.core.engine import Document, alert_batch
 from cqengine.core.postings import InvertedIndex
 from cqengine.core.replication import TOMBSTONE_TTL, RecordStore
@@ -114,6 +115,25 @@ def test_r_minus_1_consecutive_nodes_failing_lose_no_alert_nor_repeat_one(resolu
         assert box.first == 0 and box.shown == box.next  # nothing taken yet, none hidden
     assert_exact(sim.alerts(), wl.oracle(subs))
     assert sum(e.counters["dropped:home_unreachable"] for e in sim.engines.values()) == 0
+
+
+def test_a_steady_ring_does_not_hand_regions_over_again_on_every_notify():
+    """A settled node that stays its successor's predecessor is not sent its region again
+    (its successor keeps copies, not moves): only a new predecessor is."""
+    wl = workload(1)
+    sim = replicated(wl)
+    subscribe_all(sim, wl)
+    notify = lambda: sim.ring.ledger.snapshot()["Notify" + REPLY]  # noqa: E731
+    sim.ring.rounds(2)
+    before = notify()
+    sim.ring.rounds(5)
+    after = notify()
+    assert after.messages > before.messages and after.bytes - before.bytes < 4 * (
+        after.messages - before.messages
+    )  # empty replies
+    newcomer = sim.ring.join("newcomer")  # is handed its region
+    sim.fail([])
+    assert notify().bytes - after.bytes > 1000 and newcomer.settled
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -345,6 +345,10 @@ class RecordStore:
 
     # ---- the ring's hand-over (chord.store.KeyStore) -----------------------------------
 
+    @property
+    def copies(self) -> bool:
+        return self.replicas > 1
+
     def take_range(self, lo: int, hi: int) -> list[tuple[int, bytes]]:
         """The records under keys in (lo, hi]: moved (R = 1, entries only), or copied."""
         if self.replicas == 1:
