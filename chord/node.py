@@ -69,6 +69,7 @@ class ChordNode:
         self.store: KeyStore = store if store is not None else SortedKeyStore()
         self.rng = random.Random(seed if seed is not None else me.id)
         self.region_listeners: list[RegionListener] = []
+        self.successor_listeners: list[Callable[[], None]] = []  # told my successors changed
         # handed my region by my successor (a Notify reply) since I joined, or alone: what
         # the ring held for my keys while I was away has come back
         self.settled = False
@@ -267,6 +268,7 @@ class ChordNode:
     def stabilize(self) -> Op:
         """Check my successor's predecessor, refresh my successor list, notify my successor."""
         t = self.table
+        before = list(t.successors)
         while True:
             succ = t.successor
             try:
@@ -288,6 +290,9 @@ class ChordNode:
                 except PeerUnreachable:
                     self.forget(x)
         t.set_successors([succ] + [to_ref(s) for s in nbrs.successors])
+        if t.successors != before:
+            for listener in self.successor_listeners:
+                listener()
         if t.alone():
             return
         try:

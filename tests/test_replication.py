@@ -117,6 +117,23 @@ def test_r_minus_1_consecutive_nodes_failing_lose_no_alert_nor_repeat_one(resolu
     assert sum(e.counters["dropped:home_unreachable"] for e in sim.engines.values()) == 0
 
 
+def test_a_failure_is_followed_by_reconciliation_at_once_not_on_the_next_period():
+    """Owners whose replica sets changed reconcile with their new replicas as soon as the
+    ring's maintenance shows the change: every record is on its R nodes again without a
+    periodic round."""
+    wl = workload(1)
+    sim = replicated(wl)
+    subs = subscribe_all(sim, wl)
+    sim.fail([sorted(sim.engines)[4]])
+    for (key, _), held in entry_holders(sim).items():
+        assert held == owners(sim, key)
+    homes = home_holders(sim)
+    for e in sim.engines.values():
+        for sub in e.subscriptions.values():
+            assert homes[sub.id] == owners(sim, sub.key)
+    assert set(homes) == set(subs)
+
+
 def test_a_steady_ring_does_not_hand_regions_over_again_on_every_notify():
     """A settled node that stays its successor's predecessor is not sent its region again
     (its successor keeps copies, not moves): only a new predecessor is."""

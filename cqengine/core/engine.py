@@ -282,12 +282,14 @@ class EngineNode:
             tuple[int, int], float
         ] = {}  # a range an owner reconciled with me: when
         self.in_sync: dict[NodeRef, bool] = {}  # replica -> did the last reconciliation end agreed
+        self.replicas_were: list[NodeRef] = []  # my replica set when I last looked
         self.started = now()
         self.homes_at: OrderedDict[int, str] = OrderedDict()  # home key -> where it was found
         self.own: dict[int, list[NodeRef]] = {}  # my unresolved batches -> their copies
         self.reconciling = False
         self.stopping = False  # the node stops: it takes on no new work
         chord.region_listeners.append(self._region_changed)
+        chord.successor_listeners.append(self._successors_changed)
         self.region_listeners: list[Callable[[], None]] = []  # told my region changed
         self.synopsis = Synopsis(settings.synopsis_k, settings.synopsis_y, settings.synopsis_hashes)
         self.gossiped_to: dict[
@@ -1181,6 +1183,16 @@ class EngineNode:
             self.spawn(self.reconcile())
         for listener in self.region_listeners:
             listener()
+
+    def _successors_changed(self) -> None:
+        """My successors changed: if my replica set did, it reconciles with me at once (a
+        replica back from a restart, or a new one, is brought up to date now)."""
+        if not self.replicated:
+            return
+        replicas = self.replica_set()
+        if replicas != self.replicas_were:
+            self.replicas_were = replicas
+            self.spawn(self.reconcile())
 
     # ---- what outlives the process -------------------------------------------------------
 
