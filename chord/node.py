@@ -70,6 +70,8 @@ class ChordNode:
         self.rng = random.Random(seed if seed is not None else me.id)
         self.region_listeners: list[RegionListener] = []
         self.successor_listeners: list[Callable[[], None]] = []  # told my successors changed
+        # a leaver handed me keys that may be my predecessor's: the next Notify hands them on
+        self.leaver_keys = False
         # handed my region by my successor (a Notify reply) since I joined, or alone: what
         # the ring held for my keys while I was away has come back
         self.settled = False
@@ -157,8 +159,9 @@ class ChordNode:
             t.set_successors([n])
         if t.predecessor != n:
             return pb.NotifyReply()
-        if settled and not new and self.store.copies:
+        if settled and not new and self.store.copies and not self.leaver_keys:
             return pb.NotifyReply()  # it has its region; reconciliation keeps it up to date
+        self.leaver_keys = False
         # Everything not in (n, me] belongs to n or further back; n passes on what is not its own.
         return pb.NotifyReply(items=items_to_pb(self.store.take_range(t.me.id, n.id)))
 
@@ -168,6 +171,7 @@ class ChordNode:
         # Keep the leaver's keys even if a newer node now sits between us: the next Notify
         # from that node hands it whatever is not mine, so nothing is lost to the race.
         self.store.put_items(items_from_pb(req.items))
+        self.leaver_keys = True
         if t.predecessor == gone:
             pred = to_ref(req.predecessor) if req.HasField("predecessor") else None
             self._set_predecessor(None if pred in (None, gone) else pred)

@@ -281,6 +281,35 @@ def test_a_delivery_abandoned_while_its_alerts_are_copied_still_shows_them():
     assert box.shown == box.next and [d[0] for d in box.alerts(box.first, box.next)] == ["D1", "D2"]
 
 
+def test_a_home_lacking_a_subscription_record_makes_its_dn_try_again():
+    """A node serving a home key before the record of one of its subscriptions reached it
+    (a leaver's keys still on their way) must not drop that subscription's alerts: it
+    takes the others and says the batch moved, so the DN sends it again later."""
+    wl = workload(1)
+    sim = replicated(wl)
+    subs = iter(subscribe_all(sim, wl))
+    first = next(subs)
+    home = next(
+        e
+        for e in sim.engines.values()
+        if first in e.subscriptions and e.serves(e.subscriptions[first].key)
+    )
+    key = home.subscriptions[first].key
+    other = next(s for s in subs if s in home.subscriptions and home.subscriptions[s].key == key)
+    record = home.subscriptions.pop(other)  # not here yet
+    batch = alert_batch([(("D1", "", ""), [first, other])])
+    batch.home_id = key
+    reply = sim.ring.run(sim.ring.nodes[home.me.address], home._on_deliver(batch))
+    assert reply.moved and home.subscriptions[first].mailbox.next == 1
+    home.subscriptions[other] = record  # reconciliation brought it
+    reply = sim.ring.run(sim.ring.nodes[home.me.address], home._on_deliver(batch))
+    assert not reply.moved
+    assert [(b.first, b.next) for b in (home.subscriptions[s].mailbox for s in (first, other))] == [
+        (0, 1),
+        (0, 1),
+    ]
+
+
 def test_a_dn_that_resolves_its_batch_releases_its_copy():
     wl = workload(1)
     sim = replicated(wl)

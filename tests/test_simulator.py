@@ -12,6 +12,7 @@ from chord.oracle import RingOracle, ring_problems, zave_problems
 from chord.proto import chord_pb2 as pb
 from chord.routing import NodeRef
 from chord.simulator import Simulator
+from chord.store import SortedKeyStore
 
 addr = Simulator.address
 
@@ -136,6 +137,35 @@ def test_keys_move_with_ownership_on_join_and_leave():
         sim.leave(a)
     sim.converge(50)
     assert_keys_at_owners()
+
+
+class CopyingStore(SortedKeyStore):
+    """A store that hands over copies and keeps its own (a replicating store's way)."""
+
+    copies = True
+
+    def take_range(self, lo, hi):
+        items = super().take_range(lo, hi)
+        self.put_items(items)
+        return items
+
+
+def test_a_copying_store_hands_a_settled_predecessor_only_what_a_leaver_left():
+    sim = built_by_joins(6, seed=3)
+    for node in sim.nodes.values():
+        node.store = CopyingStore()
+    sim.rounds(3)
+    s = next(iter(sim.nodes.values()))
+    p = s.table.predecessor
+    assert p.address in sim.nodes and sim.nodes[p.address].settled
+    sent = lambda: sim.ledger.snapshot()["Notify.reply"].bytes  # noqa: E731
+    before = sent()
+    sim.rounds(3)
+    assert sent() == before  # settled and unchanged: nothing handed again
+    ghost = pb.NodeInfo(id=(p.id + 1) % (1 << 64), address="ghost")  # left just after p
+    s.handle("Leave", pb.LeaveRequest(leaving=ghost, items=[pb.KeyItem(key=p.id, value=b"x")]))
+    sim.rounds(2)
+    assert sim.nodes[p.address].store.get(p.id) == [b"x"]
 
 
 def test_region_listener_hears_a_new_predecessor():

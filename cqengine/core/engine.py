@@ -1020,18 +1020,27 @@ class EngineNode:
         start = 0
         subscriptions = self.subscriptions
         kept: list[tuple[int, int, AlertDoc]] = []  # (subscription, its alert's number, document)
+        unknown = False  # a subscription whose record has not reached me yet
         for doc, c in zip(zip(batch.docnos, titles, snippets), counts):
             for sub_id in subs[start : start + c]:
-                sub = subscriptions.get(sub_id)  # None: unsubscribed meanwhile
-                if sub is not None and sub.mailbox.offer(doc):
-                    kept.append((sub_id, sub.mailbox.next - 1, doc))
+                sub = subscriptions.get(sub_id)  # None: unsubscribed meanwhile, or not here yet
+                if sub is not None:
+                    if sub.mailbox.offer(doc):
+                        kept.append((sub_id, sub.mailbox.next - 1, doc))
+                elif batch.home_id and sub_id not in self.store.gone:
+                    unknown = True
             start += c
+        # the DN tries the batch again later (those taken now it finds seen), while
+        # reconciliation brings me the records of my region that I lack
+        reply = pb.DeliverReply(moved=unknown)
         if kept and self.replicated:
-            return self._shown_once_copied(kept)
+            return self._shown_once_copied(kept, reply)
         self._alerted(kept)
-        return pb.DeliverReply()
+        return reply
 
-    def _shown_once_copied(self, kept: list[tuple[int, int, AlertDoc]]) -> Op:
+    def _shown_once_copied(
+        self, kept: list[tuple[int, int, AlertDoc]], reply: pb.DeliverReply
+    ) -> Op:
         """New alerts go to the replicas of their homes first, and only then on a stream
         (and into the journal): whichever replica serves next knows every alert numbered."""
         spans: dict[int, list[int]] = {}
@@ -1048,7 +1057,7 @@ class EngineNode:
                 subs[sub_id].mailbox.pending.discard(seq)
             # not those unsubscribed or handed over meanwhile
             self._alerted([a for a in kept if self.subscriptions.get(a[0]) is subs[a[0]]])
-        return pb.DeliverReply()
+        return reply
 
     def _alerted(self, kept: list[tuple[int, int, AlertDoc]]) -> None:
         if not kept:
