@@ -17,6 +17,7 @@ from test_engine_sim import assert_exact, make_settings, subscribe_all, workload
 
 from chord.transport import REPLY
 from cqengine.core.engine import Document, alert_batch
+from cqengine.core.homes import SEEN_KEPT, Mailbox
 from cqengine.core.postings import InvertedIndex
 from cqengine.core.replication import TOMBSTONE_TTL, RecordStore
 from cqengine.evaluation.sim import EngineSimulator
@@ -308,6 +309,16 @@ def test_a_home_lacking_a_subscription_record_makes_its_dn_try_again():
         (0, 1),
         (0, 1),
     ]
+
+
+def test_a_mailbox_knows_its_latest_acknowledged_documents_and_no_more():
+    box = Mailbox()
+    for i in range(3 * SEEN_KEPT):
+        assert box.offer((f"D{i}", "", ""))
+        box.pop(1)
+        assert not box.offer((f"D{i}", "", ""))  # seen: not taken twice
+    assert len(box.seen) == SEEN_KEPT and list(box.acked)[-1] == f"D{3 * SEEN_KEPT - 1}"
+    assert box.offer(("D0", "", ""))  # long forgotten
 
 
 def test_a_dn_that_resolves_its_batch_releases_its_copy():

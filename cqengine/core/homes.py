@@ -21,7 +21,9 @@ from cqengine.core.journal import AlertDoc
 from cqengine.proto import cqengine_pb2 as pb
 
 MAILBOX = 10_000  # undelivered alerts kept per subscription
-SEEN_KEPT = 256  # docnos of a subscription's latest alerts acknowledged, kept with its copies
+# docnos of a subscription's latest alerts acknowledged, kept (on disk and with its copies)
+# so that a document alerted again (its batch announced again after a failure) is known
+SEEN_KEPT = 1024
 
 
 def token_hash(token: str) -> bytes:
@@ -65,7 +67,7 @@ class Mailbox:
     def pop(self, n: int) -> None:
         """The first n alerts left (the subscriber acknowledged them)."""
         for _ in range(n):
-            self.acked.append(self.queue.popleft()[0])
+            self._remember(self.queue.popleft()[0])
         self.first += n
 
     def saw(self, docnos) -> None:
@@ -73,7 +75,14 @@ class Mailbox:
         for docno in docnos:
             if docno not in self.seen:
                 self.seen.add(docno)
-                self.acked.append(docno)
+                self._remember(docno)
+
+    def _remember(self, docno: str) -> None:
+        """An acknowledged document, among the latest SEEN_KEPT known seen (no more: a
+        mailbox's memory stays bounded however long it lives)."""
+        if len(self.acked) == SEEN_KEPT:
+            self.seen.discard(self.acked.popleft())
+        self.acked.append(docno)
 
     @property
     def next(self) -> int:

@@ -25,7 +25,7 @@ from typing import Iterable
 import mmh3
 
 from chord.live import StartupError
-from cqengine.core.homes import MAILBOX, Mailbox, Subscription
+from cqengine.core.homes import MAILBOX, SEEN_KEPT, Mailbox, Subscription
 from cqengine.core.journal import AlertDoc
 from cqengine.proto import cqengine_pb2 as pb
 
@@ -160,8 +160,11 @@ class Storage:
             if sub is None:  # alerted while its Subscribe was under way, which then failed
                 continue
             box = sub.mailbox
+            rows = list(alerts)
+            # the latest acknowledged, kept to know their documents seen
+            box.saw(docs[doc][0] for _, seq, doc in rows if seq < box.first)
             # the oldest past MAILBOX were dropped when the mailbox overflowed
-            kept = deque((row for row in alerts if row[1] >= box.first), maxlen=MAILBOX)
+            kept = deque((row for row in rows if row[1] >= box.first), maxlen=MAILBOX)
             box.first = kept[0][1] if kept else box.first
             box.queue.extend(docs[doc] for _, _, doc in kept)
             box.seen.update(doc[0] for doc in box.queue)
@@ -279,7 +282,10 @@ class Storage:
             acked = [(first, signed(sub)) for sub, first in self._acked.items()]
             self._acked = {}
             db.executemany("UPDATE subscriptions SET first = ? WHERE id = ?", acked)
-            db.executemany("DELETE FROM alerts WHERE seq < ? AND subscription_id = ?", acked)
+            db.executemany(  # the latest SEEN_KEPT acknowledged stay, as seen
+                "DELETE FROM alerts WHERE seq < ? AND subscription_id = ?",
+                [(first - SEEN_KEPT, sub) for first, sub in acked],
+            )
         self._commits += 1
         if self._commits % SWEEP == 0:
             db.execute("DELETE FROM alert_docs WHERE id NOT IN (SELECT doc FROM alerts)")
