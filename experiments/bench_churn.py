@@ -180,18 +180,21 @@ class Streamer(threading.Thread):
             self.error = str(e)
 
 
-def waiting(addresses: list[str]) -> int:
-    """Alerts in the mailboxes of the live nodes, not yet acknowledged."""
+def waiting(addresses: list[str], held: bool = True) -> int:
+    """Alerts in the mailboxes of the live nodes, not yet acknowledged, and (`held`)
+    documents of batches not yet resolved (held for a DN: alerts may still come)."""
     total = 0
     for a in addresses:
         with Client(a, timeout=10) as c:
-            total += c.stats().alerts_waiting
+            stats = c.stats()
+            total += stats.alerts_waiting + held * stats.held_documents
     return total
 
 
 def drain(subs, addresses: list[str], seconds: float = 180.0) -> list[tuple[int, str, int]]:
     """What is left in the mailboxes, read from the nodes that serve the subscriptions now,
-    pass after pass until the nodes say none waits (or `seconds` pass)."""
+    pass after pass until the nodes say none waits and no batch is unresolved (or
+    `seconds` pass)."""
     by_key = defaultdict(list)
     for s in subs:
         by_key[s.home_id].append(s)
@@ -373,7 +376,8 @@ def churn(name: str, args, live: Live, docs, queries, rng: random.Random) -> dic
             for home, docs in lost_by_home.items()
         },
         "streamed_by_home": {s.address: len(s.got) for s in streamers},
-        "alerts_still_waiting": waiting(survivors),
+        "alerts_still_waiting": waiting(survivors, held=False),
+        "documents_still_held": waiting(survivors) - waiting(survivors, held=False),
         "examples": {  # a few of what went wrong, to look into
             "lost": sorted(f"{sub:016x} {docno}" for sub, docno in want - set(pairs))[:5],
             "duplicated": sorted(

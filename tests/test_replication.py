@@ -236,6 +236,38 @@ def test_a_qn_failing_before_it_reports_makes_its_dn_announce_the_batch_again():
     assert_exact(sim.alerts(), wl.oracle(subs))
 
 
+def test_qns_failing_under_two_announcements_of_a_batch_lose_no_alert():
+    """A QN fails under a batch, and the node serving its queries next fails under the
+    batch's second announcement: the DN announces it a third time."""
+    wl = workload(1)
+    sim = replicated(wl)
+    sim.hold(True)
+    subs = subscribe_all(sim, wl)
+    dn = sorted(sim.engines)[3]
+    docs = [Document(d.docno, analyze(f"{d.title}\n{d.text}"), d.title) for d in wl.docs]
+    sim.ring.run(sim.ring.nodes[dn], sim.engines[dn].publish_batch(docs))
+    for _ in range(2):
+        sim.ring.drain()  # announced; no QN has resolved yet
+        qn = max(
+            (node for node, _ in sim.heard if node.me.address != dn),
+            key=lambda node: len(node.index),
+        )
+        sim.heard = [(node, h) for node, h in sim.heard if node is not qn]
+        sim.ring.fail(qn.me.address)
+        while sim.ring.problems():
+            sim.ring.round()
+        sim.ring.drain()
+        sim._resolve(sim.heard)  # the others report
+        sim.heard = []
+        sim.ring.drain()
+        timers, sim.timers = sim.timers, []
+        for fn in timers:  # the DN's hold ends: it announces the batch again
+            fn()
+    sim._settle()
+    assert sim.engines[dn].counters["batches_announced_again"] == 2
+    assert_exact(sim.alerts(), wl.oracle(subs))
+
+
 def test_a_dn_failing_while_it_delivers_a_resolved_batch_loses_no_alert():
     """Every report of the batch is in and the DN has begun delivering when it fails: its
     copies were not let go yet, so its successor announces the batch again."""

@@ -75,7 +75,10 @@ DROP_REASONS = {
     "dn_failed": "a QN could not resolve with the DN or report to it (unreachable, bad answer)",
     "home_unreachable": "the DN could not reach the subscriber's home node",
     "mailbox_full": "a subscriber's mailbox overflowed and dropped its oldest alert",
+    "reports_missing": "documents (not alerts) of a batch delivered without the reports of "
+    "nodes that failed under each of its announcements: their alerts are lost",
 }
+ANNOUNCE_AGAIN = 3  # times a DN announces a batch again while reports are missing
 RETRY_FIRST = 0.25  # s before an alert batch is tried again (then twice as long each time)
 GC_AFTER = 30.0  # s a replica keeps records no owner has reconciled with it (at least)
 LEAVING = "this node is stopping; send it to another node of the ring"
@@ -182,10 +185,10 @@ Alerts = dict[tuple[str, int], dict[int, tuple[PublishedDoc, list[int]]]]
 class Gathering:
     """A DN's batch whose reports are still coming: the share of the batch they brought back
     (all of it: every node the batch reached has reported), and their alerts so far; the
-    batch as announced, and whether this is its second announcement."""
+    batch as announced, and how many times it was announced again."""
 
     batch: list[Announced]
-    again: bool = False
+    again: int = 0
     got: int = 0
     alerts: Alerts = field(default_factory=dict)
 
@@ -584,19 +587,22 @@ class EngineNode:
         self.spawn(self._announce(self.me, batch, 0, name if share else 0, share))
         return True
 
-    def _gather(self, name: int, batch: list[Announced], again: bool = False) -> None:
+    def _gather(self, name: int, batch: list[Announced], again: int = 0) -> None:
         self.gathering[name] = Gathering(batch, again)
         self.later(self.hold, lambda: self._hold_over(name))
 
     def _hold_over(self, name: int) -> None:
         """The hold of my batch is over. If reports are missing (a node it reached failed
-        before it reported), replicated, I announce it once more: the queries of the failed
-        node are on its replicas, and homes take each alert once. Else, or the second time,
-        I deliver what came."""
+        before it reported), replicated, I announce it again: the queries of the failed
+        node are on its replicas, and homes take each alert once. Else, or after
+        ANNOUNCE_AGAIN times (nodes failing one after another under it), I deliver what
+        came, and count its documents as delivered with reports missing."""
         g = self.gathering.get(name)
         if g is None:
             return
-        if g.got >= WHOLE or g.again or not self.replicated:
+        if g.got >= WHOLE or g.again >= ANNOUNCE_AGAIN or not self.replicated:
+            if g.got < WHOLE and self.replicated:
+                self.count("dropped:reports_missing", len(g.batch))
             self._deliver_gathered(name)
             return
         del self.gathering[name]
@@ -606,7 +612,7 @@ class EngineNode:
         log.warning(
             "batch %016x: reports missing after %.0fs; announcing it again", name, self.hold
         )
-        self._gather(name, g.batch, again=True)
+        self._gather(name, g.batch, again=g.again + 1)
         self.spawn(self._announce(self.me, g.batch, 0, name, WHOLE))
 
     def _hold(self, held: pb.HeldBatch) -> Op:
