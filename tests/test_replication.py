@@ -353,6 +353,27 @@ def test_a_mailbox_knows_its_latest_acknowledged_documents_and_no_more():
     assert box.offer(("D0", "", ""))  # long forgotten
 
 
+def test_a_dn_back_from_a_restart_finishes_its_own_batches_handed_back_to_it():
+    """A DN restarted before it finished a batch gets the batch's copy back with its
+    region, and nothing of it in memory: it announces the batch again itself."""
+    wl = workload(1)
+    sim = replicated(wl)
+    sim.hold(True)
+    subs = subscribe_all(sim, wl)
+    dn = sim.engines[sorted(sim.engines)[2]]
+    docs = [Document(d.docno, analyze(f"{d.title}\n{d.text}"), d.title) for d in wl.docs]
+    sim.ring.run(sim.ring.nodes[dn.me.address], dn.publish_batch(docs))
+    sim.ring.queue.clear()  # restarted before announcing: what it had in memory is gone
+    dn.gathering.clear()
+    dn.own.clear()
+    sim.timers.clear()
+    assert [h.key for h in dn.store.held.values()] == [dn.me.id]  # its copy, back
+    sim.ring.run(sim.ring.nodes[dn.me.address], dn._take_over())
+    sim._settle()
+    assert dn.counters["documents_taken_over"] == len(docs)
+    assert_exact(sim.alerts(), wl.oracle(subs))
+
+
 def test_a_dn_that_resolves_its_batch_releases_its_copy():
     wl = workload(1)
     sim = replicated(wl)

@@ -643,14 +643,14 @@ class EngineNode:
 
     def _take_over(self) -> Op:
         """Batches held for DNs whose key is mine now: their DN failed or left (a live DN
-        owns its own key) before it finished them. I announce them again as their DN
-        (homes take each alert once: those already sent are not repeated), and the other
-        copies go."""
+        owns its own key) before it finished them, or was I, before I restarted (its copies
+        came back to me with my region). I announce them again as their DN (homes take
+        each alert once: those already sent are not repeated), and the other copies go."""
         region = self.region()
         if region is None:
             return
         for held in list(self.store.held.values()):
-            if held.key == self.me.id or not in_range(held.key, *region):
+            if not in_range(held.key, *region) or held.batch in self.own:
                 continue
             self.store.release(held.batch)
             for peer in self.replica_set():
