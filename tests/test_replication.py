@@ -386,6 +386,29 @@ def test_a_dn_that_resolves_its_batch_releases_its_copy():
     assert not sim.engines[dn].own
 
 
+def test_a_copy_whose_release_missed_its_replica_goes_at_reconciliation():
+    """A replica that was away when its DN released a batch keeps a stale copy (which a
+    later take-over would announce again, long after its subscribers saw it): the DN's
+    reconciliation, naming its unfinished batches, lets it go once it is old enough."""
+    wl = workload(1)
+    sim = replicated(wl)
+    sim.hold(True)
+    subscribe_all(sim, wl)
+    dn = sim.engines[sorted(sim.engines)[5]]
+    replica = sim.engines[dn.replica_set()[0].address]
+    docs = [Document(d.docno, analyze(d.text), d.title) for d in wl.docs[:8]]
+    sim.publish_batch(docs[:4], via=dn.me.address)
+    missed = pb.HeldBatch(key=dn.me.id, batch=12345, dn=dn.me.address)
+    missed.documents.add(key=1, docno="D1", ids=[1, 2])
+    replica.store.hold(missed)  # the release of this copy never reached the replica
+    fresh = pb.HeldBatch(key=dn.me.id, batch=67890, dn=dn.me.address)
+    replica.store.hold(fresh)  # a copy the DN has not counted yet, for all we know
+    replica.store.held_since[12345] -= 3600
+    sim.reconcile_round()
+    assert list(replica.store.held) == [67890]
+    assert replica.counters["stale_copies_released"] == 1
+
+
 def test_a_stale_replica_is_repaired_by_reconciliation_and_then_agrees():
     wl = workload(1)
     sim = replicated(wl)

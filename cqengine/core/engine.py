@@ -79,6 +79,7 @@ DROP_REASONS = {
     "nodes that failed under each of its announcements: their alerts are lost",
 }
 ANNOUNCE_AGAIN = 3  # times a DN announces a batch again while reports are missing
+STALE_AFTER = 5  # reconcile periods after which a copy of a batch its owner no longer has goes
 RETRY_FIRST = 0.25  # s before an alert batch is tried again (then twice as long each time)
 GC_AFTER = 30.0  # s a replica keeps records no owner has reconciled with it (at least)
 LEAVING = "this node is stopping; send it to another node of the ring"
@@ -1131,6 +1132,11 @@ class EngineNode:
 
     def _on_reconcile(self, req: pb.ReconcileRequest) -> pb.ReconcileReply:
         self.confirmed[(req.lo, req.hi)] = self.now()  # its owner counts on me for this range
+        # copies that came after the owner's request was made may be of batches it has not
+        # counted yet: only those older than a few periods go
+        before = self.store.clock() - STALE_AFTER * self.settings.reconcile_period
+        stale = self.store.release_stale(req.lo, req.hi, set(req.batches), before)
+        self.count("stale_copies_released", stale)
         return self.store.differing(req)
 
     def _on_repair(self, records: pb.Records) -> pb.Ack:
@@ -1156,7 +1162,9 @@ class EngineNode:
 
     def _reconcile(self, lo: int, hi: int) -> Op:
         entries, homes = self.store.digests(lo, hi)
-        request = pb.ReconcileRequest(lo=lo, hi=hi, entries=entries, homes=homes)
+        request = pb.ReconcileRequest(
+            lo=lo, hi=hi, entries=entries, homes=homes, batches=list(self.own)
+        )
         replicas = self.replica_set()
         for peer in replicas:
             try:

@@ -101,6 +101,7 @@ class RecordStore:
         ] = {}  # (key, sub) -> version, when
         self.gone: dict[int, tuple[int, float]] = {}  # unsubscribed: sub -> home key, when
         self.held: OrderedDict[int, pb.HeldBatch] = OrderedDict()  # batch name -> its documents
+        self.held_since: dict[int, float] = {}  # batch name -> when its copy came
         self.held_documents = 0
 
     # ---- entries -----------------------------------------------------------------------
@@ -293,17 +294,30 @@ class RecordStore:
         if batch.batch in self.held:
             return False
         self.held[batch.batch] = batch
+        self.held_since[batch.batch] = self.clock()
         self.held_documents += len(batch.documents)
         while self.held_documents > HELD_DOCUMENTS and len(self.held) > 1:
-            _, old = self.held.popitem(last=False)
-            self.held_documents -= len(old.documents)
+            self.release(next(iter(self.held)))
         return True
 
     def release(self, batch: int) -> pb.HeldBatch | None:
         held = self.held.pop(batch, None)
         if held is not None:
             self.held_documents -= len(held.documents)
+            del self.held_since[batch]
         return held
+
+    def release_stale(self, lo: int, hi: int, live: set[int], before: float) -> int:
+        """Let go of the copies under (lo, hi] that its owner no longer counts as
+        unfinished (a release that missed me), held since before `before`; how many."""
+        stale = [
+            name
+            for name, b in self.held.items()
+            if in_range(b.key, lo, hi) and name not in live and self.held_since[name] < before
+        ]
+        for name in stale:
+            self.release(name)
+        return len(stale)
 
     # ---- collection --------------------------------------------------------------------
 
