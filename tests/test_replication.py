@@ -522,3 +522,13 @@ def test_tombstones_are_collected_after_their_time_and_an_old_one_deletes_but_is
     store.put_entry(1 << 61, pb.QueryEntry(subscription_id=8, index_id=1 << 61, home="h"))
     assert store.put_entry(1 << 61, pb.QueryEntry(subscription_id=8), deleted=50.0)
     assert held(store) == {}  # the entry went; a tombstone that old is not kept
+
+
+def test_copies_of_batches_no_owner_counts_on_me_for_are_collected_with_the_rest():
+    (store,) = stores(1)
+    for name, key in ((1, 50), (2, 500)):
+        batch = pb.HeldBatch(key=key, batch=name, dn="dn")
+        batch.documents.add(key=name, docno=f"D{name}")
+        store.hold(batch)
+    assert store.drop_outside([(0, 100)]) == 1
+    assert list(store.held) == [1] and store.held_documents == 1

@@ -350,6 +350,8 @@ class RecordStore:
             del self.tombstones[(key, sub)]
             if self.journal is not None:
                 self.journal.tombstoned(key, sub, None, 0.0)
+        for name in [n for n, b in self.held.items() if not kept(b.key)]:
+            gone += len(self.release(name).documents)
         for sub in [s for s in self.subscriptions.values() if s.key and not kept(s.key)]:
             del self.subscriptions[sub.id]
             gone += 1
