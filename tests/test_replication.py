@@ -532,3 +532,23 @@ def test_copies_of_batches_no_owner_counts_on_me_for_are_collected_with_the_rest
         store.hold(batch)
     assert store.drop_outside([(0, 100)]) == 1
     assert list(store.held) == [1] and store.held_documents == 1
+
+
+def test_a_node_whose_live_predecessor_owns_a_home_key_does_not_take_its_alerts():
+    """The DN's lookup (stale) names my node for a home key, and the home it knew refuses
+    connections; but my predecessor is alive and the key is on its side (it joined between
+    the old home and me): alerts taken here would sit where no stream looks."""
+    wl = workload(1)
+    sim = replicated(wl)
+    sub_id = next(iter(subscribe_all(sim, wl)))
+    home = next(
+        e
+        for e in sim.engines.values()
+        if sub_id in e.subscriptions and e.serves(e.subscriptions[sub_id].key)
+    )
+    succ = sim.engines[home.chord.table.successor.address]
+    assert succ.chord.table.predecessor == home.me and sub_id in succ.subscriptions
+    batch = alert_batch([(("D1", "", ""), [sub_id])])
+    batch.home_id, batch.owner, batch.home = home.subscriptions[sub_id].key, True, "gone:1"
+    reply = sim.ring.run(sim.ring.nodes[succ.me.address], succ._on_deliver(batch))
+    assert reply.moved and succ.subscriptions[sub_id].mailbox.next == 0

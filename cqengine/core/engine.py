@@ -1005,13 +1005,17 @@ class EngineNode:
         If its home is gone for sure (it refuses connections: a home only slow to answer
         still numbers its alerts, and two numberings would clash), the key is mine: my
         predecessor was the home or went with it, and I hold the copies of its
-        subscriptions."""
-        try:
-            yield Call(self.peer(batch.home), "Ping", chord_pb.Empty())
-            return pb.DeliverReply(moved=True)
-        except PeerUnreachable as e:
-            if not e.refused:
+        subscriptions. A live predecessor other than the home (one that joined between
+        us) owns the key: taking the alerts here would hide them where no stream looks."""
+        pred = self.chord.table.predecessor
+        others = [] if pred is None or pred.address == batch.home else [pred.address]
+        for address in [batch.home, *others]:
+            try:
+                yield Call(self.peer(address), "Ping", chord_pb.Empty())
                 return pb.DeliverReply(moved=True)
+            except PeerUnreachable as e:
+                if not e.refused:
+                    return pb.DeliverReply(moved=True)
         reply = self._delivered(batch)
         if isgenerator(reply):
             reply = yield from reply
