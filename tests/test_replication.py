@@ -76,6 +76,11 @@ def test_every_entry_and_subscription_lives_on_its_owner_and_r_minus_1_successor
     assert_exact(sim.alerts(), wl.oracle(subs, [d.docno for d in wl.docs[:10]]))
 
 
+def documents(wl) -> list[Document]:
+    """The workload's documents analyzed, as a batch is published."""
+    return [Document(d.docno, analyze(f"{d.title}\n{d.text}"), d.title) for d in wl.docs]
+
+
 def consecutive(sim: EngineSimulator, start: str, n: int) -> list[str]:
     oracle = sim.ring.oracle()
     at = [node.address for node in oracle.nodes].index(start)
@@ -200,7 +205,7 @@ def test_a_dn_failing_before_its_batch_is_announced_is_taken_over_by_its_success
     sim = replicated(wl)
     subs = subscribe_all(sim, wl)
     dn = sorted(sim.engines)[2]
-    docs = [Document(d.docno, analyze(f"{d.title}\n{d.text}"), d.title) for d in wl.docs]
+    docs = documents(wl)
     replies = sim.ring.run(sim.ring.nodes[dn], sim.engines[dn].publish_batch(docs))
     assert all(r.accepted for r in replies)  # held by the DN and its successor
     successor = consecutive(sim, dn, 2)[1]
@@ -219,7 +224,7 @@ def test_a_qn_failing_before_it_reports_makes_its_dn_announce_the_batch_again():
     sim.hold(True)
     subs = subscribe_all(sim, wl)
     dn = sorted(sim.engines)[3]
-    docs = [Document(d.docno, analyze(f"{d.title}\n{d.text}"), d.title) for d in wl.docs]
+    docs = documents(wl)
     sim.ring.run(sim.ring.nodes[dn], sim.engines[dn].publish_batch(docs))
     sim.ring.drain()  # the announcements have travelled; no QN has resolved yet
     qn = max(
@@ -244,7 +249,7 @@ def test_qns_failing_under_two_announcements_of_a_batch_lose_no_alert():
     sim.hold(True)
     subs = subscribe_all(sim, wl)
     dn = sorted(sim.engines)[3]
-    docs = [Document(d.docno, analyze(f"{d.title}\n{d.text}"), d.title) for d in wl.docs]
+    docs = documents(wl)
     sim.ring.run(sim.ring.nodes[dn], sim.engines[dn].publish_batch(docs))
     for _ in range(2):
         sim.ring.drain()  # announced; no QN has resolved yet
@@ -276,7 +281,7 @@ def test_a_dn_failing_while_it_delivers_a_resolved_batch_loses_no_alert():
     sim.hold(True)
     subs = subscribe_all(sim, wl)
     dn = sorted(sim.engines)[6]
-    docs = [Document(d.docno, analyze(f"{d.title}\n{d.text}"), d.title) for d in wl.docs]
+    docs = documents(wl)
     sim.ring.run(sim.ring.nodes[dn], sim.engines[dn].publish_batch(docs))
     sim.ring.drain()  # announced
     heard, sim.heard = sim.heard, []
@@ -361,7 +366,7 @@ def test_a_dn_back_from_a_restart_finishes_its_own_batches_handed_back_to_it():
     sim.hold(True)
     subs = subscribe_all(sim, wl)
     dn = sim.engines[sorted(sim.engines)[2]]
-    docs = [Document(d.docno, analyze(f"{d.title}\n{d.text}"), d.title) for d in wl.docs]
+    docs = documents(wl)
     sim.ring.run(sim.ring.nodes[dn.me.address], dn.publish_batch(docs))
     sim.ring.queue.clear()  # restarted before announcing: what it had in memory is gone
     dn.gathering.clear()
