@@ -81,6 +81,33 @@ def documents(wl) -> list[Document]:
     return [Document(d.docno, analyze(f"{d.title}\n{d.text}"), d.title) for d in wl.docs]
 
 
+def published_held(dn_at: int):
+    """A replicated ring whose DNs count reports, every query subscribed, and a batch of
+    every document published through its dn_at-th node (announced once the ring drains):
+    the workload, the simulator, the subscriptions and the DN's address."""
+    wl = workload(1)
+    sim = replicated(wl)
+    sim.hold(True)
+    subs = subscribe_all(sim, wl)
+    dn = sorted(sim.engines)[dn_at]
+    sim.ring.run(sim.ring.nodes[dn], sim.engines[dn].publish_batch(documents(wl)))
+    return wl, sim, subs, dn
+
+
+def fail_busiest_qn(sim: EngineSimulator, dn: str):
+    """Of the nodes that heard the batch, the one holding the most queries fails before it
+    resolves; the ring's maintenance runs (not the DN's hold) until the ring is correct."""
+    qn = max(
+        (node for node, _ in sim.heard if node.me.address != dn),
+        key=lambda node: len(node.index),
+    )
+    sim.heard = [(node, h) for node, h in sim.heard if node is not qn]
+    sim.ring.fail(qn.me.address)
+    while sim.ring.problems():
+        sim.ring.round()
+    return qn
+
+
 def consecutive(sim: EngineSimulator, start: str, n: int) -> list[str]:
     oracle = sim.ring.oracle()
     at = [node.address for node in oracle.nodes].index(start)
@@ -219,23 +246,10 @@ def test_a_qn_failing_before_it_reports_makes_its_dn_announce_the_batch_again():
     """A QN takes its part of a batch and fails before resolving it: its report never
     comes. When the DN's hold ends it announces the batch once more; the failed QN's
     replica now holds its queries, and homes take each alert once."""
-    wl = workload(1)
-    sim = replicated(wl)
-    sim.hold(True)
-    subs = subscribe_all(sim, wl)
-    dn = sorted(sim.engines)[3]
-    docs = documents(wl)
-    sim.ring.run(sim.ring.nodes[dn], sim.engines[dn].publish_batch(docs))
+    wl, sim, subs, dn = published_held(3)
     sim.ring.drain()  # the announcements have travelled; no QN has resolved yet
-    qn = max(
-        (node for node, _ in sim.heard if node.me.address != dn),
-        key=lambda node: len(node.index),
-    )
+    qn = fail_busiest_qn(sim, dn)
     assert len(qn.index) > 0
-    sim.heard = [(node, h) for node, h in sim.heard if node is not qn]
-    sim.ring.fail(qn.me.address)
-    while sim.ring.problems():  # maintenance, before the DN's hold ends
-        sim.ring.round()
     sim._settle()
     assert sim.engines[dn].counters["batches_announced_again"] == 1
     assert_exact(sim.alerts(), wl.oracle(subs))
@@ -244,23 +258,10 @@ def test_a_qn_failing_before_it_reports_makes_its_dn_announce_the_batch_again():
 def test_qns_failing_under_two_announcements_of_a_batch_lose_no_alert():
     """A QN fails under a batch, and the node serving its queries next fails under the
     batch's second announcement: the DN announces it a third time."""
-    wl = workload(1)
-    sim = replicated(wl)
-    sim.hold(True)
-    subs = subscribe_all(sim, wl)
-    dn = sorted(sim.engines)[3]
-    docs = documents(wl)
-    sim.ring.run(sim.ring.nodes[dn], sim.engines[dn].publish_batch(docs))
+    wl, sim, subs, dn = published_held(3)
     for _ in range(2):
         sim.ring.drain()  # announced; no QN has resolved yet
-        qn = max(
-            (node for node, _ in sim.heard if node.me.address != dn),
-            key=lambda node: len(node.index),
-        )
-        sim.heard = [(node, h) for node, h in sim.heard if node is not qn]
-        sim.ring.fail(qn.me.address)
-        while sim.ring.problems():
-            sim.ring.round()
+        fail_busiest_qn(sim, dn)
         sim.ring.drain()
         sim._resolve(sim.heard)  # the others report
         sim.heard = []
@@ -276,13 +277,7 @@ def test_qns_failing_under_two_announcements_of_a_batch_lose_no_alert():
 def test_a_dn_failing_while_it_delivers_a_resolved_batch_loses_no_alert():
     """Every report of the batch is in and the DN has begun delivering when it fails: its
     copies were not let go yet, so its successor announces the batch again."""
-    wl = workload(1)
-    sim = replicated(wl)
-    sim.hold(True)
-    subs = subscribe_all(sim, wl)
-    dn = sorted(sim.engines)[6]
-    docs = documents(wl)
-    sim.ring.run(sim.ring.nodes[dn], sim.engines[dn].publish_batch(docs))
+    wl, sim, subs, dn = published_held(6)
     sim.ring.drain()  # announced
     heard, sim.heard = sim.heard, []
     sim._resolve(heard)  # every report in: the DN's deliveries wait in its queue
