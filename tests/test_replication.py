@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from test_engine_sim import assert_exact, make_settings, subscribe_all, workload
 
 from chord.transport import REPLY
+from cqengine.core import engine
 from cqengine.core.engine import Document, alert_batch
 from cqengine.core.homes import SEEN_KEPT, Mailbox
 from cqengine.core.postings import InvertedIndex
@@ -252,6 +253,21 @@ def test_a_qn_failing_before_it_reports_makes_its_dn_announce_the_batch_again():
     assert len(qn.index) > 0
     sim._settle()
     assert sim.engines[dn].counters["batches_announced_again"] == 1
+    assert_exact(sim.alerts(), wl.oracle(subs))
+
+
+def test_a_share_too_small_to_split_is_burnt_so_a_qn_failing_under_it_is_noticed(monkeypatch):
+    """A batch's share halves at each hop that passes it on; a routing loop while tables
+    are stale exhausts it. A hop then given none would work uncounted, and the shares back
+    could make the whole without it. With a whole of 8, shares run out two levels down the
+    tree: they are burnt, and the DN announces the batch again when its busiest QN fails."""
+    monkeypatch.setattr(engine, "WHOLE", 1 << 3)
+    wl, sim, subs, dn = published_held(3)
+    sim.ring.drain()
+    fail_busiest_qn(sim, dn)
+    sim._settle()
+    assert sum(e.counters["shares_burnt"] for e in sim.engines.values()) > 0
+    assert sim.engines[dn].counters["batches_announced_again"] > 0
     assert_exact(sim.alerts(), wl.oracle(subs))
 
 

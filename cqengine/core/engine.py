@@ -757,6 +757,13 @@ class EngineNode:
                 local.setdefault(i, []).extend(runs)
             todo = []
             part = kept // (len(by_hop) + 1)
+            if by_hop and kept and not part:
+                # too little left to give every hop some (a routing loop halves it at each
+                # hop): a hop given none would work uncounted, and the shares back could
+                # make the whole without it. Burnt, the whole is never made: the DN's hold
+                # ends and it announces the batch again.
+                self.count("shares_burnt")
+                kept = 0
             for hop, parts in by_hop.items():
                 out = announcement(
                     dn.address,
