@@ -1,9 +1,11 @@
 """The live shell: one ChordNode behind a grpc.aio server, with periodic maintenance.
 
 The server also carries the standard gRPC health service: NOT_SERVING until the node has
-joined, SERVING after. SIGTERM or SIGINT make the node leave gracefully (keys to its
-successor) before it exits; SIGUSR1 makes it stop keeping what it holds (the whole ring
-stops, and each node's data directory keeps its state for a restart).
+joined, SERVING after. Every other call is refused (UNAVAILABLE) while the node is not a
+member of the ring: until it has joined, and once it stops. SIGTERM or SIGINT make the
+node leave gracefully (keys to its successor) before it exits; SIGUSR1 makes it stop
+keeping what it holds (the whole ring stops, and each node's data directory keeps its
+state for a restart).
 """
 
 from __future__ import annotations
@@ -31,6 +33,38 @@ from chord.transport import Handler
 log = logging.getLogger("chord.live")
 
 SERVER_OPTIONS = SIZE_OPTIONS + [("grpc.so_reuseport", 0)]  # two nodes must never share a port
+
+
+NOT_MEMBER = "this node is not (or no longer) a member of the ring; ask another node"
+
+
+class Gate(grpc.aio.ServerInterceptor):
+    """Refuses every call but health checks while the node is not a member of the ring. A
+    node joining believes itself alone, so it would take every key for its own (resolving
+    announcements with a part of the index, numbering alerts of subscriptions another node
+    still serves); one stopping has handed what it holds on."""
+
+    def __init__(self) -> None:
+        self.open = False
+
+    async def intercept_service(self, continuation, details):
+        handler = await continuation(details)
+        if self.open or handler is None or details.method.startswith("/grpc.health."):
+            return handler
+        make = (
+            grpc.unary_stream_rpc_method_handler
+            if handler.response_streaming
+            else grpc.unary_unary_rpc_method_handler
+        )
+        return make(
+            _refuse,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+
+async def _refuse(request, context) -> None:
+    await context.abort(grpc.StatusCode.UNAVAILABLE, NOT_MEMBER)
 
 
 class StartupError(Exception):
@@ -113,6 +147,7 @@ class LiveNode:
         self._tasks: list[asyncio.Task] = []
         self._background: set[asyncio.Task] = set()
         self._stopping = asyncio.Event()
+        self.gate = Gate()
 
     @property
     def me(self) -> NodeRef:
@@ -171,7 +206,7 @@ class LiveNode:
         self, join: str | None = None, add_services: Callable[[grpc.aio.Server], None] | None = None
     ) -> None:
         check_port_free(self.host, self.port)
-        self.server = grpc.aio.server(options=SERVER_OPTIONS)
+        self.server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=[self.gate])
         self.server.add_generic_rpc_handlers(self.methods.generic_handlers(self.dispatch))
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         if add_services:
@@ -184,6 +219,7 @@ class LiveNode:
         await self.server.start()
         if join:
             await self._join(join)
+        self.gate.open = True
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         loops = [
             (self.node.stabilize, self.timing.stabilize),
@@ -228,6 +264,7 @@ class LiveNode:
             self.app.flush()
         if self._background:
             await asyncio.wait(list(self._background), timeout=2.0)
+        self.gate.open = False  # what it holds is handed on (or kept for a restart) as it is now
         if graceful:
             try:
                 await self.run_op(self.node.leave())

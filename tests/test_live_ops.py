@@ -1,7 +1,10 @@
 """Operations in the live shell when their caller goes away: a request's operation runs to
-its end, and one cancelled while it waits on a call is closed at once (its clean-up runs)."""
+its end, and one cancelled while it waits on a call is closed at once (its clean-up runs).
+And calls to a node that is not a member of the ring (joining, or stopping) are refused."""
 
 import asyncio
+
+import grpc
 
 from chord.live import LiveNode
 from chord.node import Call, NodeRef
@@ -61,3 +64,61 @@ def test_an_operation_cancelled_mid_call_is_closed_at_once():
         assert steps == ["cleaned up"]
 
     asyncio.run(main())
+
+
+def test_a_node_refuses_calls_while_it_joins_and_once_it_stops():
+    """Joining, a node believes itself alone and would take every key for its own; stopping,
+    it has handed what it holds on. Either way every call but a health check is refused
+    (UNAVAILABLE: its callers route around it), and between the two it answers."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    from chord.grpc_transport import GrpcTransport
+    from chord.node import PeerUnreachable
+    from cqengine.live.ring import free_ports
+
+    async def main():
+        port_b, port_x = free_ports(2)
+        b, x = LiveNode("127.0.0.1", port_b), LiveNode("127.0.0.1", port_x)
+        await b.start()
+        slow = {"FindSuccessor", "Leave"}  # the join's lookup, the leave's hand-over
+        call = x.transport.call
+
+        async def slowly(peer, method, request):
+            if method in slow:
+                await asyncio.sleep(1.0)
+            return await call(peer, method, request)
+
+        x.transport.call = slowly
+        outside = GrpcTransport(timeout=2.0, patience=2.0)
+
+        async def answers() -> bool:
+            try:
+                await outside.call(x.me, "GetNeighbors", pb.Empty())
+                return True
+            except PeerUnreachable as e:
+                assert e.refused  # refused at once, not left to time out
+                return False
+
+        async def health() -> int:
+            async with grpc.aio.insecure_channel(x.me.address) as channel:
+                stub = health_pb2_grpc.HealthStub(channel)
+                return (await stub.Check(health_pb2.HealthCheckRequest())).status
+
+        try:
+            joining = asyncio.create_task(x.start(join=b.me.address))
+            await asyncio.sleep(0.5)  # listening, its lookup not yet answered
+            assert not await answers()
+            assert await health() == health_pb2.HealthCheckResponse.NOT_SERVING
+            await joining
+            assert await answers()
+            stopping = asyncio.create_task(x.stop())
+            await asyncio.sleep(0.5)  # leaving: its hand-over not yet answered
+            assert not await answers()
+            await stopping
+        finally:
+            await outside.close()
+            await b.stop(graceful=False)
+            if x.server is not None:
+                await x.server.stop(0)
+
+    asyncio.run(asyncio.wait_for(main(), 60))
