@@ -15,6 +15,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from test_engine_sim import assert_exact, make_settings, subscribe_all, workload
 
+from chord.node import PeerUnreachable
 from chord.transport import REPLY
 from cqengine.core import engine
 from cqengine.core.engine import Document, alert_batch
@@ -568,3 +569,29 @@ def test_a_node_whose_live_predecessor_owns_a_home_key_does_not_take_its_alerts(
     batch.home_id, batch.owner, batch.home = home.subscriptions[sub_id].key, True, "gone:1"
     reply = sim.ring.run(sim.ring.nodes[succ.me.address], succ._on_deliver(batch))
     assert reply.moved and succ.subscriptions[sub_id].mailbox.next == 0
+
+
+def test_a_home_back_while_its_successor_checks_on_it_numbers_the_alerts_alone():
+    """My predecessor, a home, is gone from my table, and a batch for its key comes to me
+    (its DN's lookup says the key is mine). I ask the home: it refuses. Meanwhile it is
+    back and has notified me, taking its records from me: it numbers its alerts now, and
+    two numberings would clash (one alert lost, another repeated). I answer `moved`."""
+    wl = workload(1)
+    sim = replicated(wl)
+    sub_id = next(iter(subscribe_all(sim, wl)))
+    home = next(
+        e
+        for e in sim.engines.values()
+        if sub_id in e.subscriptions and e.serves(e.subscriptions[sub_id].key)
+    )
+    succ = sim.engines[home.chord.table.successor.address]
+    succ.chord.forget(home.me)
+    batch = alert_batch([(("D1", "", ""), [sub_id])])
+    batch.home_id, batch.owner, batch.home = home.subscriptions[sub_id].key, True, home.me.address
+    op = succ._on_deliver(batch)
+    ping = next(op)
+    assert ping.method == "Ping" and ping.peer.address == home.me.address
+    succ.chord._set_predecessor(home.me)  # back, it notified me while I waited
+    with pytest.raises(StopIteration) as done:
+        op.throw(PeerUnreachable(ping.peer, "UNAVAILABLE"))
+    assert done.value.value.moved and succ.subscriptions[sub_id].mailbox.next == 0

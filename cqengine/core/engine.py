@@ -1023,6 +1023,10 @@ class EngineNode:
             except PeerUnreachable as e:
                 if not e.refused:
                     return pb.DeliverReply(moved=True)
+        if self.chord.table.predecessor != pred:
+            # a node came before me while I asked (the home back from a restart, say): it
+            # may number the alerts now, with the records I handed it; two numberings clash
+            return pb.DeliverReply(moved=True)
         reply = self._delivered(batch)
         if isgenerator(reply):
             reply = yield from reply
