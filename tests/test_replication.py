@@ -403,6 +403,27 @@ def test_a_dn_that_resolves_its_batch_releases_its_copy():
     assert not sim.engines[dn].own
 
 
+def test_a_node_joining_before_a_dns_replicas_is_handed_a_copy_and_released_with_them():
+    """A node joins between a DN and its first replica while a batch is out: the replica
+    hands it the copies of the keys before it, the batch's among them. When the batch is
+    resolved the DN releases its copies where they are now, not only where it put them (a
+    stale copy is announced again by whoever comes to own the DN's key)."""
+    wl = workload(1)
+    sim = replicated(wl)
+    sim.hold(True)
+    subs = subscribe_all(sim, wl)
+    dn = sim.engines[sorted(sim.engines)[5]]
+    first = dn.replica_set()[0]
+    sim.ring.run(sim.ring.nodes[dn.me.address], dn.publish_batch(documents(wl)))
+    between = (dn.me.id + ((first.id - dn.me.id) % (1 << 64)) // 2) % (1 << 64)
+    sim.ring.join("node-new", node_id=between)
+    sim.fail([])  # maintenance until the ring is correct
+    assert sim.engines["node-new"].me in dn.replica_set()
+    sim._settle()
+    assert {a: e.store.held_documents for a, e in sim.engines.items() if e.store.held} == {}
+    assert_exact(sim.alerts(), wl.oracle(subs))
+
+
 def test_a_copy_whose_release_missed_its_replica_goes_at_reconciliation():
     """A replica that was away when its DN released a batch keeps a stale copy (which a
     later take-over would announce again, long after its subscribers saw it): the DN's

@@ -633,7 +633,8 @@ class EngineNode:
     def _release(self, batch: int) -> None:
         """My batch is resolved: its copies are needed no more."""
         self.store.release(batch)
-        for peer in self.own.pop(batch, ()):
+        # and my replicas now: a node that joined before them since was handed a copy
+        for peer in dict.fromkeys([*self.own.pop(batch, ()), *self.replica_set()]):
             self.spawn(self._tell(peer, "Release", pb.ReleaseRequest(batch=batch)))
 
     def _tell(self, peer: NodeRef, method: str, request) -> Op:
