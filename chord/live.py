@@ -40,16 +40,18 @@ NOT_MEMBER = "this node is not (or no longer) a member of the ring; ask another 
 
 class Gate(grpc.aio.ServerInterceptor):
     """Refuses every call but health checks while the node is not a member of the ring. A
-    node joining believes itself alone, so it would take every key for its own (resolving
-    announcements with a part of the index, numbering alerts of subscriptions another node
-    still serves); one stopping has handed what it holds on."""
+    node joining believes itself alone until it knows its successor, so it would take every
+    key for its own (resolving announcements with a part of the index, numbering alerts of
+    subscriptions another node still serves); one stopping has handed what it holds on.
+    It opens as soon as the joining node knows its successor: from its first Notify on, the
+    ring counts on it (refused, its successor would drop it as gone)."""
 
-    def __init__(self) -> None:
-        self.open = False
+    def __init__(self, member: Callable[[], bool]) -> None:
+        self.member = member
 
     async def intercept_service(self, continuation, details):
         handler = await continuation(details)
-        if self.open or handler is None or details.method.startswith("/grpc.health."):
+        if self.member() or handler is None or details.method.startswith("/grpc.health."):
             return handler
         make = (
             grpc.unary_stream_rpc_method_handler
@@ -147,7 +149,9 @@ class LiveNode:
         self._tasks: list[asyncio.Task] = []
         self._background: set[asyncio.Task] = set()
         self._stopping = asyncio.Event()
-        self.gate = Gate()
+        self.joining = True  # until it has joined (or started a ring of its own)
+        self.gate = Gate(lambda: not (self.joining and self.node.table.alone() or self.stopped))
+        self.stopped = False
 
     @property
     def me(self) -> NodeRef:
@@ -219,7 +223,7 @@ class LiveNode:
         await self.server.start()
         if join:
             await self._join(join)
-        self.gate.open = True
+        self.joining = False
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         loops = [
             (self.node.stabilize, self.timing.stabilize),
@@ -264,7 +268,7 @@ class LiveNode:
             self.app.flush()
         if self._background:
             await asyncio.wait(list(self._background), timeout=2.0)
-        self.gate.open = False  # what it holds is handed on (or kept for a restart) as it is now
+        self.stopped = True  # what it holds is handed on (or kept for a restart) as it is now
         if graceful:
             try:
                 await self.run_op(self.node.leave())

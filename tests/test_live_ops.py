@@ -66,10 +66,11 @@ def test_an_operation_cancelled_mid_call_is_closed_at_once():
     asyncio.run(main())
 
 
-def test_a_node_refuses_calls_while_it_joins_and_once_it_stops():
-    """Joining, a node believes itself alone and would take every key for its own; stopping,
-    it has handed what it holds on. Either way every call but a health check is refused
-    (UNAVAILABLE: its callers route around it), and between the two it answers."""
+def test_a_node_refuses_calls_until_it_knows_its_successor_and_once_it_stops():
+    """Joining, a node believes itself alone (and would take every key for its own) until
+    it knows its successor; stopping, it has handed what it holds on. Meanwhile every call
+    but a health check is refused (UNAVAILABLE: its callers route around it). From its
+    first Notify on the ring counts on it, and it answers."""
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     from chord.grpc_transport import GrpcTransport
@@ -80,7 +81,7 @@ def test_a_node_refuses_calls_while_it_joins_and_once_it_stops():
         port_b, port_x = free_ports(2)
         b, x = LiveNode("127.0.0.1", port_b), LiveNode("127.0.0.1", port_x)
         await b.start()
-        slow = {"FindSuccessor", "Leave"}  # the join's lookup, the leave's hand-over
+        slow = {"FindSuccessor", "Notify", "Leave"}  # the join's steps, the leave's hand-over
         call = x.transport.call
 
         async def slowly(peer, method, request):
@@ -109,6 +110,8 @@ def test_a_node_refuses_calls_while_it_joins_and_once_it_stops():
             await asyncio.sleep(0.5)  # listening, its lookup not yet answered
             assert not await answers()
             assert await health() == health_pb2.HealthCheckResponse.NOT_SERVING
+            await asyncio.sleep(1.0)  # its successor known, its Notify on the way
+            assert await answers()
             await joining
             assert await answers()
             stopping = asyncio.create_task(x.stop())
