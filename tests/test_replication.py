@@ -616,3 +616,27 @@ def test_a_home_back_while_its_successor_checks_on_it_numbers_the_alerts_alone()
     with pytest.raises(StopIteration) as done:
         op.throw(PeerUnreachable(ping.peer, "UNAVAILABLE"))
     assert done.value.value.moved and succ.subscriptions[sub_id].mailbox.next == 0
+
+
+def test_a_home_refusing_while_still_my_predecessor_is_not_taken_for_gone():
+    """A home back from a restart notifies me; my channel to it, still backing off after
+    its restart, fails at once. Taking its key for mine then would number its alerts twice.
+    Only once my table has dropped it (it really is gone) do I take its alerts."""
+    wl = workload(1)
+    sim = replicated(wl)
+    sub_id = next(iter(subscribe_all(sim, wl)))
+    home = next(
+        e
+        for e in sim.engines.values()
+        if sub_id in e.subscriptions and e.serves(e.subscriptions[sub_id].key)
+    )
+    succ = sim.engines[home.chord.table.successor.address]
+    sim.ring.fail(home.me.address)  # it refuses; my table has not noticed yet
+    batch = alert_batch([(("D1", "", ""), [sub_id])])
+    batch.home_id, batch.owner, batch.home = home.subscriptions[sub_id].key, True, home.me.address
+    node = sim.ring.nodes[succ.me.address]
+    assert sim.ring.run(node, succ._on_deliver(batch)).moved
+    assert succ.subscriptions[sub_id].mailbox.next == 0
+    sim.ring.run(node, succ.chord.check_predecessor())  # now it is gone from my table
+    assert not sim.ring.run(node, succ._on_deliver(batch)).moved
+    assert succ.subscriptions[sub_id].mailbox.next == 1

@@ -1010,13 +1010,17 @@ class EngineNode:
 
     def _delivered_if_mine(self, batch: pb.AlertBatch) -> Op:
         """The ring's lookup says the batch's home key is mine, and my predecessor says not.
-        If its home is gone for sure (it refuses connections: a home only slow to answer
-        still numbers its alerts, and two numberings would clash), the key is mine: my
-        predecessor was the home or went with it, and I hold the copies of its
+        If its home is gone for sure (no longer my predecessor, and it refuses connections:
+        a home only slow to answer still numbers its alerts, and two numberings would
+        clash), the key is mine: my predecessor went with it, and I hold the copies of its
         subscriptions. A live predecessor other than the home (one that joined between
         us) owns the key: taking the alerts here would hide them where no stream looks."""
         pred = self.chord.table.predecessor
-        others = [] if pred is None or pred.address == batch.home else [pred.address]
+        if pred is not None and pred.address == batch.home:
+            # it notified me (back from a restart, say) and serves the key; a refusal may be
+            # my channel to it still backing off. Gone, my table drops it soon: the DN retries
+            return pb.DeliverReply(moved=True)
+        others = [] if pred is None else [pred.address]
         for address in [batch.home, *others]:
             try:
                 yield Call(self.peer(address), "Ping", chord_pb.Empty())
