@@ -424,6 +424,32 @@ def test_a_node_joining_before_a_dns_replicas_is_handed_a_copy_and_released_with
     assert_exact(sim.alerts(), wl.oracle(subs))
 
 
+def test_a_batch_whose_home_was_tried_again_releases_its_copies_once_it_took_them():
+    """A home busy (or restarting) when its alerts first come takes them on a retry; the
+    DN lets its batch's copies go then. (They stayed for good, and a later take-over
+    announced the batch again, beyond what homes remember as seen.)"""
+    wl = workload(1)
+    sim = replicated(wl)
+    sim.hold(True)
+    subs = subscribe_all(sim, wl)
+    home = max(sim.engines.values(), key=lambda e: len(e.subscriptions))
+    deliver, refused = home.handlers["Deliver"], []
+
+    def busy_once(batch):
+        if not refused:
+            refused.append(batch)
+            return pb.DeliverReply(moved=True)
+        return deliver(batch)
+
+    home.handlers["Deliver"] = busy_once
+    dn = next(a for a in sorted(sim.engines) if a != home.me.address)
+    sim.publish_batch(documents(wl), via=dn)
+    assert refused and sim.engines[dn].counters["alerts_retried"] > 0
+    assert sum(e.store.held_documents for e in sim.engines.values()) == 0
+    assert not sim.engines[dn].own and not sim.engines[dn].unsent
+    assert_exact(sim.alerts(), wl.oracle(subs))
+
+
 def test_a_copy_whose_release_missed_its_replica_goes_at_reconciliation():
     """A replica that was away when its DN released a batch keeps a stale copy (which a
     later take-over would announce again, long after its subscribers saw it): the DN's

@@ -275,7 +275,9 @@ class EngineNode:
         self.gather = gather
         self.later, self.hold = later, hold
         self.gathering: dict[int, Gathering] = {}  # my batches whose reports are still coming
-        self.retrying: list[tuple[str, pb.AlertBatch, float]] = []  # (home, batch, waited)
+        # (home, alert batch, s waited, the batch of mine it is of): alerts to try again
+        self.retrying: list[tuple[str, pb.AlertBatch, float, int | None]] = []
+        self.unsent: dict[int, int] = {}  # a batch of mine -> its deliveries not yet ended
         df = settings.df
         self.index = InvertedIndex((lambda y, t: df.get(t, 0)) if df is not None else None)
         self.subscriptions: dict[int, Subscription] = {}
@@ -926,28 +928,40 @@ class EngineNode:
         for batch in list(self.gathering):
             self._deliver_gathered(batch, done=False)
         retrying, self.retrying = self.retrying, []
-        for home, batch, _ in retrying:
-            self.spawn(self._send_alerts(home, batch, self.hold))
+        for home, batch, _, done in retrying:
+            self.spawn(self._send_alerts(home, batch, self.hold, done))
 
     def _deliver(self, alerts: Alerts, done: int | None = None) -> Op:
         """One batch of alerts to each home node: its subscriptions of each document. Then,
-        if every home took its alerts, my batch `done` needs its copies no more (while a
-        home is tried again, they stay: should I fail, my successor announces it again)."""
-        delivered = True
+        once every home took its alerts (or they were counted lost), my batch `done` needs
+        its copies no more (while a home is tried again, they stay: should I fail, my
+        successor announces it again)."""
+        self._unsent(done, 1)  # until the last home is tried, whatever its retries do
         for (home, key), per_doc in sorted(alerts.items()):
             batch = alert_batch([(doc.alert, subs) for doc, subs in per_doc.values()])
             batch.home_id = key
-            delivered &= yield from self._send_alerts(home, batch, 0.0)
-        if done is not None and delivered:
+            yield from self._send_alerts(home, batch, 0.0, done)
+        self._unsent(done, -1)
+
+    def _unsent(self, done: int | None, n: int) -> None:
+        """Deliveries of my batch `done` begun (n > 0) or ended (n < 0): when none is left,
+        its copies go."""
+        if done is None:
+            return
+        left = self.unsent[done] = self.unsent.get(done, 0) + n
+        if left <= 0:
+            del self.unsent[done]
             self._release(done)
 
-    def _send_alerts(self, home: str, batch: pb.AlertBatch, waited: float) -> Op:
+    def _send_alerts(
+        self, home: str, batch: pb.AlertBatch, waited: float, done: int | None = None
+    ) -> Op:
         """Deliver an alert batch; a home that cannot be reached (restarting, say) is tried
         again, each wait twice the last, for `hold` s in all, and only then are its alerts
         counted lost. A home takes a batch twice harmlessly: a docno enters a mailbox once.
         Replicated, the batch goes to whichever node serves its home key: where it was
         last found, else the key's owner, looked up (a replica took over from the home).
-        Whether a home took it now (not: tried again later, or counted lost)."""
+        The delivery of my batch `done` has ended when the home took it or it is lost."""
         key = batch.home_id
         at = self.homes_at.get(key, home) if key else home
         for _ in range(2):
@@ -961,7 +975,9 @@ class EngineNode:
                 if not reply.moved:
                     if key and at != home:
                         self._found_home(key, at)
-                    return True
+                    if waited:  # a retry: the delivery ends here
+                        self._unsent(done, -1)
+                    return
             except PeerUnreachable:
                 pass
             if not key:
@@ -973,12 +989,15 @@ class EngineNode:
         wait = max(waited, RETRY_FIRST)
         if self.later is None or waited + wait > self.hold:
             self.count("dropped:home_unreachable", len(batch.subscription_ids))
-            return False
+            if waited:
+                self._unsent(done, -1)
+            return
         self.count("alerts_retried", len(batch.subscription_ids))
-        retry = (home, batch, waited + wait)
+        if not waited:  # a delivery of the batch goes on after `_deliver` is through
+            self._unsent(done, 1)
+        retry = (home, batch, waited + wait, done)
         self.retrying.append(retry)
         self.later(wait, lambda: self._retry(retry))
-        return False
 
     def _found_home(self, key: int, address: str) -> None:
         self.homes_at[key] = address
@@ -986,7 +1005,7 @@ class EngineNode:
         while len(self.homes_at) > PEERS:
             self.homes_at.popitem(last=False)
 
-    def _retry(self, retry: tuple[str, pb.AlertBatch, float]) -> None:
+    def _retry(self, retry: tuple[str, pb.AlertBatch, float, int | None]) -> None:
         if retry in self.retrying:  # not already sent by flush
             self.retrying.remove(retry)
             self.spawn(self._send_alerts(*retry))
