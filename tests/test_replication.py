@@ -384,11 +384,35 @@ def test_a_dn_back_from_a_restart_finishes_its_own_batches_handed_back_to_it():
     dn.gathering.clear()
     dn.own.clear()
     sim.timers.clear()
+    dn.born = dn.store.clock() + 1.0  # its new life began after it made the batch
     assert [h.key for h in dn.store.held.values()] == [dn.me.id]  # its copy, back
     sim.ring.run(sim.ring.nodes[dn.me.address], dn._take_over())
     sim._settle()
     assert dn.counters["documents_taken_over"] == len(docs)
     assert_exact(sim.alerts(), wl.oracle(subs))
+
+
+def test_a_stale_copy_of_a_dns_own_batch_coming_back_to_it_is_released_not_announced():
+    """A copy of a batch the DN resolved in this life, whose release missed its holder,
+    comes back to the DN with its region (hand-overs keep a copy's age): announcing it
+    again would repeat its alerts once homes have forgotten them; it goes instead."""
+    wl = workload(1)
+    sim = replicated(wl)
+    sim.hold(True)
+    subs = subscribe_all(sim, wl)
+    dn = sim.engines[sorted(sim.engines)[2]]
+    docs = documents(wl)
+    sim.publish_batch(docs, via=dn.me.address)
+    before = sim.alerts()
+    stale = pb.HeldBatch(key=dn.me.id, batch=12345, dn=dn.me.address)
+    for d in docs[:2]:
+        stale.documents.add(key=hash(d.docno) & 0xFFFF, docno=d.docno, ids=[1, 2])
+    dn.store.merge(pb.Records(batches=[stale]))
+    sim.ring.run(sim.ring.nodes[dn.me.address], dn._take_over())
+    sim._settle()
+    assert not dn.store.held and dn.counters["stale_copies_released"] == 1
+    assert dn.counters["documents_taken_over"] == 0
+    assert_exact(before + sim.alerts(), wl.oracle(subs))
 
 
 def test_a_dn_that_resolves_its_batch_releases_its_copy():
@@ -596,6 +620,22 @@ def test_copies_of_batches_no_owner_counts_on_me_for_are_collected_with_the_rest
         store.hold(batch)
     assert store.drop_outside([(0, 100)]) == 1
     assert list(store.held) == [1] and store.held_documents == 1
+
+
+def test_a_copy_handed_over_keeps_its_age_so_a_stale_one_still_goes():
+    """A copy whose release missed it moves on with a hand-over (a leave, a Notify): its
+    new holder counts its age from when it was first held, not from its arrival, so
+    reconciliation still finds it stale (a copy moving every few seconds never was)."""
+    now = [100.0]
+    old, new = (RecordStore(InvertedIndex(), {}, R, clock=lambda: now[0]) for _ in range(2))
+    batch = pb.HeldBatch(key=50, batch=1, dn="dn")
+    batch.documents.add(key=1, docno="D1")
+    old.hold(batch)
+    now[0] += 8.0
+    new.put_items(old.take_range(0, 100))
+    assert new.held_since[1] == 100.0
+    now[0] += 4.0  # 12 s since it was made, 4 s at its new holder
+    assert new.release_stale(0, 100, live=set(), before=now[0] - 10.0) == 1
 
 
 def test_a_node_whose_live_predecessor_owns_a_home_key_does_not_take_its_alerts():

@@ -290,6 +290,7 @@ class EngineNode:
         self.in_sync: dict[NodeRef, bool] = {}  # replica -> did the last reconciliation end agreed
         self.replicas_were: list[NodeRef] = []  # my replica set when I last looked
         self.started = now()
+        self.born = clock()  # wall time: a batch of mine made before is of an earlier life
         self.homes_at: OrderedDict[int, str] = OrderedDict()  # home key -> where it was found
         self.own: dict[int, list[NodeRef]] = {}  # my unresolved batches -> their copies
         self.reconciling = False
@@ -655,6 +656,12 @@ class EngineNode:
             return
         for held in list(self.store.held.values()):
             if not in_range(held.key, *region) or held.batch in self.own:
+                continue
+            if held.key == self.me.id and self.store.held_since[held.batch] >= self.born:
+                # mine, made since I started, and resolved: a copy whose release missed
+                # its holder came back to me with my region
+                self._release(held.batch)
+                self.count("stale_copies_released")
                 continue
             self.store.release(held.batch)
             for peer in self.replica_set():

@@ -101,7 +101,7 @@ class RecordStore:
         ] = {}  # (key, sub) -> version, when
         self.gone: dict[int, tuple[int, float]] = {}  # unsubscribed: sub -> home key, when
         self.held: OrderedDict[int, pb.HeldBatch] = OrderedDict()  # batch name -> its documents
-        self.held_since: dict[int, float] = {}  # batch name -> when its copy came
+        self.held_since: dict[int, float] = {}  # batch name -> when its first copy was made
         self.held_documents = 0
 
     # ---- entries -----------------------------------------------------------------------
@@ -294,7 +294,7 @@ class RecordStore:
         if batch.batch in self.held:
             return False
         self.held[batch.batch] = batch
-        self.held_since[batch.batch] = self.clock()
+        self.held_since[batch.batch] = self.clock() - batch.age
         self.held_documents += len(batch.documents)
         while self.held_documents > HELD_DOCUMENTS and len(self.held) > 1:
             self.release(next(iter(self.held)))
@@ -374,8 +374,9 @@ class RecordStore:
             out.append((r.key, pb.Records(entries=[r]).SerializeToString()))
         for r in self.home_records(lo, hi):
             out.append((r.key, pb.Records(homes=[r]).SerializeToString()))
-        for b in self.held.values():
+        for name, b in self.held.items():
             if in_range(b.key, lo, hi):
+                b.age = self.clock() - self.held_since[name]
                 out.append((b.key, pb.Records(batches=[b]).SerializeToString()))
         return out
 
