@@ -6,6 +6,7 @@ unique across the services registered), so the protocol core never sees stubs.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -41,8 +42,11 @@ CHANNEL_OPTIONS = SIZE_OPTIONS + [
     # fail fast when a peer dies, instead of backing off for up to two minutes
     ("grpc.initial_reconnect_backoff_ms", 200),
     ("grpc.max_reconnect_backoff_ms", 1000),
+    # its own connection: a channel made anew does not share an old one's backoff
+    ("grpc.use_local_subchannel_pool", 1),
 ]
 
+CLOSE_AFTER = 60.0  # s a replaced channel lives on for the calls still on it
 CHORD_SERVICE = chord_pb2.DESCRIPTOR.services_by_name["Chord"]
 
 
@@ -136,6 +140,7 @@ class GrpcTransport:
         self.round_trips: dict[str, RoundTrip] = {}
         self.table = table or MethodTable([CHORD_SERVICE])
         self._channels: dict[str, grpc.aio.Channel] = {}
+        self._retired: set[grpc.aio.Channel] = set()  # replaced, closing once idle
         self._calls: dict[tuple[str, str], Any] = {}
 
     def _callable(self, address: str, method: str):
@@ -150,6 +155,25 @@ class GrpcTransport:
                 path, request_serializer=req.SerializeToString, response_deserializer=rep.FromString
             )
         return self._calls[key]
+
+    def _stale(self, address: str) -> bool:
+        """Is my channel to this address backing off after a failed connection (its peer
+        went away)? A process restarted there would look refused until the backoff ends,
+        and a live node taken for gone is dropped from tables and its keys taken. Then a
+        new channel replaces it (the old one closes once calls still on it are done)."""
+        old = self._channels.get(address)
+        if old is None or old.get_state() != grpc.ChannelConnectivity.TRANSIENT_FAILURE:
+            return False
+        del self._channels[address]
+        self._calls = {k: c for k, c in self._calls.items() if k[0] != address}
+        self._retired.add(old)
+        asyncio.get_running_loop().call_later(CLOSE_AFTER, self._retire, old)
+        return True
+
+    def _retire(self, channel: grpc.aio.Channel) -> None:
+        if channel in self._retired:
+            self._retired.discard(channel)
+            asyncio.ensure_future(channel.close())
 
     def timeout_of(self, address: str, method: str) -> float:
         """How long a call first waits for its reply: its method's, or the ring's own
@@ -175,6 +199,7 @@ class GrpcTransport:
     async def call(self, peer: NodeRef, method: str, request: Any) -> Any:
         wait: float | None = self.timeout_of(peer.address, method)
         begun = time.monotonic()
+        fresh = False
         while True:
             self.ledger.record(method, request.ByteSize())
             start = time.monotonic()
@@ -187,6 +212,9 @@ class GrpcTransport:
                     wait = self.longer(peer.address, method, wait, begun)
                     if wait is not None:
                         continue  # busy, not dead: ask again, waiting longer
+                if code == grpc.StatusCode.UNAVAILABLE and not fresh and self._stale(peer.address):
+                    fresh = True  # asked again on a new connection: not refused yet
+                    continue
                 if code in UNREACHABLE:
                     log.warning("%s to %s failed: %s", method, peer.address, code.name)
                     raise PeerUnreachable(peer, code.name) from None
@@ -201,9 +229,10 @@ class GrpcTransport:
         return reply
 
     async def close(self) -> None:
-        for channel in self._channels.values():
+        for channel in [*self._channels.values(), *self._retired]:
             await channel.close()
         self._channels.clear()
+        self._retired.clear()
         self._calls.clear()
 
 

@@ -35,10 +35,10 @@ class SlowPeer:
             await asyncio.sleep(self.delay)
         return TABLE.methods[method][2]()
 
-    async def start(self) -> NodeRef:
+    async def start(self, port: int = 0) -> NodeRef:
         self.server = grpc.aio.server()
         self.server.add_generic_rpc_handlers(TABLE.generic_handlers(self.dispatch))
-        port = self.server.add_insecure_port("127.0.0.1:0")
+        port = self.server.add_insecure_port(f"127.0.0.1:{port}")
         await self.server.start()
         return NodeRef(1, f"127.0.0.1:{port}")
 
@@ -61,11 +61,13 @@ def test_a_busy_peer_is_waited_for_a_silent_or_dead_one_is_not():
             peer.delay = 30.0  # hung: silent past the patience
             with pytest.raises(PeerUnreachable):
                 await known.call(ref, "Ping", pb.Empty())
-            await peer.server.stop(None)  # gone: refused at once, not asked again
+            await peer.server.stop(None)  # gone: refused at once, not waited for
             before = known.ledger.snapshot()["Ping"].messages
-            with pytest.raises(PeerUnreachable):
+            with pytest.raises(PeerUnreachable) as refused:
                 await known.call(ref, "Ping", pb.Empty())
-            assert known.ledger.snapshot()["Ping"].messages == before + 1
+            assert refused.value.refused
+            # asked at most once more, on a new connection (the old one backs off)
+            assert known.ledger.snapshot()["Ping"].messages <= before + 2
         finally:
             await peer.server.stop(None)
             await known.close()
@@ -95,6 +97,34 @@ def test_a_call_gives_up_after_its_patience_even_while_its_peer_answers_others()
             await asyncio.gather(talking, return_exceptions=True)
         finally:
             await peer.server.stop(None)
+            await transport.close()
+
+    asyncio.run(asyncio.wait_for(run(), 60))
+
+
+def test_a_peer_restarted_at_its_address_is_reached_at_once():
+    """A channel to a peer that went away backs off before it connects again; a process
+    restarted there meanwhile would look refused (and a live node taken for gone loses its
+    keys to its successor). The call is made again on a new connection."""
+
+    async def run() -> None:
+        first = SlowPeer()
+        ref = await first.start()
+        transport = GrpcTransport(timeout=0.5, patience=0.5)
+        again = SlowPeer()
+        try:
+            await transport.call(ref, "Ping", pb.Empty())
+            await first.server.stop(None)
+            for _ in range(3):  # refused: its channel backs off
+                with pytest.raises(PeerUnreachable):
+                    await transport.call(ref, "Ping", pb.Empty())
+            port = int(ref.address.rsplit(":", 1)[1])
+            assert await again.start(port) == ref
+            await transport.call(ref, "Ping", pb.Empty())  # at once, not after the backoff
+        finally:
+            await first.server.stop(None)
+            if hasattr(again, "server"):
+                await again.server.stop(None)
             await transport.close()
 
     asyncio.run(asyncio.wait_for(run(), 60))
