@@ -370,6 +370,24 @@ def test_a_mailbox_knows_its_latest_acknowledged_documents_and_no_more():
     assert box.offer(("D0", "", ""))  # long forgotten
 
 
+def test_a_copy_behind_does_not_push_what_a_mailbox_acknowledged_lately_out_of_its_memory():
+    """A whole record from a copy that is behind brings its latest acknowledged, older
+    than mine: merged, they pushed my latest out of my memory, and a batch announced again
+    seconds later alerted them twice. The latest SEEN_KEPT by number stay; a copy ahead
+    brings what I have not seen."""
+    box = Mailbox()
+    for i in range(2 * SEEN_KEPT):
+        assert box.offer((f"D{i}", "", ""))
+        box.pop(1)
+    box.saw([f"D{i}" for i in range(SEEN_KEPT)], first=SEEN_KEPT)  # behind
+    assert not box.offer((f"D{2 * SEEN_KEPT - 1}", "", ""))
+    assert len(box.seen) == SEEN_KEPT
+    ahead = 2 * SEEN_KEPT + 5
+    box.saw([f"D{i}" for i in range(ahead - SEEN_KEPT, ahead)], first=ahead)
+    assert not box.offer((f"D{ahead - 1}", "", "")) and len(box.seen) == SEEN_KEPT
+    assert box.offer((f"D{SEEN_KEPT}", "", ""))  # the oldest of mine went, as they should
+
+
 def test_a_dn_back_from_a_restart_finishes_its_own_batches_handed_back_to_it():
     """A DN restarted before it finished a batch gets the batch's copy back with its
     region, and nothing of it in memory: it announces the batch again itself."""

@@ -15,7 +15,7 @@ import hashlib
 from collections import deque
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from cqengine.core.journal import AlertDoc
 from cqengine.proto import cqengine_pb2 as pb
@@ -70,12 +70,23 @@ class Mailbox:
             self._remember(self.queue.popleft()[0])
         self.first += n
 
-    def saw(self, docnos) -> None:
-        """Another copy's latest acknowledged: documents this one must not take again."""
-        for docno in docnos:
-            if docno not in self.seen:
-                self.seen.add(docno)
-                self._remember(docno)
+    def saw(self, docnos: Iterable[str], first: int | None = None) -> None:
+        """Another copy's latest acknowledged, numbered up to `first` - 1 (None: as mine
+        are): documents this one must not take again. Of theirs and mine the latest
+        SEEN_KEPT by number stay: a copy behind this one must not push out of its memory
+        what it acknowledged lately (a DN announcing a batch again would alert it twice)."""
+        theirs = [d for d in docnos]
+        if all(d in self.seen for d in theirs):
+            return
+        end = self.first if first is None else first
+        number = {d: at for at, d in enumerate(self.acked, self.first - len(self.acked))}
+        for at, d in enumerate(theirs, end - len(theirs)):
+            number[d] = max(at, number.get(d, at))
+        kept = sorted(number, key=number.__getitem__)[-SEEN_KEPT:]
+        waiting = {doc[0] for doc in self.queue}
+        self.seen -= set(self.acked) - set(kept) - waiting
+        self.seen.update(kept)
+        self.acked = deque(kept, maxlen=SEEN_KEPT)
 
     def _remember(self, docno: str) -> None:
         """An acknowledged document, among the latest SEEN_KEPT known seen (no more: a

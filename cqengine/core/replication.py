@@ -172,7 +172,7 @@ class RecordStore:
             if self.journal is not None:
                 self.journal.subscribed(sub)
         box = sub.mailbox
-        box.saw(record.seen)
+        box.saw(record.seen, record.first)
         if box.acknowledge(record.first):
             changed = True
             if self.journal is not None:
