@@ -406,6 +406,35 @@ def build_parser() -> argparse.ArgumentParser:
     a = sub.add_parser("analyze", help="print the terms the engine makes of a text, one a line")
     a.add_argument("text")
 
+    certs = sub.add_parser(
+        "certs", help="make a ring's certificate authority and its nodes' and clients' certificates"
+    )
+    certs_sub = certs.add_subparsers(
+        dest="certs_command", required=True, metavar="ACTION", parser_class=Parser
+    )
+    ci = certs_sub.add_parser("init", help="a new certificate authority: DIR/ca.pem, ca-key.pem")
+    cn = certs_sub.add_parser(
+        "node", help="a ring node's certificate for host NAME: DIR/NAME.pem, NAME-key.pem"
+    )
+    cn.add_argument(
+        "--name", required=True, help="the host name or IP address clients reach the node by"
+    )
+    cc = certs_sub.add_parser(
+        "client", help="a client's certificate in a role: DIR/NAME.pem, NAME-key.pem"
+    )
+    cc.add_argument("--name", required=True, help="who the client is")
+    cc.add_argument(
+        "--role",
+        required=True,
+        choices=["subscriber", "publisher", "admin"],
+        help="subscriber: subscribe, unsubscribe, stream; publisher: publish; admin: all, "
+        "and stats",
+    )
+    for c in (ci, cn, cc):
+        c.add_argument("--dir", type=Path, required=True, help="the ring's certificate directory")
+        c.add_argument("--days", type=int, help="validity in days (default: CA 3650, others 825)")
+        c.add_argument("--force", action="store_true", help="replace files already there")
+
     pr = sub.add_parser(
         "prep", help="Spark: analyze a corpus into documents, term statistics and a summary"
     )
@@ -753,6 +782,25 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_certs(args: argparse.Namespace) -> int:
+    from cqengine.live import certs
+
+    days = {} if args.days is None else {"days": args.days}
+    if days and args.days <= 0:
+        raise CliError("--days must be positive")
+    try:
+        if args.certs_command == "init":
+            made = certs.init_ca(args.dir, force=args.force, **days)
+        else:
+            role = certs.NODE if args.certs_command == "node" else args.role
+            made = certs.issue(args.dir, args.name, role, force=args.force, **days)
+    except certs.CertError as e:
+        raise CliError(str(e)) from None
+    for path in made:
+        print(path)
+    return 0
+
+
 def spark_session(args: argparse.Namespace):
     from cqengine.spark.session import session
 
@@ -888,6 +936,7 @@ COMMANDS = {
     "publish": cmd_publish,
     "stats": cmd_stats,
     "analyze": cmd_analyze,
+    "certs": cmd_certs,
     "demo": cmd_demo,
     "prep": cmd_prep,
     "workload": cmd_workload,
