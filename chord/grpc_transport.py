@@ -21,6 +21,7 @@ from chord.ledger import Ledger
 from chord.node import Call, Op, PeerUnreachable
 from chord.proto import chord_pb2
 from chord.routing import NodeRef
+from chord.tls import Credentials
 from chord.transport import REPLY, Handler
 
 log = logging.getLogger("chord.grpc_transport")
@@ -123,6 +124,7 @@ class GrpcTransport:
         table: MethodTable | None = None,
         timeouts: dict[str, float] | None = None,
         patience: float | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         """`timeout`: seconds a call waits for its reply before its peer counts as
         unreachable; `timeouts`: other waits for some methods.
@@ -140,6 +142,7 @@ class GrpcTransport:
         self.round_trips: dict[str, RoundTrip] = {}
         self.table = table or MethodTable([CHORD_SERVICE])
         self._channels: dict[str, grpc.aio.Channel] = {}
+        self.credentials = credentials  # mutual TLS with these (None: plaintext)
         self._retired: set[grpc.aio.Channel] = set()  # replaced, closing once idle
         self._calls: dict[tuple[str, str], Any] = {}
 
@@ -147,8 +150,12 @@ class GrpcTransport:
         key = (address, method)
         if key not in self._calls:
             if address not in self._channels:
-                self._channels[address] = grpc.aio.insecure_channel(
-                    address, options=CHANNEL_OPTIONS
+                self._channels[address] = (
+                    grpc.aio.secure_channel(
+                        address, self.credentials.channel(), options=CHANNEL_OPTIONS
+                    )
+                    if self.credentials is not None
+                    else grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
                 )
             path, req, rep = self.table.methods[method]
             self._calls[key] = self._channels[address].unary_unary(

@@ -28,6 +28,7 @@ from chord.ledger import Ledger
 from chord.node import ChordNode, JoinError, Op, PeerUnreachable, to_info, to_ref
 from chord.proto import chord_pb2 as pb
 from chord.routing import NodeRef
+from chord.tls import NODE, Credentials, caller_role
 from chord.transport import Handler
 
 log = logging.getLogger("chord.live")
@@ -36,6 +37,7 @@ SERVER_OPTIONS = SIZE_OPTIONS + [("grpc.so_reuseport", 0)]  # two nodes must nev
 
 
 NOT_MEMBER = "this node is not (or no longer) a member of the ring; ask another node"
+NOT_NODE = "only a ring node may call this (its certificate names the role node)"
 
 
 class Gate(grpc.aio.ServerInterceptor):
@@ -46,27 +48,55 @@ class Gate(grpc.aio.ServerInterceptor):
     It opens as soon as the joining node knows its successor: from its first Notify on, the
     ring counts on it (refused, its successor would drop it as gone)."""
 
-    def __init__(self, member: Callable[[], bool]) -> None:
+    def __init__(
+        self, member: Callable[[], bool], internal: Callable[[str], bool] | None = None
+    ) -> None:
+        """`internal(path)`: is this method one only ring nodes call (None: anyone may, the
+        ring runs plaintext). Who calls is read from the certificate the caller presented
+        (mutual TLS), never from anything it sends."""
         self.member = member
+        self.internal = internal
 
     async def intercept_service(self, continuation, details):
         handler = await continuation(details)
-        if self.member() or handler is None or details.method.startswith("/grpc.health."):
+        if handler is None or details.method.startswith("/grpc.health."):
             return handler
-        make = (
-            grpc.unary_stream_rpc_method_handler
-            if handler.response_streaming
-            else grpc.unary_unary_rpc_method_handler
-        )
-        return make(
-            _refuse,
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
+        if not self.member():
+            return _answering(handler, _refuse)
+        if self.internal is not None and self.internal(details.method):
+            return _nodes_only(handler)
+        return handler
+
+
+def _answering(handler, behaviour):
+    """A handler of the same kind and messages whose behaviour is this one."""
+    make = (
+        grpc.unary_stream_rpc_method_handler
+        if handler.response_streaming
+        else grpc.unary_unary_rpc_method_handler
+    )
+    return make(
+        behaviour,
+        request_deserializer=handler.request_deserializer,
+        response_serializer=handler.response_serializer,
+    )
 
 
 async def _refuse(request, context) -> None:
     await context.abort(grpc.StatusCode.UNAVAILABLE, NOT_MEMBER)
+
+
+def _nodes_only(handler):
+    """The handler, for callers whose certificate names them a ring node; others are
+    refused PERMISSION_DENIED before it runs. (Internal methods are all unary.)"""
+    behaviour = handler.unary_unary
+
+    async def checked(request, context):
+        if caller_role(context) != NODE:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, NOT_NODE)
+        return await behaviour(request, context)
+
+    return _answering(handler, checked)
 
 
 class StartupError(Exception):
@@ -123,7 +153,10 @@ class LiveNode:
         timing: Timing | None = None,
         advertise: str | None = None,
         app: AppFactory | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
+        """`credentials`: mutual TLS with the ring's certificates, and only ring nodes may
+        call the ring's own services (None: plaintext, anyone may)."""
         address = f"{advertise or host}:{port}"
         self.host, self.port = host, port
         self.node = ChordNode(
@@ -143,14 +176,20 @@ class LiveNode:
             table=self.methods,
             timeouts=dict.fromkeys(app_methods, self.timing.call_timeout),
             patience=self.timing.call_timeout,
+            credentials=credentials,
         )
+        self.credentials = credentials
         self.health = health.aio.HealthServicer()
         self.server: grpc.aio.Server | None = None
         self._tasks: list[asyncio.Task] = []
         self._background: set[asyncio.Task] = set()
         self._stopping = asyncio.Event()
         self.joining = True  # until it has joined (or started a ring of its own)
-        self.gate = Gate(lambda: not (self.joining and self.node.table.alone() or self.stopped))
+        internal = {path for path, _, _ in self.methods.methods.values()}
+        self.gate = Gate(
+            lambda: not (self.joining and self.node.table.alone() or self.stopped),
+            internal.__contains__ if credentials is not None else None,
+        )
         self.stopped = False
 
     @property
@@ -217,7 +256,11 @@ class LiveNode:
             add_services(self.server)
         await self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
         try:
-            self.server.add_insecure_port(f"{self.host}:{self.port}")
+            where = f"{self.host}:{self.port}"
+            if self.credentials is not None:
+                self.server.add_secure_port(where, self.credentials.server())
+            else:
+                self.server.add_insecure_port(where)
         except RuntimeError as e:
             raise StartupError(f"cannot listen on {self.host}:{self.port}: {e}") from None
         await self.server.start()

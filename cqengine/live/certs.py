@@ -22,10 +22,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-NODE = "node"
+from chord.tls import NODE, ROLE_URI
+
 CLIENT_ROLES = ("subscriber", "publisher", "admin")
 ROLES = (NODE, *CLIENT_ROLES)
-ROLE_URI = "urn:cqengine:role:"
 CA_DAYS = 3650
 DAYS = 825  # a leaf certificate's validity (what browsers still accept)
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")

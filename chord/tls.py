@@ -1,0 +1,76 @@
+"""Mutual TLS for the ring: what a node (or client) presents, and who is calling.
+
+Every certificate of a ring is signed by the ring's CA and names its holder's role in its
+subject alternative names as the URI `urn:cqengine:role:<role>` (`cqengine certs` makes
+them). A server that requires client certificates finds the caller's in the call's auth
+context; its role decides what the caller may do, never anything the caller sends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import grpc
+from cryptography import x509
+
+ROLE_URI = "urn:cqengine:role:"
+NODE = "node"
+
+
+class TlsError(Exception):
+    """The credentials cannot be read; the message says which file, in one line."""
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """The ring's CA certificate, and a certificate with its key, as PEM."""
+
+    ca: bytes
+    cert: bytes
+    key: bytes
+
+    @classmethod
+    def load(cls, directory: Path, name: str) -> "Credentials":
+        """`directory`'s ca.pem, NAME.pem and NAME-key.pem."""
+        files = [directory / "ca.pem", directory / f"{name}.pem", directory / f"{name}-key.pem"]
+        for f in files:
+            if not f.is_file():
+                raise TlsError(
+                    f"no {f.name} in {directory}: make it with 'cqengine certs' "
+                    f"(init, then node or client --name {name})"
+                )
+        ca, cert, key = (f.read_bytes() for f in files)
+        return cls(ca, cert, key)
+
+    def server(self) -> grpc.ServerCredentials:
+        """A server's: it presents its certificate and accepts only callers whose
+        certificate the ring's CA signed."""
+        return grpc.ssl_server_credentials(
+            [(self.key, self.cert)], root_certificates=self.ca, require_client_auth=True
+        )
+
+    def channel(self) -> grpc.ChannelCredentials:
+        """A caller's: it trusts only servers the ring's CA signed, and presents its own."""
+        return grpc.ssl_channel_credentials(self.ca, self.key, self.cert)
+
+
+@lru_cache(maxsize=4096)
+def role_in(pem: bytes) -> str | None:
+    """The role a PEM certificate names (None: none). Read once per certificate."""
+    try:
+        cert = x509.load_pem_x509_certificate(pem)
+        alt = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except (ValueError, x509.ExtensionNotFound):
+        return None
+    for uri in alt.get_values_for_type(x509.UniformResourceIdentifier):
+        if uri.startswith(ROLE_URI):
+            return uri[len(ROLE_URI) :]
+    return None
+
+
+def caller_role(context) -> str | None:
+    """The role of the certificate the caller presented (None: none, or plaintext)."""
+    pems = context.auth_context().get("x509_pem_cert")
+    return role_in(pems[0]) if pems else None
