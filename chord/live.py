@@ -28,7 +28,7 @@ from chord.ledger import Ledger
 from chord.node import ChordNode, JoinError, Op, PeerUnreachable, to_info, to_ref
 from chord.proto import chord_pb2 as pb
 from chord.routing import NodeRef
-from chord.tls import NODE, Credentials, caller_role
+from chord.tls import ADMIN, EVERYONE, NODE, Credentials, caller_role
 from chord.transport import Handler
 
 log = logging.getLogger("chord.live")
@@ -37,7 +37,9 @@ SERVER_OPTIONS = SIZE_OPTIONS + [("grpc.so_reuseport", 0)]  # two nodes must nev
 
 
 NOT_MEMBER = "this node is not (or no longer) a member of the ring; ask another node"
-NOT_NODE = "only a ring node may call this (its certificate names the role node)"
+# who may call what, over mutual TLS: the ring's own methods are for its nodes, but any
+# client finds a key's owner (a subscription's home) and an admin sees a node's state
+CHORD_ACCESS = {"Lookup": EVERYONE, "GetState": frozenset({NODE, ADMIN})}
 
 
 class Gate(grpc.aio.ServerInterceptor):
@@ -49,13 +51,13 @@ class Gate(grpc.aio.ServerInterceptor):
     ring counts on it (refused, its successor would drop it as gone)."""
 
     def __init__(
-        self, member: Callable[[], bool], internal: Callable[[str], bool] | None = None
+        self, member: Callable[[], bool], access: dict[str, frozenset[str]] | None = None
     ) -> None:
-        """`internal(path)`: is this method one only ring nodes call (None: anyone may, the
-        ring runs plaintext). Who calls is read from the certificate the caller presented
-        (mutual TLS), never from anything it sends."""
+        """`access`: the roles that may call each method, by its path (None: anyone may,
+        the ring runs plaintext); a method it does not name nobody may call. Who calls is
+        read from the certificate the caller presented, never from what it sends."""
         self.member = member
-        self.internal = internal
+        self.access = access
 
     async def intercept_service(self, continuation, details):
         handler = await continuation(details)
@@ -63,8 +65,8 @@ class Gate(grpc.aio.ServerInterceptor):
             return handler
         if not self.member():
             return _answering(handler, _refuse)
-        if self.internal is not None and self.internal(details.method):
-            return _nodes_only(handler)
+        if self.access is not None:
+            return _only(handler, details.method, self.access.get(details.method, frozenset()))
         return handler
 
 
@@ -86,14 +88,33 @@ async def _refuse(request, context) -> None:
     await context.abort(grpc.StatusCode.UNAVAILABLE, NOT_MEMBER)
 
 
-def _nodes_only(handler):
-    """The handler, for callers whose certificate names them a ring node; others are
-    refused PERMISSION_DENIED before it runs. (Internal methods are all unary.)"""
+def _only(handler, path: str, roles: frozenset[str]):
+    """The handler, for callers whose certificate names one of these roles; others are
+    refused PERMISSION_DENIED, with the reason, before it runs."""
+
+    async def refuse(context) -> None:
+        role = caller_role(context)
+        may = " or ".join(sorted(roles)) or "nobody"
+        await context.abort(
+            grpc.StatusCode.PERMISSION_DENIED,
+            f"{path.rsplit('/', 1)[-1]} is for {may}; this certificate's role is {role}",
+        )
+
+    if handler.response_streaming:
+        stream = handler.unary_stream
+
+        async def checked_stream(request, context):
+            if caller_role(context) not in roles:
+                await refuse(context)
+            async for reply in stream(request, context):
+                yield reply
+
+        return _answering(handler, checked_stream)
     behaviour = handler.unary_unary
 
     async def checked(request, context):
-        if caller_role(context) != NODE:
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED, NOT_NODE)
+        if caller_role(context) not in roles:
+            await refuse(context)
         return await behaviour(request, context)
 
     return _answering(handler, checked)
@@ -154,9 +175,12 @@ class LiveNode:
         advertise: str | None = None,
         app: AppFactory | None = None,
         credentials: Credentials | None = None,
+        access: dict[str, frozenset[str]] | None = None,
     ) -> None:
-        """`credentials`: mutual TLS with the ring's certificates, and only ring nodes may
-        call the ring's own services (None: plaintext, anyone may)."""
+        """`credentials`: mutual TLS with the ring's certificates (None: plaintext, anyone
+        may call anything). Then only ring nodes may call the ring's own services, and
+        `access` names the roles that may call each method of the services added beside
+        them (the client API), by path."""
         address = f"{advertise or host}:{port}"
         self.host, self.port = host, port
         self.node = ChordNode(
@@ -185,10 +209,13 @@ class LiveNode:
         self._background: set[asyncio.Task] = set()
         self._stopping = asyncio.Event()
         self.joining = True  # until it has joined (or started a ring of its own)
-        internal = {path for path, _, _ in self.methods.methods.values()}
+        ring_access = {
+            path: CHORD_ACCESS.get(name, frozenset({NODE}))
+            for name, (path, _, _) in self.methods.methods.items()
+        }
         self.gate = Gate(
             lambda: not (self.joining and self.node.table.alone() or self.stopped),
-            internal.__contains__ if credentials is not None else None,
+            {**ring_access, **(access or {})} if credentials is not None else None,
         )
         self.stopped = False
 

@@ -17,6 +17,8 @@ from cryptography import x509
 
 ROLE_URI = "urn:cqengine:role:"
 NODE = "node"
+SUBSCRIBER, PUBLISHER, ADMIN = "subscriber", "publisher", "admin"
+EVERYONE = frozenset({NODE, SUBSCRIBER, PUBLISHER, ADMIN})
 
 
 class TlsError(Exception):

@@ -86,3 +86,98 @@ def test_a_ring_on_mutual_tls_forms_and_only_nodes_call_its_services(tls):
 def test_missing_credentials_say_which_file_and_how_to_make_it(tmp_path):
     with pytest.raises(TlsError, match="no ca.pem in .*cqengine certs"):
         Credentials.load(tmp_path, "127.0.0.1")
+
+
+def test_each_role_calls_what_it_may_and_is_told_why_not_otherwise(tls):
+    """One engine node with the client API on mutual TLS: a subscriber subscribes but
+    cannot publish, a publisher publishes but cannot subscribe, only an admin sees stats,
+    anyone finds a key's owner, and no client, admin included, calls the engine's own
+    methods (Deliver would put a forged alert on a stream)."""
+    from cqengine.core.engine import EngineNode
+    from cqengine.core.settings import Settings
+    from cqengine.live.publishing import Publishing
+    from cqengine.live.service import CLIENT_ACCESS, ClientAPI
+    from cqengine.proto import cqengine_pb2 as cpb
+    from cqengine.proto import cqengine_pb2_grpc as cpb_grpc
+
+    for role in ("publisher", "admin"):
+        issue(tls, role, role)
+    settings = Settings().validate()
+
+    async def main():
+        (port,) = free_ports(1)
+        node = LiveNode(
+            "127.0.0.1",
+            port,
+            timing=FAST,
+            app=lambda chord, spawn: EngineNode(chord, settings, spawn),
+            credentials=Credentials.load(tls, "127.0.0.1"),
+            access=CLIENT_ACCESS,
+        )
+        await node.start(
+            add_services=lambda server: cpb_grpc.add_CQEngineServicer_to_server(
+                ClientAPI(node, node.app, Publishing()), server
+            )
+        )
+        try:
+
+            async def code(role: str, path: str, request, reply) -> str:
+                creds = Credentials.load(tls, role).channel()
+                async with grpc.aio.secure_channel(node.me.address, creds) as channel:
+                    call = channel.unary_unary(
+                        path,
+                        request_serializer=type(request).SerializeToString,
+                        response_deserializer=reply.FromString,
+                    )
+                    try:
+                        await call(request, timeout=10)
+                        return "OK"
+                    except grpc.aio.AioRpcError as e:
+                        assert e.code() != grpc.StatusCode.PERMISSION_DENIED or "role" in (
+                            e.details() or ""
+                        )
+                        return e.code().name
+
+            api = "/cqengine.CQEngine/"
+            subscribe = (api + "Subscribe", cpb.SubscribeRequest(query="storm warning"))
+            publish = (
+                api + "Publish",
+                cpb.PublishRequest(docno="D1", text=b"a storm warning", title="t"),
+            )
+            stats = (api + "Stats", cpb.StatsRequest())
+            lookup = ("/chord.Chord/Lookup", pb.LookupRequest(key=1))
+            deliver = ("/cqengine.Engine/Deliver", cpb.AlertBatch())
+            replies = {
+                subscribe[0]: cpb.SubscribeReply,
+                publish[0]: cpb.PublishReply,
+                stats[0]: cpb.StatsReply,
+                lookup[0]: pb.LookupReply,
+                deliver[0]: cpb.DeliverReply,
+            }
+            want = {
+                "alice": [
+                    "OK",
+                    "PERMISSION_DENIED",
+                    "PERMISSION_DENIED",
+                    "OK",
+                    "PERMISSION_DENIED",
+                ],
+                "publisher": [
+                    "PERMISSION_DENIED",
+                    "OK",
+                    "PERMISSION_DENIED",
+                    "OK",
+                    "PERMISSION_DENIED",
+                ],
+                "admin": ["OK", "OK", "OK", "OK", "PERMISSION_DENIED"],
+            }
+            for who, codes in want.items():
+                got = [
+                    await code(who, path, request, replies[path])
+                    for path, request in (subscribe, publish, stats, lookup, deliver)
+                ]
+                assert got == codes, who
+        finally:
+            await node.stop(graceful=False)
+
+    asyncio.run(asyncio.wait_for(main(), 60))

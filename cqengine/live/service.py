@@ -20,6 +20,7 @@ import grpc
 
 from chord.ids import hash_id
 from chord.live import LiveNode, StartupError, Timing, serve
+from chord.tls import ADMIN, PUBLISHER, SUBSCRIBER
 from cqengine.core.engine import AlertDoc, EngineError, EngineNode, alert_batch
 from cqengine.core.homes import Subscription
 from cqengine.core.settings import Settings, SettingsError
@@ -27,6 +28,19 @@ from cqengine.live.publishing import Batcher, Publishing
 from cqengine.live.storage import Storage
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.proto import cqengine_pb2_grpc as pb_grpc
+
+_API = pb.DESCRIPTOR.services_by_name["CQEngine"].full_name
+# who may call each method of the client API over mutual TLS, by the role its certificate
+# names (the ring's own services are for its nodes: chord.live)
+CLIENT_ACCESS: dict[str, frozenset[str]] = {
+    f"/{_API}/{method}": frozenset(roles)
+    for methods, roles in [
+        (("Subscribe", "Unsubscribe", "StreamAlerts", "AckAlerts"), (SUBSCRIBER, ADMIN)),
+        (("Publish", "PublishBatch"), (PUBLISHER, ADMIN)),
+        (("Stats",), (ADMIN,)),
+    ]
+    for method in methods
+}
 
 log = logging.getLogger("cqengine.live.service")
 
