@@ -656,10 +656,9 @@ def test_a_copy_handed_over_keeps_its_age_so_a_stale_one_still_goes():
     assert new.release_stale(0, 100, live=set(), before=now[0] - 10.0) == 1
 
 
-def test_a_node_whose_live_predecessor_owns_a_home_key_does_not_take_its_alerts():
-    """The DN's lookup (stale) names my node for a home key, and the home it knew refuses
-    connections; but my predecessor is alive and the key is on its side (it joined between
-    the old home and me): alerts taken here would sit where no stream looks."""
+def home_and_successor():
+    """A replicated ring with every query subscribed: a subscription, the node serving it
+    (its home) and the home's successor (which holds its copy)."""
     wl = workload(1)
     sim = replicated(wl)
     sub_id = next(iter(subscribe_all(sim, wl)))
@@ -668,10 +667,24 @@ def test_a_node_whose_live_predecessor_owns_a_home_key_does_not_take_its_alerts(
         for e in sim.engines.values()
         if sub_id in e.subscriptions and e.serves(e.subscriptions[sub_id].key)
     )
-    succ = sim.engines[home.chord.table.successor.address]
-    assert succ.chord.table.predecessor == home.me and sub_id in succ.subscriptions
+    return sim, sub_id, home, sim.engines[home.chord.table.successor.address]
+
+
+def owner_batch(home, sub_id: int, home_address: str) -> pb.AlertBatch:
+    """An alert batch for the subscription's home key, sent to a node the DN's lookup
+    names its owner (the owner flag), naming the home it knew."""
     batch = alert_batch([(("D1", "", ""), [sub_id])])
-    batch.home_id, batch.owner, batch.home = home.subscriptions[sub_id].key, True, "gone:1"
+    batch.home_id, batch.owner, batch.home = home.subscriptions[sub_id].key, True, home_address
+    return batch
+
+
+def test_a_node_whose_live_predecessor_owns_a_home_key_does_not_take_its_alerts():
+    """The DN's lookup (stale) names my node for a home key, and the home it knew refuses
+    connections; but my predecessor is alive and the key is on its side (it joined between
+    the old home and me): alerts taken here would sit where no stream looks."""
+    sim, sub_id, home, succ = home_and_successor()
+    assert succ.chord.table.predecessor == home.me and sub_id in succ.subscriptions
+    batch = owner_batch(home, sub_id, "gone:1")
     reply = sim.ring.run(sim.ring.nodes[succ.me.address], succ._on_deliver(batch))
     assert reply.moved and succ.subscriptions[sub_id].mailbox.next == 0
 
@@ -681,18 +694,9 @@ def test_a_home_back_while_its_successor_checks_on_it_numbers_the_alerts_alone()
     (its DN's lookup says the key is mine). I ask the home: it refuses. Meanwhile it is
     back and has notified me, taking its records from me: it numbers its alerts now, and
     two numberings would clash (one alert lost, another repeated). I answer `moved`."""
-    wl = workload(1)
-    sim = replicated(wl)
-    sub_id = next(iter(subscribe_all(sim, wl)))
-    home = next(
-        e
-        for e in sim.engines.values()
-        if sub_id in e.subscriptions and e.serves(e.subscriptions[sub_id].key)
-    )
-    succ = sim.engines[home.chord.table.successor.address]
+    sim, sub_id, home, succ = home_and_successor()
     succ.chord.forget(home.me)
-    batch = alert_batch([(("D1", "", ""), [sub_id])])
-    batch.home_id, batch.owner, batch.home = home.subscriptions[sub_id].key, True, home.me.address
+    batch = owner_batch(home, sub_id, home.me.address)
     op = succ._on_deliver(batch)
     ping = next(op)
     assert ping.method == "Ping" and ping.peer.address == home.me.address
@@ -706,18 +710,9 @@ def test_a_home_refusing_while_still_my_predecessor_is_not_taken_for_gone():
     """A home back from a restart notifies me; my channel to it, still backing off after
     its restart, fails at once. Taking its key for mine then would number its alerts twice.
     Only once my table has dropped it (it really is gone) do I take its alerts."""
-    wl = workload(1)
-    sim = replicated(wl)
-    sub_id = next(iter(subscribe_all(sim, wl)))
-    home = next(
-        e
-        for e in sim.engines.values()
-        if sub_id in e.subscriptions and e.serves(e.subscriptions[sub_id].key)
-    )
-    succ = sim.engines[home.chord.table.successor.address]
+    sim, sub_id, home, succ = home_and_successor()
     sim.ring.fail(home.me.address)  # it refuses; my table has not noticed yet
-    batch = alert_batch([(("D1", "", ""), [sub_id])])
-    batch.home_id, batch.owner, batch.home = home.subscriptions[sub_id].key, True, home.me.address
+    batch = owner_batch(home, sub_id, home.me.address)
     node = sim.ring.nodes[succ.me.address]
     assert sim.ring.run(node, succ._on_deliver(batch)).moved
     assert succ.subscriptions[sub_id].mailbox.next == 0
