@@ -58,18 +58,25 @@ class Credentials:
         return grpc.ssl_channel_credentials(self.ca, self.key, self.cert)
 
 
+def role_of(cert: x509.Certificate) -> str | None:
+    """The role a certificate names (None: none of ours)."""
+    try:
+        alt = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return None
+    for uri in alt.get_values_for_type(x509.UniformResourceIdentifier):
+        if uri.startswith(ROLE_URI) and uri[len(ROLE_URI) :] in EVERYONE:
+            return uri[len(ROLE_URI) :]
+    return None
+
+
 @lru_cache(maxsize=4096)
 def role_in(pem: bytes) -> str | None:
     """The role a PEM certificate names (None: none). Read once per certificate."""
     try:
-        cert = x509.load_pem_x509_certificate(pem)
-        alt = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    except (ValueError, x509.ExtensionNotFound):
+        return role_of(x509.load_pem_x509_certificate(pem))
+    except ValueError:
         return None
-    for uri in alt.get_values_for_type(x509.UniformResourceIdentifier):
-        if uri.startswith(ROLE_URI):
-            return uri[len(ROLE_URI) :]
-    return None
 
 
 def caller_role(context) -> str | None:

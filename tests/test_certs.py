@@ -16,7 +16,8 @@ import pytest
 from cryptography import x509
 
 from chord.proto import chord_pb2 as pb
-from cqengine.live.certs import CertError, issue, role_of
+from chord.tls import role_of
+from cqengine.live.certs import CertError, issue
 
 PING = "/chord.Chord/Ping"
 

@@ -147,18 +147,6 @@ def load_ca(directory: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateK
     return cert, key
 
 
-def role_of(cert: x509.Certificate) -> str | None:
-    """The role a certificate names (None: none of ours)."""
-    try:
-        alt = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    except x509.ExtensionNotFound:
-        return None
-    for uri in alt.get_values_for_type(x509.UniformResourceIdentifier):
-        if uri.startswith(ROLE_URI) and uri[len(ROLE_URI) :] in ROLES:
-            return uri[len(ROLE_URI) :]
-    return None
-
-
 def _host(name: str) -> x509.GeneralName:
     try:
         return x509.IPAddress(ipaddress.ip_address(name))
