@@ -21,7 +21,7 @@ from chord.ledger import Ledger
 from chord.node import Call, Op, PeerUnreachable
 from chord.proto import chord_pb2
 from chord.routing import NodeRef
-from chord.tls import Credentials
+from chord.tls import Credentials, aio_channel
 from chord.transport import REPLY, Handler
 
 log = logging.getLogger("chord.grpc_transport")
@@ -150,13 +150,7 @@ class GrpcTransport:
         key = (address, method)
         if key not in self._calls:
             if address not in self._channels:
-                self._channels[address] = (
-                    grpc.aio.secure_channel(
-                        address, self.credentials.channel(), options=CHANNEL_OPTIONS
-                    )
-                    if self.credentials is not None
-                    else grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
-                )
+                self._channels[address] = aio_channel(address, self.credentials, CHANNEL_OPTIONS)
             path, req, rep = self.table.methods[method]
             self._calls[key] = self._channels[address].unary_unary(
                 path, request_serializer=req.SerializeToString, response_deserializer=rep.FromString

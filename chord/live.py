@@ -370,8 +370,20 @@ async def serve(
     advertise: str | None = None,
     app: AppFactory | None = None,
     add_services: Callable[[LiveNode, grpc.aio.Server], None] | None = None,
+    credentials: Credentials | None = None,
+    access: dict[str, frozenset[str]] | None = None,
 ) -> None:
-    node = LiveNode(host, port, node_id=node_id, r=r, timing=timing, advertise=advertise, app=app)
+    node = LiveNode(
+        host,
+        port,
+        node_id=node_id,
+        r=r,
+        timing=timing,
+        advertise=advertise,
+        app=app,
+        credentials=credentials,
+        access=access,
+    )
     try:
         await node.start(
             join, (lambda server: add_services(node, server)) if add_services else None
@@ -381,6 +393,7 @@ async def serve(
         raise
     print(
         f"node {node.me.id:016x} serving on {node.me.address}"
+        + (" (mutual TLS)" if credentials is not None else " (plaintext: --insecure)")
         + (f", joined through {join}" if join else ", new ring"),
         flush=True,
     )

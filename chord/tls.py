@@ -8,9 +8,12 @@ context; its role decides what the caller may do, never anything the caller send
 
 from __future__ import annotations
 
+import socket
+import ssl
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Sequence
 
 import grpc
 from cryptography import x509
@@ -83,3 +86,62 @@ def caller_role(context) -> str | None:
     """The role of the certificate the caller presented (None: none, or plaintext)."""
     pems = context.auth_context().get("x509_pem_cert")
     return role_in(pems[0]) if pems else None
+
+
+def channel(
+    address: str, credentials: Credentials | None = None, options: Sequence = ()
+) -> grpc.Channel:
+    """A blocking channel to a node: mutual TLS with these credentials, or plaintext."""
+    if credentials is None:
+        return grpc.insecure_channel(address, options=list(options))
+    return grpc.secure_channel(address, credentials.channel(), options=list(options))
+
+
+def aio_channel(
+    address: str, credentials: Credentials | None = None, options: Sequence = ()
+) -> grpc.aio.Channel:
+    """An asyncio channel to a node: mutual TLS with these credentials, or plaintext."""
+    if credentials is None:
+        return grpc.aio.insecure_channel(address, options=list(options))
+    return grpc.aio.secure_channel(address, credentials.channel(), options=list(options))
+
+
+def tls_failure(e: grpc.RpcError, address: str, credentials: Credentials | None) -> str | None:
+    """Why a call that could not connect failed, if TLS is why: one line for whoever gave
+    the credentials (None: the connection failed for another reason, or none at all)."""
+    if e.code() != grpc.StatusCode.UNAVAILABLE:
+        return None
+    details = e.details() or ""
+    if credentials is not None:
+        if "WRONG_VERSION_NUMBER" in details:
+            return f"node {address} speaks plaintext (its ring runs --insecure), not TLS"
+        if "handshake failed" in details.lower():
+            reason = details.rsplit("SSL routines:OPENSSL_internal:", 1)[-1].split(":")[0]
+            return (
+                f"node {address} and this client do not trust each other ({reason}): "
+                "is the certificate from the ring's own CA?"
+            )
+        return None
+    if "Socket closed" in details and speaks_tls(address):
+        return (
+            f"node {address} requires mutual TLS: present a certificate of its ring "
+            "(--tls-dir, $CQENGINE_TLS_DIR, or the ring file that `ring up` wrote)"
+        )
+    return None
+
+
+def speaks_tls(address: str, timeout: float = 1.0) -> bool:
+    """Does the server at HOST:PORT answer a TLS handshake? (A plaintext one does not; a
+    mutual-TLS one accepts it, or refuses the missing certificate with a TLS alert.)"""
+    host, _, port = address.rpartition(":")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as raw:
+            with context.wrap_socket(raw, do_handshake_on_connect=False) as tls:
+                tls.do_handshake()
+        return True
+    except ssl.SSLError as e:
+        return "ALERT" in (e.reason or "")
+    except (OSError, ValueError):
+        return False

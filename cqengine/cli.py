@@ -16,11 +16,15 @@ from dataclasses import replace
 from itertools import islice
 from pathlib import Path
 
+# gRPC's C core logs every failed TLS handshake; the command line says why in one line
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
 from chord.ids import hash_id, parse_id
 from chord.live import StartupError, Timing
+from chord.tls import TlsError
 from cqengine.core.indexing import STRATEGIES
 from cqengine.core.settings import REPLICAS, RESOLUTIONS, Settings, SettingsError
-from cqengine.live.client import Client, ClientError
+from cqengine.live.client import Client, ClientError, find_credentials
 from cqengine.live.ring import (
     DATA,
     DEFAULT_RING_FILE,
@@ -304,6 +308,18 @@ def node_option(p: argparse.ArgumentParser) -> None:
         help="the node to talk to (default: a node of the ring file that answers)",
     )
     ring_file_option(p)
+    p.add_argument(
+        "--tls-dir",
+        type=Path,
+        metavar="DIR",
+        help="the ring's CA and this client's certificate (default $CQENGINE_TLS_DIR, or the "
+        "ring file's directory when it lists the node)",
+    )
+    p.add_argument(
+        "--tls-name",
+        metavar="NAME",
+        help="the certificate to present: DIR/NAME.pem (default $CQENGINE_TLS_NAME or client)",
+    )
 
 
 def spark_options(p: argparse.ArgumentParser) -> None:
@@ -348,6 +364,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep this node's subscriptions, index entries and waiting alerts in DIR "
         "(SQLite), and take them back when restarted with it (default: keep nothing)",
     )
+    tls = node.add_argument_group("security (one of --tls-dir and --insecure is required)")
+    tls.add_argument(
+        "--tls-dir",
+        type=Path,
+        metavar="DIR",
+        help="speak mutual TLS with the ring's CA and this node's certificate in DIR "
+        "(`cqengine certs`)",
+    )
+    tls.add_argument(
+        "--tls-name",
+        metavar="NAME",
+        help="this node's certificate: DIR/NAME.pem, NAME-key.pem (default: --advertise or --host)",
+    )
+    tls.add_argument(
+        "--insecure",
+        action="store_true",
+        help="speak plaintext: anyone who reaches the port may call every service",
+    )
     node.add_argument("-v", "--verbose", action="store_true")
     timing_options(node)
     publishing_options(node)
@@ -371,6 +405,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ROOT",
         help="node i keeps its state in ROOT/<its port>, and a node whose directory holds "
         "data is started at that port again (default: data/ beside the ring file)",
+    )
+    up.add_argument(
+        "--insecure",
+        action="store_true",
+        help="run plaintext (default: mutual TLS, certificates in tls/ beside the ring file)",
     )
     ring_file_option(up)
     timing_options(up)
@@ -417,8 +456,11 @@ def build_parser() -> argparse.ArgumentParser:
         "node", help="a ring node's certificate for host NAME: DIR/NAME.pem, NAME-key.pem"
     )
     cn.add_argument(
-        "--name", required=True, help="the host name or IP address clients reach the node by"
+        "--name",
+        required=True,
+        help="the certificate's name (DIR/NAME.pem), and its host unless --host says",
     )
+    cn.add_argument("--host", help="the host name or IP address peers reach the node by")
     cc = certs_sub.add_parser(
         "client", help="a client's certificate in a role: DIR/NAME.pem, NAME-key.pem"
     )
@@ -583,6 +625,7 @@ def cmd_node(args: argparse.Namespace) -> int:
             "engine options belong to the ring: a joining node takes them from the node it joins"
         )
     settings = None if args.join else settings_from(args)
+    credentials = node_credentials(args)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
@@ -599,14 +642,46 @@ def cmd_node(args: argparse.Namespace) -> int:
             args.advertise,
             publishing_from(args),
             args.data_dir,
+            credentials,
         )
     )
     return 0
 
 
+def node_credentials(args: argparse.Namespace):
+    """The node's own certificate, from --tls-dir; None with --insecure (said loudly)."""
+    from chord.tls import Credentials
+
+    if args.insecure:
+        if args.tls_dir or args.tls_name:
+            raise CliError("--insecure runs plaintext: it takes no --tls-dir or --tls-name")
+        print(
+            "cqengine: WARNING: --insecure: this node speaks plaintext; anyone who reaches "
+            "its port may call every service, the ring's internal ones included",
+            file=sys.stderr,
+            flush=True,
+        )
+        return None
+    if args.tls_dir is None:
+        raise CliError(
+            "a node speaks mutual TLS: give --tls-dir with the ring's certificates "
+            "(`cqengine certs`), or --insecure to run plaintext"
+        )
+    try:
+        return Credentials.load(args.tls_dir, args.tls_name or args.advertise or args.host)
+    except TlsError as e:
+        raise CliError(str(e)) from None
+
+
 def cmd_ring(args: argparse.Namespace) -> int:
     if args.ring_command == "up":
         settings_from(args)  # refuse bad settings here, before any process starts
+        if args.insecure:
+            print(
+                "cqengine: WARNING: --insecure: the ring speaks plaintext; anyone who reaches "
+                "its ports may call every service, the ring's internal ones included",
+                file=sys.stderr,
+            )
         progress = progress_printer()
         ring_up(
             args.nodes,
@@ -619,6 +694,7 @@ def cmd_ring(args: argparse.Namespace) -> int:
             engine=given_engine_flags(args),
             node_args=publishing_flags(args),
             data_root=args.data_dir or args.ring_file.parent / DATA,
+            insecure=args.insecure,
         )
         progress("")
         return 0
@@ -628,12 +704,19 @@ def cmd_ring(args: argparse.Namespace) -> int:
     return 0
 
 
-def target(args: argparse.Namespace) -> str:
-    return args.node or any_node(args.ring_file)
+def connect(args: argparse.Namespace, address: str | None = None, timeout: float = 30.0) -> Client:
+    """A client of `address`, else the node the command names (--node, or a node of the ring
+    file that answers), presenting the certificate it finds (find_credentials)."""
+    address = address or args.node
+    try:
+        credentials = find_credentials(address, args.ring_file, args.tls_dir, args.tls_name)
+    except TlsError as e:
+        raise CliError(str(e)) from None
+    return Client(address or any_node(args.ring_file, credentials), timeout, credentials)
 
 
 def cmd_subscribe(args: argparse.Namespace) -> int:
-    with Client(target(args)) as client:
+    with connect(args) as client:
         sub = client.subscribe(args.query)
         print(
             f"subscription {sub.subscription_id:016x}: terms {' '.join(sub.terms)}; indexed under "
@@ -666,7 +749,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
     if bool(args.files) == bool(args.text):
         raise CliError("give FILEs to publish, or --text, not both or neither")
-    with Client(target(args)) as client:
+    with connect(args) as client:
         if args.text is not None:
             docno = args.docno or f"text-{hash_id(args.text):016x}"  # same text, same docno
             reply = client.publish(docno, args.text, args.title)
@@ -713,12 +796,12 @@ def cmd_publish(args: argparse.Namespace) -> int:
 def cmd_stats(args: argparse.Namespace) -> int:
     from cqengine.live.ring import RingFile
 
-    addresses = [target(args)]
+    addresses = [None]  # --node, or any node of the ring file
     if args.all:
         addresses = RingFile.load(args.ring_file).addresses()
     replies = []
     for a in addresses:
-        with Client(a, timeout=5) as client:
+        with connect(args, a, timeout=5) as client:
             try:
                 replies.append(client.stats())
             except ClientError:
@@ -792,8 +875,15 @@ def cmd_certs(args: argparse.Namespace) -> int:
         if args.certs_command == "init":
             made = certs.init_ca(args.dir, force=args.force, **days)
         else:
-            role = certs.NODE if args.certs_command == "node" else args.role
-            made = certs.issue(args.dir, args.name, role, force=args.force, **days)
+            node = args.certs_command == "node"
+            made = certs.issue(
+                args.dir,
+                args.name,
+                certs.NODE if node else args.role,
+                force=args.force,
+                host=args.host if node else None,
+                **days,
+            )
     except certs.CertError as e:
         raise CliError(str(e)) from None
     for path in made:

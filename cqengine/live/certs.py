@@ -29,6 +29,7 @@ ROLES = (NODE, *CLIENT_ROLES)
 CA_DAYS = 3650
 DAYS = 825  # a leaf certificate's validity (what browsers still accept)
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:_-]{0,252}$")  # a DNS name, or an IPv4/v6 address
 
 
 class CertError(Exception):
@@ -83,10 +84,16 @@ def init_ca(directory: Path, days: int = CA_DAYS, force: bool = False) -> list[P
 
 
 def issue(
-    directory: Path, name: str, role: str, days: int = DAYS, force: bool = False
+    directory: Path,
+    name: str,
+    role: str,
+    days: int = DAYS,
+    force: bool = False,
+    host: str | None = None,
 ) -> list[Path]:
-    """A certificate for NAME in ROLE, signed by the directory's CA: a node's carries NAME
-    as the host clients reach it by; a client's, NAME as who it is."""
+    """A certificate for NAME in ROLE, signed by the directory's CA: a node's carries
+    `host` (default NAME) as the host name or address clients reach it by; a client's,
+    NAME as who it is."""
     if role not in ROLES:
         raise CertError(f"unknown role {role!r}: choose one of {', '.join(ROLES)}")
     if not NAME.match(name):
@@ -94,6 +101,8 @@ def issue(
             f"{name!r} cannot name a certificate: use letters, digits, '.', '_' or '-' "
             "(at most 63), starting with a letter or digit"
         )
+    if host is not None and not HOST.match(host):
+        raise CertError(f"{host!r} is not a host name or IP address")
     ca_cert, ca_key = load_ca(directory)
     cert_path, key_path = paths(directory, name)
     if cert_path in ca_paths(directory) or key_path in ca_paths(directory):
@@ -103,7 +112,7 @@ def issue(
     now = _now()
     alt: list[x509.GeneralName] = [x509.UniformResourceIdentifier(ROLE_URI + role)]
     if role == NODE:
-        alt.insert(0, _host(name))
+        alt.insert(0, _host(host or name))
     cert = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))

@@ -15,16 +15,23 @@ order, across dropped connections and restarts of the home. In a replicated ring
 default) a subscription outlives its home: when the home fails, the next of its successors
 serves it, and `alerts` finds that node (any node's lookup of the home key names it) and
 resumes there.
+
+On a ring that runs mutual TLS (what `ring up` starts unless told --insecure) a client
+presents a certificate whose role allows what it asks (`cqengine certs client`). By
+default it finds one itself, as the command line does: `find_credentials`.
 """
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 import grpc
 
 from chord.client import lookup
+from chord.tls import Credentials, TlsError, channel, tls_failure
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.proto import cqengine_pb2_grpc as pb_grpc
 
@@ -37,7 +44,10 @@ class ClientError(Exception):
         self.code = code
 
 
-def _error(e: grpc.RpcError, address: str) -> ClientError:
+def _error(e: grpc.RpcError, address: str, credentials: Credentials | None) -> ClientError:
+    why = tls_failure(e, address, credentials)
+    if why is not None:
+        return ClientError("UNAUTHENTICATED", why)
     code = e.code().name
     if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         return ClientError(code, f"node {address} does not answer ({code.lower()})")
@@ -68,11 +78,54 @@ def key_list(keys: Sequence[tuple[int, str]], nexts: dict[int, int]) -> list[pb.
     return [pb.SubscriptionKey(subscription_id=i, token=t, next=nexts[i]) for i, t in keys]
 
 
+CLIENT_NAME = "client"  # the certificate a client presents unless told another
+FIND = "find"  # Client(credentials=FIND): find them (find_credentials)
+
+
+def find_credentials(
+    address: str | None = None,
+    ring_file: Path | None = None,
+    tls_dir: Path | None = None,
+    name: str | None = None,
+) -> Credentials | None:
+    """The credentials a client presents (None: it speaks plaintext). From `tls_dir` or
+    else $CQENGINE_TLS_DIR, the certificate `name` (else $CQENGINE_TLS_NAME, else
+    `client`); failing both, from the ring file that `ring up` wrote (`ring_file`, else
+    $CQENGINE_RING_FILE or .cqengine/ring.json), if it lists this address."""
+    from cqengine.live.ring import DEFAULT_RING_FILE, RingFile
+
+    name = name or os.environ.get("CQENGINE_TLS_NAME") or CLIENT_NAME
+    tls_dir = tls_dir or os.environ.get("CQENGINE_TLS_DIR")
+    if tls_dir:
+        return Credentials.load(Path(tls_dir), name)
+    ring_file = ring_file or Path(os.environ.get("CQENGINE_RING_FILE") or DEFAULT_RING_FILE)
+    if not ring_file.is_file():
+        return None
+    ring = RingFile.load(ring_file)
+    if address is not None and address not in ring.addresses():
+        return None
+    return ring.credentials(name)
+
+
 class Client:
-    def __init__(self, address: str, timeout: float = 30.0) -> None:
-        self.address, self.timeout = address, timeout
-        self._channel = grpc.insecure_channel(
+    def __init__(
+        self,
+        address: str,
+        timeout: float = 30.0,
+        credentials: Credentials | None | str = FIND,
+    ) -> None:
+        """A client of the node at `address`. `credentials`: the certificate to present on
+        a ring that runs mutual TLS; None speaks plaintext, and FIND (the default) finds
+        them (find_credentials: $CQENGINE_TLS_DIR, or the ring file listing `address`)."""
+        if credentials == FIND:
+            try:
+                credentials = find_credentials(address)
+            except TlsError as e:
+                raise ClientError("UNAUTHENTICATED", str(e)) from None
+        self.address, self.timeout, self.credentials = address, timeout, credentials
+        self._channel = channel(
             address,
+            credentials,
             options=[
                 ("grpc.max_send_message_length", 64 << 20),
                 ("grpc.max_receive_message_length", 64 << 20),
@@ -82,6 +135,10 @@ class Client:
             ],
         )
         self._stub = pb_grpc.CQEngineStub(self._channel)
+
+    def _at(self, address: str) -> "Client":
+        """A client of another node of the ring, presenting the same certificate."""
+        return Client(address, self.timeout, self.credentials)
 
     def __enter__(self) -> "Client":
         return self
@@ -96,7 +153,7 @@ class Client:
         try:
             return getattr(self._stub, method)(request, timeout=self.timeout)
         except grpc.RpcError as e:
-            raise _error(e, self.address) from None
+            raise _error(e, self.address, self.credentials) from None
 
     def subscribe(self, query: str) -> pb.SubscribeReply:
         return self._call("Subscribe", pb.SubscribeRequest(query=query))
@@ -111,7 +168,7 @@ class Client:
             home = self.find_home(home_id) if home_id and e.code == "UNAVAILABLE" else None
             if home is None or home == self.address:
                 raise
-            with Client(home, self.timeout) as there:
+            with self._at(home) as there:
                 there._call("Unsubscribe", request)
 
     def find_home(self, home_id: int, contacts: Sequence[str] = ()) -> str | None:
@@ -119,7 +176,9 @@ class Client:
         lookup; None if none of them answers."""
         for address in dict.fromkeys([self.address, *contacts]):
             try:
-                owner, _ = lookup(address, home_id, timeout=min(5.0, self.timeout))
+                owner, _ = lookup(
+                    address, home_id, timeout=min(5.0, self.timeout), credentials=self.credentials
+                )
                 return owner.address
             except grpc.RpcError:
                 continue
@@ -179,7 +238,7 @@ class Client:
         home = home or next((s.home for s in replies), None)
         home_id = next((s.home_id for s in replies if s.home_id), 0)
         contacts = [home or self.address, *(c for s in replies for c in s.contacts)]
-        client = Client(home) if home and home != self.address else self
+        client = self._at(home) if home and home != self.address else self
         nexts = {sub_id: 0 for sub_id, _ in keys}  # the first alert of each not handed out
         acked = dict(nexts)
         deadline = time.monotonic() + timeout if timeout else None
@@ -227,10 +286,10 @@ class Client:
                     ):
                         return
                     if code != grpc.StatusCode.UNAVAILABLE:
-                        raise _error(e, client.address) from None
+                        raise _error(e, client.address, self.credentials) from None
                     broken = broken or time.monotonic()
                     if time.monotonic() - broken > resume:
-                        raise _error(e, client.address) from None
+                        raise _error(e, client.address, self.credentials) from None
                     time.sleep(RESUME_WAITS[min(attempts, len(RESUME_WAITS) - 1)])
                     attempts += 1
                     there = self.find_home(home_id, contacts) if home_id else None
@@ -241,7 +300,7 @@ class Client:
                             pass
                         if client is not self:
                             client.close()
-                        client = self if there == self.address else Client(there, self.timeout)
+                        client = self if there == self.address else self._at(there)
                         acked.clear()  # the new home hears every acknowledgement afresh
                 finally:
                     stream.cancel()

@@ -8,6 +8,11 @@ With a data root, node i keeps its state in ROOT/<its port> (cqengine.live.stora
 `ring down` stops every node without handing anything over, so each keeps its own state;
 `ring up` then starts nodes at the ports whose directories hold data, and each takes its
 state back. `ring down --purge` removes the data.
+
+A ring runs mutual TLS unless `ring up` is told --insecure: it keeps the ring's CA, a
+certificate per node (`node-<port>`) and an admin client's (`client`) in tls/ beside the
+ring file (made once, kept across `ring down`), and records that directory in the ring
+file, where clients on this machine find it.
 """
 
 from __future__ import annotations
@@ -30,11 +35,14 @@ from chord.ids import short
 from chord.live import Timing
 from chord.node import to_ref
 from chord.oracle import RingOracle, ring_problems
+from chord.tls import ADMIN, NODE, Credentials, TlsError
 from cqengine.live.storage import FILE
 
 HOST = "127.0.0.1"
 DEFAULT_RING_FILE = Path(".cqengine") / "ring.json"
 DATA = "data"  # the nodes' data root beside the ring file, unless `ring up --data-dir` says
+TLS = "tls"  # the ring's certificates beside the ring file
+CLIENT = "client"  # the admin client certificate `ring up` makes
 EXEC_WAITS = 50  # 10 ms looks at a process whose command line is not there yet (pid_alive)
 
 
@@ -58,10 +66,16 @@ class RingFile:
     r: int = 8
     nodes: list[NodeEntry] = field(default_factory=list)
     engine: list[str] = field(default_factory=list)  # the engine options the ring started with
+    tls: str = ""  # the directory of the ring's certificates ("": the ring runs plaintext)
 
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        data = {"r": self.r, "engine": self.engine, "nodes": [asdict(n) for n in self.nodes]}
+        data = {
+            "r": self.r,
+            "engine": self.engine,
+            "tls": self.tls,
+            "nodes": [asdict(n) for n in self.nodes],
+        }
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(data, indent=2) + "\n")
         tmp.replace(self.path)
@@ -78,6 +92,7 @@ class RingFile:
                 r=int(data.get("r", 8)),
                 nodes=nodes,
                 engine=[str(a) for a in data.get("engine", [])],
+                tls=str(data.get("tls", "")),
             )
         except (ValueError, KeyError, TypeError) as e:
             raise RingError(
@@ -86,6 +101,37 @@ class RingFile:
 
     def addresses(self) -> list[str]:
         return [n.address for n in self.nodes]
+
+    def credentials(self, name: str = CLIENT) -> Credentials | None:
+        """A client's credentials for this ring: its certificate `name` (None: the ring
+        runs plaintext)."""
+        if not self.tls:
+            return None
+        try:
+            return Credentials.load(Path(self.tls), name)
+        except TlsError as e:
+            raise RingError(str(e)) from None
+
+
+def node_certificate(port: int) -> str:
+    return f"node-{port}"
+
+
+def make_certificates(tls: Path, ports: list[int]) -> None:
+    """The ring's CA in `tls` (kept if it is there), a certificate for each node port and
+    the admin client's; what is there already is kept, unless the CA is new."""
+    from cqengine.live import certs
+
+    fresh = not all(p.exists() for p in certs.ca_paths(tls))
+    try:
+        if fresh:
+            certs.init_ca(tls, force=True)
+        wanted = [(node_certificate(p), NODE) for p in ports] + [(CLIENT, ADMIN)]
+        for name, role in wanted:
+            if fresh or not all(p.exists() for p in certs.paths(tls, name)):
+                certs.issue(tls, name, role, force=True, host=HOST if role == NODE else None)
+    except certs.CertError as e:
+        raise RingError(f"cannot make the ring's certificates: {e}") from None
 
 
 # ---- processes ------------------------------------------------------------------------
@@ -182,9 +228,17 @@ def spawn(
     engine: list[str] = (),
     node_args: list[str] = (),
     data: Path | None = None,
+    tls: Path | None = None,
 ) -> NodeEntry:
+    """Start a node process at `port`; with `tls`, the ring's certificate directory, it
+    speaks mutual TLS with its certificate there (make_certificates), else plaintext."""
     log_path = log_dir / f"node-{port}.log"
     node_args = [*node_args, "--data-dir", str(data)] if data is not None else node_args
+    node_args += (
+        ["--tls-dir", str(tls), "--tls-name", node_certificate(port)]
+        if tls is not None
+        else ["--insecure"]
+    )
     with open(log_path, "ab") as log:  # a node restarted at its port adds to its log
         proc = subprocess.Popen(
             node_command(port, join, r, timing, engine, node_args),
@@ -252,18 +306,21 @@ class RingView:
     states: dict  # address -> StateReply of every node that answered
     down: list[str]
     problems: list[str]
+    credentials: Credentials | None = None  # what it was observed with
 
     @property
     def ok(self) -> bool:
         return bool(self.states) and not self.problems
 
 
-def observe(addresses: list[str], r: int, timeout: float = 1.0) -> RingView:
+def observe(
+    addresses: list[str], r: int, timeout: float = 1.0, credentials: Credentials | None = None
+) -> RingView:
     """Ask every known node, and every node they point at, for its view; check the ring."""
     known, states, down = list(addresses), {}, []
     pending = list(addresses)
     while pending:
-        for address, state in fetch_states(pending, timeout).items():
+        for address, state in fetch_states(pending, timeout, credentials).items():
             if state is None:
                 down.append(address)
                 continue
@@ -279,15 +336,21 @@ def observe(addresses: list[str], r: int, timeout: float = 1.0) -> RingView:
     tables = [table_from_state(s, r) for s in states.values()]
     problems = ring_problems(tables, r) if tables else ["no node answers"]
     # a node that answers but points at a dead one is a problem the table check names already
-    return RingView(states=states, down=sorted(set(down)), problems=problems)
+    return RingView(
+        states=states, down=sorted(set(down)), problems=problems, credentials=credentials
+    )
 
 
 def wait_converged(
-    addresses: list[str], r: int, timeout: float, progress: Callable[[str], None] = lambda s: None
+    addresses: list[str],
+    r: int,
+    timeout: float,
+    progress: Callable[[str], None] = lambda s: None,
+    credentials: Credentials | None = None,
 ) -> RingView:
     deadline = time.monotonic() + timeout
     while True:
-        view = observe(addresses, r)
+        view = observe(addresses, r, credentials=credentials)
         if view.ok and not view.down and len(view.states) == len(addresses):
             return view
         progress(
@@ -340,10 +403,13 @@ def ring_up(
     engine: list[str] = (),
     node_args: list[str] = (),
     data_root: Path | None = None,
+    insecure: bool = False,
 ) -> RingFile:
     """Start n node processes on loopback, the first with the ring-wide `engine` options,
     every one with `node_args` (options of each node, such as how it batches) and, with a
-    data root, its data directory there, and wait until the ring has converged."""
+    data root, its data directory there, and wait until the ring has converged. The ring
+    runs mutual TLS with the certificates in tls/ beside the ring file (made if missing),
+    unless `insecure`."""
     if n < 1:
         raise RingError(f"a ring needs at least one node, not {n}")
     timing = timing or Timing()
@@ -381,23 +447,27 @@ def ring_up(
         )
     log_dir = ring_path.parent / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
-    ring = RingFile(path=ring_path, r=r, engine=list(engine))
+    tls = None if insecure else (ring_path.parent / TLS).resolve()
+    if tls is not None:
+        make_certificates(tls, ports)
+    ring = RingFile(path=ring_path, r=r, engine=list(engine), tls=str(tls or ""))
+    credentials = ring.credentials()
 
     def data(port: int) -> Path | None:
         return data_root / str(port) if data_root is not None else None
 
+    def start(port: int, join: str | None) -> NodeEntry:
+        return spawn(port, join, r, timing, log_dir, engine, node_args, data(port), tls)
+
     try:
-        first = spawn(ports[0], None, r, timing, log_dir, engine, node_args, data(ports[0]))
+        first = start(ports[0], None)
         ring.nodes.append(first)
-        _wait_serving(first, timeout=20)
-        for port in ports[1:]:
-            ring.nodes.append(
-                spawn(port, first.address, r, timing, log_dir, node_args=node_args, data=data(port))
-            )
+        _wait_serving(first, 20, credentials)
+        ring.nodes += [start(port, first.address) for port in ports[1:]]
         ring.save()  # from here `ring down` can clean up even if we are interrupted
         for entry in ring.nodes[1:]:
-            _wait_serving(entry, timeout=20)
-        view = wait_converged(ring.addresses(), r, timeout or 30 + n, progress)
+            _wait_serving(entry, 20, credentials)
+        view = wait_converged(ring.addresses(), r, timeout or 30 + n, progress, credentials)
         wait_replicated(view, timeout or 30 + n, progress)
     except BaseException:
         stop_processes(ring.nodes, grace=1.0)
@@ -408,6 +478,12 @@ def ring_up(
     ring.save()
     print(format_table(view, r), file=out)
     print(f"ring of {n} nodes converged; ring file {ring_path}", file=out)
+    print(
+        f"mutual TLS: certificates in {tls} (clients here find them in the ring file)"
+        if tls is not None
+        else "PLAINTEXT (--insecure): anyone who reaches these ports may call every service",
+        file=out,
+    )
     if data_root is not None:
         print(
             f"node data in {data_root}"
@@ -426,18 +502,20 @@ def stored_ports(data_root: Path) -> list[int]:
     )
 
 
-def any_node(ring_path: Path) -> str:
-    """The address of a node of the ring file that answers."""
+def any_node(ring_path: Path, credentials: Credentials | None = None) -> str:
+    """The address of a node of the ring file that answers (to a client presenting these
+    credentials, or else the ring file's)."""
     ring = RingFile.load(ring_path)
+    credentials = credentials or ring.credentials()
     for entry in ring.nodes:
-        if serving(entry.address, timeout=1.0):
+        if serving(entry.address, 1.0, credentials):
             return entry.address
     raise RingError(f"no node of {ring_path} answers; `cqengine ring status` shows the ring")
 
 
-def _wait_serving(entry: NodeEntry, timeout: float) -> None:
+def _wait_serving(entry: NodeEntry, timeout: float, credentials: Credentials | None = None) -> None:
     deadline = time.monotonic() + timeout
-    while not serving(entry.address, timeout=0.5):
+    while not serving(entry.address, 0.5, credentials):
         if not pid_alive(entry.pid, entry.port):
             _reap()
             raise RingError(f"node {entry.address} exited: {log_tail(entry) or 'no output'}")
@@ -453,7 +531,7 @@ def under_replicated(view: RingView, timeout: float = 2.0) -> list[str]:
 
     def stats(address: str):
         try:
-            with Client(address, timeout=timeout) as c:
+            with Client(address, timeout, view.credentials) as c:
                 return c.stats()
         except ClientError:
             return None
@@ -495,7 +573,7 @@ def ring_status(ring_path: Path, out: TextIO = sys.stdout) -> bool:
     """Print the ring's table and what is wrong with it; whether it is one correct ring with
     every range fully replicated."""
     ring = RingFile.load(ring_path)
-    view = observe(ring.addresses(), ring.r)
+    view = observe(ring.addresses(), ring.r, credentials=ring.credentials())
     if not view.states:
         raise RingError(
             f"no node of {ring_path} answers ({len(view.down)} down); "

@@ -20,7 +20,7 @@ import grpc
 
 from chord.ids import hash_id
 from chord.live import LiveNode, StartupError, Timing, serve
-from chord.tls import ADMIN, PUBLISHER, SUBSCRIBER
+from chord.tls import ADMIN, PUBLISHER, SUBSCRIBER, Credentials, aio_channel, tls_failure
 from cqengine.core.engine import AlertDoc, EngineError, EngineNode, alert_batch
 from cqengine.core.homes import Subscription
 from cqengine.core.settings import Settings, SettingsError
@@ -236,10 +236,12 @@ class ClientAPI(pb_grpc.CQEngineServicer):
         return self.engine.stats(self.live.ledger)
 
 
-async def fetch_settings(address: str, timeout: float = 5.0) -> Settings:
-    """The settings of the ring that `address` belongs to."""
+async def fetch_settings(
+    address: str, timeout: float = 5.0, credentials: Credentials | None = None
+) -> Settings:
+    """The settings of the ring that `address` belongs to (they travel by value)."""
     try:
-        async with grpc.aio.insecure_channel(address) as channel:
+        async with aio_channel(address, credentials) as channel:
             reply = await channel.unary_unary(
                 "/cqengine.Engine/GetConfig",
                 request_serializer=pb.ConfigRequest.SerializeToString,
@@ -248,6 +250,11 @@ async def fetch_settings(address: str, timeout: float = 5.0) -> Settings:
     except grpc.aio.AioRpcError as e:
         if e.code() == grpc.StatusCode.UNIMPLEMENTED:
             raise StartupError(f"{address} is a ring node without the engine") from None
+        why = tls_failure(e, address, credentials)
+        if e.code() == grpc.StatusCode.PERMISSION_DENIED:
+            why = e.details()  # the certificate is not a node's
+        if why is not None:
+            raise StartupError(f"cannot join through {address}: {why}") from None
         raise StartupError(f"cannot reach {address} to join: {e.code().name.lower()}") from None
     try:
         return Settings.from_pb(reply)
@@ -266,12 +273,15 @@ async def serve_engine(
     advertise: str | None = None,
     publishing: Publishing | None = None,
     data_dir: Path | None = None,
+    credentials: Credentials | None = None,
 ) -> None:
     """Run an engine node until it is signalled; with a data directory, the node keeps its
-    state there (cqengine.live.storage) and, restarted, takes it back before it joins."""
+    state there (cqengine.live.storage) and, restarted, takes it back before it joins.
+    With credentials it speaks mutual TLS only: the ring's services answer its nodes, and
+    the client API each client as its certificate's role allows (CLIENT_ACCESS)."""
     publishing = (publishing or Publishing()).check()
     if join:
-        settings = await fetch_settings(join)
+        settings = await fetch_settings(join, credentials=credentials)
     try:
         settings = (settings or Settings()).validate()
     except SettingsError as e:
@@ -323,6 +333,8 @@ async def serve_engine(
             add_services=lambda live, server: pb_grpc.add_CQEngineServicer_to_server(
                 ClientAPI(live, live.app, publishing), server
             ),
+            credentials=credentials,
+            access=CLIENT_ACCESS,
         )
     finally:
         if storage is not None:
