@@ -1,9 +1,10 @@
 """`cqengine demo`: the whole system, live, once per indexing strategy.
 
-For each of RI, OI, MHI and SAP-MHI: start a ring of node processes on loopback, check
-lookups from every node against the true owners, register a generated Skew workload
-through random nodes, publish the bundled sample corpus, collect every alert from the
-subscribers' streams and compare them with a brute-force matcher. Then print what each
+For each of RI, OI, MHI and SAP-MHI: start a ring of node processes on loopback (on
+mutual TLS, the default), check lookups from every node against the true owners,
+register a generated Skew workload through random nodes, publish the bundled sample
+corpus, collect every alert from the subscribers' streams and compare them with a
+brute-force matcher. Then print what each
 strategy cost per document: candidates presented to resolution, announcement and
 resolution bytes.
 """
@@ -24,6 +25,7 @@ from pathlib import Path
 from chord.client import lookup
 from chord.node import to_ref
 from chord.oracle import RingOracle
+from chord.tls import Credentials
 from cqengine.evaluation.matcher import document_frequencies, document_terms, matches
 from cqengine.live.client import Client
 from cqengine.live.ring import observe, ring_down, ring_up
@@ -54,11 +56,19 @@ class Outcome:
     entries: list[int]
 
 
-def check_lookups(addresses: list[str], r: int, rng: random.Random, per_node: int = 10) -> bool:
-    view = observe(addresses, r)
+def check_lookups(
+    addresses: list[str],
+    r: int,
+    rng: random.Random,
+    credentials: Credentials | None,
+    per_node: int = 10,
+) -> bool:
+    view = observe(addresses, r, credentials=credentials)
     oracle = RingOracle(to_ref(s.node) for s in view.states.values())
     keys = [rng.getrandbits(64) for _ in range(per_node)]
-    wrong = sum(lookup(a, k)[0] != oracle.owner(k) for a in addresses for k in keys)
+    wrong = sum(
+        lookup(a, k, credentials=credentials)[0] != oracle.owner(k) for a in addresses for k in keys
+    )
     print(
         f"  lookups: {len(addresses) * per_node - wrong} of {len(addresses) * per_node} from every "
         f"node found the true owner"
@@ -66,13 +76,15 @@ def check_lookups(addresses: list[str], r: int, rng: random.Random, per_node: in
     return wrong == 0
 
 
-def wait_quiet(addresses: list[str], timeout: float = 30.0) -> None:
+def wait_quiet(
+    addresses: list[str], credentials: Credentials | None = None, timeout: float = 30.0
+) -> None:
     """Until every confirmed match has been delivered or dropped, and nothing moves."""
     deadline, last = time.monotonic() + timeout, None
     while time.monotonic() < deadline:
         stats = []
         for a in addresses:
-            with Client(a, timeout=5) as client:
+            with Client(a, 5, credentials) as client:
                 stats.append(client.stats())
         now = (
             sum(s.matches for s in stats),
@@ -84,23 +96,27 @@ def wait_quiet(addresses: list[str], timeout: float = 30.0) -> None:
         time.sleep(0.3)
 
 
-def drain(home: str, subs, timeout: float = 0.5) -> list[tuple[int, str]]:
+def drain(
+    home: str, subs, credentials: Credentials | None = None, timeout: float = 0.5
+) -> list[tuple[int, str]]:
     """The alerts waiting for these subscriptions of one home node, on one stream."""
-    with Client(home) as client:
+    with Client(home, credentials=credentials) as client:
         return [(a.subscription_id, a.docno) for a in client.alerts(subs, timeout=timeout)]
 
 
-def collect_alerts(subs, addresses: list[str], attempts: int = 6) -> list[tuple[int, str]]:
+def collect_alerts(
+    subs, addresses: list[str], credentials: Credentials | None = None, attempts: int = 6
+) -> list[tuple[int, str]]:
     """Every alert waiting on the subscribers' streams, once the ring is quiet.
 
     Each home node's subscriptions are read on one stream with a short deadline; one that
     runs out early leaves its alerts in the mailboxes, so this drains again until it holds
     as many alerts as the home nodes report delivered.
     """
-    wait_quiet(addresses)
+    wait_quiet(addresses, credentials)
     expected = 0
     for a in addresses:
-        with Client(a, timeout=5) as client:
+        with Client(a, 5, credentials) as client:
             expected += client.stats().alerts_delivered
     by_home: dict[str, list] = {}
     for sub in subs:
@@ -108,7 +124,8 @@ def collect_alerts(subs, addresses: list[str], attempts: int = 6) -> list[tuple[
     got: list[tuple[int, str]] = []
     with ThreadPoolExecutor(len(by_home) or 1) as pool:
         for _ in range(attempts):
-            got += [pair for pairs in pool.map(drain, by_home, by_home.values()) for pair in pairs]
+            drained = pool.map(lambda home: drain(home, by_home[home], credentials), by_home)
+            got += [pair for pairs in drained for pair in pairs]
             if len(got) >= expected:
                 break
     return got
@@ -134,14 +151,14 @@ def run_strategy(
         ]
         ring = ring_up(nodes, ring_path, out=io.StringIO(), engine=engine)
         try:
-            addresses = ring.addresses()
-            print(f"{strategy.upper()}: {nodes} nodes up")
-            lookups_ok = check_lookups(addresses, ring.r, rng)
-            clients = {a: Client(a) for a in addresses}
+            addresses, credentials = ring.addresses(), ring.credentials()
+            print(f"{strategy.upper()}: {nodes} nodes up, on mutual TLS")
+            lookups_ok = check_lookups(addresses, ring.r, rng, credentials)
+            clients = {a: Client(a, credentials=credentials) for a in addresses}
             subs = [clients[rng.choice(addresses)].subscribe(q) for q in queries]
             for d in docs:
                 clients[rng.choice(addresses)].publish(d.docno, d.text, d.title)
-            got = collect_alerts(subs, addresses)
+            got = collect_alerts(subs, addresses, credentials)
             stats = [c.stats() for c in clients.values()]
             for c in clients.values():
                 c.close()

@@ -75,6 +75,7 @@ class Live:
         self.ring, self.timing, self.log_dir, self.data_root = ring, timing, log_dir, data_root
         self.nodes: dict[str, NodeEntry] = {n.address: n for n in ring.nodes}
         self.every: list[NodeEntry] = list(ring.nodes)  # each process ever started, to stop
+        self.credentials = ring.credentials()  # an admin's: the ring runs mutual TLS
         self.lock = threading.Lock()
 
     def addresses(self) -> list[str]:
@@ -88,10 +89,16 @@ class Live:
 
     def start(self, port: int, join: str) -> NodeEntry:
         entry = spawn(
-            port, join, self.ring.r, self.timing, self.log_dir, data=self.data_root / str(port)
+            port,
+            join,
+            self.ring.r,
+            self.timing,
+            self.log_dir,
+            data=self.data_root / str(port),
+            tls=Path(self.ring.tls) if self.ring.tls else None,
         )
         self.every.append(entry)
-        _wait_serving(entry, timeout=30)
+        _wait_serving(entry, 30, self.credentials)
         with self.lock:
             self.nodes[entry.address] = entry
         return entry
@@ -100,11 +107,11 @@ class Live:
         stop_processes(self.every, grace=5.0)
 
 
-def ledger_bytes(addresses: list[str], kinds: tuple[str, ...]) -> int:
+def ledger_bytes(addresses: list[str], kinds: tuple[str, ...], credentials) -> int:
     total = 0
     for a in addresses:
         try:
-            with Client(a, timeout=5) as c:
+            with Client(a, 5, credentials) as c:
                 total += sum(e.bytes for e in c.stats().ledger if e.kind in kinds)
         except ClientError:
             pass
@@ -117,7 +124,7 @@ def whole_and_replicated(live: Live, since: float, timeout: float = 120.0) -> fl
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         addresses = live.addresses()
-        view = observe(addresses, live.ring.r)
+        view = observe(addresses, live.ring.r, credentials=live.credentials)
         if view.ok and len(view.states) == len(addresses) and not under_replicated(view):
             return time.monotonic() - since
         time.sleep(0.2)
@@ -150,7 +157,7 @@ class Publisher(threading.Thread):
         for _ in range(attempts):
             address = self.rng.choice(self.live.addresses())
             try:
-                with Client(address, timeout=30) as c:
+                with Client(address, 30, self.live.credentials) as c:
                     replies = c.publish_many([(d.docno, d.text, d.title) for d in docs])
             except ClientError:
                 self.failed_attempts += len(docs)
@@ -165,33 +172,36 @@ class Publisher(threading.Thread):
 class Streamer(threading.Thread):
     """One subscriber reading one home's subscriptions on one stream until its deadline."""
 
-    def __init__(self, address: str, subs, seconds: float) -> None:
+    def __init__(self, address: str, subs, seconds: float, credentials) -> None:
         super().__init__(daemon=True)
         self.address, self.subs, self.seconds = address, subs, seconds
+        self.credentials = credentials
         self.got: list[tuple[int, str, int]] = []
         self.error = ""
 
     def run(self) -> None:
         try:
-            with Client(self.address) as c:
+            with Client(self.address, credentials=self.credentials) as c:
                 for a in c.alerts(self.subs, timeout=self.seconds, resume=60):
                     self.got.append((a.subscription_id, a.docno, a.seq))
         except ClientError as e:
             self.error = str(e)
 
 
-def waiting(addresses: list[str], held: bool = True) -> int:
+def waiting(addresses: list[str], credentials, held: bool = True) -> int:
     """Alerts in the mailboxes of the live nodes, not yet acknowledged, and (`held`)
     documents of batches not yet resolved (held for a DN: alerts may still come)."""
     total = 0
     for a in addresses:
-        with Client(a, timeout=10) as c:
+        with Client(a, 10, credentials) as c:
             stats = c.stats()
             total += stats.alerts_waiting + held * stats.held_documents
     return total
 
 
-def drain(subs, addresses: list[str], seconds: float = 180.0) -> list[tuple[int, str, int]]:
+def drain(
+    subs, addresses: list[str], credentials, seconds: float = 180.0
+) -> list[tuple[int, str, int]]:
     """What is left in the mailboxes, read from the nodes that serve the subscriptions now,
     pass after pass until the nodes say none waits and no batch is unresolved (or
     `seconds` pass)."""
@@ -200,13 +210,13 @@ def drain(subs, addresses: list[str], seconds: float = 180.0) -> list[tuple[int,
         by_key[s.home_id].append(s)
     got: list[tuple[int, str, int]] = []
     deadline = time.monotonic() + seconds
-    while waiting(addresses) and time.monotonic() < deadline:
-        with Client(addresses[0]) as c:
+    while waiting(addresses, credentials) and time.monotonic() < deadline:
+        with Client(addresses[0], credentials=credentials) as c:
             at = {key: c.find_home(key, addresses) for key in by_key}
         for key, group in by_key.items():
             if at[key] is None:
                 continue
-            with Client(at[key]) as c:
+            with Client(at[key], credentials=credentials) as c:
                 got += [
                     (a.subscription_id, a.docno, a.seq)
                     for a in c.alerts(group, home=at[key], timeout=5)
@@ -214,12 +224,12 @@ def drain(subs, addresses: list[str], seconds: float = 180.0) -> list[tuple[int,
     return got
 
 
-def subscribe_all(addresses: list[str], queries: list[str], seed: int) -> list:
+def subscribe_all(addresses: list[str], queries: list[str], seed: int, credentials) -> list:
     rng = random.Random(seed)
     picks = [rng.choice(addresses) for _ in queries]
 
     def one(i: int):
-        with Client(picks[i], timeout=60) as c:
+        with Client(picks[i], 60, credentials) as c:
             return c.subscribe(queries[i])
 
     with ThreadPoolExecutor(8) as pool:
@@ -262,26 +272,28 @@ def run_scenario(name: str, args, docs: list[TrecDoc], queries: list[str]) -> di
 
 
 def churn(name: str, args, live: Live, docs, queries, rng: random.Random) -> dict:
-    addresses = live.addresses()
+    addresses, credentials = live.addresses(), live.credentials
     start = time.monotonic()
-    subs = subscribe_all(addresses, queries, args.seed)
+    subs = subscribe_all(addresses, queries, args.seed, credentials)
     say(f"  {len(subs)} subscriptions in {time.monotonic() - start:.0f}s")
     by_home = defaultdict(list)
     for s in subs:
         by_home[s.home].append(s)
     publishing = len(docs) / args.rate
-    streamers = [Streamer(h, group, publishing + args.settle) for h, group in by_home.items()]
+    streamers = [
+        Streamer(h, group, publishing + args.settle, credentials) for h, group in by_home.items()
+    ]
     for s in streamers:
         s.start()
     publisher = Publisher(live, docs, args.rate, args.per_call, args.seed)
     before = {
-        "repair": ledger_bytes(addresses, REPAIR),
-        "replicate": ledger_bytes(addresses, REPLICATE),
+        "repair": ledger_bytes(addresses, REPAIR, credentials),
+        "replicate": ledger_bytes(addresses, REPLICATE, credentials),
     }
     publisher.start()
     time.sleep(args.warmup)
     events = []
-    view = observe(live.addresses(), live.ring.r)
+    view = observe(live.addresses(), live.ring.r, credentials=credentials)
     order = [a for a, _ in sorted(view.states.items(), key=lambda kv: kv[1].node.id)]
     if name == "kill":
         victims = no_r_consecutive(order[1:], round(0.3 * args.nodes), 3, rng)
@@ -327,14 +339,14 @@ def churn(name: str, args, live: Live, docs, queries, rng: random.Random) -> dic
     for s in streamers:
         s.join(timeout=publishing + args.settle + 60)
     survivors = live.addresses()
-    got = [a for s in streamers for a in s.got] + drain(subs, survivors)
+    got = [a for s in streamers for a in s.got] + drain(subs, survivors, credentials)
     after = {
-        "repair": ledger_bytes(survivors, REPAIR),
-        "replicate": ledger_bytes(survivors, REPLICATE),
+        "repair": ledger_bytes(survivors, REPAIR, credentials),
+        "replicate": ledger_bytes(survivors, REPLICATE, credentials),
     }
     served, dropped = 0, Counter()
     for a in survivors:
-        with Client(a, timeout=5) as c:
+        with Client(a, 5, credentials) as c:
             stats = c.stats()
         served += stats.subscriptions
         dropped.update(dict(stats.dropped_by))
@@ -376,8 +388,9 @@ def churn(name: str, args, live: Live, docs, queries, rng: random.Random) -> dic
             for home, docs in lost_by_home.items()
         },
         "streamed_by_home": {s.address: len(s.got) for s in streamers},
-        "alerts_still_waiting": waiting(survivors, held=False),
-        "documents_still_held": waiting(survivors) - waiting(survivors, held=False),
+        "alerts_still_waiting": waiting(survivors, credentials, held=False),
+        "documents_still_held": waiting(survivors, credentials)
+        - waiting(survivors, credentials, held=False),
         "examples": {  # a few of what went wrong, to look into
             "lost": sorted(f"{sub:016x} {docno}" for sub, docno in want - set(pairs))[:5],
             "duplicated": sorted(

@@ -22,10 +22,12 @@ corpus; `text`, queries of 3-4 consecutive words taken from the documents' text.
 With `--data-dirs on` the nodes keep their state in SQLite data directories, as
 `cqengine ring up` has them do; `--data-dirs off,on` measures a ring of each, side by side.
 `--replicas 1,3` likewise measures rings keeping one copy of every record and three (the
-command line's default), side by side.
+command line's default), side by side, and `--tls off,on` rings speaking plaintext and
+mutual TLS (the default): what TLS costs.
 
     python experiments/bench_live.py [--nodes 8] [--subscriptions 10000,100000] [--docs 2000]
         [--producer-linger-ms 20,100] [--data-dirs off|on|off,on] [--replicas 1,3]
+        [--tls off|on|off,on]
         [--name bench_live]
         [--logs DIR]
 
@@ -50,6 +52,7 @@ from pathlib import Path
 import grpc
 import numpy as np
 
+from chord.tls import Credentials, aio_channel
 from cqengine.evaluation.matcher import document_frequencies, document_terms, match_documents
 from cqengine.live.client import ACK_EVERY
 from cqengine.live.ring import ring_down, ring_up
@@ -150,9 +153,11 @@ def quantiles(values: list[float]) -> tuple[float | None, float | None]:
 class Ring:
     """Client side of a running ring: stubs, the subscriptions, the alert streams."""
 
-    def __init__(self, addresses: list[str], rng: random.Random) -> None:
+    def __init__(
+        self, addresses: list[str], rng: random.Random, credentials: Credentials | None
+    ) -> None:
         self.addresses, self.rng = addresses, rng
-        self.channels = {a: grpc.aio.insecure_channel(a, options=CHANNEL) for a in addresses}
+        self.channels = {a: aio_channel(a, credentials, CHANNEL) for a in addresses}
         self.stubs = {a: pb_grpc.CQEngineStub(c) for a, c in self.channels.items()}
         self.arrivals: list[tuple[int, str, float]] = []
         self.streams: list[asyncio.Task] = []
@@ -351,6 +356,7 @@ async def measure_ring(
     analyzed: list[list[str]],
     stored: bool,
     replicas: int,
+    secure: bool,
 ) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-live-") as tmp:
         ring_path = Path(tmp) / "ring.json"
@@ -372,8 +378,9 @@ async def measure_ring(
             engine=engine,
             node_args=["--batch-docs", str(args.batch_docs), "--linger-ms", str(args.linger_ms)],
             data_root=Path(tmp) / "data" if stored else None,  # as `cqengine ring up` does
+            insecure=not secure,
         )
-        ring = Ring(ring_file.addresses(), random.Random(args.seed))
+        ring = Ring(ring_file.addresses(), random.Random(args.seed), ring_file.credentials())
         try:
             t = time.perf_counter()
             subs = await ring.subscribe(queries)
@@ -428,6 +435,35 @@ async def measure_ring(
     }
 
 
+def tls_cost(runs: list[dict]) -> list[dict]:
+    """What mutual TLS costs, where a run measured a ring with and without it alike: the
+    share of the plaintext ring's documents/s it loses."""
+    plain = {
+        (r["workload"], r["subscriptions"], r["data_dirs"], r["replicas"]): r
+        for r in runs
+        if not r["tls"]
+    }
+    out = []
+    for r in runs:
+        twin = plain.get((r["workload"], r["subscriptions"], r["data_dirs"], r["replicas"]))
+        if r["tls"] and twin is not None:
+            out.append(
+                {
+                    "workload": r["workload"],
+                    "subscriptions": r["subscriptions"],
+                    "data_dirs": r["data_dirs"],
+                    "replicas": r["replicas"],
+                    "plaintext_docs_per_second": twin["ring_docs_per_second"],
+                    "tls_docs_per_second": r["ring_docs_per_second"],
+                    "cost": 1 - r["ring_docs_per_second"] / twin["ring_docs_per_second"],
+                    "plaintext_cpu_ms_per_document": 1000
+                    * twin["throughput"]["cpu_seconds_per_document"],
+                    "tls_cpu_ms_per_document": 1000 * r["throughput"]["cpu_seconds_per_document"],
+                }
+            )
+    return out
+
+
 async def run(args) -> dict:
     docs = list(
         generate_corpus(args.docs, seed=args.seed, vocab_size=args.vocab, mean_terms=args.terms)
@@ -453,14 +489,24 @@ async def run(args) -> dict:
                 assert found == oracle, "the percolator disagrees with the matcher"
                 single = len(docs) / seconds
                 say(f"  single process: {single:.0f} docs/s, {len(oracle)} matches")
-                for stored, replicas in [(d, r) for d in args.data_dirs for r in args.replicas]:
-                    if len(args.data_dirs) > 1 or len(args.replicas) > 1:
+                rings = [(d, r, t) for d in args.data_dirs for r in args.replicas for t in args.tls]
+                for stored, replicas, secure in rings:
+                    if len(rings) > 1:
                         say(
                             f"  nodes {'with' if stored else 'without'} data directories, "
-                            f"{replicas} replicas"
+                            f"{replicas} replicas, {'mutual TLS' if secure else 'plaintext'}"
                         )
                     ring = await measure_ring(
-                        args, kind, queries, docs, stats_file, oracle, analyzed, stored, replicas
+                        args,
+                        kind,
+                        queries,
+                        docs,
+                        stats_file,
+                        oracle,
+                        analyzed,
+                        stored,
+                        replicas,
+                        secure,
                     )
                     fast = ring["throughput"]
                     out.append(
@@ -470,6 +516,7 @@ async def run(args) -> dict:
                             "documents": len(docs),
                             "data_dirs": stored,
                             "replicas": replicas,
+                            "tls": secure,
                             "single_process_docs_per_second": single,
                             "matches": len(oracle),
                             "ring_docs_per_second": fast["docs_per_second"],
@@ -493,7 +540,13 @@ async def run(args) -> dict:
             "vocabulary": len(df),
             "unique_terms_per_document": sum(map(len, terms)) / len(terms),
         },
-        "goals": {"ratio": 0.5, "docs_per_second_at_100000": 1000, "p99_ms": 250},
+        "goals": {
+            "ratio": 0.5,
+            "docs_per_second_at_100000": 1000,
+            "p99_ms": 250,
+            "tls_cost": 0.15,
+        },
+        "tls_cost": tls_cost(out),
         "runs": out,
     }
 
@@ -533,12 +586,22 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated, a ring each: copies of every record (the command line's "
         "default 3; 1: none)",
     )
+    p.add_argument(
+        "--tls",
+        default="on",
+        help="comma-separated, a ring each: on (mutual TLS, as `cqengine ring up` runs by "
+        "default), off (plaintext, --insecure)",
+    )
     p.add_argument("--name", default="bench_live", help="the results file: NAME.json")
     args = p.parse_args(argv)
     modes = args.data_dirs.split(",")
     if set(modes) - {"off", "on"} or len(set(modes)) < len(modes):
         p.error(f"--data-dirs takes off and on, each once, not {args.data_dirs}")
     args.data_dirs = [m == "on" for m in modes]
+    tls = args.tls.split(",")
+    if set(tls) - {"off", "on"} or len(set(tls)) < len(tls):
+        p.error(f"--tls takes off and on, each once, not {args.tls}")
+    args.tls = [m == "on" for m in tls]
     args.replicas = [int(r) for r in args.replicas.split(",")]
     args.subscriptions = [int(n) for n in args.subscriptions.split(",")]
     args.workloads = args.workloads.split(",")
@@ -553,8 +616,8 @@ def main(argv: list[str] | None = None) -> int:
     path = args.out / f"{args.name}.json"
     path.write_text(json.dumps(result, indent=2) + "\n")
     print(
-        f"{'workload':8} {'subs':>7} {'data':>4} {'single/s':>9} {'ring/s':>8} {'ratio':>6} "
-        f"{'alerts/s':>9} "
+        f"{'workload':8} {'subs':>7} {'data':>4} {'tls':>3} {'single/s':>9} {'ring/s':>8} "
+        f"{'ratio':>6} {'alerts/s':>9} "
         f"{'cpu ms/doc':>10} {'sent every':>10} {'p50 ms':>7} {'p99 ms':>7}  alerts = matcher"
     )
     for r in result["runs"]:
@@ -563,13 +626,18 @@ def main(argv: list[str] | None = None) -> int:
             right = f["alerts_equal_matcher"] and s["alerts_equal_matcher"]
             print(
                 f"{r['workload']:8} {r['subscriptions']:>7} {'on' if r['data_dirs'] else 'off':>4} "
-                f"R={r['replicas']} "
+                f"{'on' if r['tls'] else 'off':>3} R={r['replicas']} "
                 f"{r['single_process_docs_per_second']:>9.0f} {r['ring_docs_per_second']:>8.0f} "
                 f"{r['ratio']:>6.2f} {f['alerts_per_second']:>9.0f} "
                 f"{1000 * f['cpu_seconds_per_document']:>10.2f} "
                 f"{s['producer_linger_ms']:>7g} ms {s['p50_ms'] or 0:>7.1f} "
                 f"{s['p99_ms'] or 0:>7.1f}  {right}"
             )
+    for cost in result["tls_cost"]:
+        print(
+            f"TLS costs {cost['workload']} at {cost['subscriptions']} subscriptions "
+            f"{100 * cost['cost']:.1f}% of its documents/s (goal <= 15%)"
+        )
     print(f"wrote {path}")
     right = all(
         r["throughput"]["alerts_equal_matcher"]

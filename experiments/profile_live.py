@@ -136,7 +136,7 @@ async def run(args, spy: str) -> dict:
             out=io.StringIO(),
             engine=["--strategy", "oi", "--resolution", "td", "--stats", str(stats)],
         )
-        ring = Ring(ring_file.addresses(), random.Random(args.seed))
+        ring = Ring(ring_file.addresses(), random.Random(args.seed), ring_file.credentials())
         try:
             subs = await ring.subscribe(queries)
             await ring.open_streams(subs)

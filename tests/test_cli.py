@@ -11,7 +11,9 @@ from cqengine.live.ring import free_ports, pid_alive
 
 def test_join_through_an_unreachable_address():
     port, dead = free_ports(2)
-    proc = cqengine("node", "--port", port, "--join", f"127.0.0.1:{dead}", timeout=30)
+    proc = cqengine(
+        "node", "--port", port, "--join", f"127.0.0.1:{dead}", "--insecure", timeout=30
+    )
     assert_one_line_error(proc, f"cannot reach 127.0.0.1:{dead}")
 
 
@@ -20,7 +22,7 @@ def test_port_in_use():
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        proc = cqengine("node", "--port", port, timeout=30)
+        proc = cqengine("node", "--port", port, "--insecure", timeout=30)
     assert_one_line_error(proc, f"cannot listen on 127.0.0.1:{port}")
 
 

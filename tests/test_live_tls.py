@@ -6,6 +6,7 @@ another CA's) fails the handshake."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import grpc
 import pytest
@@ -181,3 +182,86 @@ def test_each_role_calls_what_it_may_and_is_told_why_not_otherwise(tls):
             await node.stop(graceful=False)
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_certificates_of_the_command_line_secure_a_ring_of_node_processes(tmp_path):
+    """`cqengine certs` makes a CA and certificates; two `cqengine node` processes form a
+    ring on them, and the command line's clients are let in as their role allows, or told
+    in one line why not: no certificate, another CA's, the wrong role, a node without
+    credentials, a client certificate trying to join as a node."""
+    import subprocess
+    import sys
+
+    from conftest import assert_one_line_error, cqengine
+
+    from chord.client import serving
+    from cqengine.live.ring import NodeEntry, stop_processes, wait_converged
+
+    d, other = tmp_path / "tls", tmp_path / "other"
+    made = [
+        ("init", "--dir", d),
+        ("node", "--dir", d, "--name", "n1", "--host", "127.0.0.1"),
+        ("node", "--dir", d, "--name", "n2", "--host", "127.0.0.1"),
+        ("client", "--dir", d, "--name", "pub", "--role", "publisher"),
+        ("client", "--dir", d, "--name", "sub", "--role", "subscriber"),
+        ("client", "--dir", d, "--name", "client", "--role", "admin"),
+        ("init", "--dir", other),
+        ("client", "--dir", other, "--name", "client", "--role", "admin"),
+    ]
+    for args in made:
+        assert cqengine("certs", *args).returncode == 0, args
+    p1, p2, p3 = free_ports(3)
+    first = f"127.0.0.1:{p1}"
+    admin = Credentials.load(d, "client")
+    entries = []
+
+    def node(port: int, *args) -> None:
+        log = open(tmp_path / f"node-{port}.log", "wb")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cqengine", "node", "--port", str(port), *map(str, args)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        entries.append(NodeEntry(f"127.0.0.1:{port}", port, proc.pid, log.name))
+        for _ in range(200):  # bounded: 20 s
+            if serving(entries[-1].address, 0.5, admin):
+                return
+            assert proc.poll() is None, (tmp_path / f"node-{port}.log").read_text()
+            time.sleep(0.1)
+        raise AssertionError(f"node {port} did not serve")
+
+    try:
+        node(p1, "--tls-dir", d, "--tls-name", "n1", "--replicas", 1)
+        node(p2, "--tls-dir", d, "--tls-name", "n2", "--join", first)
+        wait_converged([e.address for e in entries], 8, timeout=30, credentials=admin)
+        at = ("--node", first, "--ring-file", tmp_path / "none.json")
+        text = ("--text", "a storm warning", "--docno", "D1")
+        ok = cqengine("publish", *text, *at, "--tls-dir", d, "--tls-name", "pub")
+        assert ok.returncode == 0 and "published D1" in ok.stdout, ok.stderr
+        stats = cqengine("stats", *at, "--tls-dir", d)  # `client`, an admin
+        assert stats.returncode == 0 and "documents published  1" in stats.stdout, stats.stderr
+        refusals = {
+            ("publish", *text, "--tls-dir", d, "--tls-name", "sub"): (
+                "Publish is for admin or publisher",
+                "role is subscriber",
+            ),
+            ("stats", "--tls-dir", d, "--tls-name", "pub"): ("Stats is for admin",),
+            ("publish", *text): ("requires mutual TLS",),
+            ("publish", *text, "--tls-dir", other): ("do not trust each other",),
+            ("publish", *text, "--tls-dir", d, "--tls-name", "nobody"): ("no nobody.pem",),
+        }
+        for args, fragments in refusals.items():
+            assert_one_line_error(cqengine(*args, *at, timeout=30), *fragments)
+        joins = {
+            ("--insecure",): "requires mutual TLS",
+            ("--tls-dir", d, "--tls-name", "client"): "GetConfig is for node",
+            ("--tls-dir", other, "--tls-name", "client"): "do not trust each other",
+        }
+        for args, fragment in joins.items():
+            proc = cqengine("node", "--port", p3, "--join", first, *args, timeout=30)
+            assert fragment in proc.stderr.strip().splitlines()[-1], proc.stderr
+            assert proc.returncode == 1
+        assert_one_line_error(cqengine("node", "--port", p3), "give --tls-dir", "--insecure")
+    finally:
+        stop_processes(entries, grace=2.0)
