@@ -233,7 +233,7 @@ def spawn(
     """Start a node process at `port`; with `tls`, the ring's certificate directory, it
     speaks mutual TLS with its certificate there (make_certificates), else plaintext."""
     log_path = log_dir / f"node-{port}.log"
-    node_args = [*node_args, "--data-dir", str(data)] if data is not None else node_args
+    node_args = [*node_args, *(["--data-dir", str(data)] if data is not None else [])]
     node_args += (
         ["--tls-dir", str(tls), "--tls-name", node_certificate(port)]
         if tls is not None
