@@ -46,13 +46,13 @@ def kill_hard(entry) -> None:
     wait_gone([entry])
 
 
-def restart(entry, join: str, r: int, log_dir: Path, data: Path):
-    """Start a node again at its port from its data directory, joining through `join`;
-    its new ring file entry, once it serves."""
+def restart(entry, join: str, ring, log_dir: Path, data: Path):
+    """Start a node of `ring` again at its port from its data directory, joining through
+    `join`, with its certificate of the ring; its new ring file entry, once it serves."""
     from cqengine.live.ring import _wait_serving, spawn
 
-    back = spawn(entry.port, join, r, FAST, log_dir, data=data)
-    _wait_serving(back, timeout=20)
+    back = spawn(entry.port, join, ring.r, FAST, log_dir, data=data, tls=Path(ring.tls))
+    _wait_serving(back, 20, ring.credentials())
     return back
 
 

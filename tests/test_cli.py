@@ -11,9 +11,7 @@ from cqengine.live.ring import free_ports, pid_alive
 
 def test_join_through_an_unreachable_address():
     port, dead = free_ports(2)
-    proc = cqengine(
-        "node", "--port", port, "--join", f"127.0.0.1:{dead}", "--insecure", timeout=30
-    )
+    proc = cqengine("node", "--port", port, "--join", f"127.0.0.1:{dead}", "--insecure", timeout=30)
     assert_one_line_error(proc, f"cannot reach 127.0.0.1:{dead}")
 
 

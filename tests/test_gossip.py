@@ -126,7 +126,8 @@ def test_live_ring_gossips_and_reindexes_while_documents_arrive(tmp_path):
     )
     try:
         rng = random.Random(3)
-        clients = {a: Client(a) for a in ring.addresses()}
+        credentials = ring.credentials()
+        clients = {a: Client(a, credentials=credentials) for a in ring.addresses()}
         subs = [clients[rng.choice(ring.addresses())].subscribe(q) for q in queries]
         for d in docs:  # gossip rounds and re-indexing run between and during these
             clients[rng.choice(ring.addresses())].publish(d.docno, d.text, d.title)
@@ -136,7 +137,7 @@ def test_live_ring_gossips_and_reindexes_while_documents_arrive(tmp_path):
         while {c.stats().synopsis_digest for c in clients.values()} != {want_digest}:
             assert time.monotonic() < deadline, "synopses did not converge in 30 s"
             time.sleep(0.2)
-        got = collect_alerts(subs, ring.addresses())
+        got = collect_alerts(subs, ring.addresses(), credentials=credentials)
         want = matches(
             {s.subscription_id: s.terms for s in subs},
             {d.docno: document_terms(d.text, d.title) for d in docs},

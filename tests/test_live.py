@@ -52,8 +52,8 @@ def test_a_node_caught_inside_exec_is_alive(monkeypatch):
     assert not pid_alive(proc.pid, 7)
 
 
-def assert_lookups_from_every_node(addresses, rng, per_node=8):
-    view = observe(addresses, 8)
+def assert_lookups_from_every_node(addresses, credentials, rng, per_node=8):
+    view = observe(addresses, 8, credentials=credentials)
     oracle = RingOracle(to_ref(s.node) for s in view.states.values())
     assert sorted(oracle.nodes, key=lambda n: n.address) == sorted(
         (to_ref(s.node) for s in view.states.values()), key=lambda n: n.address
@@ -61,20 +61,21 @@ def assert_lookups_from_every_node(addresses, rng, per_node=8):
     for address in addresses:
         for _ in range(per_node):
             key = rng.getrandbits(64)
-            owner, _ = lookup(address, key)
+            owner, _ = lookup(address, key, credentials=credentials)
             assert owner == oracle.owner(key), (address, key)
 
 
 def test_sixteen_nodes_converge_survive_leave_and_kill(ring16):
     rng = random.Random(16)
-    addresses = ring16.addresses()
-    view = observe(addresses, 8)
+    addresses, credentials = ring16.addresses(), ring16.credentials()
+    view = observe(addresses, 8, credentials=credentials)
     assert view.ok and len(view.states) == 16 and not view.down
-    assert all(serving(a) for a in addresses)  # the standard gRPC health service
-    assert_lookups_from_every_node(addresses, rng)
+    # the standard gRPC health service
+    assert all(serving(a, credentials=credentials) for a in addresses)
+    assert_lookups_from_every_node(addresses, credentials, rng)
 
     # every node counted its maintenance traffic in its ledger
-    ledger = {e.kind: e for e in fetch_state(addresses[0]).ledger}
+    ledger = {e.kind: e for e in fetch_state(addresses[0], credentials=credentials).ledger}
     assert ledger["Notify"].messages > 0 and ledger["GetNeighbors.reply"].bytes > 0
 
     leaving, killed = [], []
@@ -84,17 +85,17 @@ def test_sixteen_nodes_converge_survive_leave_and_kill(ring16):
         os.kill(e.pid, signal.SIGTERM)
     wait_gone(leaving)
     survivors = [e.address for e in ring16.nodes if e not in leaving]
-    view = wait_converged(survivors, 8, timeout=60)
+    view = wait_converged(survivors, 8, timeout=60, credentials=credentials)
     assert len(view.states) == 12
-    assert_lookups_from_every_node(survivors, rng)
+    assert_lookups_from_every_node(survivors, credentials, rng)
 
     for e in killed:
         os.kill(e.pid, signal.SIGKILL)
     wait_gone(killed)
     survivors = [a for a in survivors if a not in {e.address for e in killed}]
-    view = wait_converged(survivors, 8, timeout=60)
+    view = wait_converged(survivors, 8, timeout=60, credentials=credentials)
     assert len(view.states) == 8
-    assert_lookups_from_every_node(survivors, rng)
+    assert_lookups_from_every_node(survivors, credentials, rng)
 
     # status lists the eight gone as down and still calls the ring correct, and (once the
     # survivors have reconciled their new ranges) fully replicated
@@ -143,10 +144,12 @@ def test_cli_ring_up_status_down(tmp_path):
 
 def test_status_fails_when_nodes_do_not_form_one_ring(tmp_path):
     # two separate one-node rings recorded as one: both answer, but they are two rings
+    # (their ring files share a directory, so they share its tls/: one CA, one client)
     a = ring_up(1, tmp_path / "a.json", timing=FAST, out=io.StringIO())
     b = ring_up(1, tmp_path / "b.json", timing=FAST, out=io.StringIO())
     try:
-        both = RingFile(path=tmp_path / "both.json", nodes=a.nodes + b.nodes)
+        assert a.tls == b.tls
+        both = RingFile(path=tmp_path / "both.json", nodes=a.nodes + b.nodes, tls=a.tls)
         both.save()
         proc = cqengine("ring", "status", "--ring-file", both.path)
         assert proc.returncode == 1

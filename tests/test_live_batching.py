@@ -67,8 +67,8 @@ def test_batched_publishing_alerts_each_matching_subscriber_once(
     )
     try:
         rng = random.Random(batch_docs)
-        addresses = ring.addresses()
-        clients = {a: Client(a) for a in addresses}
+        addresses, credentials = ring.addresses(), ring.credentials()
+        clients = {a: Client(a, credentials=credentials) for a in addresses}
         subs = [clients[rng.choice(addresses)].subscribe(q) for q in queries]
         # most documents in PublishBatch calls of various sizes to random nodes, some alone
         rest = list(docs)
@@ -83,7 +83,7 @@ def test_batched_publishing_alerts_each_matching_subscriber_once(
                     r.accepted
                     for r in client.publish_many([(d.docno, d.text, d.title) for d in chunk])
                 )
-        got = collect_alerts(subs, addresses)
+        got = collect_alerts(subs, addresses, credentials=credentials)
         stats = [c.stats() for c in clients.values()]
         for c in clients.values():
             c.close()

@@ -7,16 +7,24 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
-import grpc
 import pytest
 from conftest import FAST, assert_one_line_error, cqengine
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from chord import tls
 from cqengine.demo import collect_alerts, wait_quiet
 from cqengine.evaluation.matcher import document_frequencies, document_terms, matches
 from cqengine.live.client import Client, ClientError
-from cqengine.live.ring import free_ports, ring_up, stop_processes, wait_converged
+from cqengine.live.ring import (
+    free_ports,
+    make_certificates,
+    node_certificate,
+    ring_up,
+    stop_processes,
+    wait_converged,
+)
 from cqengine.live.service import MAX_REQUEST_DOCS
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.corpus import generate_corpus
@@ -49,16 +57,22 @@ def ring(tmp_path_factory):
         stop_processes(ring.nodes, grace=2.0)
 
 
-def test_thousand_subscriptions_two_hundred_documents_match_the_oracle(ring):
+@pytest.fixture(scope="module")
+def credentials(ring):
+    """The admin client certificate of the ring (it runs mutual TLS)."""
+    return ring.credentials()
+
+
+def test_thousand_subscriptions_two_hundred_documents_match_the_oracle(ring, credentials):
     rng = random.Random(8)
     docs = list(generate_corpus(200, seed=8, vocab_size=3000, mean_terms=50))
     df = document_frequencies(docs)
     queries = [" ".join(q) for q in generate_queries(df, 1000, "skew", mean_size=2.0, seed=8)]
-    clients = {a: Client(a) for a in ring.addresses()}
+    clients = {a: Client(a, credentials=credentials) for a in ring.addresses()}
     subs = [clients[rng.choice(ring.addresses())].subscribe(q) for q in queries]
     for d in docs:
         clients[rng.choice(ring.addresses())].publish(d.docno, d.text, d.title)
-    got = collect_alerts(subs, ring.addresses())
+    got = collect_alerts(subs, ring.addresses(), credentials=credentials)
     want = matches(
         {s.subscription_id: s.terms for s in subs},
         {d.docno: document_terms(d.text, d.title) for d in docs},
@@ -78,9 +92,9 @@ def test_thousand_subscriptions_two_hundred_documents_match_the_oracle(ring):
         c.close()
 
 
-def test_bad_input_is_refused_and_changes_nothing(ring):
+def test_bad_input_is_refused_and_changes_nothing(ring, credentials):
     address = ring.addresses()[0]
-    with Client(address) as c:
+    with Client(address, credentials=credentials) as c:
         before = c.stats()
         for query in ("", "the and of", " ".join(f"w{i}x" for i in range(70))):
             with pytest.raises(ClientError) as e:
@@ -110,11 +124,11 @@ def test_bad_input_is_refused_and_changes_nothing(ring):
         assert after.documents_published == before.documents_published
 
 
-def test_a_bad_document_in_a_batch_is_refused_alone(ring):
+def test_a_bad_document_in_a_batch_is_refused_alone(ring, credentials):
     """Each document of a PublishBatch call gets its own status: the bad ones are refused
     with why, the rest are published and alert their subscribers."""
     a = ring.addresses()[1]
-    with Client(a) as c:
+    with Client(a, credentials=credentials) as c:
         sub = c.subscribe("walrus tusk")
         before = c.stats().documents_published
         replies = c.publish_many(
@@ -138,13 +152,13 @@ def test_a_bad_document_in_a_batch_is_refused_alone(ring):
         assert "docno" in replies[3].error
         assert replies[0].terms == 3 and replies[0].doc_key != replies[4].doc_key
         assert c.stats().documents_published == before + 2
-        wait_quiet(ring.addresses())
+        wait_quiet(ring.addresses(), credentials=credentials)
         assert sorted(x.docno for x in c.alerts(sub, timeout=0.5)) == ["W1", "W4"]
         c.unsubscribe(sub.subscription_id, sub.token)
 
 
-def test_an_empty_or_oversized_batch_is_refused_whole(ring):
-    with Client(ring.addresses()[2]) as c:
+def test_an_empty_or_oversized_batch_is_refused_whole(ring, credentials):
+    with Client(ring.addresses()[2], credentials=credentials) as c:
         before = c.stats().documents_published
         with pytest.raises(ClientError, match="at least one document") as e:
             c._call("PublishBatch", pb.PublishBatchRequest())
@@ -158,17 +172,17 @@ def test_an_empty_or_oversized_batch_is_refused_whole(ring):
         assert c.stats().documents_published == before
 
 
-def test_a_node_answers_health_checks_while_it_analyzes_a_large_batch(ring):
+def test_a_node_answers_health_checks_while_it_analyzes_a_large_batch(ring, credentials):
     """Analysis runs beside the event loop: while ~20 MB of documents are analyzed (a second
     or more), the node still answers every health check."""
     a = ring.addresses()[3]
     words = [d.text for d in generate_corpus(40, seed=3, vocab_size=20000, mean_terms=400)]
     text = " ".join(words)
     docs = [(f"H{i}", (text * (150_000 // len(text) + 1))[:150_000], "") for i in range(130)]
-    with Client(a, timeout=120) as c, ThreadPoolExecutor(1) as pool:
+    with Client(a, timeout=120, credentials=credentials) as c, ThreadPoolExecutor(1) as pool:
         published = pool.submit(c.publish_many, docs)
         answered = 0
-        with grpc.insecure_channel(a) as channel:
+        with tls.channel(a, credentials) as channel:
             health = health_pb2_grpc.HealthStub(channel)
             while not published.done():
                 reply = health.Check(health_pb2.HealthCheckRequest(), timeout=2.0)
@@ -181,14 +195,14 @@ def test_a_node_answers_health_checks_while_it_analyzes_a_large_batch(ring):
     assert answered >= 5
 
 
-def test_unsubscribed_queries_get_no_alerts_and_streams_end(ring):
+def test_unsubscribed_queries_get_no_alerts_and_streams_end(ring, credentials):
     a, b = ring.addresses()[:2]
-    with Client(a) as c:
+    with Client(a, credentials=credentials) as c:
         keep = c.subscribe("zebra crossing")
         gone = c.subscribe("zebra stripes")
         c.unsubscribe(gone.subscription_id, gone.token)
         c.publish("Z1", "the zebra stripes at the zebra crossing")
-        wait_quiet(ring.addresses())
+        wait_quiet(ring.addresses(), credentials=credentials)
         assert [x.docno for x in c.alerts(keep, timeout=0.5)] == ["Z1"]
         with pytest.raises(ClientError) as e:
             list(c.alerts(gone, timeout=0.5))
@@ -196,8 +210,9 @@ def test_unsubscribed_queries_get_no_alerts_and_streams_end(ring):
         c.unsubscribe(keep.subscription_id, keep.token)
 
 
-def test_a_joining_node_takes_the_ring_settings_and_keys(ring, tmp_path):
+def test_a_joining_node_takes_the_ring_settings_and_keys(ring, credentials, tmp_path):
     port = free_ports(1)[0]
+    make_certificates(Path(ring.tls), [port])  # the ring's CA signs the newcomer's certificate
     bad = cqengine("node", "--port", port, "--join", ring.addresses()[0], "--strategy", "ri")
     assert_one_line_error(bad, "engine options belong to the ring")
     proc = subprocess.Popen(
@@ -214,25 +229,29 @@ def test_a_joining_node_takes_the_ring_settings_and_keys(ring, tmp_path):
             "0.15",
             "--fix-fingers",
             "0.3",
+            "--tls-dir",
+            ring.tls,
+            "--tls-name",
+            node_certificate(port),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     try:
         address = f"127.0.0.1:{port}"
-        wait_converged(ring.addresses() + [address], 8, timeout=60)
-        with Client(address) as c:
+        wait_converged(ring.addresses() + [address], 8, timeout=60, credentials=credentials)
+        with Client(address, credentials=credentials) as c:
             cfg = c.stats().config
             assert (cfg.strategy, cfg.piggyback, cfg.resolution) == ("mhi", 2, "bf")
             sub = c.subscribe("quokka smile")
             c.publish("Q1", "a quokka has a famous smile")
-            wait_quiet(ring.addresses() + [address])
+            wait_quiet(ring.addresses() + [address], credentials=credentials)
             assert [x.docno for x in c.alerts(sub, timeout=0.5)] == ["Q1"]
             c.unsubscribe(sub.subscription_id, sub.token)
     finally:
         proc.terminate()
         proc.wait(timeout=10)
-        wait_converged(ring.addresses(), 8, timeout=60)
+        wait_converged(ring.addresses(), 8, timeout=60, credentials=credentials)
 
 
 def test_cli_subscribe_publish_stats_analyze(ring, tmp_path):

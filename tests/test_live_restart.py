@@ -39,9 +39,9 @@ def corpus():
     return docs, queries
 
 
-def subscribe(addresses, queries, seed):
+def subscribe(addresses, queries, credentials, seed):
     rng = random.Random(seed)
-    clients = {a: Client(a) for a in addresses}
+    clients = {a: Client(a, credentials=credentials) for a in addresses}
     try:
         return [clients[rng.choice(addresses)].subscribe(q) for q in queries]
     finally:
@@ -49,12 +49,12 @@ def subscribe(addresses, queries, seed):
             c.close()
 
 
-def publish_and_collect(addresses, subs, docs):
-    with Client(addresses[0]) as client:
+def publish_and_collect(addresses, subs, docs, credentials):
+    with Client(addresses[0], credentials=credentials) as client:
         assert all(
             r.accepted for r in client.publish_many([(d.docno, d.text, d.title) for d in docs])
         )
-    return collect_alerts(subs, addresses)
+    return collect_alerts(subs, addresses, credentials=credentials)
 
 
 def assert_exact(got, subs, docs):
@@ -72,25 +72,25 @@ def test_a_node_killed_and_restarted_from_its_data_serves_its_state_again(corpus
     ring_path = tmp_path / "ring.json"
     data = tmp_path / "data"
     ring = ring_up(4, ring_path, timing=FAST, out=io.StringIO(), data_root=data)
-    nodes = list(ring.nodes)
+    nodes, credentials = list(ring.nodes), ring.credentials()
     try:
         addresses = ring.addresses()
-        subs = subscribe(addresses, queries, seed=1)
+        subs = subscribe(addresses, queries, credentials, seed=1)
         stats = {}
         for n in nodes:
-            with Client(n.address) as c:
+            with Client(n.address, credentials=credentials) as c:
                 stats[n.address] = c.stats()
         victim = max(nodes[1:], key=lambda n: stats[n.address].index_entries)  # not the bootstrap
         held = stats[victim.address]
         assert held.index_entries > 0 and held.subscriptions > 0
         kill_hard(victim)
-        nodes.append(restart(victim, addresses[0], ring.r, tmp_path, data / str(victim.port)))
-        wait_converged(addresses, ring.r, timeout=30)
-        with Client(victim.address) as c:
+        nodes.append(restart(victim, addresses[0], ring, tmp_path, data / str(victim.port)))
+        wait_converged(addresses, ring.r, timeout=30, credentials=credentials)
+        with Client(victim.address, credentials=credentials) as c:
             again = c.stats()
         assert again.subscriptions == held.subscriptions
         assert again.index_entries == held.index_entries  # its own, none lost
-        got = publish_and_collect(addresses, subs, docs)
+        got = publish_and_collect(addresses, subs, docs, credentials)
     finally:
         stop_processes(nodes, grace=2.0)
     assert_exact(got, subs, docs)
@@ -102,7 +102,7 @@ def test_ring_down_keeps_the_data_ring_up_brings_it_back_and_purge_removes_it(co
     ring_path, data = tmp_path / "ring.json", tmp_path / "data"
     ring = ring_up(4, ring_path, timing=FAST, out=io.StringIO(), data_root=data)
     try:
-        subs = subscribe(ring.addresses(), queries, seed=2)
+        subs = subscribe(ring.addresses(), queries, ring.credentials(), seed=2)
     finally:
         out = io.StringIO()
         ring_down(ring_path, out=out)
@@ -115,7 +115,7 @@ def test_ring_down_keeps_the_data_ring_up_brings_it_back_and_purge_removes_it(co
     try:
         assert sorted(n.port for n in ring.nodes) == ports  # each node back at its port
         assert "4 nodes restarted from theirs" in out.getvalue()
-        got = publish_and_collect(ring.addresses(), subs, docs)
+        got = publish_and_collect(ring.addresses(), subs, docs, ring.credentials())
     finally:
         stop_processes(ring.nodes, grace=2.0, how=signal.SIGUSR1)
     assert_exact(got, subs, docs)
@@ -141,28 +141,28 @@ def test_alerts_for_a_home_that_restarts_wait_at_their_dn_and_arrive_once(tmp_pa
         data_root=tmp_path / "data",
         engine=["--replicas", "1"],
     )
-    nodes = list(ring.nodes)
+    nodes, credentials = list(ring.nodes), ring.credentials()
     try:
-        view = observe(ring.addresses(), ring.r)
+        view = observe(ring.addresses(), ring.r, credentials=credentials)
         oracle = RingOracle(to_ref(s.node) for s in view.states.values())
         owners = {oracle.owner(term_id(t)).address for t in analyze(words)}
         home, dn = [n for n in nodes if n.address not in owners][:2]
-        with Client(home.address) as c:
+        with Client(home.address, credentials=credentials) as c:
             subs = [c.subscribe(words) for _ in range(2)]
         kill_hard(home)
-        with Client(dn.address) as c:
+        with Client(dn.address, credentials=credentials) as c:
             docs = [(f"D{i}", f"the {words} report", "") for i in range(10)]
             assert all(r.accepted for r in c.publish_many(docs))
         time.sleep(1.5)  # the DN finds the home gone, and keeps trying
         data = tmp_path / "data" / str(home.port)
-        nodes.append(restart(home, dn.address, ring.r, tmp_path, data))
-        with Client(home.address) as c:
+        nodes.append(restart(home, dn.address, ring, tmp_path, data))
+        with Client(home.address, credentials=credentials) as c:
             got = []
             for a in c.alerts(subs, timeout=30):
                 got.append(a)
                 if len(got) == 20:
                     break
-        with Client(dn.address) as c:
+        with Client(dn.address, credentials=credentials) as c:
             stats = c.stats()
     finally:
         stop_processes(nodes, grace=2.0)

@@ -18,9 +18,9 @@ from cqengine.proto import cqengine_pb2 as pb
 WORDS = "levee hurricane"
 
 
-def publish(address: str, first: int, n: int) -> list[str]:
+def publish(address: str, credentials, first: int, n: int) -> list[str]:
     docnos = [f"D{i}" for i in range(first, first + n)]
-    with Client(address) as c:
+    with Client(address, credentials=credentials) as c:
         replies = c.publish_many([(d, f"the {WORDS} report {d}", "") for d in docnos])
     assert all(r.accepted for r in replies)
     return docnos
@@ -36,11 +36,12 @@ def take(it, n: int, timeout: float = 30.0) -> list[pb.Alert]:
 
 def test_a_broken_stream_resumes_where_its_client_stands(tmp_path):
     ring = ring_up(3, tmp_path / "ring.json", timing=FAST, out=io.StringIO())
+    credentials = ring.credentials()
     try:
         home = ring.nodes[1].address
-        with Client(home) as c:
+        with Client(home, credentials=credentials) as c:
             subs = [c.subscribe(WORDS) for _ in range(3)]
-            sent = publish(home, 0, 20)
+            sent = publish(home, credentials, 0, 20)
             # a raw stream: read a message, then break it without acknowledging anything
             stream = c._stub.StreamAlerts(
                 pb.StreamRequest(
@@ -76,13 +77,14 @@ def test_alerts_of_many_messages_come_in_order_for_each_subscription(tmp_path):
     """More alerts than a message carries (1,000): a message groups them by document, so a
     subscription's may come out of order within one; the client hands each out in order."""
     ring = ring_up(2, tmp_path / "ring.json", timing=FAST, out=io.StringIO())
+    credentials = ring.credentials()
     try:
         home = ring.nodes[1].address
-        with Client(home) as c:
+        with Client(home, credentials=credentials) as c:
             subs = [c.subscribe(WORDS) for _ in range(50)]
-        publish(home, 0, 30)
-        delivered(home, 50 * 30)
-        with Client(home) as c:
+        publish(home, credentials, 0, 30)
+        delivered(home, credentials, 50 * 30)
+        with Client(home, credentials=credentials) as c:
             got = list(c.alerts(subs, timeout=2))
     finally:
         stop_processes(ring.nodes, grace=2.0)
@@ -93,10 +95,10 @@ def test_alerts_of_many_messages_come_in_order_for_each_subscription(tmp_path):
     assert all(seqs == list(range(30)) for seqs in per_sub.values())
 
 
-def delivered(address: str, n: int, timeout: float = 20.0) -> None:
+def delivered(address: str, credentials, n: int, timeout: float = 20.0) -> None:
     """Until the node has put n alerts in its subscribers' mailboxes (bounded)."""
     deadline = time.monotonic() + timeout
-    with Client(address) as c:
+    with Client(address, credentials=credentials) as c:
         while c.stats().alerts_delivered < n and time.monotonic() < deadline:
             time.sleep(0.05)
 
@@ -124,23 +126,24 @@ def test_a_stream_survives_its_home_killed_and_restarted(tmp_path):
     and hands out the rest and the later ones, each once, numbered without a gap."""
     data = tmp_path / "data"
     ring = ring_up(3, tmp_path / "ring.json", timing=FAST, out=io.StringIO(), data_root=data)
-    nodes = list(ring.nodes)
+    nodes, credentials = list(ring.nodes), ring.credentials()
     try:
         home, other = nodes[1], nodes[0].address
-        with Client(home.address) as c:
+        with Client(home.address, credentials=credentials) as c:
             subs = [c.subscribe(WORDS) for _ in range(2)]
-        publish(other, 0, 10)
-        delivered(home.address, 20)
-        client = Client(other)
+        publish(other, credentials, 0, 10)
+        delivered(home.address, credentials, 20)
+        client = Client(other, credentials=credentials)
         it = client.alerts(subs, home=home.address, timeout=90, resume=30)
         got = take(it, 7)  # handed out, not yet acknowledged (that waits ACK_EVERY)
         time.sleep(0.5)  # a home that forgot alerts once sent would have written so by now
         kill_hard(home)
-        nodes.append(restart(home, other, ring.r, tmp_path, data / str(home.port)))
-        with Client(home.address) as c:  # what was handed out but not acknowledged is kept
+        nodes.append(restart(home, other, ring, tmp_path, data / str(home.port)))
+        # what was handed out but not acknowledged is kept
+        with Client(home.address, credentials=credentials) as c:
             assert first_seq(c, subs[0]) == 0
         time.sleep(1.0)  # the ring routes to the home again
-        publish(other, 10, 20)
+        publish(other, credentials, 10, 20)
         got += take(it, 60 - 7)
         it.close()
         client.close()
