@@ -9,18 +9,27 @@ from conftest import assert_one_line_error, cqengine
 from cqengine.live.ring import free_ports, pid_alive
 
 
-def test_join_through_an_unreachable_address():
+@pytest.fixture
+def node_tls(tmp_path):
+    """The arguments of a node with certificates of its own ring (`cqengine certs`)."""
+    d = tmp_path / "tls"
+    assert cqengine("certs", "init", "--dir", d).returncode == 0
+    assert cqengine("certs", "node", "--dir", d, "--name", "127.0.0.1").returncode == 0
+    return ["--tls-dir", d]
+
+
+def test_join_through_an_unreachable_address(node_tls):
     port, dead = free_ports(2)
-    proc = cqengine("node", "--port", port, "--join", f"127.0.0.1:{dead}", "--insecure", timeout=30)
+    proc = cqengine("node", "--port", port, "--join", f"127.0.0.1:{dead}", *node_tls, timeout=30)
     assert_one_line_error(proc, f"cannot reach 127.0.0.1:{dead}")
 
 
-def test_port_in_use():
+def test_port_in_use(node_tls):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        proc = cqengine("node", "--port", port, "--insecure", timeout=30)
+        proc = cqengine("node", "--port", port, *node_tls, timeout=30)
     assert_one_line_error(proc, f"cannot listen on 127.0.0.1:{port}")
 
 

@@ -231,7 +231,9 @@ def spawn(
     tls: Path | None = None,
 ) -> NodeEntry:
     """Start a node process at `port`; with `tls`, the ring's certificate directory, it
-    speaks mutual TLS with its certificate there (make_certificates), else plaintext."""
+    speaks mutual TLS with its certificate there (made if the port is new), else plaintext."""
+    if tls is not None:
+        make_certificates(tls, [port])
     log_path = log_dir / f"node-{port}.log"
     node_args = [*node_args, *(["--data-dir", str(data)] if data is not None else [])]
     node_args += (
