@@ -43,12 +43,16 @@ CHORD_ACCESS = {"Lookup": EVERYONE, "GetState": frozenset({NODE, ADMIN})}
 
 
 class Gate(grpc.aio.ServerInterceptor):
-    """Refuses every call but health checks while the node is not a member of the ring. A
-    node joining believes itself alone until it knows its successor, so it would take every
-    key for its own (resolving announcements with a part of the index, numbering alerts of
-    subscriptions another node still serves); one stopping has handed what it holds on.
-    It opens as soon as the joining node knows its successor: from its first Notify on, the
-    ring counts on it (refused, its successor would drop it as gone)."""
+    """The one place that decides who may call what, and how a call that fails unexpectedly
+    ends. It refuses every call but health checks while the node is not a member of the
+    ring: a node joining believes itself alone until it knows its successor, so it would
+    take every key for its own (resolving announcements with a part of the index,
+    numbering alerts of subscriptions another node still serves); one stopping has handed
+    what it holds on. It opens as soon as the joining node knows its successor: from its
+    first Notify on, the ring counts on it (refused, its successor would drop it as gone).
+    Over mutual TLS it lets a call through only if the caller's certificate names a role
+    that may make it. A handler's unexpected exception becomes INTERNAL with a generic
+    message; the details go to the node's log, and the node serves on."""
 
     def __init__(
         self, member: Callable[[], bool], access: dict[str, frozenset[str]] | None = None
@@ -65,9 +69,8 @@ class Gate(grpc.aio.ServerInterceptor):
             return handler
         if not self.member():
             return _answering(handler, _refuse)
-        if self.access is not None:
-            return _only(handler, details.method, self.access.get(details.method, frozenset()))
-        return handler
+        roles = None if self.access is None else self.access.get(details.method, frozenset())
+        return _guarded(handler, details.method, roles)
 
 
 def _answering(handler, behaviour):
@@ -88,34 +91,54 @@ async def _refuse(request, context) -> None:
     await context.abort(grpc.StatusCode.UNAVAILABLE, NOT_MEMBER)
 
 
-def _only(handler, path: str, roles: frozenset[str]):
-    """The handler, for callers whose certificate names one of these roles; others are
-    refused PERMISSION_DENIED, with the reason, before it runs."""
+INTERNAL = "internal error; the node's log has the details"
 
-    async def refuse(context) -> None:
+
+def _guarded(handler, path: str, roles: frozenset[str] | None):
+    """The handler, for callers whose certificate names one of these roles (None: any
+    caller), others refused PERMISSION_DENIED with the reason before it runs; and its
+    unexpected exceptions logged and answered INTERNAL."""
+    method = path.rsplit("/", 1)[-1]
+
+    async def admit(context) -> None:
+        if roles is None:
+            return
         role = caller_role(context)
-        may = " or ".join(sorted(roles)) or "nobody"
-        await context.abort(
-            grpc.StatusCode.PERMISSION_DENIED,
-            f"{path.rsplit('/', 1)[-1]} is for {may}; this certificate's role is {role}",
-        )
+        if role not in roles:
+            may = " or ".join(sorted(roles)) or "nobody"
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"{method} is for {may}; this certificate's role is {role}",
+            )
+
+    async def failed(context) -> None:
+        log.exception("%s failed", method)
+        await context.abort(grpc.StatusCode.INTERNAL, INTERNAL)
 
     if handler.response_streaming:
         stream = handler.unary_stream
 
         async def checked_stream(request, context):
-            if caller_role(context) not in roles:
-                await refuse(context)
-            async for reply in stream(request, context):
-                yield reply
+            await admit(context)
+            try:
+                async for reply in stream(request, context):
+                    yield reply
+            except grpc.aio.AbortError:
+                raise
+            except Exception:
+                await failed(context)
 
         return _answering(handler, checked_stream)
     behaviour = handler.unary_unary
 
     async def checked(request, context):
-        if caller_role(context) not in roles:
-            await refuse(context)
-        return await behaviour(request, context)
+        await admit(context)
+        try:
+            return await behaviour(request, context)
+        except grpc.aio.AbortError:
+            raise
+        except Exception:
+            await failed(context)
 
     return _answering(handler, checked)
 

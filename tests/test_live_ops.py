@@ -125,3 +125,41 @@ def test_a_node_refuses_calls_until_it_knows_its_successor_and_once_it_stops():
                 await x.server.stop(0)
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_a_handler_that_fails_unexpectedly_answers_internal_and_the_node_serves_on(caplog):
+    """An exception no handler expected (a bug, a poison message) ends its call INTERNAL
+    with a generic message, never the exception's text (which may tell a caller what it
+    should not know); the node's log has it, and the node answers the next call."""
+    from chord.grpc_transport import GrpcTransport
+    from chord.live import INTERNAL
+    from cqengine.live.ring import free_ports
+
+    node = LiveNode("127.0.0.1", free_ports(1)[0])
+    handle = node.node.handle
+
+    def poisoned(method, request):
+        if method == "GetNeighbors":
+            raise RuntimeError("secret detail of the node's state")
+        return handle(method, request)
+
+    node.node.handle = poisoned
+
+    async def main():
+        await node.start()
+        outside = GrpcTransport(timeout=2.0)
+        try:
+            try:
+                await outside.call(node.me, "GetNeighbors", pb.Empty())
+                raise AssertionError("the poisoned call answered")
+            except grpc.aio.AioRpcError as e:
+                assert (e.code(), e.details()) == (grpc.StatusCode.INTERNAL, INTERNAL)
+            state = await outside.call(node.me, "GetState", pb.Empty())
+            assert state.node.address == node.me.address
+        finally:
+            await outside.close()
+            await node.stop(graceful=False)
+
+    with caplog.at_level("ERROR", logger="chord.live"):
+        asyncio.run(asyncio.wait_for(main(), 30))
+    assert "secret detail" in caplog.text  # in the log, not on the wire
