@@ -87,6 +87,9 @@ WHOLE = 1 << 63  # a batch's share, divided along its announcement tree (Announc
 PEERS = 4096  # node references kept by address (peer_at)
 
 
+NO_TOKEN = bytes(32)  # compared with when no subscription has the id: no token hashes to it
+
+
 class EngineError(Exception):
     """A request the engine refuses; `code` names the gRPC status it maps to."""
 
@@ -468,12 +471,15 @@ class EngineNode:
         return pb.UnsubscribeReply()
 
     def authorized(self, sub_id: int, token: str) -> Subscription:
-        """The subscription, if its token is right and I serve it (its home, not a replica)."""
+        """The subscription, if its token is right and I serve it (its home, not a replica).
+        An unknown id and a wrong token get the same answer, in the same time: a guesser
+        learns nothing of which ids exist."""
         sub = self.subscriptions.get(sub_id)
-        if sub is None:
-            raise EngineError("NOT_FOUND", f"no subscription {sub_id:016x} at {self.me.address}")
-        if not hmac.compare_digest(sub.token_hash, token_hash(token)):
-            raise EngineError("PERMISSION_DENIED", f"wrong token for subscription {sub_id:016x}")
+        kept = sub.token_hash if sub is not None else NO_TOKEN
+        if not hmac.compare_digest(kept, token_hash(token)) or sub is None:
+            raise EngineError(
+                "NOT_FOUND", f"no subscription {sub_id:016x} with this token at {self.me.address}"
+            )
         if sub.key and not self.serves(sub.key):
             raise EngineError(
                 "UNAVAILABLE",
