@@ -1425,7 +1425,7 @@ class EngineNode:
             alerts_delivered=c["alerts_delivered"],
             alerts_dropped=sum(dropped.values()),
             dropped_by=dropped,
-            config=self.settings.to_pb(),
+            config=self.settings.to_pb(values=False),
             synopsis_size=len(self.synopsis.entries),
             synopsis_digest=self.synopsis.digest(),
             reindexed=c["reindexed"],

@@ -2,7 +2,8 @@
 
 A ring's strategy, piggyback depth and resolution method are fixed when the ring starts;
 a node joining later asks its bootstrap node for them (Engine.GetConfig), so one ring
-never mixes strategies.
+never mixes strategies. The files the first node was given (term statistics, popular
+terms) travel by value: a joining node reads no path the ring sends it.
 """
 
 from __future__ import annotations
@@ -56,8 +57,6 @@ class Settings:
         "resolution",
         "bloom_bits",
         "bloom_hashes",
-        "stats_path",
-        "popular_path",
         "max_document_bytes",
         "seed",
         "dialogue_batch",
@@ -121,12 +120,23 @@ class Settings:
         """SAP-MHI without a fixed popular list learns popular terms by gossip."""
         return self.strategy == "sap-mhi" and self.popular is None
 
-    def to_pb(self) -> pb.EngineConfig:
-        return pb.EngineConfig(**{name: getattr(self, name) for name in self.WIRE})
+    def to_pb(self, values: bool = True) -> pb.EngineConfig:
+        """The settings as a joining node takes them: the files' contents by value, never
+        their paths (with `values` false, without them: a summary)."""
+        config = pb.EngineConfig(**{name: getattr(self, name) for name in self.WIRE})
+        if values and self.df is not None:
+            config.df.update(self.df)
+        if values and self.popular is not None:
+            config.popular.terms.extend(sorted(self.popular))
+        return config
 
     @classmethod
     def from_pb(cls, msg: pb.EngineConfig) -> "Settings":
-        return cls(**{name: getattr(msg, name) for name in cls.WIRE}).validate()
+        return cls(
+            **{name: getattr(msg, name) for name in cls.WIRE},
+            df=dict(msg.df) if msg.df else None,
+            popular=frozenset(msg.popular.terms) if msg.HasField("popular") else None,
+        ).validate()
 
 
 def load_stats(path: Path) -> dict[str, int]:
