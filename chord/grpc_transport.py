@@ -18,7 +18,7 @@ from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message_factory import GetMessageClass
 
 from chord.ledger import Ledger
-from chord.node import Call, Op, PeerUnreachable
+from chord.node import Call, Op, PeerUnreachable, Refused
 from chord.proto import chord_pb2
 from chord.routing import NodeRef
 from chord.tls import Credentials, aio_channel
@@ -74,7 +74,10 @@ class MethodTable:
 
         def rpc(name: str):
             async def handler(request, context):
-                return await dispatch(name, request)
+                try:
+                    return await dispatch(name, request)
+                except Refused as e:  # malformed: it changed nothing
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
 
             return handler
 

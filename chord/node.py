@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 from typing import Any, Callable, Generator, NamedTuple
 
+from chord import checks
 from chord.ids import BITS, in_open, in_open_closed
 from chord.proto import chord_pb2 as pb
 from chord.routing import NodeRef, RoutingTable
@@ -27,6 +28,11 @@ class PeerUnreachable(Exception):
         self.peer = peer
         # refused (nothing listens there: it is gone), not just slow to answer
         self.refused = why in ("UNAVAILABLE", "no such node")
+
+
+class Refused(Exception):
+    """A message its receiver refuses as malformed or out of range (chord.checks,
+    cqengine.core.checks): it changed nothing. The live shell answers INVALID_ARGUMENT."""
 
 
 class JoinError(Exception):
@@ -72,6 +78,7 @@ class ChordNode:
         self.successor_listeners: list[Callable[[], None]] = []  # told my successors changed
         # a leaver handed me keys that may be my predecessor's: the next Notify hands them on
         self.leaver_keys = False
+        self.refused = 0  # messages refused as malformed (chord.checks): they changed nothing
         # handed my region by my successor (a Notify reply) since I joined, or alone: what
         # the ring held for my keys while I was away has come back
         self.settled = False
@@ -98,6 +105,10 @@ class ChordNode:
             handler = self.handlers[method]
         except KeyError:
             raise ValueError(f"no handler for {method}") from None
+        why = checks.invalid(self, method, request)
+        if why is not None:
+            self.refused += 1
+            raise Refused(f"{method}: {why}")
         return handler(request)
 
     def step(self, key: int, avoid: frozenset[int] = frozenset()) -> tuple[bool, NodeRef]:

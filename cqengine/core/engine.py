@@ -35,9 +35,10 @@ from typing import Any, Callable, Generator, Sequence
 import numpy as np
 
 from chord.ids import in_open_closed
-from chord.node import Call, ChordNode, Op, PeerUnreachable
+from chord.node import Call, ChordNode, Op, PeerUnreachable, Refused
 from chord.proto import chord_pb2 as chord_pb
 from chord.routing import NodeRef
+from cqengine.core import checks
 from cqengine.core.announce import (
     Announced,
     Knowledge,
@@ -63,7 +64,7 @@ from cqengine.text.analysis import analyze, term_id
 log = logging.getLogger("cqengine.core.engine")
 
 ENGINE_SERVICE = pb.DESCRIPTOR.services_by_name["Engine"]
-MAX_QUERY_TERMS = 64
+MAX_QUERY_TERMS = checks.MAX_QUERY_TERMS
 MAX_DOCNO = 256
 SNIPPET = 200
 HOP_LIMIT = 160  # an announcement still travelling after this many hops is processed where it is
@@ -353,7 +354,13 @@ class EngineNode:
 
     def handle(self, method: str, request):
         handler = self.handlers.get(method)
-        return handler(request) if handler else self.chord.handle(method, request)
+        if handler is None:
+            return self.chord.handle(method, request)
+        why = checks.invalid(self, method, request)
+        if why is not None:
+            self.count("messages_refused")
+            raise Refused(f"{method}: {why}")
+        return handler(request)
 
     def peer(self, address: str) -> NodeRef:
         me = self.me
@@ -1441,6 +1448,7 @@ class EngineNode:
                 if not s.key or self.serves(s.key)
             ),
             held_documents=self.store.held_documents,
+            messages_refused=self.chord.refused + c["messages_refused"],
         )
 
 

@@ -1,0 +1,80 @@
+"""What a node checks of every Chord message before it acts on it.
+
+A message that fails a check is refused (chord.node.Refused) and changes nothing: a peer
+with a bug, or a hostile one holding a node certificate, must not make a node adopt an
+impossible neighbour, route around itself or take keys by a malformed claim. The checks
+are of shape and range only, never of timing: a message a correct node sends while the
+ring changes always passes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from chord.ids import BITS
+from chord.proto import chord_pb2 as pb
+
+if TYPE_CHECKING:
+    from chord.node import ChordNode
+
+MAX_ADDRESS = 255  # characters of host:port
+MAX_AVOID = 4 * BITS  # nodes a lookup asks to route around: more is no lookup of ours
+MAX_SUCCESSORS = 64  # a successor list's length (the ring's r is far below)
+
+
+def address_problem(address: str) -> str | None:
+    """What is wrong with a node address (None: a name a transport may dial: host:port on
+    the live ring, any name in a simulated one)."""
+    if not address or len(address) > MAX_ADDRESS:
+        return f"a node address of {len(address)} characters"
+    if not address.isascii() or not address.isprintable() or " " in address:
+        return f"{address[:40]!r} is no node's address"
+    return None
+
+
+def node_problem(info: pb.NodeInfo, me_id: int, me_address: str) -> str | None:
+    """A node a message names: a real address, and never my id at another address."""
+    why = address_problem(info.address)
+    if why is None and info.id == me_id and info.address != me_address:
+        why = f"{info.address} claims this node's id"
+    return why
+
+
+def _find_successor(node: ChordNode, req: pb.FindSuccessorRequest) -> str | None:
+    if len(req.avoid) > MAX_AVOID:
+        return f"{len(req.avoid)} nodes to avoid; at most {MAX_AVOID}"
+    return None
+
+
+def _notify(node: ChordNode, req: pb.NotifyRequest) -> str | None:
+    me = node.me
+    return node_problem(req.node, me.id, me.address)
+
+
+def _leave(node: ChordNode, req: pb.LeaveRequest) -> str | None:
+    me = node.me
+    if req.leaving.id == me.id or req.leaving.address == me.address:
+        return "this node is not the one leaving"
+    named = [req.leaving, *req.successors]
+    if req.HasField("predecessor"):
+        named.append(req.predecessor)
+    if len(req.successors) > MAX_SUCCESSORS:
+        return f"{len(req.successors)} successors; at most {MAX_SUCCESSORS}"
+    for info in named:
+        why = node_problem(info, me.id, me.address)
+        if why is not None:
+            return why
+    return None
+
+
+CHECKS: dict[str, Callable[[Any, Any], str | None]] = {
+    "FindSuccessor": _find_successor,
+    "Notify": _notify,
+    "Leave": _leave,
+}
+
+
+def invalid(node: ChordNode, method: str, request: Any) -> str | None:
+    """Why `node` refuses this request (None: it may act on it)."""
+    check = CHECKS.get(method)
+    return check(node, request) if check is not None else None
