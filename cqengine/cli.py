@@ -187,6 +187,11 @@ ENGINE_FLAGS = {  # option -> (Settings field, type, help)
         "ids asked per query per Term Dialogue round (default 1)",
     ),
     "--max-doc-bytes": ("max_document_bytes", count, "largest document accepted (default 1 MiB)"),
+    "--mailbox-bytes": (
+        "mailbox_bytes",
+        count,
+        "a subscription's alerts waiting, in bytes, before the oldest go (default 16 MiB)",
+    ),
     "--seed": ("seed", count, "seed of every random choice, e.g. RI's (default 0)"),
     "--synopsis-k": (
         "synopsis_k",

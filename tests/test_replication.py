@@ -19,7 +19,7 @@ from chord.node import PeerUnreachable
 from chord.transport import REPLY
 from cqengine.core import engine
 from cqengine.core.engine import Document, alert_batch
-from cqengine.core.homes import SEEN_KEPT, Mailbox
+from cqengine.core.homes import SEEN_KEPT, Mailbox, cost
 from cqengine.core.postings import InvertedIndex
 from cqengine.core.replication import TOMBSTONE_TTL, RecordStore
 from cqengine.evaluation.sim import EngineSimulator
@@ -368,6 +368,26 @@ def test_a_mailbox_knows_its_latest_acknowledged_documents_and_no_more():
         assert not box.offer((f"D{i}", "", ""))  # seen: not taken twice
     assert len(box.seen) == SEEN_KEPT and list(box.acked)[-1] == f"D{3 * SEEN_KEPT - 1}"
     assert box.offer(("D0", "", ""))  # long forgotten
+
+
+@given(
+    st.lists(st.tuples(st.integers(1, 400), st.booleans()), min_size=1, max_size=60),
+    st.integers(300, 3000),
+)
+def test_a_mailbox_holds_no_more_bytes_than_its_limit_and_counts_what_it_drops(alerts, limit):
+    """Alerts of any size, some acknowledged as they come: the mailbox never holds more
+    than `limit` bytes (but always the newest alert), its size is the sum of what it holds,
+    and every alert not acknowledged is either held or counted dropped, numbered on."""
+    box, acked = Mailbox(), 0
+    for i, (size, ack) in enumerate(alerts):
+        assert box.offer((f"D{i}", "t" * size, ""), limit)
+        assert box.size == sum(cost(d) for d in box.queue)
+        assert box.size <= limit or len(box.queue) == 1
+        assert box.queue[-1][0] == f"D{i}" and box.next == i + 1
+        if ack:
+            acked += len(box.queue)
+            box.pop(len(box.queue))
+    assert acked + box.dropped + len(box.queue) == len(alerts)
 
 
 def test_a_copy_behind_does_not_push_what_a_mailbox_acknowledged_lately_out_of_its_memory():

@@ -1091,7 +1091,7 @@ class EngineNode:
             for sub_id in subs[start : start + c]:
                 sub = subscriptions.get(sub_id)  # None: unsubscribed meanwhile, or not here yet
                 if sub is not None:
-                    if sub.mailbox.offer(doc):
+                    if sub.mailbox.offer(doc, self.settings.mailbox_bytes):
                         kept.append((sub_id, sub.mailbox.next - 1, doc))
                 elif batch.home_id and sub_id not in self.store.gone:
                     unknown = True

@@ -21,9 +21,15 @@ from cqengine.core.journal import AlertDoc
 from cqengine.proto import cqengine_pb2 as pb
 
 MAILBOX = 10_000  # undelivered alerts kept per subscription
+MAILBOX_BYTES = 16 << 20  # and their docnos', titles' and snippets' UTF-8 bytes at most
 # docnos of a subscription's latest alerts acknowledged, kept (on disk and with its copies)
 # so that a document alerted again (its batch announced again after a failure) is known
 SEEN_KEPT = 1024
+
+
+def cost(doc: AlertDoc) -> int:
+    """What an alert weighs in its mailbox: its document's docno, title and snippet."""
+    return sum(len(s.encode("utf-8")) for s in doc)
 
 
 def token_hash(token: str) -> bytes:
@@ -40,6 +46,7 @@ class Mailbox:
 
     limit: int = MAILBOX  # alerts not yet acknowledged
     queue: deque[AlertDoc] = field(default_factory=deque)
+    size: int = 0  # bytes of the alerts in the queue (cost)
     seen: set[str] = field(default_factory=set)
     dropped: int = 0
     first: int = 0
@@ -48,16 +55,25 @@ class Mailbox:
     # them again (after a failure) finds it seen wherever the subscription is served then
     acked: deque[str] = field(default_factory=lambda: deque(maxlen=SEEN_KEPT))
 
-    def offer(self, doc: AlertDoc) -> bool:
+    def offer(self, doc: AlertDoc, limit_bytes: int = MAILBOX_BYTES) -> bool:
+        """A new alert (of a document not seen before); the oldest go, counted as dropped,
+        while the mailbox would hold more than `limit` alerts or `limit_bytes` bytes."""
         if doc[0] in self.seen:
             return False
         self.seen.add(doc[0])
-        if len(self.queue) >= self.limit:
-            self.queue.popleft()
+        size = cost(doc)
+        while self.queue and (len(self.queue) >= self.limit or self.size + size > limit_bytes):
+            self.size -= cost(self.queue.popleft())
             self.first += 1
             self.dropped += 1
-        self.queue.append(doc)
+        self.extend([doc])
         return True
+
+    def extend(self, docs: Iterable[AlertDoc]) -> None:
+        """Alerts numbered on from `next` (as they were numbered elsewhere)."""
+        for doc in docs:
+            self.queue.append(doc)
+            self.size += cost(doc)
 
     def take(self) -> list[AlertDoc]:
         out = list(self.queue)
@@ -67,7 +83,9 @@ class Mailbox:
     def pop(self, n: int) -> None:
         """The first n alerts left (the subscriber acknowledged them)."""
         for _ in range(n):
-            self._remember(self.queue.popleft()[0])
+            doc = self.queue.popleft()
+            self.size -= cost(doc)
+            self._remember(doc[0])
         self.first += n
 
     def saw(self, docnos: Iterable[str], first: int | None = None) -> None:
@@ -133,10 +151,11 @@ class Mailbox:
             if seq < self.next:
                 at = seq - self.first
                 if self.queue[at] != doc and not authority:
+                    self.size += cost(doc) - cost(self.queue[at])
                     self.queue[at] = doc
                     self.seen.add(doc[0])
                 continue
-            self.queue.append(doc)
+            self.extend([doc])
             self.seen.add(doc[0])
         return None
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
 
+from cqengine.core.homes import MAILBOX_BYTES
 from cqengine.core.indexing import STRATEGIES
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.analysis import term_id
@@ -36,6 +37,7 @@ class Settings:
     stats_path: str = ""
     popular_path: str = ""
     max_document_bytes: int = 1 << 20
+    mailbox_bytes: int = MAILBOX_BYTES  # a subscription's alerts waiting, at most
     seed: int = 0
     dialogue_batch: int = 1
     synopsis_k: int = 3000
@@ -58,6 +60,7 @@ class Settings:
         "bloom_bits",
         "bloom_hashes",
         "max_document_bytes",
+        "mailbox_bytes",
         "seed",
         "dialogue_batch",
         "synopsis_k",
@@ -86,6 +89,8 @@ class Settings:
             raise SettingsError(f"Bloom hash count {self.bloom_hashes} is outside 1-32")
         if self.max_document_bytes <= 0 or self.dialogue_batch <= 0:
             raise SettingsError("document size limit and dialogue batch must be positive")
+        if self.mailbox_bytes <= 0:
+            raise SettingsError("a mailbox's size in bytes must be positive")
         if self.stats_path and self.df is None:
             self.df = load_stats(Path(self.stats_path))
         if self.popular_path and self.popular is None:

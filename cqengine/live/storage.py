@@ -166,7 +166,7 @@ class Storage:
             # the oldest past MAILBOX were dropped when the mailbox overflowed
             kept = deque((row for row in rows if row[1] >= box.first), maxlen=MAILBOX)
             box.first = kept[0][1] if kept else box.first
-            box.queue.extend(docs[doc] for _, _, doc in kept)
+            box.extend(docs[doc] for _, _, doc in kept)
             box.seen.update(doc[0] for doc in box.queue)
         entries = [
             (unsigned(key), pb.QueryEntry.FromString(entry))
