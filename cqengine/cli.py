@@ -187,6 +187,11 @@ ENGINE_FLAGS = {  # option -> (Settings field, type, help)
         "ids asked per query per Term Dialogue round (default 1)",
     ),
     "--max-doc-bytes": ("max_document_bytes", count, "largest document accepted (default 1 MiB)"),
+    "--max-query-bytes": (
+        "max_query_bytes",
+        count,
+        "longest query text accepted, checked before it is analyzed (default 4096)",
+    ),
     "--mailbox-bytes": (
         "mailbox_bytes",
         count,

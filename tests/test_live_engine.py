@@ -100,6 +100,10 @@ def test_bad_input_is_refused_and_changes_nothing(ring, credentials):
             with pytest.raises(ClientError) as e:
                 c.subscribe(query)
             assert e.value.code == "INVALID_ARGUMENT"
+        # a query of a few terms in megabytes of stop words: refused before analysis
+        with pytest.raises(ClientError, match="the limit is 4096") as e:
+            c.subscribe("the " * 500_000 + "levee")
+        assert e.value.code == "INVALID_ARGUMENT"
         with pytest.raises(ClientError, match="limit is 200000") as e:
             c.publish("BIG", "word " * 50000)
         assert e.value.code == "INVALID_ARGUMENT"

@@ -400,6 +400,12 @@ class EngineNode:
     # ---- subscribing -------------------------------------------------------------------
 
     def subscribe(self, text: str) -> Op:
+        size = len(text.encode("utf-8"))
+        if size > self.settings.max_query_bytes:  # before the work of analyzing it
+            raise EngineError(
+                "INVALID_ARGUMENT",
+                f"the query has {size} bytes; the limit is {self.settings.max_query_bytes}",
+            )
         return (yield from self.subscribe_terms(analyze(text)))
 
     def subscribe_terms(self, terms: list[str]) -> Op:

@@ -38,6 +38,7 @@ class Settings:
     popular_path: str = ""
     max_document_bytes: int = 1 << 20
     mailbox_bytes: int = MAILBOX_BYTES  # a subscription's alerts waiting, at most
+    max_query_bytes: int = 4096  # a query's text, refused before it is analyzed
     seed: int = 0
     dialogue_batch: int = 1
     synopsis_k: int = 3000
@@ -61,6 +62,7 @@ class Settings:
         "bloom_hashes",
         "max_document_bytes",
         "mailbox_bytes",
+        "max_query_bytes",
         "seed",
         "dialogue_batch",
         "synopsis_k",
@@ -89,8 +91,8 @@ class Settings:
             raise SettingsError(f"Bloom hash count {self.bloom_hashes} is outside 1-32")
         if self.max_document_bytes <= 0 or self.dialogue_batch <= 0:
             raise SettingsError("document size limit and dialogue batch must be positive")
-        if self.mailbox_bytes <= 0:
-            raise SettingsError("a mailbox's size in bytes must be positive")
+        if self.mailbox_bytes <= 0 or self.max_query_bytes <= 0:
+            raise SettingsError("a mailbox's and a query's size in bytes must be positive")
         if self.stats_path and self.df is None:
             self.df = load_stats(Path(self.stats_path))
         if self.popular_path and self.popular is None:
