@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from inspect import isgenerator
 from typing import Any, Awaitable, Callable, Iterable
@@ -128,6 +129,7 @@ class GrpcTransport:
         timeouts: dict[str, float] | None = None,
         patience: float | None = None,
         credentials: Credentials | None = None,
+        max_channels: int = 1024,
     ) -> None:
         """`timeout`: seconds a call waits for its reply before its peer counts as
         unreachable; `timeouts`: other waits for some methods.
@@ -137,28 +139,36 @@ class GrpcTransport:
         their queries. So a call waits as long as the peer's recent round trips say it
         needs, and one that times out is sent again, waiting twice as long (Karn's
         backoff), while the peer answered anything within the last `patience` seconds. A
-        process that died refuses the connection and fails at once."""
+        process that died refuses the connection and fails at once. At most `max_channels`
+        channels stay open: the least recently used closes first."""
         self.ledger = ledger if ledger is not None else Ledger()
         self.timeout = timeout
         self.timeouts = timeouts or {}
         self.patience = max(timeout, patience if patience is not None else timeout)
         self.round_trips: dict[str, RoundTrip] = {}
         self.table = table or MethodTable([CHORD_SERVICE])
-        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._channels: OrderedDict[str, grpc.aio.Channel] = OrderedDict()
+        self.max_channels = max_channels
         self.credentials = credentials  # mutual TLS with these (None: plaintext)
         self._retired: set[grpc.aio.Channel] = set()  # replaced, closing once idle
-        self._calls: dict[tuple[str, str], Any] = {}
+        self._calls: dict[str, dict[str, Any]] = {}  # by address, by method
 
     def _callable(self, address: str, method: str):
-        key = (address, method)
-        if key not in self._calls:
-            if address not in self._channels:
-                self._channels[address] = aio_channel(address, self.credentials, CHANNEL_OPTIONS)
+        calls = self._calls.get(address)
+        if calls is None:
+            while len(self._channels) >= self.max_channels:
+                self._drop(next(iter(self._channels)))  # the least recently used
+            self._channels[address] = aio_channel(address, self.credentials, CHANNEL_OPTIONS)
+            calls = self._calls[address] = {}
+        else:
+            self._channels.move_to_end(address)
+        call = calls.get(method)
+        if call is None:
             path, req, rep = self.table.methods[method]
-            self._calls[key] = self._channels[address].unary_unary(
+            call = calls[method] = self._channels[address].unary_unary(
                 path, request_serializer=req.SerializeToString, response_deserializer=rep.FromString
             )
-        return self._calls[key]
+        return call
 
     def _stale(self, address: str) -> bool:
         """Is my channel to this address backing off after a failed connection (its peer
@@ -168,11 +178,16 @@ class GrpcTransport:
         old = self._channels.get(address)
         if old is None or old.get_state() != grpc.ChannelConnectivity.TRANSIENT_FAILURE:
             return False
-        del self._channels[address]
-        self._calls = {k: c for k, c in self._calls.items() if k[0] != address}
+        self._drop(address)
+        return True
+
+    def _drop(self, address: str) -> None:
+        """Forget my channel to this address; it closes once the calls still on it are
+        done (a new one is opened when next needed)."""
+        old = self._channels.pop(address)
+        del self._calls[address]
         self._retired.add(old)
         asyncio.get_running_loop().call_later(CLOSE_AFTER, self._retire, old)
-        return True
 
     def _retire(self, channel: grpc.aio.Channel) -> None:
         if channel in self._retired:

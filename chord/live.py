@@ -15,6 +15,8 @@ import logging
 import random
 import signal
 import socket
+import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from inspect import isgenerator
 from typing import Any, Callable, Protocol
@@ -28,7 +30,7 @@ from chord.ledger import Ledger
 from chord.node import ChordNode, JoinError, Op, PeerUnreachable, to_info, to_ref
 from chord.proto import chord_pb2 as pb
 from chord.routing import NodeRef
-from chord.tls import ADMIN, EVERYONE, NODE, Credentials, caller_role
+from chord.tls import ADMIN, EVERYONE, NODE, Credentials, caller_name, caller_role
 from chord.transport import Handler
 
 log = logging.getLogger("chord.live")
@@ -42,6 +44,43 @@ NOT_MEMBER = "this node is not (or no longer) a member of the ring; ask another 
 CHORD_ACCESS = {"Lookup": EVERYONE, "GetState": frozenset({NODE, ADMIN})}
 
 
+@dataclass
+class Limits:
+    """What one node lets others make it hold or do (its own, not the ring's: each node
+    of a ring may have its own; the command line's defaults)."""
+
+    channels: int = 1024  # channels to peers kept open; the least recently used close first
+    background: int = 4096  # background operations running at once; more wait their turn
+    client_rate: float = 1000.0  # client API calls a second from one client (0: unlimited)
+    client_burst: int = 2000  # calls one client may make at once above its rate
+
+    def check(self) -> "Limits":
+        if self.channels < 1 or self.background < 1 or self.client_rate < 0:
+            raise StartupError("limits: channels and background tasks must be at least 1")
+        if self.client_rate and self.client_burst < 1:
+            raise StartupError("limits: a client's burst must be at least 1 call")
+        return self
+
+
+class ClientRate:
+    """A token bucket per client: `rate` calls a second on average, `burst` at once. The
+    clients not heard from longest are forgotten past `clients` of them (they start again
+    with a full bucket)."""
+
+    def __init__(self, rate: float, burst: int, clients: int = 10_000) -> None:
+        self.rate, self.burst, self.clients = rate, burst, clients
+        self.buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # tokens, when
+
+    def admit(self, who: str, now: float) -> bool:
+        tokens, then = self.buckets.pop(who, (self.burst, now))
+        tokens = min(self.burst, tokens + (now - then) * self.rate)
+        admitted = tokens >= 1 - 1e-9  # a call at exactly the rate, despite rounding
+        self.buckets[who] = (tokens - admitted, now)
+        if len(self.buckets) > self.clients:
+            self.buckets.popitem(last=False)
+        return admitted
+
+
 class Gate(grpc.aio.ServerInterceptor):
     """The one place that decides who may call what, and how a call that fails unexpectedly
     ends. It refuses every call but health checks while the node is not a member of the
@@ -51,17 +90,26 @@ class Gate(grpc.aio.ServerInterceptor):
     what it holds on. It opens as soon as the joining node knows its successor: from its
     first Notify on, the ring counts on it (refused, its successor would drop it as gone).
     Over mutual TLS it lets a call through only if the caller's certificate names a role
-    that may make it. A handler's unexpected exception becomes INTERNAL with a generic
-    message; the details go to the node's log, and the node serves on."""
+    that may make it. A client (a caller of a method not the ring's own) making calls
+    faster than `rate` allows is refused RESOURCE_EXHAUSTED. A handler's unexpected
+    exception becomes INTERNAL with a generic message; the details go to the node's log,
+    and the node serves on."""
 
     def __init__(
-        self, member: Callable[[], bool], access: dict[str, frozenset[str]] | None = None
+        self,
+        member: Callable[[], bool],
+        access: dict[str, frozenset[str]] | None = None,
+        ring: frozenset[str] = frozenset(),
+        rate: ClientRate | None = None,
     ) -> None:
         """`access`: the roles that may call each method, by its path (None: anyone may,
         the ring runs plaintext); a method it does not name nobody may call. Who calls is
-        read from the certificate the caller presented, never from what it sends."""
+        read from the certificate the caller presented, never from what it sends. `ring`:
+        the paths of the ring's own methods, which `rate` does not limit."""
         self.member = member
         self.access = access
+        self.ring = ring
+        self.rate = rate
 
     async def intercept_service(self, continuation, details):
         handler = await continuation(details)
@@ -70,7 +118,8 @@ class Gate(grpc.aio.ServerInterceptor):
         if not self.member():
             return _answering(handler, _refuse)
         roles = None if self.access is None else self.access.get(details.method, frozenset())
-        return _guarded(handler, details.method, roles)
+        rate = self.rate if details.method not in self.ring else None
+        return _guarded(handler, details.method, roles, rate)
 
 
 def _answering(handler, behaviour):
@@ -94,13 +143,20 @@ async def _refuse(request, context) -> None:
 INTERNAL = "internal error; the node's log has the details"
 
 
-def _guarded(handler, path: str, roles: frozenset[str] | None):
+def _guarded(handler, path: str, roles: frozenset[str] | None, rate: ClientRate | None):
     """The handler, for callers whose certificate names one of these roles (None: any
-    caller), others refused PERMISSION_DENIED with the reason before it runs; and its
-    unexpected exceptions logged and answered INTERNAL."""
+    caller) and within their `rate` (None: any rate), others refused PERMISSION_DENIED or
+    RESOURCE_EXHAUSTED with the reason before it runs; and its unexpected exceptions
+    logged and answered INTERNAL."""
     method = path.rsplit("/", 1)[-1]
 
     async def admit(context) -> None:
+        if rate is not None and not rate.admit(caller_name(context), time.monotonic()):
+            await context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"more than {rate.rate:g} calls a second from this client "
+                f"(bursts of {rate.burst}): slow down",
+            )
         if roles is None:
             return
         role = caller_role(context)
@@ -199,11 +255,13 @@ class LiveNode:
         app: AppFactory | None = None,
         credentials: Credentials | None = None,
         access: dict[str, frozenset[str]] | None = None,
+        limits: Limits | None = None,
     ) -> None:
         """`credentials`: mutual TLS with the ring's certificates (None: plaintext, anyone
         may call anything). Then only ring nodes may call the ring's own services, and
         `access` names the roles that may call each method of the services added beside
-        them (the client API), by path."""
+        them (the client API), by path. `limits`: what others may make it hold or do."""
+        self.limits = (limits or Limits()).check()
         address = f"{advertise or host}:{port}"
         self.host, self.port = host, port
         self.node = ChordNode(
@@ -224,12 +282,14 @@ class LiveNode:
             timeouts=dict.fromkeys(app_methods, self.timing.call_timeout),
             patience=self.timing.call_timeout,
             credentials=credentials,
+            max_channels=self.limits.channels,
         )
         self.credentials = credentials
         self.health = health.aio.HealthServicer()
         self.server: grpc.aio.Server | None = None
         self._tasks: list[asyncio.Task] = []
         self._background: set[asyncio.Task] = set()
+        self._slots = asyncio.Semaphore(self.limits.background)  # for background operations
         self._stopping = asyncio.Event()
         self.joining = True  # until it has joined (or started a ring of its own)
         ring_access = {
@@ -239,6 +299,10 @@ class LiveNode:
         self.gate = Gate(
             lambda: not (self.joining and self.node.table.alone() or self.stopped),
             {**ring_access, **(access or {})} if credentials is not None else None,
+            frozenset(ring_access),
+            ClientRate(self.limits.client_rate, self.limits.client_burst)
+            if self.limits.client_rate
+            else None,
         )
         self.stopped = False
 
@@ -261,7 +325,8 @@ class LiveNode:
 
     async def _guarded(self, op: Op) -> None:
         try:
-            await self.run_op(op)
+            async with self._slots:  # at most limits.background run at once
+                await self.run_op(op)
         except Exception:
             log.exception("background operation failed")
 
@@ -395,6 +460,7 @@ async def serve(
     add_services: Callable[[LiveNode, grpc.aio.Server], None] | None = None,
     credentials: Credentials | None = None,
     access: dict[str, frozenset[str]] | None = None,
+    limits: Limits | None = None,
 ) -> None:
     node = LiveNode(
         host,
@@ -406,6 +472,7 @@ async def serve(
         app=app,
         credentials=credentials,
         access=access,
+        limits=limits,
     )
     try:
         await node.start(

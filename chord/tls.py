@@ -82,6 +82,17 @@ def role_in(pem: bytes) -> str | None:
         return None
 
 
+def caller_name(context) -> str:
+    """Who is calling, to count its calls: its certificate's subject (mutual TLS), else
+    the host it calls from."""
+    auth = context.auth_context()
+    subject = auth.get("x509_subject")
+    if subject:
+        return subject[0].decode(errors="replace")
+    peer = context.peer()  # ipv4:HOST:PORT, ipv6:[HOST]:PORT
+    return peer.rsplit(":", 1)[0]
+
+
 def caller_role(context) -> str | None:
     """The role of the certificate the caller presented (None: none, or plaintext)."""
     pems = context.auth_context().get("x509_pem_cert")

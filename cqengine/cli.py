@@ -20,7 +20,7 @@ from pathlib import Path
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 from chord.ids import hash_id, parse_id
-from chord.live import StartupError, Timing
+from chord.live import Limits, StartupError, Timing
 from chord.tls import TlsError
 from cqengine.core.indexing import STRATEGIES
 from cqengine.core.settings import REPLICAS, RESOLUTIONS, Settings, SettingsError
@@ -255,6 +255,59 @@ def publishing_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def limits_options(p: argparse.ArgumentParser) -> None:
+    d = Limits()
+    g = p.add_argument_group("limits (per node: what others may make it hold or do)")
+    g.add_argument(
+        "--max-channels",
+        type=positive,
+        default=d.channels,
+        metavar="N",
+        help="channels to other nodes kept open; the least recently used close first "
+        "(default %(default)s)",
+    )
+    g.add_argument(
+        "--max-background",
+        type=positive,
+        default=d.background,
+        metavar="N",
+        help="background operations (deliveries, hand-overs, repairs) running at once; "
+        "more wait their turn (default %(default)s)",
+    )
+    g.add_argument(
+        "--client-rate",
+        type=non_negative_float,
+        default=d.client_rate,
+        metavar="CALLS",
+        help="client API calls a second one client (its certificate, or its host) may make; "
+        "beyond it RESOURCE_EXHAUSTED; 0: no limit (default %(default)s)",
+    )
+    g.add_argument(
+        "--client-burst",
+        type=positive,
+        default=d.client_burst,
+        metavar="CALLS",
+        help="calls one client may make at once above its rate (default %(default)s)",
+    )
+
+
+def limits_from(args: argparse.Namespace) -> Limits:
+    return Limits(
+        channels=args.max_channels,
+        background=args.max_background,
+        client_rate=args.client_rate,
+        client_burst=args.client_burst,
+    )
+
+
+def limits_flags(args: argparse.Namespace) -> list[str]:
+    """The limits, as arguments for every node process of a ring."""
+    return [
+        *("--max-channels", str(args.max_channels), "--max-background", str(args.max_background)),
+        *("--client-rate", str(args.client_rate), "--client-burst", str(args.client_burst)),
+    ]
+
+
 def publishing_from(args: argparse.Namespace):
     from cqengine.live.publishing import Publishing
 
@@ -395,6 +448,7 @@ def build_parser() -> argparse.ArgumentParser:
     node.add_argument("-v", "--verbose", action="store_true")
     timing_options(node)
     publishing_options(node)
+    limits_options(node)
     engine_options(node)
 
     ring = sub.add_parser("ring", help="start, inspect or stop a ring of local node processes")
@@ -424,6 +478,7 @@ def build_parser() -> argparse.ArgumentParser:
     ring_file_option(up)
     timing_options(up)
     publishing_options(up)
+    limits_options(up)
     engine_options(up)
     ring_file_option(
         ring_sub.add_parser("status", help="each node's view; exit 0 only if the ring is correct")
@@ -653,6 +708,7 @@ def cmd_node(args: argparse.Namespace) -> int:
             publishing_from(args),
             args.data_dir,
             credentials,
+            limits_from(args),
         )
     )
     return 0
@@ -702,7 +758,7 @@ def cmd_ring(args: argparse.Namespace) -> int:
             timeout=args.timeout,
             progress=progress,
             engine=given_engine_flags(args),
-            node_args=publishing_flags(args),
+            node_args=publishing_flags(args) + limits_flags(args),
             data_root=args.data_dir or args.ring_file.parent / DATA,
             insecure=args.insecure,
         )

@@ -19,7 +19,7 @@ from typing import Sequence
 import grpc
 
 from chord.ids import hash_id
-from chord.live import LiveNode, StartupError, Timing, serve
+from chord.live import Limits, LiveNode, StartupError, Timing, serve
 from chord.tls import ADMIN, PUBLISHER, SUBSCRIBER, Credentials, aio_channel, tls_failure
 from cqengine.core.engine import AlertDoc, EngineError, EngineNode, alert_batch
 from cqengine.core.homes import Subscription
@@ -274,6 +274,7 @@ async def serve_engine(
     publishing: Publishing | None = None,
     data_dir: Path | None = None,
     credentials: Credentials | None = None,
+    limits: Limits | None = None,
 ) -> None:
     """Run an engine node until it is signalled; with a data directory, the node keeps its
     state there (cqengine.live.storage) and, restarted, takes it back before it joins.
@@ -335,6 +336,7 @@ async def serve_engine(
             ),
             credentials=credentials,
             access=CLIENT_ACCESS,
+            limits=limits,
         )
     finally:
         if storage is not None:

@@ -1,0 +1,147 @@
+"""A node's own limits (chord.live.Limits): channels to peers in an LRU, background
+operations capped, and a rate per client on the client API (RESOURCE_EXHAUSTED beyond
+it, the ring's own calls never limited)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+from hypothesis import given
+from hypothesis import strategies as st
+
+from chord.grpc_transport import GrpcTransport
+from chord.live import ClientRate, Limits, LiveNode, Timing
+from chord.node import Call, NodeRef
+from chord.proto import chord_pb2 as pb
+from cqengine.live.ring import free_ports
+
+FAST = Timing(stabilize=0.05, fix_fingers=0.1, check_predecessor=0.1)
+
+
+@given(
+    st.floats(0.5, 100),
+    st.integers(1, 20),
+    st.lists(st.floats(0, 0.5), min_size=1, max_size=200),
+)
+def test_a_client_gets_no_more_than_its_burst_and_rate(rate, burst, gaps):
+    """Over any stretch of calls, one client is admitted at most burst + rate * elapsed
+    calls; a client calling no faster than its rate is always admitted."""
+    limit, now, times = ClientRate(rate, burst), 0.0, []
+    for gap in gaps:
+        now += gap
+        if limit.admit("alice", now):
+            times.append(now)
+    for i in range(len(times)):
+        for j in range(i, len(times)):
+            assert j - i + 1 <= burst + rate * (times[j] - times[i]) + 1e-9
+    slow, now = ClientRate(rate, burst), 0.0
+    for _ in range(50):
+        now += 1.0 / rate
+        assert slow.admit("bob", now)
+
+
+def test_clients_forgotten_past_the_bound_start_with_a_full_bucket():
+    limit = ClientRate(1.0, 1, clients=3)
+    assert all(limit.admit(f"c{i}", 0.0) for i in range(5))
+    assert len(limit.buckets) == 3  # the two heard from longest ago are forgotten
+    assert limit.admit("c0", 0.0) and not limit.admit("c4", 0.0)
+
+
+def test_channels_beyond_the_bound_close_least_recently_used_first():
+    async def main():
+        nodes = [LiveNode("127.0.0.1", p, timing=FAST) for p in free_ports(3)]
+        transport = GrpcTransport(timeout=2.0, max_channels=2)
+        try:
+            for n in nodes:
+                await n.start()
+            for n in [*nodes, nodes[0], nodes[2], nodes[1]]:
+                reply = await transport.call(n.me, "GetState", pb.Empty())
+                assert reply.node.address == n.me.address  # an evicted peer is dialled again
+                assert len(transport._channels) <= 2
+            assert list(transport._channels) == [nodes[2].me.address, nodes[1].me.address]
+        finally:
+            await transport.close()
+            for n in nodes:
+                await n.stop(graceful=False)
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_background_operations_beyond_the_bound_wait_their_turn():
+    (port,) = free_ports(1)
+    node = LiveNode("127.0.0.1", port, limits=Limits(background=2))
+    running, most, done = [0], [0], []
+
+    async def call(peer, method, request):
+        running[0] += 1
+        most[0] = max(most[0], running[0])
+        await asyncio.sleep(0.02)
+        running[0] -= 1
+        return pb.Empty()
+
+    node.transport.call = call
+
+    def op(i):
+        yield Call(NodeRef(1, "127.0.0.1:1"), "Ping", pb.Empty())
+        done.append(i)
+
+    async def main():
+        for i in range(6):
+            node.spawn(op(i))
+        while len(done) < 6:
+            await asyncio.sleep(0.01)
+
+    asyncio.run(asyncio.wait_for(main(), 10))
+    assert sorted(done) == list(range(6)) and most[0] == 2
+
+
+def test_a_client_over_its_rate_is_told_to_slow_down_and_the_ring_is_not():
+    """A client API call past the client's burst is refused RESOURCE_EXHAUSTED; the
+    node's ring methods, called as often, are not limited."""
+    from cqengine.core.engine import EngineNode
+    from cqengine.core.settings import Settings
+    from cqengine.live.publishing import Publishing
+    from cqengine.live.service import ClientAPI
+    from cqengine.proto import cqengine_pb2 as cpb
+    from cqengine.proto import cqengine_pb2_grpc as cpb_grpc
+
+    settings = Settings().validate()
+    (port,) = free_ports(1)
+    node = LiveNode(
+        "127.0.0.1",
+        port,
+        timing=FAST,
+        app=lambda chord, spawn: EngineNode(chord, settings, spawn),
+        limits=Limits(client_rate=0.5, client_burst=3),
+    )
+
+    async def main():
+        await node.start(
+            add_services=lambda server: cpb_grpc.add_CQEngineServicer_to_server(
+                ClientAPI(node, node.app, Publishing()), server
+            )
+        )
+        try:
+            async with grpc.aio.insecure_channel(node.me.address) as channel:
+                stub = cpb_grpc.CQEngineStub(channel)
+                codes = []
+                for _ in range(5):
+                    try:
+                        await stub.Stats(cpb.StatsRequest(), timeout=5)
+                        codes.append("OK")
+                    except grpc.aio.AioRpcError as e:
+                        codes.append(e.code().name)
+                        assert "slow down" in e.details()
+                assert codes == ["OK"] * 3 + ["RESOURCE_EXHAUSTED"] * 2
+                chord = channel.unary_unary(
+                    "/chord.Chord/GetNeighbors",
+                    request_serializer=pb.Empty.SerializeToString,
+                    response_deserializer=pb.NeighborsReply.FromString,
+                )
+                for _ in range(10):
+                    await chord(pb.Empty(), timeout=5)
+        finally:
+            await node.stop(graceful=False)
+
+    asyncio.run(asyncio.wait_for(main(), 30))
