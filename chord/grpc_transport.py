@@ -157,7 +157,9 @@ class GrpcTransport:
         calls = self._calls.get(address)
         if calls is None:
             while len(self._channels) >= self.max_channels:
-                self._drop(next(iter(self._channels)))  # the least recently used
+                lru = next(iter(self._channels))  # the least recently used
+                self._drop(lru)
+                self.round_trips.pop(lru, None)  # what is known of peers stays bounded too
             self._channels[address] = aio_channel(address, self.credentials, CHANNEL_OPTIONS)
             calls = self._calls[address] = {}
         else:

@@ -60,6 +60,7 @@ def test_channels_beyond_the_bound_close_least_recently_used_first():
                 assert reply.node.address == n.me.address  # an evicted peer is dialled again
                 assert len(transport._channels) <= 2
             assert list(transport._channels) == [nodes[2].me.address, nodes[1].me.address]
+            assert set(transport.round_trips) == set(transport._channels)
         finally:
             await transport.close()
             for n in nodes:
