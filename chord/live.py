@@ -113,8 +113,10 @@ class Gate(grpc.aio.ServerInterceptor):
 
     async def intercept_service(self, continuation, details):
         handler = await continuation(details)
-        if handler is None or details.method.startswith("/grpc.health."):
+        if handler is None:
             return handler
+        if details.method.startswith("/grpc.health."):  # for anyone, member or not
+            return _guarded(handler, details.method, None, None)
         if not self.member():
             return _answering(handler, _refuse)
         roles = None if self.access is None else self.access.get(details.method, frozenset())
@@ -123,17 +125,26 @@ class Gate(grpc.aio.ServerInterceptor):
 
 
 def _answering(handler, behaviour):
-    """A handler of the same kind and messages whose behaviour is this one."""
+    """A handler of the same kind and replies whose behaviour is this one. It takes the
+    request's bytes as they came: `behaviour` parses them (_parsed), so that a request that
+    is no message of its kind is refused like any bad input, not answered UNKNOWN."""
     make = (
         grpc.unary_stream_rpc_method_handler
         if handler.response_streaming
         else grpc.unary_unary_rpc_method_handler
     )
-    return make(
-        behaviour,
-        request_deserializer=handler.request_deserializer,
-        response_serializer=handler.response_serializer,
-    )
+    return make(behaviour, response_serializer=handler.response_serializer)
+
+
+async def _parsed(handler, data: bytes, context):
+    """The request, parsed as its method's message (INVALID_ARGUMENT if it is none)."""
+    parse = handler.request_deserializer
+    try:
+        return parse(data) if parse is not None else data
+    except Exception:
+        await context.abort(
+            grpc.StatusCode.INVALID_ARGUMENT, "the request is no message of its kind"
+        )
 
 
 async def _refuse(request, context) -> None:
@@ -174,8 +185,9 @@ def _guarded(handler, path: str, roles: frozenset[str] | None, rate: ClientRate 
     if handler.response_streaming:
         stream = handler.unary_stream
 
-        async def checked_stream(request, context):
+        async def checked_stream(data, context):
             await admit(context)
+            request = await _parsed(handler, data, context)
             try:
                 async for reply in stream(request, context):
                     yield reply
@@ -187,8 +199,9 @@ def _guarded(handler, path: str, roles: frozenset[str] | None, rate: ClientRate 
         return _answering(handler, checked_stream)
     behaviour = handler.unary_unary
 
-    async def checked(request, context):
+    async def checked(data, context):
         await admit(context)
+        request = await _parsed(handler, data, context)
         try:
             return await behaviour(request, context)
         except grpc.aio.AbortError:

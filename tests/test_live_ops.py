@@ -163,3 +163,47 @@ def test_a_handler_that_fails_unexpectedly_answers_internal_and_the_node_serves_
     with caplog.at_level("ERROR", logger="chord.live"):
         asyncio.run(asyncio.wait_for(main(), 30))
     assert "secret detail" in caplog.text  # in the log, not on the wire
+
+
+def test_bytes_that_are_no_message_are_refused_as_bad_input_never_unknown():
+    """Random bytes to every method of a node (and its health service): each call ends
+    INVALID_ARGUMENT (or, a message after all, whatever its method answers), never UNKNOWN
+    with the parser's exception, and the node serves on."""
+    import random
+
+    from chord.grpc_transport import CHORD_SERVICE
+    from cqengine.live.ring import free_ports
+
+    node = LiveNode("127.0.0.1", free_ports(1)[0])
+    rng = random.Random(7)
+    paths = [f"/{CHORD_SERVICE.full_name}/{m.name}" for m in CHORD_SERVICE.methods]
+    paths.append("/grpc.health.v1.Health/Check")
+
+    async def main():
+        await node.start()
+        codes = set()
+        try:
+            async with grpc.aio.insecure_channel(node.me.address) as channel:
+                for path in paths:
+                    call = channel.unary_unary(
+                        path, request_serializer=bytes, response_deserializer=bytes
+                    )
+                    for _ in range(20):
+                        data = rng.randbytes(rng.randrange(1, 64))
+                        try:
+                            await call(data, timeout=5)
+                            codes.add("OK")
+                        except grpc.aio.AioRpcError as e:
+                            codes.add(e.code().name)
+                            assert e.code() != grpc.StatusCode.UNKNOWN, (path, e.details())
+                state = await channel.unary_unary(
+                    "/chord.Chord/GetState",
+                    request_serializer=pb.Empty.SerializeToString,
+                    response_deserializer=pb.StateReply.FromString,
+                )(pb.Empty(), timeout=5)
+                assert state.node.address == node.me.address
+        finally:
+            await node.stop(graceful=False)
+        assert "INVALID_ARGUMENT" in codes
+
+    asyncio.run(asyncio.wait_for(main(), 60))
