@@ -4,14 +4,21 @@ Like chord.checks for the ring's own messages: a message that fails a check is r
 (chord.node.Refused), counted (`messages_refused` in Stats) and changes nothing. The
 checks are of shape and range only: every message a correct node sends, whatever the
 ring is doing, passes them (tests/test_checks.py runs whole simulated rings, replicated
-and churning, with every message checked).
+and churning, with every message checked). They read the message and the ring-wide
+settings, never the receiver's view of the ring nor the time; each costs O(size of the
+message) and analyzes no text, since a simulated ring runs them on every message.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+import math
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import numpy as np
 
 from chord.checks import address_problem
+from cqengine.core.homes import SEEN_KEPT
+from cqengine.core.replication import BUCKETS
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.analysis import term_id
 
@@ -20,6 +27,20 @@ if TYPE_CHECKING:
 
 MAX_QUERY_TERMS = 64  # a query's terms (the client API's limit)
 MAX_TERM_BYTES = 256  # one analyzed term's UTF-8 bytes
+MAX_DOCNO = 256  # a docno's characters (a DN refuses to publish a longer one)
+# An announcement still travelling after this many hops is processed where it is: no node
+# passes on one that has made HOP_LIMIT hops, so none arrives with more.
+HOP_LIMIT = 160
+WHOLE = 1 << 63  # a batch's share, divided along its announcement tree (Announcement.share)
+# Documents in one batch. No setting bounds it: a live node's batches hold --batch-docs
+# (64 unless set; any positive number is taken), a PublishBatch call carries at most
+# service.MAX_REQUEST_DOCS (10,000), and a DN keeps engine.DOC_CACHE (20,000) documents
+# for resolution, so a batch past that would lose its own documents before they are
+# resolved. Announcements, resolution requests, reports, alert batches and held copies
+# all name the documents of one batch: 65,536 is far beyond any a working node sends.
+MAX_BATCH_DOCS = 1 << 16
+TOKEN_HASH = 32  # bytes of a subscription's token hash (SHA-256)
+FEW = 32  # ids up to which a plain loop beats numpy's set-up
 
 
 def entry_problem(e: pb.QueryEntry) -> str | None:
@@ -39,12 +60,259 @@ def entry_problem(e: pb.QueryEntry) -> str | None:
     return address_problem(e.home) if e.home else None
 
 
+def documents_problem(n: int, least: int = 1) -> str | None:
+    """The documents of one batch: `least` to MAX_BATCH_DOCS of them."""
+    if not least <= n <= MAX_BATCH_DOCS:
+        return f"{n} documents; a batch has {least}-{MAX_BATCH_DOCS}"
+    return None
+
+
+def split_problem(counts: Sequence[int], total: int, documents: int, what: str) -> str | None:
+    """Per-document counts of `total` items, as engine.per_document reads them: sent for a
+    batch of several documents only, one per document, summing to the total."""
+    if (len(counts) > 0) != (documents > 1) or (
+        counts and (len(counts) != documents or sum(counts) != total)
+    ):
+        return f"{total} {what} do not split as {len(counts)} counts over {documents} documents"
+    return None
+
+
+def docnos_problem(docnos: Sequence[str]) -> str | None:
+    """Docnos of 1-MAX_DOCNO characters (a DN publishes no other)."""
+    if docnos and not 0 < min(map(len, docnos)) <= max(map(len, docnos)) <= MAX_DOCNO:
+        return f"a docno of 0 or more than {MAX_DOCNO} characters"
+    return None
+
+
+def texts_problem(engine: EngineNode, texts: Sequence[str]) -> str | None:
+    """Titles or snippets: each is part of its document, which has max_document_bytes at
+    most (and a character takes a byte at least)."""
+    limit = engine.settings.max_document_bytes
+    if texts and max(map(len, texts)) > limit:
+        return f"a title or snippet longer than a document may be ({limit} bytes)"
+    return None
+
+
+def alerts_problem(engine: EngineNode, docnos, titles, snippets) -> str | None:
+    """Alerts' documents: titles and snippets none or one per docno."""
+    n = len(docnos)
+    if len(titles) not in (0, n) or len(snippets) not in (0, n):
+        return f"{n} documents with {len(titles)} titles and {len(snippets)} snippets"
+    why = docnos_problem(docnos) or texts_problem(engine, titles)
+    return why or texts_problem(engine, snippets)
+
+
+def when_problem(t: float) -> str | None:
+    """When a record was deleted: unix seconds (0: it was not)."""
+    return None if math.isfinite(t) and t >= 0 else f"{t} is no time"
+
+
+def largest_in_order(ids: Sequence[int]) -> int | None:
+    """A run's largest id, if its ids are in ring order from the first (increasing, past
+    zero at most once, each once); None if they are not."""
+    if len(ids) <= FEW:
+        v = list(ids)
+        drops = sum(b <= a for a, b in zip(v, v[1:]))
+        top = max(v)
+    else:
+        a = np.fromiter(ids, dtype=np.uint64, count=len(ids))
+        drops = int(np.count_nonzero(a[1:] <= a[:-1]))
+        top = int(a.max())
+    return top if drops == 0 or (drops == 1 and ids[-1] < ids[0]) else None
+
+
+def run_problem(r: pb.Run, documents: int, max_ids: Sequence[int], k: int) -> str | None:
+    """A run of a document of the announcement: ids in ring order, none past the
+    document's largest, and up to k piggybacked ids in increasing order."""
+    if r.doc >= documents or not r.ids:
+        return f"a run of document {r.doc} of {documents} with {len(r.ids)} ids"
+    top = largest_in_order(r.ids)
+    if top is None:
+        return "a run's ids are not in ring order"
+    succ = list(r.succ)
+    if len(succ) > k or any(b <= a for a, b in zip(succ, succ[1:])):
+        return f"{len(succ)} piggybacked ids, not increasing or more than {k}"
+    if max(top, r.prev, r.next, *succ) > max_ids[r.doc]:
+        return "a run's id past its document's largest"
+    return None
+
+
+def entry_record_problem(r: pb.EntryRecord) -> str | None:
+    """An entry, under its index id; or a tombstone, whose entry has only its
+    subscription and version."""
+    why = when_problem(r.deleted)
+    if why is not None:
+        return why
+    e = r.entry
+    if r.deleted:
+        if e.term_ids or e.terms or e.index_id or e.home or e.home_id:
+            return "a tombstone carrying an entry"
+        return None
+    why = entry_problem(e)
+    if why is None and r.key != e.index_id:
+        return "an entry record under a key that is not its index id"
+    return why
+
+
+def home_record_problem(engine: EngineNode, h: pb.HomeRecord) -> str | None:
+    """A subscription's record: whole (with its token's hash: a query indexed under one of
+    its terms) or its alerts only; alerts numbered from `start`, none before `first`."""
+    why = when_problem(h.deleted)
+    if why is not None:
+        return why
+    if len(h.token_hash) not in (0, TOKEN_HASH):
+        return f"a token hash of {len(h.token_hash)} bytes"
+    if len(h.terms) > MAX_QUERY_TERMS:
+        return f"a subscription of {len(h.terms)} terms; at most {MAX_QUERY_TERMS}"
+    if any(len(t.encode("utf-8")) > MAX_TERM_BYTES for t in h.terms):
+        return f"a term of more than {MAX_TERM_BYTES} bytes"
+    if h.token_hash and (h.index_term not in h.terms or term_id(h.index_term) != h.index_id):
+        return "a subscription indexed under none of its terms"
+    if h.start < h.first:
+        return f"alerts from {h.start}, before the first kept ({h.first})"
+    if len(h.seen) > SEEN_KEPT:
+        return f"{len(h.seen)} documents seen; {SEEN_KEPT} are kept"
+    return docnos_problem(h.seen) or alerts_problem(engine, h.docnos, h.titles, h.snippets)
+
+
+def held_batch_problem(engine: EngineNode, b: pb.HeldBatch) -> str | None:
+    """A DN's batch held for it: its documents, each with a docno and ids."""
+    why = address_problem(b.dn) or documents_problem(len(b.documents))
+    if why is not None:
+        return why
+    if not math.isfinite(b.age):  # seconds (negative, should a clock be set back)
+        return f"a copy {b.age} s old"
+    for d in b.documents:
+        if not d.ids:
+            return f"a held document {d.docno[:40]!r} without ids"
+        why = docnos_problem((d.docno,)) or texts_problem(engine, (d.title, d.snippet))
+        if why is not None:
+            return why
+    return None
+
+
+def records_problem(engine: EngineNode, records: pb.Records) -> str | None:
+    for r in records.entries:
+        why = entry_record_problem(r)
+        if why is not None:
+            return why
+    for h in records.homes:
+        why = home_record_problem(engine, h)
+        if why is not None:
+            return why
+    for b in records.batches:
+        why = held_batch_problem(engine, b)
+        if why is not None:
+            return why
+    return None
+
+
+# ---- one check per method -----------------------------------------------------------------
+
+
+def _anything(engine: EngineNode, req: Any) -> str | None:
+    """Every value of its fields is one a correct node may send (ids, a batch's name)."""
+    return None
+
+
 def _index(engine: EngineNode, req: pb.IndexRequest) -> str | None:
     return entry_problem(req.entry)
 
 
+def _announce(engine: EngineNode, msg: pb.Announcement) -> str | None:
+    n = len(msg.doc_keys)
+    why = documents_problem(n) or address_problem(msg.dn)
+    if why is not None:
+        return why
+    if len(msg.max_ids) != n:
+        return f"an announcement of {n} documents with {len(msg.max_ids)} largest ids"
+    if not 0 < msg.hops <= HOP_LIMIT:
+        return f"{msg.hops} hops; 1-{HOP_LIMIT}"
+    if msg.share > WHOLE:
+        return "a share larger than its whole batch"
+    k, max_ids = engine.settings.piggyback, msg.max_ids
+    for r in msg.runs:
+        why = run_problem(r, n, max_ids, k)
+        if why is not None:
+            return why
+    return None
+
+
+def _get_bloom(engine: EngineNode, req: pb.BloomRequest) -> str | None:
+    return documents_problem(len(req.doc_keys))
+
+
+def _term_dialogue(engine: EngineNode, req: pb.DialogueRequest) -> str | None:
+    n = len(req.doc_keys)
+    return documents_problem(n) or split_problem(req.counts, len(req.ids), n, "ids")
+
+
+def _matched(engine: EngineNode, req: pb.MatchedRequest) -> str | None:
+    n = len(req.doc_keys)
+    why = documents_problem(n, least=0)  # a share handed back alone names none
+    if why is not None:
+        return why
+    if req.share > WHOLE:
+        return "a share larger than its whole batch"
+    homes = set()
+    for m in req.matches:
+        if m.doc >= n:
+            return f"a match of document {m.doc} of {n}"
+        homes.add(m.home)
+    homes.discard("")  # as an entry's: none
+    for home in homes:
+        why = address_problem(home)
+        if why is not None:
+            return why
+    return None
+
+
+def _deliver(engine: EngineNode, batch: pb.AlertBatch) -> str | None:
+    n, subs = len(batch.docnos), len(batch.subscription_ids)
+    why = documents_problem(n) or split_problem(batch.counts, subs, n, "alerts")
+    if why is not None:
+        return why
+    if len(batch.seqs) not in (0, subs):
+        return f"{len(batch.seqs)} sequence numbers for {subs} alerts"
+    why = address_problem(batch.home) if batch.home else None
+    return why or alerts_problem(engine, batch.docnos, batch.titles, batch.snippets)
+
+
+def _gossip(engine: EngineNode, req: pb.GossipRequest) -> str | None:
+    s = engine.settings
+    n, values = len(req.term_ids), req.values
+    if req.hashes != s.synopsis_hashes:
+        return f"{req.hashes} registers per term; this ring's synopses have {s.synopsis_hashes}"
+    if n > s.synopsis_k or len(values) != n * req.hashes:
+        return f"{n} terms with {len(values)} registers; a synopsis keeps {s.synopsis_k}"
+    if values and not 1 <= min(values) <= max(values) <= s.synopsis_y:
+        return f"a coin-tossing register outside 1-{s.synopsis_y}"
+    return None
+
+
+def _records(engine: EngineNode, records: pb.Records) -> str | None:
+    return records_problem(engine, records)
+
+
+def _reconcile(engine: EngineNode, req: pb.ReconcileRequest) -> str | None:
+    if len(req.entries) != BUCKETS or len(req.homes) != BUCKETS:
+        return f"{len(req.entries)} and {len(req.homes)} digests; {BUCKETS} of each"
+    return None
+
+
 CHECKS: dict[str, Callable[[Any, Any], str | None]] = {
     "Index": _index,
+    "Unindex": _anything,
+    "Announce": _announce,
+    "GetBloom": _get_bloom,
+    "TermDialogue": _term_dialogue,
+    "Matched": _matched,
+    "Deliver": _deliver,
+    "Gossip": _gossip,
+    "Replicate": _records,
+    "Reconcile": _reconcile,
+    "Repair": _records,
+    "Release": _anything,
 }
 
 

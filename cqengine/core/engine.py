@@ -65,9 +65,9 @@ log = logging.getLogger("cqengine.core.engine")
 
 ENGINE_SERVICE = pb.DESCRIPTOR.services_by_name["Engine"]
 MAX_QUERY_TERMS = checks.MAX_QUERY_TERMS
-MAX_DOCNO = 256
+MAX_DOCNO = checks.MAX_DOCNO
 SNIPPET = 200
-HOP_LIMIT = 160  # an announcement still travelling after this many hops is processed where it is
+HOP_LIMIT = checks.HOP_LIMIT  # an announcement past this many hops is processed where it is
 PLACE_ATTEMPTS = 5  # lookups to place or remove a query while ownership moves
 DOC_CACHE = 20_000  # documents a DN keeps for resolution
 # Why alerts are lost, counted apart (Stats.dropped_by): nothing is lost silently.
@@ -84,7 +84,7 @@ STALE_AFTER = 5  # reconcile periods after which a copy of a batch its owner no 
 RETRY_FIRST = 0.25  # s before an alert batch is tried again (then twice as long each time)
 GC_AFTER = 30.0  # s a replica keeps records no owner has reconciled with it (at least)
 LEAVING = "this node is stopping; send it to another node of the ring"
-WHOLE = 1 << 63  # a batch's share, divided along its announcement tree (Announcement.share)
+WHOLE = checks.WHOLE  # a batch's share, divided along its announcement tree
 PEERS = 4096  # node references kept by address (peer_at)
 
 
