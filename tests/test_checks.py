@@ -1009,3 +1009,53 @@ def test_a_malformed_chord_message_is_refused_and_changes_nothing(captured, meth
     assert node.stats(sim.ring.ledger).messages_refused == (
         node.chord.refused + node.counters["messages_refused"]
     )
+
+
+# ---- 4. replies are checked as requests are ----------------------------------------------
+
+
+def test_a_malformed_reconcile_reply_is_refused_and_changes_nothing():
+    """An owner reconciling merges the records its replicas send back: a replica that
+    answers with a malformed record (an entry whose ids are not its terms') is refused,
+    counted and marked out of sync, and the owner's state is as it was."""
+    wl, s, sim, _ = replicated_ring("mhi", "td", 3)
+    owner = sim.engines[sorted(sim.engines)[0]]
+    replica = sim.engines[owner.replica_set()[0].address]
+    genuine = replica.store.differing
+
+    def lying(req):
+        reply = genuine(pb.ReconcileRequest(lo=req.lo, hi=req.hi))  # every bucket differs
+        bad = next(r for r in reply.records.entries if r.deleted == 0)
+        bad.entry.term_ids[0] ^= 1
+        return reply
+
+    replica.store.differing = lying
+    before, count = owner.state_digest(), owner.counters["messages_refused"]
+    lo, hi = owner.region()
+    sim.ring.run(sim.ring.nodes[owner.me.address], owner._reconcile(lo, hi))
+    assert owner.counters["messages_refused"] == count + 1
+    assert owner.in_sync[replica.me] is False  # (which the full state_digest above sees)
+    assert owner.state_digest() == before  # what it holds
+
+
+def test_the_state_digest_sees_what_a_node_holds_and_not_when():
+    """EngineNode.state_digest (the hostile benchmark compares it across refused calls):
+    a subscription, an alert or an unsubscription changes it; a reconciliation round of a
+    ring already in agreement does not."""
+    wl, s, sim, _ = replicated_ring("mhi", "td", 3)
+    sim.reconcile_round()
+
+    def digests():
+        return {a: e.state_digest() for a, e in sim.engines.items()}
+
+    steady = digests()
+    sim.reconcile_round()
+    assert digests() == steady
+    sub = sim.subscribe("quokka smile")
+    assert digests()[sub.home] != steady[sub.home]
+    now = digests()
+    sim.publish("DIG-1", "a quokka has a famous smile")
+    assert digests()[sub.home] != now[sub.home]  # an alert waits in its mailbox
+    now = digests()
+    sim.unsubscribe(sub)
+    assert digests()[sub.home] != now[sub.home]

@@ -32,6 +32,7 @@ from inspect import isgenerator
 from itertools import chain, groupby
 from typing import Any, Callable, Generator, Sequence
 
+import mmh3
 import numpy as np
 
 from chord.ids import in_open_closed
@@ -1234,6 +1235,12 @@ class EngineNode:
         for peer in replicas:
             try:
                 reply = yield Call(peer, "Reconcile", request)
+                why = checks.records_problem(self, reply.records)
+                if why is not None:  # a reply is checked as a request is: it changes nothing
+                    self.count("messages_refused")
+                    log.warning("a Reconcile reply from %s refused: %s", peer.address, why)
+                    self.in_sync[peer] = False
+                    continue
                 if reply.entry_buckets or reply.home_buckets:
                     mine = self.store.merge(reply.records, self.serves)
                     lacked = self.store.lacking(lo, hi, reply)
@@ -1455,7 +1462,19 @@ class EngineNode:
             ),
             held_documents=self.store.held_documents,
             messages_refused=self.chord.refused + c["messages_refused"],
+            state_digest=self.state_digest(),
         )
+
+    def state_digest(self) -> int:
+        """A fingerprint of what this node holds, not of when: its index and home records
+        as reconciliation digests them, its subscriptions' mailboxes, the batches it holds
+        and its neighbours. A call that changes nothing leaves it as it was."""
+        t = self.chord.table
+        whole = self.store.digests(self.me.id, self.me.id)  # lo == hi: the whole circle
+        boxes = sorted((s.id, s.mailbox.first, s.mailbox.next) for s in self.subscriptions.values())
+        held = sorted(self.store.held)
+        parts = (whole, boxes, held, len(self.index), t.predecessor, t.successors)
+        return mmh3.hash64(repr(parts).encode(), signed=False)[0]
 
 
 # ---- resolution, for one QN or many at once ----------------------------------------------

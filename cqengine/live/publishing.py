@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from chord.live import StartupError
+from cqengine.core.checks import MAX_BATCH_DOCS
 from cqengine.core.engine import Document, EngineError, EngineNode, prepare
 from cqengine.proto import cqengine_pb2 as pb
 
@@ -32,10 +33,11 @@ class Publishing:
     batch_docs: int = 64
 
     def check(self) -> "Publishing":
-        if self.linger_ms < 0 or self.batch_docs < 1:
+        if self.linger_ms < 0 or not 1 <= self.batch_docs <= MAX_BATCH_DOCS:
             raise StartupError(
-                f"--linger-ms must not be negative and --batch-docs must be positive, "
-                f"not {self.linger_ms} and {self.batch_docs}"
+                f"--linger-ms must not be negative and --batch-docs must be 1-{MAX_BATCH_DOCS}"
+                f" (what other nodes accept in a batch), not {self.linger_ms} and "
+                f"{self.batch_docs}"
             )
         return self
 
