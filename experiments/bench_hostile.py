@@ -208,6 +208,17 @@ class Callers:
         except grpc.RpcError:
             return None
 
+    def settle(self, addresses: list[str], timeout: float = 10.0) -> None:
+        """Until no node's state moves between two looks 50 ms apart (what an accepted
+        call set off in the background has ended), or `timeout` s pass."""
+        deadline, last = time.monotonic() + timeout, None
+        while time.monotonic() < deadline:
+            now = [self.digest(a) for a in addresses]
+            if now == last:
+                return
+            last = now
+            time.sleep(0.05)
+
     def close(self) -> None:
         for c in self.channels.values():
             c.close()
@@ -308,6 +319,8 @@ def fuzz(callers: Callers, addresses: list[str], calls: int, rng_seed: int) -> d
         code, reply = callers.reply(role, address, path, payload, streaming)
         if code == "OK" and path.endswith("/Subscribe"):
             subscribed.append((role, pb.SubscribeReply.FromString(reply)))
+        if code == "OK":
+            callers.settle(addresses)  # what it set off (replicas, batches) ends before the next
         codes[code] += 1
         by_role[role][code] += 1
         if code != "OK" and before is not None and callers.digest(address) != before:
