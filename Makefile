@@ -37,6 +37,7 @@ bench: $(STAMP)
 	$(PY) experiments/bench_batching.py
 	$(PY) experiments/bench_failures.py
 	$(PY) experiments/bench_churn.py
+	$(PY) experiments/bench_hostile.py
 
 # one live node's time under load, sampled by py-spy (needs the right to trace processes)
 profile: $(STAMP)

@@ -265,3 +265,61 @@ def test_certificates_of_the_command_line_secure_a_ring_of_node_processes(tmp_pa
         assert_one_line_error(cqengine("node", "--port", p3), "give --tls-dir", "--insecure")
     finally:
         stop_processes(entries, grace=2.0)
+
+
+def test_no_client_certificate_calls_any_internal_method(tls):
+    """Every method of the ring's own services (Chord, Engine), called with an empty
+    request under each client role: PERMISSION_DENIED, before the request is even
+    looked at, except Lookup (anyone) and GetState (admin); without a certificate the
+    handshake fails (UNAVAILABLE) and nothing is called."""
+    from chord.grpc_transport import CHORD_SERVICE
+    from cqengine.core.engine import ENGINE_SERVICE, EngineNode
+    from cqengine.core.settings import Settings
+
+    for role in ("publisher", "admin"):
+        issue(tls, role, role)
+    settings = Settings().validate()
+    paths = [f"/{s.full_name}/{m.name}" for s in (CHORD_SERVICE, ENGINE_SERVICE) for m in s.methods]
+    allowed = {("alice", "Lookup"), ("publisher", "Lookup"), ("admin", "Lookup")}
+    allowed |= {("admin", "GetState")}
+
+    async def main():
+        (port,) = free_ports(1)
+        node = LiveNode(
+            "127.0.0.1",
+            port,
+            timing=FAST,
+            app=lambda chord, spawn: EngineNode(chord, settings, spawn),
+            credentials=Credentials.load(tls, "127.0.0.1"),
+        )
+        await node.start()
+        try:
+            for who in ("alice", "publisher", "admin", None):
+                creds = Credentials.load(tls, who).channel() if who else None
+                async with (
+                    grpc.aio.secure_channel(node.me.address, creds)
+                    if creds
+                    else grpc.aio.insecure_channel(node.me.address)
+                ) as channel:
+                    for path in paths:
+                        call = channel.unary_unary(
+                            path, request_serializer=bytes, response_deserializer=bytes
+                        )
+                        try:
+                            await call(b"", timeout=5)
+                            code = "OK"
+                        except grpc.aio.AioRpcError as e:
+                            code = e.code().name
+                        method = path.rsplit("/", 1)[-1]
+                        want = (
+                            "UNAVAILABLE"
+                            if who is None
+                            else "OK"
+                            if (who, method) in allowed
+                            else "PERMISSION_DENIED"
+                        )
+                        assert code == want, (who, path, code)
+        finally:
+            await node.stop(graceful=False)
+
+    asyncio.run(asyncio.wait_for(main(), 60))
