@@ -64,7 +64,7 @@ def _leave(node: ChordNode, req: pb.LeaveRequest) -> str | None:
         why = node_problem(info, me.id, me.address)
         if why is not None:
             return why
-    return None
+    return node.items_problem([(i.key, i.value) for i in req.items])
 
 
 CHECKS: dict[str, Callable[[Any, Any], str | None]] = {

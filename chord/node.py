@@ -10,6 +10,7 @@ therefore exist once, whatever carries the messages.
 
 from __future__ import annotations
 
+import logging
 import random
 from typing import Any, Callable, Generator, NamedTuple
 
@@ -18,6 +19,8 @@ from chord.ids import BITS, in_open, in_open_closed
 from chord.proto import chord_pb2 as pb
 from chord.routing import NodeRef, RoutingTable
 from chord.store import KeyStore, SortedKeyStore
+
+log = logging.getLogger("chord.node")
 
 
 class PeerUnreachable(Exception):
@@ -79,6 +82,9 @@ class ChordNode:
         # a leaver handed me keys that may be my predecessor's: the next Notify hands them on
         self.leaver_keys = False
         self.refused = 0  # messages refused as malformed (chord.checks): they changed nothing
+        # what is wrong with keys handed to me (a Leave's, a Notify reply's), as the app
+        # that stores them judges (None: nothing, or no app to judge)
+        self.items_problem: Callable[[list[tuple[int, bytes]]], str | None] = lambda items: None
         # handed my region by my successor (a Notify reply) since I joined, or alone: what
         # the ring held for my keys while I was away has come back
         self.settled = False
@@ -315,7 +321,13 @@ class ChordNode:
             reply = yield Call(t.successor, "Notify", notify)
         except PeerUnreachable:
             return
-        self.store.put_items(items_from_pb(reply.items))
+        items = items_from_pb(reply.items)
+        why = self.items_problem(items)
+        if why is not None:  # a reply is checked as a request is: it changes nothing
+            self.refused += 1
+            log.warning("a Notify reply from %s refused: %s", t.successor.address, why)
+            return
+        self.store.put_items(items)
         self.settled = True
 
     def _live_fallback_successor(self) -> NodeRef | None:

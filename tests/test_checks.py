@@ -977,6 +977,12 @@ def chord_break(method: str, how: str, m, node: ChordNode, draw) -> None:
         )
     elif how == "too many avoids":
         m.avoid.extend(range(chord_checks.MAX_AVOID + 1))
+    elif how == "an item that is no record":
+        m.items.add(key=1, value=b"\xff\xff\xff")
+    elif how == "an item whose entry's ids are not its terms'":
+        entry = pb.QueryEntry(subscription_id=1, term_ids=[1], terms=["levee"], index_id=1)
+        record = pb.Records(entries=[pb.EntryRecord(key=1, entry=entry)])
+        m.items.add(key=1, value=record.SerializeToString())
 
 
 CHORD_BREAKS = [
@@ -987,6 +993,8 @@ CHORD_BREAKS = [
     ("Leave", "me leaving"),
     ("Leave", "too many successors"),
     ("FindSuccessor", "too many avoids"),
+    ("Leave", "an item that is no record"),
+    ("Leave", "an item whose entry's ids are not its terms'"),
 ]
 
 
@@ -1059,3 +1067,18 @@ def test_the_state_digest_sees_what_a_node_holds_and_not_when():
     now = digests()
     sim.unsubscribe(sub)
     assert digests()[sub.home] != now[sub.home]
+
+
+def test_a_notify_reply_handing_over_malformed_keys_is_refused_and_changes_nothing():
+    """A node's successor answers its Notify with the keys that are now the node's: one
+    that is no record of this ring is refused, counted, and nothing of the reply is kept."""
+    wl, s, sim, _ = replicated_ring("mhi", "td", 3)
+    node = sim.engines[sorted(sim.engines)[0]]
+    successor = sim.engines[node.chord.table.successor.address]
+    successor.chord.handlers["Notify"] = lambda req: chord_pb.NotifyReply(
+        items=[chord_pb.KeyItem(key=node.me.id, value=b"\xff\xff")]
+    )
+    before, count = node.state_digest(), node.chord.refused
+    sim.ring.run(sim.ring.nodes[node.me.address], node.chord.stabilize())
+    assert node.chord.refused == count + 1
+    assert node.state_digest() == before

@@ -15,6 +15,7 @@ import math
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
+from google.protobuf.message import DecodeError
 
 from chord.checks import address_problem
 from cqengine.core.homes import SEEN_KEPT
@@ -202,6 +203,25 @@ def records_problem(engine: EngineNode, records: pb.Records) -> str | None:
             return why
     for b in records.batches:
         why = held_batch_problem(engine, b)
+        if why is not None:
+            return why
+    return None
+
+
+def items_problem(engine: EngineNode, items: list[tuple[int, bytes]]) -> str | None:
+    """Keys handed over (a Leave's, a Notify reply's): each a record of this ring's kind
+    (replicated: Records; else a query entry under its index id), whole and well formed."""
+    for key, data in items:
+        try:
+            if engine.replicated:
+                why = records_problem(engine, pb.Records.FromString(data))
+            else:
+                entry = pb.QueryEntry.FromString(data)
+                why = entry_problem(entry)
+                if why is None and key != entry.index_id:
+                    why = "an entry handed over under a key that is not its index id"
+        except DecodeError:
+            why = "a key handed over holds no record"
         if why is not None:
             return why
     return None

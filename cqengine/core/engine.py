@@ -289,6 +289,7 @@ class EngineNode:
         # inverted lists (and, replicated, home records and held documents) follow key ownership
         self.store = RecordStore(self.index, self.subscriptions, settings.replicas, clock)
         chord.store = self.store
+        chord.items_problem = lambda items: checks.items_problem(self, items)
         self.confirmed: dict[
             tuple[int, int], float
         ] = {}  # a range an owner reconciled with me: when
