@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-slow lint format protos bench profile java clean
+.PHONY: demo test test-slow lint format protos bench profile java clean corpus-real
 
 demo: java $(STAMP)
 	$(VENV)/bin/cqengine demo
@@ -38,6 +38,13 @@ bench: $(STAMP)
 	$(PY) experiments/bench_failures.py
 	$(PY) experiments/bench_churn.py
 	$(PY) experiments/bench_hostile.py
+
+# real text: Debian's documentation as a 10,000-document corpus, analyzed by prep into
+# prep-real/ (apt-get install postgresql-doc-15 debian-handbook python3.11-doc first)
+REAL_PACKAGES ?= postgresql-doc-15 debian-handbook python3.11-doc
+corpus-real: java $(STAMP)
+	$(VENV)/bin/cqengine corpus debian --out corpus-real --packages $(REAL_PACKAGES) --words 250 --docs 10000
+	$(VENV)/bin/cqengine prep --input corpus-real/*.trec.gz --out prep-real
 
 # one live node's time under load, sampled by py-spy (needs the right to trace processes)
 profile: $(STAMP)

@@ -606,6 +606,33 @@ def build_parser() -> argparse.ArgumentParser:
         "--zipf", type=positive_float, default=1.0, help="Zipf exponent of term popularity"
     )
 
+    cp = sub.add_parser("corpus", help="build a corpus of real text from installed documentation")
+    cp_sub = cp.add_subparsers(
+        dest="corpus_command", required=True, metavar="SOURCE", parser_class=Parser
+    )
+    cd = cp_sub.add_parser(
+        "debian",
+        help="the HTML documentation Debian packages put under /usr/share/doc, as TREC files",
+    )
+    cd.add_argument("--out", type=Path, required=True, metavar="DIR", help="where to write it")
+    cd.add_argument(
+        "--packages",
+        nargs="+",
+        metavar="PACKAGE",
+        help="whose documentation (default: the newest postgresql-doc-NN installed, 15 on "
+        "Debian 12, and debian-handbook; apt-get install them first)",
+    )
+    cd.add_argument("--docs", type=positive, metavar="N", help="at most N documents, spread evenly")
+    cd.add_argument(
+        "--words",
+        type=positive,
+        default=450,
+        metavar="W",
+        help="long pages are cut at paragraph breaks into documents of about W words "
+        "(default %(default)s, news-article sized)",
+    )
+    cd.add_argument("--doc-root", type=Path, default=Path("/usr/share/doc"), help=argparse.SUPPRESS)
+
     x = sub.add_parser(
         "experiment", help="reproduce the paper's evaluation on the simulator: report, JSON, plots"
     )
@@ -1041,6 +1068,31 @@ def cmd_gen_corpus(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_corpus(args: argparse.Namespace) -> int:
+    from cqengine.text.debian import CorpusError, build
+
+    start = time.monotonic()
+    try:
+        summary = build(
+            args.out,
+            args.packages,
+            args.docs,
+            args.words,
+            args.doc_root,
+            progress=lambda s: print(s, file=sys.stderr, flush=True),
+        )
+    except CorpusError as e:
+        raise CliError(str(e)) from None
+    for p in summary["packages"]:
+        print(f"{p['package']} {p['version'] or '(version unknown)'}: {p['documents']} documents")
+    print(
+        f"wrote {summary['documents']} documents ({summary['words']} words) to {args.out} in "
+        f"{time.monotonic() - start:.1f}s; `cqengine prep --input {args.out}/*.trec.gz` "
+        "analyzes them"
+    )
+    return 0
+
+
 def cmd_experiment(args: argparse.Namespace) -> int:
     from cqengine.evaluation import EvaluationError
     from cqengine.evaluation.evaluate import corpus_for, default_workers, evaluate, quick_scale
@@ -1097,6 +1149,7 @@ COMMANDS = {
     "prep": cmd_prep,
     "workload": cmd_workload,
     "gen-corpus": cmd_gen_corpus,
+    "corpus": cmd_corpus,
     "experiment": cmd_experiment,
 }
 

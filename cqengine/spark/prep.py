@@ -1,10 +1,12 @@
 """`cqengine prep`: corpus preprocessing in Spark (paper section 7.1).
 
-Inputs are files or directories (searched recursively) of three kinds, told apart by name
+Inputs are files or directories (searched recursively) of four kinds, told apart by name
 and content: TREC SGML (plain or gzip, many <DOC> per file), JSON Lines (`docno`, `text`,
-optional `title`; `.jsonl`, `.ndjson`, optionally gzipped) and plain-text files (one
-document each, docno = path below the directory given). Files are parsed in the workers
-(one task per file), documents are spread over the cluster and analyzed with
+optional `title`; `.jsonl`, `.ndjson`, optionally gzipped), HTML pages (`.html`, `.htm`:
+one document each, its text as cqengine.text.html makes it, its <title>) and plain-text
+files (one document each; docno of these two = path below the directory given). Files
+are parsed in the workers (one task per file), documents are spread over the cluster and
+analyzed with
 `cqengine.text.analysis.analyze` — the function the live engine applies — and written as:
 
     OUT/documents.parquet   docno, title, terms array<string>, term_ids array<long>
@@ -31,9 +33,11 @@ from typing import Iterator
 from chord.ids import MASK
 from cqengine.spark.session import stage
 from cqengine.text.analysis import analyze, term_id
+from cqengine.text.html import page
 from cqengine.text.trec import TrecError, iter_trec
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz")
+HTML_SUFFIXES = (".html", ".htm", ".html.gz", ".htm.gz")
 SNIFF = 4096
 
 
@@ -64,6 +68,8 @@ def classify(path: Path) -> str:
     name = path.name.lower()
     if name.endswith(JSONL_SUFFIXES):
         return "jsonl"
+    if name.endswith(HTML_SUFFIXES):
+        return "html"
     try:
         with _open_text(path) as f:
             head = f.read(SNIFF)
@@ -99,6 +105,8 @@ def read_file(item: tuple[str, str, str]) -> Iterator[tuple]:
             yield from _read_trec(Path(path))
         elif kind == "jsonl":
             yield from _read_jsonl(Path(path))
+        elif kind == "html":
+            yield from _read_html(Path(path), Path(base))
         else:
             yield from _read_text(Path(path), Path(base))
     except (OSError, EOFError, gzip.BadGzipFile) as e:
@@ -137,6 +145,14 @@ def _read_jsonl(path: Path) -> Iterator[tuple]:
                 )
             else:
                 yield ("doc", docno.strip(), str(title), text)
+
+
+def _read_html(path: Path, base: Path) -> Iterator[tuple]:
+    """An HTML page as one document: its text (cqengine.text.html), its title."""
+    with _open_text(path) as f:
+        p = page(f.read().decode("utf-8", errors="replace"))
+    docno = str(path.relative_to(base)) if path.is_relative_to(base) else path.name
+    yield ("doc", docno, p.title, "\n\n".join(p.paragraphs))
 
 
 def _read_text(path: Path, base: Path) -> Iterator[tuple]:
