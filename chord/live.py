@@ -124,6 +124,10 @@ class Gate(grpc.aio.ServerInterceptor):
         return _guarded(handler, details.method, roles, rate)
 
 
+# a client's calls of the ring's own methods: limited like the client API, never a node's
+CLIENT_RING_METHODS = ("Lookup", "GetState")
+
+
 def _answering(handler, behaviour):
     """A handler of the same kind and replies whose behaviour is this one. It takes the
     request's bytes as they came: `behaviour` parses them (_parsed), so that a request that
@@ -162,7 +166,11 @@ def _guarded(handler, path: str, roles: frozenset[str] | None, rate: ClientRate 
     method = path.rsplit("/", 1)[-1]
 
     async def admit(context) -> None:
-        if rate is not None and not rate.admit(caller_name(context), time.monotonic()):
+        if (
+            rate is not None
+            and (roles is None or caller_role(context) != NODE)  # nodes are never limited
+            and not rate.admit(caller_name(context), time.monotonic())
+        ):
             await context.abort(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
                 f"more than {rate.rate:g} calls a second from this client "
@@ -312,7 +320,11 @@ class LiveNode:
         self.gate = Gate(
             lambda: not (self.joining and self.node.table.alone() or self.stopped),
             {**ring_access, **(access or {})} if credentials is not None else None,
-            frozenset(ring_access),
+            frozenset(
+                path
+                for path in ring_access
+                if path.rsplit("/", 1)[-1] not in CLIENT_RING_METHODS or credentials is None
+            ),
             ClientRate(self.limits.client_rate, self.limits.client_burst)
             if self.limits.client_rate
             else None,
@@ -445,6 +457,8 @@ class LiveNode:
                 await self.run_op(self.node.leave())
             except PeerUnreachable as e:
                 log.warning("leave: %s; keys stay with this node", e)
+            except Exception:  # refused, say: the node still stops, its server with it
+                log.exception("leave failed; keys stay with this node")
         if self.server is not None:
             await self.server.stop(grace=0.5)
         await self.transport.close()

@@ -322,13 +322,24 @@ class ChordNode:
         except PeerUnreachable:
             return
         items = items_from_pb(reply.items)
-        why = self.items_problem(items)
-        if why is not None:  # a reply is checked as a request is: it changes nothing
-            self.refused += 1
-            log.warning("a Notify reply from %s refused: %s", t.successor.address, why)
-            return
-        self.store.put_items(items)
+        # my successor gave these keys up: of a bad reply the good ones are kept, the bad
+        # ones (each checked alone) refused and counted, none half-read
+        good = items if self.items_problem(items) is None else self._good(items, t.successor)
+        self.store.put_items(good)
         self.settled = True
+
+    def _good(self, items: list[tuple[int, bytes]], sender: NodeRef) -> list:
+        bad = [(item, why) for item in items if (why := self.items_problem([item])) is not None]
+        self.refused += len(bad)
+        log.warning(
+            "%d of %d keys handed over by %s refused: %s",
+            len(bad),
+            len(items),
+            sender.address,
+            bad[0][1],
+        )
+        bad_items = {id(item) for item, _ in bad}
+        return [item for item in items if id(item) not in bad_items]
 
     def _live_fallback_successor(self) -> NodeRef | None:
         """All successors dead: the nearest other node I still know of takes over."""
@@ -380,6 +391,9 @@ class ChordNode:
             except PeerUnreachable as e:
                 self.forget(succ)
                 failed = e
+            except BaseException:  # refused (or cancelled): the keys are still mine
+                self.store.put_items(items)
+                raise
         else:
             self.store.put_items(items)  # nobody took them; keep them for a retry
             raise failed

@@ -90,6 +90,15 @@ def positive(text: str) -> int:
     return value
 
 
+def successor_count(text: str) -> int:
+    from chord.checks import MAX_SUCCESSORS
+
+    value = positive(text)
+    if value > MAX_SUCCESSORS:  # peers refuse a longer list in a Leave
+        raise argparse.ArgumentTypeError(f"{text!r} is more than {MAX_SUCCESSORS}")
+    return value
+
+
 def port_number(text: str) -> int:
     try:
         value = int(text)
@@ -144,7 +153,7 @@ def timing_options(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--successors",
-        type=int,
+        type=successor_count,
         default=8,
         metavar="R",
         help="successor list length r (default %(default)s)",

@@ -207,3 +207,23 @@ def test_bytes_that_are_no_message_are_refused_as_bad_input_never_unknown():
         assert "INVALID_ARGUMENT" in codes
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_a_leave_refused_by_the_successor_keeps_the_keys():
+    """A graceful leave hands its keys on in one Leave; refused (INVALID_ARGUMENT, or any
+    failure but a peer unreachable), the keys taken for it go back to the store."""
+    from chord.node import ChordNode, Refused
+
+    me = ChordNode(NodeRef(100, "127.0.0.1:100"))
+    me.table.set_successors([NodeRef(200, "127.0.0.1:200")])
+    me.table.predecessor = NodeRef(50, "127.0.0.1:50")
+    me.store.put_items([(60, b"a"), (90, b"b")])
+    op = me.leave()
+    call = next(op)
+    assert call.method == "Leave" and len(me.store) == 0  # taken for the hand-over
+    try:
+        op.throw(Refused("Leave: too many successors"))
+        raise AssertionError("the refusal was swallowed")
+    except Refused:
+        pass
+    assert len(me.store) == 2

@@ -323,3 +323,44 @@ def test_no_client_certificate_calls_any_internal_method(tls):
             await node.stop(graceful=False)
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_a_clients_lookups_are_rate_limited_and_a_nodes_calls_are_not(tls):
+    """Lookup is open to every client and costs the ring a whole lookup: a client past
+    its rate is told to slow down there too; a node's calls are never limited."""
+    from chord.live import Limits
+
+    async def main():
+        (port,) = free_ports(1)
+        node = LiveNode(
+            "127.0.0.1",
+            port,
+            timing=FAST,
+            credentials=Credentials.load(tls, "127.0.0.1"),
+            limits=Limits(client_rate=0.5, client_burst=3),
+        )
+        await node.start()
+        try:
+            codes = {}
+            for who in ("alice", "127.0.0.1"):
+                creds = Credentials.load(tls, who).channel()
+                async with grpc.aio.secure_channel(node.me.address, creds) as channel:
+                    lookup = channel.unary_unary(
+                        "/chord.Chord/Lookup",
+                        request_serializer=pb.LookupRequest.SerializeToString,
+                        response_deserializer=pb.LookupReply.FromString,
+                    )
+                    got = []
+                    for _ in range(6):
+                        try:
+                            await lookup(pb.LookupRequest(key=1), timeout=5)
+                            got.append("OK")
+                        except grpc.aio.AioRpcError as e:
+                            got.append(e.code().name)
+                    codes[who] = got
+            assert codes["alice"] == ["OK"] * 3 + ["RESOURCE_EXHAUSTED"] * 3
+            assert codes["127.0.0.1"] == ["OK"] * 6  # a node's certificate
+        finally:
+            await node.stop(graceful=False)
+
+    asyncio.run(asyncio.wait_for(main(), 60))

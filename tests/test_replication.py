@@ -739,3 +739,15 @@ def test_a_home_refusing_while_still_my_predecessor_is_not_taken_for_gone():
     sim.ring.run(node, succ.chord.check_predecessor())  # now it is gone from my table
     assert not sim.ring.run(node, succ._on_deliver(batch)).moved
     assert succ.subscriptions[sub_id].mailbox.next == 1
+
+
+def test_a_mailbox_never_read_remembers_no_more_than_it_keeps():
+    """Alerts dropped from a full mailbox are remembered as seen as acknowledged ones are,
+    among the latest SEEN_KEPT: a subscriber who never reads does not grow its home's
+    memory by a docno per document for ever."""
+    box = Mailbox(limit=10)
+    for i in range(3 * SEEN_KEPT):
+        assert box.offer((f"D{i}", "", ""))
+    assert len(box.queue) == 10 and box.dropped == 3 * SEEN_KEPT - 10
+    assert len(box.seen) <= SEEN_KEPT + 10
+    assert not box.offer((f"D{3 * SEEN_KEPT - 11}", "", ""))  # dropped lately: still seen

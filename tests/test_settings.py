@@ -35,3 +35,31 @@ def test_a_summary_of_the_settings_leaves_the_values_out(tmp_path):
     settings = Settings(strategy="oi", stats_path=str(stats)).validate()
     assert len(settings.to_pb(values=False).df) == 0
     assert settings.to_pb(values=False).strategy == "oi"
+
+
+def test_a_joining_node_takes_settings_larger_than_grpcs_default_message():
+    """Term statistics of a real corpus (hundreds of thousands of terms) make settings of
+    several MiB: a joining node reads them whole, past gRPC's 4 MiB default."""
+    import asyncio
+
+    from chord.live import LiveNode
+    from cqengine.core.engine import EngineNode
+    from cqengine.live.ring import free_ports
+    from cqengine.live.service import fetch_settings
+
+    df = {f"term{i:06d}": i for i in range(300_000)}
+    first = Settings(strategy="oi", df=df).validate()
+    assert first.to_pb().ByteSize() > 4 << 20
+    node = LiveNode(
+        "127.0.0.1", free_ports(1)[0], app=lambda chord, spawn: EngineNode(chord, first, spawn)
+    )
+
+    async def main():
+        await node.start()
+        try:
+            return await fetch_settings(node.me.address)
+        finally:
+            await node.stop(graceful=False)
+
+    joined = asyncio.run(asyncio.wait_for(main(), 60))
+    assert joined.df == df and joined.strategy == "oi"

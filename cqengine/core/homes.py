@@ -63,7 +63,9 @@ class Mailbox:
         self.seen.add(doc[0])
         size = cost(doc)
         while self.queue and (len(self.queue) >= self.limit or self.size + size > limit_bytes):
-            self.size -= cost(self.queue.popleft())
+            dropped = self.queue.popleft()
+            self.size -= cost(dropped)
+            self._remember(dropped[0])  # known seen as long as an acknowledged one: no longer
             self.first += 1
             self.dropped += 1
         self.extend([doc])

@@ -18,6 +18,7 @@ from typing import Sequence
 
 import grpc
 
+from chord.grpc_transport import SIZE_OPTIONS
 from chord.ids import hash_id
 from chord.live import Limits, LiveNode, StartupError, Timing, serve
 from chord.tls import ADMIN, PUBLISHER, SUBSCRIBER, Credentials, aio_channel, tls_failure
@@ -241,7 +242,8 @@ async def fetch_settings(
 ) -> Settings:
     """The settings of the ring that `address` belongs to (they travel by value)."""
     try:
-        async with aio_channel(address, credentials) as channel:
+        # the settings carry the term statistics by value: lift gRPC's 4 MiB default
+        async with aio_channel(address, credentials, SIZE_OPTIONS) as channel:
             reply = await channel.unary_unary(
                 "/cqengine.Engine/GetConfig",
                 request_serializer=pb.ConfigRequest.SerializeToString,
@@ -251,8 +253,8 @@ async def fetch_settings(
         if e.code() == grpc.StatusCode.UNIMPLEMENTED:
             raise StartupError(f"{address} is a ring node without the engine") from None
         why = tls_failure(e, address, credentials)
-        if e.code() == grpc.StatusCode.PERMISSION_DENIED:
-            why = e.details()  # the certificate is not a node's
+        if e.code() in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.RESOURCE_EXHAUSTED):
+            why = e.details()  # the certificate is not a node's; the settings too large
         if why is not None:
             raise StartupError(f"cannot join through {address}: {why}") from None
         raise StartupError(f"cannot reach {address} to join: {e.code().name.lower()}") from None
