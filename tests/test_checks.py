@@ -1082,3 +1082,23 @@ def test_a_notify_reply_handing_over_malformed_keys_is_refused_and_changes_nothi
     sim.ring.run(sim.ring.nodes[node.me.address], node.chord.stabilize())
     assert node.chord.refused == count + 1
     assert node.state_digest() == before
+
+
+def test_of_a_notify_reply_the_good_keys_are_kept_and_the_bad_refused():
+    """My successor gave the keys of its reply up: one bad record among them is refused
+    and counted, the good ones are kept (else the whole region would be lost)."""
+    wl, s, sim, _ = replicated_ring("mhi", "td", 3)
+    node = sim.engines[sorted(sim.engines)[0]]
+    successor = sim.engines[node.chord.table.successor.address]
+    region = successor.region()
+    record = next(iter(successor.store.entry_records(*region)))
+    good = chord_pb.KeyItem(key=record.key, value=pb.Records(entries=[record]).SerializeToString())
+    successor.chord.handlers["Notify"] = lambda req: chord_pb.NotifyReply(
+        items=[chord_pb.KeyItem(key=node.me.id, value=b"\xff\xff"), good]
+    )
+    key, sub = record.key, record.entry.subscription_id
+    assert not node.index.holds(key, sub)  # the successor's own, not a copy of mine
+    count = node.chord.refused
+    sim.ring.run(sim.ring.nodes[node.me.address], node.chord.stabilize())
+    assert node.chord.refused == count + 1
+    assert node.index.holds(key, sub)
