@@ -90,8 +90,9 @@ class Gate(grpc.aio.ServerInterceptor):
     what it holds on. It opens as soon as the joining node knows its successor: from its
     first Notify on, the ring counts on it (refused, its successor would drop it as gone).
     Over mutual TLS it lets a call through only if the caller's certificate names a role
-    that may make it. A client (a caller of a method not the ring's own) making calls
-    faster than `rate` allows is refused RESOURCE_EXHAUSTED. A handler's unexpected
+    that may make it. A caller that is no node, making calls of the client API (or a
+    client's Lookup and GetState) faster than `rate` allows, is refused
+    RESOURCE_EXHAUSTED. A handler's unexpected
     exception becomes INTERNAL with a generic message; the details go to the node's log,
     and the node serves on."""
 
@@ -105,7 +106,8 @@ class Gate(grpc.aio.ServerInterceptor):
         """`access`: the roles that may call each method, by its path (None: anyone may,
         the ring runs plaintext); a method it does not name nobody may call. Who calls is
         read from the certificate the caller presented, never from what it sends. `ring`:
-        the paths of the ring's own methods, which `rate` does not limit."""
+        the paths `rate` does not limit (the ring's own methods; on mutual TLS a client's
+        Lookup and GetState are limited, a node's calls never)."""
         self.member = member
         self.access = access
         self.ring = ring
