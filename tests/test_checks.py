@@ -766,13 +766,15 @@ def _(m, node, draw):
     return True
 
 
-@breaks("TermDialogue", "counts for one document, or none for several")
-def _(m, node, draw):
-    if m.counts:
-        del m.counts[:]
-    else:
-        m.counts.append(len(m.ids))
-    return True
+for _method, _split in (("TermDialogue", "ids"), ("Deliver", "subscription_ids")):
+
+    @breaks(_method, "counts for one document, or none for several")
+    def _(m, node, draw, split=_split):
+        if m.counts:
+            del m.counts[:]
+        else:
+            m.counts.append(len(getattr(m, split)))
+        return True
 
 
 @breaks("Matched", "a match of no document")
@@ -832,15 +834,6 @@ def _(m, node, draw):
         m.counts[pick(draw, range(len(m.counts)))] += 1
     else:
         m.subscription_ids.append(12345)
-    return True
-
-
-@breaks("Deliver", "counts for one document, or none for several")
-def _(m, node, draw):
-    if m.counts:
-        del m.counts[:]
-    else:
-        m.counts.append(len(m.subscription_ids))
     return True
 
 
