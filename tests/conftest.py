@@ -56,6 +56,36 @@ def restart(entry, join: str, ring, log_dir: Path, data: Path):
     return back
 
 
+def engine_node(**kw):
+    """An engine node on the live shell at a free loopback port, default settings, not
+    started; `kw` go to LiveNode (timing, credentials, access, limits)."""
+    from chord.live import LiveNode
+    from cqengine.core.engine import EngineNode
+    from cqengine.core.settings import Settings
+    from cqengine.live.ring import free_ports
+
+    settings = Settings().validate()
+    return LiveNode(
+        "127.0.0.1",
+        free_ports(1)[0],
+        app=lambda chord, spawn: EngineNode(chord, settings, spawn),
+        **kw,
+    )
+
+
+async def start_with_client_api(node) -> None:
+    """Start an engine node serving the client API beside the ring's own services."""
+    from cqengine.live.publishing import Publishing
+    from cqengine.live.service import ClientAPI
+    from cqengine.proto import cqengine_pb2_grpc
+
+    await node.start(
+        add_services=lambda server: cqengine_pb2_grpc.add_CQEngineServicer_to_server(
+            ClientAPI(node, node.app, Publishing()), server
+        )
+    )
+
+
 def cqengine(*args, timeout=120, env=None):
     """Run the real command line; returns the finished process (never raises on exit code)."""
     return subprocess.run(

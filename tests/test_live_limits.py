@@ -100,29 +100,15 @@ def test_background_operations_beyond_the_bound_wait_their_turn():
 def test_a_client_over_its_rate_is_told_to_slow_down_and_the_ring_is_not():
     """A client API call past the client's burst is refused RESOURCE_EXHAUSTED; the
     node's ring methods, called as often, are not limited."""
-    from cqengine.core.engine import EngineNode
-    from cqengine.core.settings import Settings
-    from cqengine.live.publishing import Publishing
-    from cqengine.live.service import ClientAPI
+    from conftest import engine_node, start_with_client_api
+
     from cqengine.proto import cqengine_pb2 as cpb
     from cqengine.proto import cqengine_pb2_grpc as cpb_grpc
 
-    settings = Settings().validate()
-    (port,) = free_ports(1)
-    node = LiveNode(
-        "127.0.0.1",
-        port,
-        timing=FAST,
-        app=lambda chord, spawn: EngineNode(chord, settings, spawn),
-        limits=Limits(client_rate=0.5, client_burst=3),
-    )
+    node = engine_node(timing=FAST, limits=Limits(client_rate=0.5, client_burst=3))
 
     async def main():
-        await node.start(
-            add_services=lambda server: cpb_grpc.add_CQEngineServicer_to_server(
-                ClientAPI(node, node.app, Publishing()), server
-            )
-        )
+        await start_with_client_api(node)
         try:
             async with grpc.aio.insecure_channel(node.me.address) as channel:
                 stub = cpb_grpc.CQEngineStub(channel)

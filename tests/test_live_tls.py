@@ -94,32 +94,19 @@ def test_each_role_calls_what_it_may_and_is_told_why_not_otherwise(tls):
     cannot publish, a publisher publishes but cannot subscribe, only an admin sees stats,
     anyone finds a key's owner, and no client, admin included, calls the engine's own
     methods (Deliver would put a forged alert on a stream)."""
-    from cqengine.core.engine import EngineNode
-    from cqengine.core.settings import Settings
-    from cqengine.live.publishing import Publishing
-    from cqengine.live.service import CLIENT_ACCESS, ClientAPI
+    from conftest import engine_node, start_with_client_api
+
+    from cqengine.live.service import CLIENT_ACCESS
     from cqengine.proto import cqengine_pb2 as cpb
-    from cqengine.proto import cqengine_pb2_grpc as cpb_grpc
 
     for role in ("publisher", "admin"):
         issue(tls, role, role)
-    settings = Settings().validate()
 
     async def main():
-        (port,) = free_ports(1)
-        node = LiveNode(
-            "127.0.0.1",
-            port,
-            timing=FAST,
-            app=lambda chord, spawn: EngineNode(chord, settings, spawn),
-            credentials=Credentials.load(tls, "127.0.0.1"),
-            access=CLIENT_ACCESS,
+        node = engine_node(
+            timing=FAST, credentials=Credentials.load(tls, "127.0.0.1"), access=CLIENT_ACCESS
         )
-        await node.start(
-            add_services=lambda server: cpb_grpc.add_CQEngineServicer_to_server(
-                ClientAPI(node, node.app, Publishing()), server
-            )
-        )
+        await start_with_client_api(node)
         try:
 
             async def code(role: str, path: str, request, reply) -> str:
@@ -272,26 +259,19 @@ def test_no_client_certificate_calls_any_internal_method(tls):
     request under each client role: PERMISSION_DENIED, before the request is even
     looked at, except Lookup (anyone) and GetState (admin); without a certificate the
     handshake fails (UNAVAILABLE) and nothing is called."""
+    from conftest import engine_node
+
     from chord.grpc_transport import CHORD_SERVICE
-    from cqengine.core.engine import ENGINE_SERVICE, EngineNode
-    from cqengine.core.settings import Settings
+    from cqengine.core.engine import ENGINE_SERVICE
 
     for role in ("publisher", "admin"):
         issue(tls, role, role)
-    settings = Settings().validate()
     paths = [f"/{s.full_name}/{m.name}" for s in (CHORD_SERVICE, ENGINE_SERVICE) for m in s.methods]
     allowed = {("alice", "Lookup"), ("publisher", "Lookup"), ("admin", "Lookup")}
     allowed |= {("admin", "GetState")}
 
     async def main():
-        (port,) = free_ports(1)
-        node = LiveNode(
-            "127.0.0.1",
-            port,
-            timing=FAST,
-            app=lambda chord, spawn: EngineNode(chord, settings, spawn),
-            credentials=Credentials.load(tls, "127.0.0.1"),
-        )
+        node = engine_node(timing=FAST, credentials=Credentials.load(tls, "127.0.0.1"))
         await node.start()
         try:
             for who in ("alice", "publisher", "admin", None):
