@@ -411,13 +411,8 @@ def test_a_copy_behind_does_not_push_what_a_mailbox_acknowledged_lately_out_of_i
 def test_a_dn_back_from_a_restart_finishes_its_own_batches_handed_back_to_it():
     """A DN restarted before it finished a batch gets the batch's copy back with its
     region, and nothing of it in memory: it announces the batch again itself."""
-    wl = workload(1)
-    sim = replicated(wl)
-    sim.hold(True)
-    subs = subscribe_all(sim, wl)
-    dn = sim.engines[sorted(sim.engines)[2]]
-    docs = documents(wl)
-    sim.ring.run(sim.ring.nodes[dn.me.address], dn.publish_batch(docs))
+    wl, sim, subs, address = published_held(2)
+    dn = sim.engines[address]
     sim.ring.queue.clear()  # restarted before announcing: what it had in memory is gone
     dn.gathering.clear()
     dn.own.clear()
@@ -426,7 +421,7 @@ def test_a_dn_back_from_a_restart_finishes_its_own_batches_handed_back_to_it():
     assert [h.key for h in dn.store.held.values()] == [dn.me.id]  # its copy, back
     sim.ring.run(sim.ring.nodes[dn.me.address], dn._take_over())
     sim._settle()
-    assert dn.counters["documents_taken_over"] == len(docs)
+    assert dn.counters["documents_taken_over"] == len(wl.docs)
     assert_exact(sim.alerts(), wl.oracle(subs))
 
 
