@@ -64,7 +64,9 @@ def _leave(node: ChordNode, req: pb.LeaveRequest) -> str | None:
         why = node_problem(info, me.id, me.address)
         if why is not None:
             return why
-    return node.items_problem([(i.key, i.value) for i in req.items])
+    from chord.node import items_from_pb  # (chord.node imports this module)
+
+    return node.items_problem(items_from_pb(req.items))
 
 
 CHECKS: dict[str, Callable[[Any, Any], str | None]] = {
