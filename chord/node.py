@@ -329,17 +329,18 @@ class ChordNode:
         self.settled = True
 
     def _good(self, items: list[tuple[int, bytes]], sender: NodeRef) -> list:
-        bad = [(item, why) for item in items if (why := self.items_problem([item])) is not None]
+        """The items that pass alone; the others refused, counted and logged."""
+        problems = [self.items_problem([item]) for item in items]
+        bad = [why for why in problems if why is not None]
         self.refused += len(bad)
         log.warning(
             "%d of %d keys handed over by %s refused: %s",
             len(bad),
             len(items),
             sender.address,
-            bad[0][1],
+            bad[0],
         )
-        bad_items = {id(item) for item, _ in bad}
-        return [item for item in items if id(item) not in bad_items]
+        return [item for item, why in zip(items, problems) if why is None]
 
     def _live_fallback_successor(self) -> NodeRef | None:
         """All successors dead: the nearest other node I still know of takes over."""
