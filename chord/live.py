@@ -344,6 +344,11 @@ class LiveNode:
             if self.app is not None:
                 self.app.durable()
 
+    @property
+    def background(self) -> int:
+        """Operations running in the background now, or waiting for a slot."""
+        return len(self._background)
+
     def spawn(self, op: Op) -> None:
         """Run an operation in the background (follow-ups a request handler starts)."""
         task = asyncio.get_running_loop().create_task(self._guarded(op))

@@ -929,6 +929,8 @@ def print_stats(replies) -> None:
         "alerts_retried",
         "alerts_dropped",
         "repairs",
+        "batches_in_flight",
+        "background",
     )
     sums = dict.fromkeys(fields, 0)
     for r in replies:

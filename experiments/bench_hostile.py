@@ -197,24 +197,32 @@ class Callers:
         except grpc.RpcError as e:
             return e.code().name, b""
 
-    def digest(self, address: str) -> int | None:
+    def stats(self, address: str) -> pb.StatsReply | None:
         try:
             stub = self.channels[("admin", address)].unary_unary(
                 "/cqengine.CQEngine/Stats",
                 request_serializer=pb.StatsRequest.SerializeToString,
                 response_deserializer=pb.StatsReply.FromString,
             )
-            return stub(pb.StatsRequest(), timeout=CALL_TIMEOUT).state_digest
+            return stub(pb.StatsRequest(), timeout=CALL_TIMEOUT)
         except grpc.RpcError:
             return None
 
+    def digest(self, address: str) -> int | None:
+        stats = self.stats(address)
+        return None if stats is None else stats.state_digest
+
     def settle(self, addresses: list[str], timeout: float = 10.0) -> None:
-        """Until no node's state moves between two looks 50 ms apart (what an accepted
-        call set off in the background has ended), or `timeout` s pass."""
+        """Until what an accepted call set off has ended (no node runs anything in the
+        background or waits for a batch's reports) and no node's state moves between two
+        looks 50 ms apart, or `timeout` s pass. Digests alone are not enough: a batch in
+        flight leaves its DN's digest still until it is released."""
         deadline, last = time.monotonic() + timeout, None
         while time.monotonic() < deadline:
-            now = [self.digest(a) for a in addresses]
-            if now == last:
+            stats = [self.stats(a) for a in addresses]
+            now = [None if s is None else s.state_digest for s in stats]
+            busy = any(s is not None and (s.background or s.batches_in_flight) for s in stats)
+            if now == last and not busy:
                 return
             last = now
             time.sleep(0.05)
@@ -472,6 +480,7 @@ def attacks(callers: Callers, addresses: list[str], canary: Canary, rng: random.
     }
     out = []
     for name, calls in scenarios.items():
+        callers.settle(addresses)  # what came before has ended
         before = {a: callers.digest(a) for a in addresses}
         codes = Counter(callers.call(r, a, p, d, False) for r, a, p, d in calls)
         after = {a: callers.digest(a) for a in addresses}

@@ -250,10 +250,12 @@ def test_a_qn_failing_before_it_reports_makes_its_dn_announce_the_batch_again():
     replica now holds its queries, and homes take each alert once."""
     wl, sim, subs, dn = published_held(3)
     sim.ring.drain()  # the announcements have travelled; no QN has resolved yet
+    in_flight = sim.engines[dn].stats(sim.ring.ledger).batches_in_flight
     qn = fail_busiest_qn(sim, dn)
     assert len(qn.index) > 0
     sim._settle()
     assert sim.engines[dn].counters["batches_announced_again"] == 1
+    assert (in_flight, sim.engines[dn].stats(sim.ring.ledger).batches_in_flight) == (1, 0)
     assert_exact(sim.alerts(), wl.oracle(subs))
 
 

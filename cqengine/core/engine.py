@@ -1464,7 +1464,14 @@ class EngineNode:
             held_documents=self.store.held_documents,
             messages_refused=self.chord.refused + c["messages_refused"],
             state_digest=self.state_digest(),
+            batches_in_flight=self.batches_in_flight(),
         )
+
+    def batches_in_flight(self) -> int:
+        """My batches not through yet: their reports still coming, or their alerts still
+        going to homes (retries waiting included)."""
+        unreplicated = sum(1 for *_, done in self.retrying if done is None)
+        return len(self.gathering.keys() | self.unsent.keys()) + unreplicated
 
     def state_digest(self) -> int:
         """A fingerprint of what this node holds, not of when: its index and home records

@@ -234,7 +234,9 @@ class ClientAPI(pb_grpc.CQEngineServicer):
                     del self.streams[sub_id]
 
     async def Stats(self, request, context):
-        return self.engine.stats(self.live.ledger)
+        reply = self.engine.stats(self.live.ledger)
+        reply.background = self.live.background
+        return reply
 
 
 async def fetch_settings(
