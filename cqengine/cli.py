@@ -1175,3 +1175,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("cqengine: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `cqengine stats | head`: the reader has what it wanted
+        # what is left in stdout's buffer goes nowhere, or flushing it at exit fails again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # as a shell reports a command ended by SIGPIPE

@@ -2,6 +2,8 @@
 
 import json
 import socket
+import subprocess
+import sys
 
 import pytest
 from conftest import assert_one_line_error, cqengine
@@ -100,3 +102,19 @@ def test_client_commands_against_an_unreachable_node(command):
     dead = free_ports(1)[0]
     proc = cqengine(*command, "--node", f"127.0.0.1:{dead}", timeout=60)
     assert_one_line_error(proc, f"node 127.0.0.1:{dead} does not answer")
+
+
+def test_output_cut_short_by_its_reader_ends_quietly():
+    """`cqengine ... | head -1`: the reader closes the pipe; no traceback, SIGPIPE's status."""
+    words = " ".join(f"levee{i}" for i in range(10_000))  # more than a pipe buffer holds
+    proc = subprocess.run(
+        f"{sys.executable} -m cqengine analyze '{words}' | head -1; exit ${{PIPESTATUS[0]}}",
+        shell=True,
+        executable="/bin/bash",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.stdout.strip() == "levee0"
+    assert proc.stderr == ""
+    assert proc.returncode == 141
