@@ -1,4 +1,5 @@
-"""What a node checks of every Chord message before it acts on it.
+"""What a node checks of every Chord message before it acts on it: requests, and the
+replies it routes by (a lookup's next hop, a successor's neighbours).
 
 A message that fails a check is refused (chord.node.Refused) and changes nothing: a peer
 with a bug, or a hostile one holding a node certificate, must not make a node adopt an
@@ -80,3 +81,30 @@ def invalid(node: ChordNode, method: str, request: Any) -> str | None:
     """Why `node` refuses this request (None: it may act on it)."""
     check = CHECKS.get(method)
     return check(node, request) if check is not None else None
+
+
+def _find_successor_reply(node: ChordNode, reply: pb.FindSuccessorReply) -> str | None:
+    # a node at my id is no malformed answer: it is why a join is refused (ChordNode.join)
+    return address_problem(reply.node.address)
+
+
+def _neighbors_reply(node: ChordNode, reply: pb.NeighborsReply) -> str | None:
+    if not 1 <= len(reply.successors) <= MAX_SUCCESSORS:  # a node is its own successor alone
+        return f"{len(reply.successors)} successors; 1 to {MAX_SUCCESSORS}"
+    named = [*reply.successors]
+    if reply.HasField("predecessor"):
+        named.append(reply.predecessor)
+    me = node.me
+    return next((w for w in (node_problem(i, me.id, me.address) for i in named) if w), None)
+
+
+REPLY_CHECKS: dict[str, Callable[[Any, Any], str | None]] = {
+    "FindSuccessor": _find_successor_reply,
+    "GetNeighbors": _neighbors_reply,
+}
+
+
+def invalid_reply(node: ChordNode, method: str, reply: Any) -> str | None:
+    """Why `node` refuses a peer's reply to its `method` call (None: it may route by it)."""
+    check = REPLY_CHECKS.get(method)
+    return check(node, reply) if check is not None else None

@@ -240,8 +240,9 @@ class ChordNode:
             done, node = self.step(key, frozenset(avoid))
             while not done:
                 try:
-                    reply = yield Call(
-                        node, "FindSuccessor", pb.FindSuccessorRequest(key=key, avoid=sorted(avoid))
+                    request = pb.FindSuccessorRequest(key=key, avoid=sorted(avoid))
+                    reply = self._checked(
+                        node, "FindSuccessor", (yield Call(node, "FindSuccessor", request))
                     )
                 except PeerUnreachable:
                     self._avoid(node, avoid)
@@ -273,11 +274,14 @@ class ChordNode:
         asked to route around me: I am not my own successor."""
         request = pb.FindSuccessorRequest(key=self.me.id, avoid=[self.me.id])
         try:
-            reply = yield Call(bootstrap, "FindSuccessor", request)
-            done, node = reply.done, to_ref(reply.node)
-            while not done:
-                reply = yield Call(node, "FindSuccessor", request)
+            node = bootstrap
+            while True:
+                reply = self._checked(
+                    node, "FindSuccessor", (yield Call(node, "FindSuccessor", request))
+                )
                 done, node = reply.done, to_ref(reply.node)
+                if done:
+                    break
         except PeerUnreachable as e:
             raise JoinError(f"cannot join through {bootstrap.address}: {e}") from None
         if node.id == self.me.id and node != self.me:
@@ -293,7 +297,9 @@ class ChordNode:
         while True:
             succ = t.successor
             try:
-                nbrs = yield Call(succ, "GetNeighbors", pb.Empty())
+                nbrs = self._checked(
+                    succ, "GetNeighbors", (yield Call(succ, "GetNeighbors", pb.Empty()))
+                )
                 break
             except PeerUnreachable:
                 self.forget(succ)
@@ -306,7 +312,9 @@ class ChordNode:
             x = to_ref(nbrs.predecessor)
             if x != t.me and in_open(x.id, t.me.id, succ.id):
                 try:
-                    nbrs = yield Call(x, "GetNeighbors", pb.Empty())
+                    nbrs = self._checked(
+                        x, "GetNeighbors", (yield Call(x, "GetNeighbors", pb.Empty()))
+                    )
                     succ = x
                 except PeerUnreachable:
                     self.forget(x)
@@ -327,6 +335,16 @@ class ChordNode:
         good = items if self.items_problem(items) is None else self._good(items, t.successor)
         self.store.put_items(good)
         self.settled = True
+
+    def _checked(self, peer: NodeRef, method: str, reply: Any) -> Any:
+        """A peer's reply I route by, checked (chord.checks): a malformed one is refused,
+        counted, and its peer taken as failed for this call (routed around, forgotten)."""
+        why = checks.invalid_reply(self, method, reply)
+        if why is None:
+            return reply
+        self.refused += 1
+        log.warning("%s reply of %s refused: %s", method, peer.address, why)
+        raise PeerUnreachable(peer, f"a malformed {method} reply: {why}")
 
     def _good(self, items: list[tuple[int, bytes]], sender: NodeRef) -> list:
         """The items that pass alone; the others refused, counted and logged."""

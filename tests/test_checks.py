@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
-from hypothesis import example, given
+from hypothesis import Phase, example, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from test_engine_sim import SHAPES, assert_exact, subscribe_all, workload
@@ -1095,3 +1095,75 @@ def test_of_a_notify_reply_the_good_keys_are_kept_and_the_bad_refused():
     sim.ring.run(sim.ring.nodes[node.me.address], node.chord.stabilize())
     assert node.chord.refused == count + 1
     assert node.index.holds(key, sub)
+
+
+# the replies a node routes by, each broken as a node with a bug or a hostile one might
+NEIGHBOR_LIES: dict[str, Callable[[chord_pb.NeighborsReply], chord_pb.NeighborsReply]] = {
+    "no successor": lambda r: chord_pb.NeighborsReply(predecessor=r.predecessor),
+    "65 successors": lambda r: chord_pb.NeighborsReply(successors=[r.successors[0]] * 65),
+    "a nameless predecessor": lambda r: chord_pb.NeighborsReply(
+        predecessor=chord_pb.NodeInfo(id=r.predecessor.id + 1), successors=r.successors
+    ),
+    "a successor at no address": lambda r: chord_pb.NeighborsReply(
+        successors=[*r.successors[:1], chord_pb.NodeInfo(id=7, address="evil host:1")]
+    ),
+}
+
+
+def chord_ring(nodes: int = 12):
+    from chord.simulator import Simulator
+
+    sim = Simulator(r=4, seed=3)
+    sim.build_instant(Simulator.address(i) for i in range(nodes))
+    return sim
+
+
+def known(sim, node: ChordNode) -> set[str]:
+    t = node.table
+    named = [*t.successors, *t.fingers, *([t.predecessor] if t.predecessor else [])]
+    return {n.address for n in named if n is not None}
+
+
+@pytest.mark.timeout(30)  # unchecked, some lies sent stabilize round in circles
+@pytest.mark.parametrize("lie", sorted(NEIGHBOR_LIES))
+def test_a_malformed_neighbours_reply_is_refused_and_its_sender_routed_around(lie):
+    """A successor answering GetNeighbors with a malformed list: no name of it enters the
+    table; the reply is counted as refused and the successor taken as failed, so
+    stabilize asks the next one; once it answers well again the ring is whole."""
+    sim = chord_ring()
+    node = sim.nodes[sorted(sim.nodes)[0]]
+    liar = sim.nodes[node.table.successor.address]
+    genuine, lies = liar.handlers["GetNeighbors"], []
+    liar.handlers["GetNeighbors"] = lambda req: lies.append(1) or NEIGHBOR_LIES[lie](genuine(req))
+    sim.run(node, node.stabilize())
+    assert node.refused == len(lies) > 0  # (asked again as the next one's predecessor)
+    assert known(sim, node) <= set(sim.nodes)  # every name in its table is a real node
+    assert liar.me not in node.table.successors
+    liar.handlers["GetNeighbors"] = genuine
+    sim.converge()
+    assert not sim.problems()
+
+
+@pytest.mark.timeout(60)  # unchecked, a lie sent lookups round in circles
+@given(data=st.data())
+@hsettings(  # no shrinking: it would catch the timeout as one more failure, and go on
+    max_examples=20, deadline=None, derandomize=True, phases=[Phase.explicit, Phase.generate]
+)
+def test_a_lookup_hop_answering_a_malformed_node_is_routed_around(data):
+    """A lookup step whose reply names no node's address (absent, too long, unprintable)
+    is refused and counted, and the lookup ends at the key's true owner all the same."""
+    sim = chord_ring(16)
+    names = sorted(sim.nodes)
+    liar = sim.nodes[data.draw(st.sampled_from(names), label="liar")]
+    bad = data.draw(st.sampled_from(["", "x" * 300, "bad\x00host:1", "two words:1"]))
+    done, lies = data.draw(st.booleans(), label="done"), []
+    liar.handlers["FindSuccessor"] = lambda req: (
+        lies.append(1)
+        or chord_pb.FindSuccessorReply(done=done, node=chord_pb.NodeInfo(id=5, address=bad))
+    )
+    asker = sim.nodes[data.draw(st.sampled_from([n for n in names if n != liar.me.address]))]
+    for key in data.draw(st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=8)):
+        owner, _ = sim.lookup(asker.me.address, key)
+        assert owner == sim.oracle().owner(key)
+        assert asker.refused == len(lies)  # every lie refused, nothing else
+        assert known(sim, asker) <= set(sim.nodes)
