@@ -16,6 +16,7 @@ import random
 import signal
 import socket
 import time
+import traceback
 from collections import OrderedDict
 from dataclasses import dataclass
 from inspect import isgenerator
@@ -142,6 +143,16 @@ def _answering(handler, behaviour):
     return make(behaviour, response_serializer=handler.response_serializer)
 
 
+def _let_go(refusal: BaseException) -> None:
+    """gRPC keeps the exception of a refused call after its answer: the frames of its
+    traceback, and of the exceptions it was raised handling, must not keep the request
+    (64 MiB at most) alive with it."""
+    e: BaseException | None = refusal
+    while e is not None:
+        traceback.clear_frames(e.__traceback__)
+        e = e.__context__
+
+
 async def _parsed(handler, data: bytes, context):
     """The request, parsed as its method's message (INVALID_ARGUMENT if it is none)."""
     parse = handler.request_deserializer
@@ -196,12 +207,15 @@ def _guarded(handler, path: str, roles: frozenset[str] | None, rate: ClientRate 
         stream = handler.unary_stream
 
         async def checked_stream(data, context):
-            await admit(context)
-            request = await _parsed(handler, data, context)
+            request = None
             try:
+                await admit(context)
+                request = await _parsed(handler, data, context)
                 async for reply in stream(request, context):
                     yield reply
-            except grpc.aio.AbortError:
+            except grpc.aio.AbortError as e:
+                data = request = None  # (see _let_go)
+                _let_go(e)
                 raise
             except Exception:
                 await failed(context)
@@ -210,11 +224,14 @@ def _guarded(handler, path: str, roles: frozenset[str] | None, rate: ClientRate 
     behaviour = handler.unary_unary
 
     async def checked(data, context):
-        await admit(context)
-        request = await _parsed(handler, data, context)
+        request = None
         try:
+            await admit(context)
+            request = await _parsed(handler, data, context)
             return await behaviour(request, context)
-        except grpc.aio.AbortError:
+        except grpc.aio.AbortError as e:
+            data = request = None  # (see _let_go)
+            _let_go(e)
             raise
         except Exception:
             await failed(context)

@@ -1,16 +1,20 @@
 """A node's own limits (chord.live.Limits): channels to peers in an LRU, background
 operations capped, and a rate per client on the client API (RESOURCE_EXHAUSTED beyond
-it, the ring's own calls never limited)."""
+it, the ring's own calls never limited); and what a refused call leaves behind."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
+import types
 
 import grpc
+import pytest
+from google.protobuf.message import Message
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chord.grpc_transport import GrpcTransport
+from chord.grpc_transport import SIZE_OPTIONS, GrpcTransport
 from chord.live import ClientRate, Limits, LiveNode, Timing
 from chord.node import Call, NodeRef
 from chord.proto import chord_pb2 as pb
@@ -128,6 +132,65 @@ def test_a_client_over_its_rate_is_told_to_slow_down_and_the_ring_is_not():
                 )
                 for _ in range(10):
                     await chord(pb.Empty(), timeout=5)
+        finally:
+            await node.stop(graceful=False)
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_a_refused_call_leaves_nothing_of_its_request_behind():
+    """gRPC keeps the exception of a refused call after its answer. No frame its traceback
+    holds (the Gate's, the handler's, the analysis that refused a document) may keep the
+    request alive, nor may the publishing loop keep the last batch: a node sent large
+    requests must not hold on to them."""
+    from conftest import engine_node, start_with_client_api
+
+    from cqengine.proto import cqengine_pb2 as cpb
+    from cqengine.proto import cqengine_pb2_grpc as cpb_grpc
+
+    node = engine_node(timing=FAST)
+    big = 1 << 20
+
+    def size(v) -> int:  # of a value, a message, or a list of them (and their pairs)
+        if isinstance(v, (bytes, str)):
+            return len(v)
+        if isinstance(v, Message):
+            return v.ByteSize()
+        if isinstance(v, (list, tuple)):
+            return sum(size(x) for x in v)
+        return 0
+
+    def holding() -> list[str]:
+        gc.collect()
+        frames = [f for f in gc.get_objects() if isinstance(f, types.FrameType)]
+        return [
+            f"{f.f_code.co_name} holds {name}"
+            for f in frames
+            if f.f_code.co_filename != __file__
+            for name, v in f.f_locals.items()
+            if size(v) >= big
+        ]
+
+    async def main():
+        await start_with_client_api(node)
+        try:
+            async with grpc.aio.insecure_channel(node.me.address, options=SIZE_OPTIONS) as ch:
+                stub = cpb_grpc.CQEngineStub(ch)
+                refused = [  # by the analysis, by the client API, by the Gate's parsing
+                    stub.Publish(cpb.PublishRequest(docno="BIG", text=b"x " * big)),
+                    stub.Subscribe(cpb.SubscribeRequest(query="levee " * big)),
+                    ch.unary_unary("/cqengine.CQEngine/Publish")(b"\xff" * 2 * big),
+                ]
+                for call in refused:
+                    with pytest.raises(grpc.aio.AioRpcError) as e:
+                        await call
+                    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+                    assert holding() == []
+                # nor does an accepted batch stay behind once published
+                docs = [cpb.PublishRequest(docno=f"D{i}", text=b"word " * 30_000) for i in range(8)]
+                reply = await stub.PublishBatch(cpb.PublishBatchRequest(documents=docs))
+                assert all(r.accepted for r in reply.results)
+                assert holding() == []
         finally:
             await node.stop(graceful=False)
 

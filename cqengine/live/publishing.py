@@ -81,16 +81,19 @@ class Batcher:
 
     async def _run(self) -> None:
         while True:
-            batch = await self._gather()
-            try:
-                await self._publish(batch)
-            except Exception as e:  # the batch fails, the node goes on
-                log.exception("publishing a batch failed")
-                for _, future in batch:
-                    if not future.done():
-                        future.set_result(
-                            EngineError("INTERNAL", f"publishing failed: {type(e).__name__}")
-                        )
+            # the batch has no name here: it would keep its documents until the next
+            await self._publish_or_fail(await self._gather())
+
+    async def _publish_or_fail(self, batch: list[tuple[pb.PublishRequest, asyncio.Future]]) -> None:
+        try:
+            await self._publish(batch)
+        except Exception as e:  # the batch fails, the node goes on
+            log.exception("publishing a batch failed")
+            for _, future in batch:
+                if not future.done():
+                    future.set_result(
+                        EngineError("INTERNAL", f"publishing failed: {type(e).__name__}")
+                    )
 
     async def _gather(self) -> list[tuple[pb.PublishRequest, asyncio.Future]]:
         """The next batch: as many documents as a batch holds, or those that came within
