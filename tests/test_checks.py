@@ -398,6 +398,26 @@ def pick(draw, items):
     return items[draw(st.integers(0, len(items) - 1))] if len(items) else None
 
 
+def part_breaks(method: str, part: str, find: Callable[..., Any]):
+    """Breaks of one part of a message, registered as "PART: NAME": `find(m, draw, **kw)`
+    picks the part to break (None: the message has none, the break does not apply)."""
+
+    def named(name: str, **kw):
+        def register(fn) -> None:
+            def apply(m, node, draw):
+                found = find(m, draw, **kw)
+                if found is None:
+                    return False
+                fn(found, node, draw)
+                return True
+
+            breaks(method, f"{part}: {name}")(apply)
+
+        return register
+
+    return named
+
+
 # -- query entries, wherever they travel (an Index request, an entry record)
 
 
@@ -498,18 +518,7 @@ def _record_breaks(method: str) -> None:
             ],
         )
 
-    def home_break(name: str, whole: bool | None = None, alerts: bool = False):
-        def register(fn):
-            def apply(m, node, draw):
-                h = home(m, draw, whole, alerts)
-                if h is None:
-                    return False
-                fn(h, node, draw)
-                return True
-
-            breaks(method, f"home record: {name}")(apply)
-
-        return register
+    home_break = part_breaks(method, "home record", home)
 
     @home_break("a token hash of a wrong size")
     def _(h, node, draw):
@@ -569,18 +578,7 @@ def _record_breaks(method: str) -> None:
     def batch(m, draw):
         return pick(draw, list(m.batches))
 
-    def batch_break(name: str):
-        def register(fn):
-            def apply(m, node, draw):
-                b = batch(m, draw)
-                if b is None:
-                    return False
-                fn(b, node, draw)
-                return True
-
-            breaks(method, f"held batch: {name}")(apply)
-
-        return register
+    batch_break = part_breaks(method, "held batch", batch)
 
     @batch_break("bad DN address")
     def _(b, node, draw):
