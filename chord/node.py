@@ -241,9 +241,7 @@ class ChordNode:
             while not done:
                 try:
                     request = pb.FindSuccessorRequest(key=key, avoid=sorted(avoid))
-                    reply = self._checked(
-                        node, "FindSuccessor", (yield Call(node, "FindSuccessor", request))
-                    )
+                    reply = yield from self._ask(node, "FindSuccessor", request)
                 except PeerUnreachable:
                     self._avoid(node, avoid)
                     if not path:
@@ -276,9 +274,7 @@ class ChordNode:
         try:
             node = bootstrap
             while True:
-                reply = self._checked(
-                    node, "FindSuccessor", (yield Call(node, "FindSuccessor", request))
-                )
+                reply = yield from self._ask(node, "FindSuccessor", request)
                 done, node = reply.done, to_ref(reply.node)
                 if done:
                     break
@@ -297,9 +293,7 @@ class ChordNode:
         while True:
             succ = t.successor
             try:
-                nbrs = self._checked(
-                    succ, "GetNeighbors", (yield Call(succ, "GetNeighbors", pb.Empty()))
-                )
+                nbrs = yield from self._ask(succ, "GetNeighbors", pb.Empty())
                 break
             except PeerUnreachable:
                 self.forget(succ)
@@ -312,9 +306,7 @@ class ChordNode:
             x = to_ref(nbrs.predecessor)
             if x != t.me and in_open(x.id, t.me.id, succ.id):
                 try:
-                    nbrs = self._checked(
-                        x, "GetNeighbors", (yield Call(x, "GetNeighbors", pb.Empty()))
-                    )
+                    nbrs = yield from self._ask(x, "GetNeighbors", pb.Empty())
                     succ = x
                 except PeerUnreachable:
                     self.forget(x)
@@ -336,9 +328,11 @@ class ChordNode:
         self.store.put_items(good)
         self.settled = True
 
-    def _checked(self, peer: NodeRef, method: str, reply: Any) -> Any:
-        """A peer's reply I route by, checked (chord.checks): a malformed one is refused,
-        counted, and its peer taken as failed for this call (routed around, forgotten)."""
+    def _ask(self, peer: NodeRef, method: str, request: Any) -> Op:
+        """A call whose reply I route by, checked (chord.checks): a malformed one is
+        refused, counted, and its peer taken as failed for this call (routed around,
+        forgotten)."""
+        reply = yield Call(peer, method, request)
         why = checks.invalid_reply(self, method, reply)
         if why is None:
             return reply
