@@ -312,6 +312,10 @@ def fuzz(callers: Callers, addresses: list[str], calls: int, rng_seed: int) -> d
     count = [0]
     subscribed: list[tuple[str, pb.SubscribeReply]] = []  # to undo: they are no attack
 
+    def undo_later(path: str, role: str, code: str, reply: bytes) -> None:
+        if code == "OK" and path.endswith("/Subscribe"):
+            subscribed.append((role, pb.SubscribeReply.FromString(reply)))
+
     @seed(rng_seed)
     @settings(
         max_examples=calls,
@@ -328,8 +332,7 @@ def fuzz(callers: Callers, addresses: list[str], calls: int, rng_seed: int) -> d
         payload = data.draw(payloads(request))
         before = callers.digest(address)
         code, reply = callers.reply(role, address, path, payload, streaming)
-        if code == "OK" and path.endswith("/Subscribe"):
-            subscribed.append((role, pb.SubscribeReply.FromString(reply)))
+        undo_later(path, role, code, reply)
         if code == "OK":
             callers.settle(addresses)  # what it set off (replicas, batches) ends before the next
         codes[code] += 1
@@ -340,8 +343,7 @@ def fuzz(callers: Callers, addresses: list[str], calls: int, rng_seed: int) -> d
             callers.settle(addresses)
             again = callers.digest(address)
             code, reply = callers.reply(role, address, path, payload, streaming)
-            if code == "OK" and path.endswith("/Subscribe"):
-                subscribed.append((role, pb.SubscribeReply.FromString(reply)))
+            undo_later(path, role, code, reply)
             moved = code == "OK" or callers.digest(address) != again
             (changed if moved else drifted).append(f"{path} as {role}: {code}")
             callers.settle(addresses)
