@@ -10,13 +10,23 @@ ring changes always passes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
 from chord.ids import BITS
+from chord.messages import items_from_pb
 from chord.proto import chord_pb2 as pb
+from chord.routing import NodeRef
 
-if TYPE_CHECKING:
-    from chord.node import ChordNode
+
+class Receiver(Protocol):
+    """What a check reads of the node that received the message (a chord.node.Receiver)."""
+
+    @property
+    def me(self) -> NodeRef: ...
+
+    # what is wrong with keys handed to the node, as the app that stores them judges
+    items_problem: Callable[[list[tuple[int, bytes]]], str | None]
+
 
 MAX_ADDRESS = 255  # characters of host:port
 MAX_AVOID = 4 * BITS  # nodes a lookup asks to route around: more is no lookup of ours
@@ -41,18 +51,18 @@ def node_problem(info: pb.NodeInfo, me_id: int, me_address: str) -> str | None:
     return why
 
 
-def _find_successor(node: ChordNode, req: pb.FindSuccessorRequest) -> str | None:
+def _find_successor(node: Receiver, req: pb.FindSuccessorRequest) -> str | None:
     if len(req.avoid) > MAX_AVOID:
         return f"{len(req.avoid)} nodes to avoid; at most {MAX_AVOID}"
     return None
 
 
-def _notify(node: ChordNode, req: pb.NotifyRequest) -> str | None:
+def _notify(node: Receiver, req: pb.NotifyRequest) -> str | None:
     me = node.me
     return node_problem(req.node, me.id, me.address)
 
 
-def _leave(node: ChordNode, req: pb.LeaveRequest) -> str | None:
+def _leave(node: Receiver, req: pb.LeaveRequest) -> str | None:
     me = node.me
     if req.leaving.id == me.id or req.leaving.address == me.address:
         return "this node is not the one leaving"
@@ -65,8 +75,6 @@ def _leave(node: ChordNode, req: pb.LeaveRequest) -> str | None:
         why = node_problem(info, me.id, me.address)
         if why is not None:
             return why
-    from chord.node import items_from_pb  # (chord.node imports this module)
-
     return node.items_problem(items_from_pb(req.items))
 
 
@@ -77,18 +85,18 @@ CHECKS: dict[str, Callable[[Any, Any], str | None]] = {
 }
 
 
-def invalid(node: ChordNode, method: str, request: Any) -> str | None:
+def invalid(node: Receiver, method: str, request: Any) -> str | None:
     """Why `node` refuses this request (None: it may act on it)."""
     check = CHECKS.get(method)
     return check(node, request) if check is not None else None
 
 
-def _find_successor_reply(node: ChordNode, reply: pb.FindSuccessorReply) -> str | None:
-    # a node at my id is no malformed answer: it is why a join is refused (ChordNode.join)
+def _find_successor_reply(node: Receiver, reply: pb.FindSuccessorReply) -> str | None:
+    # a node at my id is no malformed answer: it is why a join is refused (Receiver.join)
     return address_problem(reply.node.address)
 
 
-def _neighbors_reply(node: ChordNode, reply: pb.NeighborsReply) -> str | None:
+def _neighbors_reply(node: Receiver, reply: pb.NeighborsReply) -> str | None:
     if not 1 <= len(reply.successors) <= MAX_SUCCESSORS:  # a node is its own successor alone
         return f"{len(reply.successors)} successors; 1 to {MAX_SUCCESSORS}"
     named = [*reply.successors]
@@ -104,7 +112,7 @@ REPLY_CHECKS: dict[str, Callable[[Any, Any], str | None]] = {
 }
 
 
-def invalid_reply(node: ChordNode, method: str, reply: Any) -> str | None:
+def invalid_reply(node: Receiver, method: str, reply: Any) -> str | None:
     """Why `node` refuses a peer's reply to its `method` call (None: it may route by it)."""
     check = REPLY_CHECKS.get(method)
     return check(node, reply) if check is not None else None

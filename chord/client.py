@@ -10,7 +10,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from chord.ids import BITS
-from chord.node import to_ref
+from chord.messages import to_ref
 from chord.proto import chord_pb2 as pb
 from chord.proto import chord_pb2_grpc as pb_grpc
 from chord.routing import NodeRef, RoutingTable

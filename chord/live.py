@@ -28,7 +28,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from chord.grpc_transport import CHORD_SERVICE, SIZE_OPTIONS, GrpcTransport, MethodTable, run_async
 from chord.ids import hash_id
 from chord.ledger import Ledger
-from chord.node import ChordNode, JoinError, Op, PeerUnreachable, to_info, to_ref
+from chord.messages import to_info, to_ref
+from chord.node import ChordNode, JoinError, Op, PeerUnreachable
 from chord.proto import chord_pb2 as pb
 from chord.routing import NodeRef
 from chord.tls import ADMIN, EVERYONE, NODE, Credentials, caller_name, caller_role

@@ -16,6 +16,7 @@ from typing import Any, Callable, Generator, NamedTuple
 
 from chord import checks
 from chord.ids import BITS, in_open, in_open_closed
+from chord.messages import items_from_pb, items_to_pb, to_info, to_ref
 from chord.proto import chord_pb2 as pb
 from chord.routing import NodeRef, RoutingTable
 from chord.store import KeyStore, SortedKeyStore
@@ -52,22 +53,6 @@ class Call(NamedTuple):
 
 Op = Generator[Call, Any, Any]
 RegionListener = Callable[[NodeRef | None, NodeRef | None], None]
-
-
-def to_ref(info: pb.NodeInfo) -> NodeRef:
-    return NodeRef(info.id, info.address)
-
-
-def to_info(ref: NodeRef) -> pb.NodeInfo:
-    return pb.NodeInfo(id=ref.id, address=ref.address)
-
-
-def items_to_pb(items: list[tuple[int, bytes]]) -> list[pb.KeyItem]:
-    return [pb.KeyItem(key=k, value=v) for k, v in items]
-
-
-def items_from_pb(items) -> list[tuple[int, bytes]]:
-    return [(i.key, i.value) for i in items]
 
 
 class ChordNode:

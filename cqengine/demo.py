@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 
 from chord.client import lookup
-from chord.node import to_ref
+from chord.messages import to_ref
 from chord.oracle import RingOracle
 from chord.tls import Credentials
 from cqengine.evaluation.matcher import document_frequencies, document_terms, matches

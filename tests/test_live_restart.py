@@ -13,7 +13,7 @@ import time
 import pytest
 from conftest import FAST, kill_hard, restart
 
-from chord.node import to_ref
+from chord.messages import to_ref
 from chord.oracle import RingOracle
 from cqengine.demo import collect_alerts
 from cqengine.evaluation.matcher import document_frequencies, document_terms, matches

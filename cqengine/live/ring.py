@@ -33,7 +33,7 @@ from typing import Callable, TextIO
 from chord.client import fetch_states, serving, table_from_state
 from chord.ids import short
 from chord.live import Timing
-from chord.node import to_ref
+from chord.messages import to_ref
 from chord.oracle import RingOracle, ring_problems
 from chord.tls import ADMIN, NODE, Credentials, TlsError
 from cqengine.live.storage import FILE
