@@ -18,6 +18,7 @@ import grpc
 from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message_factory import GetMessageClass
 
+from chord.driver import drive_async
 from chord.ledger import Ledger
 from chord.node import Call, Op, PeerUnreachable, Refused
 from chord.proto import chord_pb2
@@ -258,24 +259,13 @@ class GrpcTransport:
 
 
 async def run_async(node: Handler, op: Op, transport: GrpcTransport) -> Any:
-    """The asyncio twin of chord.transport.run_sync."""
-    reply: Any = None
-    error: PeerUnreachable | None = None
-    while True:
-        try:
-            call: Call = op.throw(error) if error else op.send(reply)
-        except StopIteration as stop:
-            return stop.value
-        reply, error = None, None
-        try:
-            if call.peer == node.me:
-                reply = node.handle(call.method, call.request)
-                if isgenerator(reply):  # an answer that needs calls of its own
-                    reply = await run_async(node, reply, transport)
-            else:
-                reply = await transport.call(call.peer, call.method, call.request)
-        except PeerUnreachable as e:
-            error = e
-        except BaseException:
-            op.close()  # cancelled, say: the operation's clean-up (its finally) runs now
-            raise
+    """Drive an operation over the network (chord.driver); calls to oneself are handled
+    here, an answer that needs calls of its own driven in turn."""
+
+    async def call(c: Call) -> Any:
+        if c.peer != node.me:
+            return await transport.call(c.peer, c.method, c.request)
+        reply = node.handle(c.method, c.request)
+        return await run_async(node, reply, transport) if isgenerator(reply) else reply
+
+    return await drive_async(op, call)

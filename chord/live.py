@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import secrets
 import signal
 import socket
 import time
@@ -26,6 +27,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from chord.grpc_transport import CHORD_SERVICE, SIZE_OPTIONS, GrpcTransport, MethodTable, run_async
+from chord.host import Host
 from chord.ids import hash_id
 from chord.ledger import Ledger
 from chord.messages import to_info, to_ref
@@ -280,8 +282,8 @@ class App(Handler, Protocol):
         process (one commit per batch of changes; nothing if the app keeps nothing)."""
 
 
-# builds the app around the node's ChordNode; the callable it is given runs an Op in the background
-AppFactory = Callable[[ChordNode, Callable[[Op], None]], App]
+# builds the app around the node's ChordNode, with what the node lends it (chord.host)
+AppFactory = Callable[[ChordNode, Host], App]
 
 
 class LiveNode:
@@ -308,7 +310,14 @@ class LiveNode:
         self.node = ChordNode(
             NodeRef(hash_id(address) if node_id is None else node_id, address), r=r
         )
-        self.app: App | None = app(self.node, self.spawn) if app else None
+        self.lent = Host(  # what the app is lent of this node (chord.host)
+            spawn=self.spawn,
+            later=lambda seconds, fn: asyncio.get_running_loop().call_later(seconds, fn),
+            now=time.monotonic,
+            clock=time.time,
+            new_id=lambda: secrets.randbits(64),  # unguessable, and never again at a restart
+        )
+        self.app: App | None = app(self.node, self.lent) if app else None
         self.handler: Handler = self.app or self.node
         self.timing = timing or Timing()
         self.ledger = Ledger()

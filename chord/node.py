@@ -73,9 +73,6 @@ class ChordNode:
         # handed my region by my successor (a Notify reply) since I joined, or alone: what
         # the ring held for my keys while I was away has come back
         self.settled = False
-        # who owns a key, where a simulated ring standing still answers lookups itself
-        # (chord.simulator.Simulator.instant_lookups); None: lookups ask the ring
-        self.owner_of: Callable[[int], NodeRef] | None = None
         self.handlers = {
             "FindSuccessor": self._on_find_successor,
             "GetNeighbors": self._on_get_neighbors,
@@ -216,8 +213,6 @@ class ChordNode:
         A dead hop is routed around. With `verify` the answer is pinged too, so a lookup
         made before maintenance has noticed a crash still names a live owner.
         """
-        if self.owner_of is not None:
-            return self.owner_of(key), 0
         path: list[NodeRef] = []
         avoid: set[int] = set()
         hops = 0

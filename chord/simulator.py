@@ -1,9 +1,11 @@
 """The simulator shell: the very same ChordNode objects, wired by an in-memory transport.
 
-Time is rounds: in each round every live node runs stabilize, check_predecessor and
-fix_fingers once, in an order drawn from the seeded generator (the randomized intervals of
-a live node, made reproducible). A ring is built by real joins plus rounds, or instantly
-from the oracle; both yield the same tables once converged.
+The ring's maintenance goes in rounds: in each round every live node runs stabilize,
+check_predecessor and fix_fingers once, in an order drawn from the seeded generator (the
+randomized intervals of a live node, made reproducible). A ring is built by real joins
+plus rounds, or instantly from the oracle; both yield the same tables once converged.
+What rides on the nodes (the engine) is lent a Host (chord.host) whose time is a
+VirtualClock: it moves only as timers fire, so a seeded simulation repeats exactly.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections import deque
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator
 
+from chord.host import Host
 from chord.ids import hash_id
 from chord.ledger import Ledger
 from chord.node import ChordNode, Op
@@ -20,8 +23,50 @@ from chord.oracle import RingOracle, ring_problems
 from chord.routing import NodeRef
 from chord.transport import Handler, MemoryTransport, run_sync
 
-# builds an application (the engine) around a ChordNode; the callable it is given queues an Op
-AppFactory = Callable[[ChordNode, Callable[[Op], None]], Handler]
+# builds an application (the engine) around a ChordNode, with the Host the simulator lends it
+AppFactory = Callable[[ChordNode, Host], Handler]
+
+EPOCH = 1_700_000_000.0  # the wall clock's reading when a simulation starts
+
+
+class VirtualClock:
+    """A simulation's time, in seconds from its start. It moves only when timers fire
+    (`fire`), to the time each was set for, never back: how long a run takes on this
+    machine changes nothing it does."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+        self.timers: list[tuple[float, Callable[[], None]]] = []  # (due, fn), in the order set
+
+    def now(self) -> float:
+        return self.t
+
+    def wall(self) -> float:
+        return EPOCH + self.t
+
+    def later(self, seconds: float, fn: Callable[[], None]) -> None:
+        self.timers.append((self.t + seconds, fn))
+
+    def fire(self) -> int:
+        """Fire the timers set so far, in the order they were set (a timer they set waits
+        for the next call); how many fired."""
+        timers, self.timers = self.timers, []
+        for due, fn in timers:
+            self.t = max(self.t, due)
+            fn()
+        return len(timers)
+
+
+class SimulatedNode(ChordNode):
+    """A ChordNode whose lookups the simulator may answer from its oracle, without a
+    message, while the ring stands still (Simulator.instant_lookups)."""
+
+    owner_of: Callable[[int], NodeRef] | None = None
+
+    def lookup(self, key: int, verify: bool = False) -> Op:
+        if self.owner_of is not None:
+            return self.owner_of(key), 0
+        return (yield from super().lookup(key, verify))
 
 
 class Simulator:
@@ -31,9 +76,10 @@ class Simulator:
         self.r = r
         self.rng = random.Random(seed)
         self.transport = MemoryTransport(ledger)
-        self.nodes: dict[str, ChordNode] = {}
+        self.nodes: dict[str, SimulatedNode] = {}
         self.apps: dict[str, Handler] = {}  # what answers at each address: the app, or the node
         self.make_app = app
+        self.clock = VirtualClock()
         self.queue: deque[tuple[str, Op]] = deque()
         self._standing = False  # lookups are instant: membership must not change
 
@@ -50,15 +96,22 @@ class Simulator:
             raise ValueError(f"address {address} already in the ring")
         self._moving()
         ref = NodeRef(hash_id(address) if node_id is None else node_id, address)
-        node = ChordNode(ref, r=self.r, seed=self.rng.getrandbits(64))
+        node = SimulatedNode(ref, r=self.r, seed=self.rng.getrandbits(64))
         self.nodes[address] = node
-        self.apps[address] = (
-            self.make_app(node, lambda op: self.queue.append((address, op)))
-            if self.make_app
-            else node
-        )
+        self.apps[address] = self.make_app(node, self.host(address)) if self.make_app else node
         self.transport.register(self.apps[address])
         return node
+
+    def host(self, address: str) -> Host:
+        """What the node at this address lends its app: the ring's queue and clock."""
+        ids = random.Random(hash_id(address))
+        return Host(
+            spawn=lambda op: self.queue.append((address, op)),
+            later=self.clock.later,
+            now=self.clock.now,
+            clock=self.clock.wall,
+            new_id=lambda: ids.getrandbits(64),
+        )
 
     def run(self, node: ChordNode, op: Op) -> Any:
         return run_sync(self.apps[node.me.address], op, self.transport)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from inspect import isgenerator
 from typing import Any, Protocol
 
+from chord.driver import drive
 from chord.ledger import Ledger, LocalLedger
 from chord.node import Call, Op, PeerUnreachable
 from chord.routing import NodeRef
@@ -65,20 +66,11 @@ def answer(node: Handler, method: str, request: Any, transport: MemoryTransport)
 
 def run_sync(node: Handler, op: Op, transport: MemoryTransport) -> Any:
     """Drive an operation to completion; calls to oneself are handled without the wire."""
-    reply: Any = None
-    error: PeerUnreachable | None = None
     me = node.me
-    while True:
-        try:
-            call: Call = op.throw(error) if error else op.send(reply)
-        except StopIteration as stop:
-            return stop.value
-        reply, error = None, None
-        try:
-            reply = (
-                answer(node, call.method, call.request, transport)
-                if call.peer == me
-                else transport.call(call.peer, call.method, call.request)
-            )
-        except PeerUnreachable as e:
-            error = e
+
+    def call(c: Call) -> Any:
+        if c.peer == me:
+            return answer(node, c.method, c.request, transport)
+        return transport.call(c.peer, c.method, c.request)
+
+    return drive(op, call)

@@ -24,7 +24,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from cqengine.core.engine import Document
+from cqengine.core.documents import Document
 from cqengine.evaluation.evaluate import writable
 from cqengine.evaluation.inputs import generated, load_prep
 from cqengine.evaluation.plots import plt  # the figures' backend, no display needed
@@ -43,7 +43,7 @@ def publish(ring: IndexedRing, resolution: str, batch: int, docs: int) -> dict:
     held_out = sim.held_out
     alerted: list[tuple] = []
     for e in sim.engines.values():
-        e.alert_listeners.append(lambda subs, e=e: alerted.extend((e, sub) for sub in subs))
+        e.home.alert_listeners.append(lambda subs, e=e: alerted.extend((e, sub) for sub in subs))
     messages, size, candidates = Counter(), Counter(), 0
     wrong = 0
     start = time.perf_counter()

@@ -60,7 +60,7 @@ def engine_node(**kw):
     """An engine node on the live shell at a free loopback port, default settings, not
     started; `kw` go to LiveNode (timing, credentials, access, limits)."""
     from chord.live import LiveNode
-    from cqengine.core.engine import EngineNode
+    from cqengine.core.node import EngineNode
     from cqengine.core.settings import Settings
     from cqengine.live.ring import free_ports
 

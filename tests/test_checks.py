@@ -30,9 +30,10 @@ from test_engine_sim import SHAPES, assert_exact, subscribe_all, workload
 from chord import checks as chord_checks
 from chord.node import ChordNode, Refused
 from chord.proto import chord_pb2 as chord_pb
-from cqengine.core import checks
-from cqengine.core.engine import ENGINE_SERVICE, Document, EngineNode, prepare
-from cqengine.core.homes import SEEN_KEPT
+from cqengine.core import checks, limits
+from cqengine.core.documents import Document, prepare
+from cqengine.core.limits import SEEN_KEPT
+from cqengine.core.node import ENGINE_SERVICE, EngineNode
 from cqengine.core.settings import Settings
 from cqengine.evaluation.sim import EngineSimulator
 from cqengine.proto import cqengine_pb2 as pb
@@ -196,7 +197,7 @@ def dn_fails_before_announcing(strategy: str, resolution: str, seed: int):
     """Its successor takes the batch over, and announces it as its DN."""
     wl, s, sim, subs = replicated_ring(strategy, resolution, seed)
     dn = sorted(sim.engines)[2]
-    sim.ring.run(sim.ring.nodes[dn], sim.engines[dn].publish_batch(analyzed(wl, s)))
+    sim.ring.run(sim.ring.nodes[dn], sim.engines[dn].dn.publish_batch(analyzed(wl, s)))
     sim.fail([dn])
     return sim, sim.alerts(), wl.oracle(subs)
 
@@ -205,12 +206,12 @@ def qn_fails_before_reporting(strategy: str, resolution: str, seed: int):
     """Its DN announces the batch again when its hold ends."""
     wl, s, sim, subs = replicated_ring(strategy, resolution, seed)
     dn = sorted(sim.engines)[3]
-    sim.ring.run(sim.ring.nodes[dn], sim.engines[dn].publish_batch(analyzed(wl, s)))
+    sim.ring.run(sim.ring.nodes[dn], sim.engines[dn].dn.publish_batch(analyzed(wl, s)))
     sim.ring.drain()  # announced; no QN has resolved yet
     qn = max((n for n, _ in sim.heard if n.me.address != dn), key=lambda n: len(n.index))
     sim.heard = [(n, h) for n, h in sim.heard if n is not qn]
     sim.fail([qn.me.address])
-    sim._settle()
+    sim.settle()
     return sim, sim.alerts(), wl.oracle(subs)
 
 
@@ -265,6 +266,16 @@ def plain(x: Any) -> Any:
     return x
 
 
+def work(d) -> tuple:
+    """A DN's deliveries in progress (cqengine.core.delivery.Delivery)."""
+    return d.retrying, d.unsent, d.homes_at
+
+
+def peers(r) -> tuple:
+    """What replication knows of its replicas (cqengine.core.replication.Replication)."""
+    return r.confirmed, r.in_sync, r.replicas_were
+
+
 def state_digest(e: EngineNode) -> str:
     """A fingerprint of everything a node holds: its inverted lists, subscriptions with
     their mailboxes, record store (tombstones, unsubscriptions, held batches), documents
@@ -276,10 +287,10 @@ def state_digest(e: EngineNode) -> str:
         "subscriptions": e.subscriptions,
         "store": (store.tombstones, store.gone, store.held, store.held_since),
         "held": store.held_documents,
-        "docs": [(k, d.docno, d.title, d.snippet, d.ids) for k, d in e.docs.items()],
+        "docs": [(k, d.docno, d.title, d.snippet, d.ids) for k, d in e.documents.docs.items()],
         "synopsis": (syn.entries, syn.changed_at, syn.clock),
-        "work": (e.gathering, e.retrying, e.unsent, e.own, e.homes_at, e.retiring),
-        "peers": (e.confirmed, e.in_sync, e.gossiped_to, e.indexed_with, e.replicas_were),
+        "work": (e.dn.gathering, e.dn.own, e.gossip.retiring) + work(e.dn.delivery),
+        "peers": peers(e.replication) + (e.gossip.gossiped_to, e.gossip.indexed_with),
         "counters": {k: v for k, v in e.counters.items() if k != "messages_refused"},
     }
     return hashlib.sha256(repr(plain(state)).encode()).hexdigest()
@@ -378,7 +389,7 @@ def test_every_kind_was_captured_and_passes_as_sent(captured):
             node = sim.engines[address] if address in sim.engines else None
             if node is None:
                 continue  # it left or failed since
-            assert checks.invalid(node, method, request) is None, (method, request)
+            assert checks.invalid(node.settings, method, request) is None, (method, request)
             assert chord_checks.invalid(node.chord, method, request) is None
 
 
@@ -427,13 +438,13 @@ def break_entry(e: pb.QueryEntry, node, draw, how: str) -> bool:
     elif how == "terms and ids differ":
         del e.terms[-1]
     elif how == "too many terms":
-        terms = sorted((f"t{i}" for i in range(checks.MAX_QUERY_TERMS + 1)), key=term_id)
+        terms = sorted((f"t{i}" for i in range(limits.MAX_QUERY_TERMS + 1)), key=term_id)
         del e.term_ids[:], e.terms[:]
         e.terms.extend(terms)
         e.term_ids.extend(term_id(t) for t in terms)
         e.index_id = e.term_ids[0]
     elif how == "a term too long":
-        e.terms[draw(st.integers(0, len(e.terms) - 1))] = "x" * (checks.MAX_TERM_BYTES + 1)
+        e.terms[draw(st.integers(0, len(e.terms) - 1))] = "x" * (limits.MAX_TERM_BYTES + 1)
     elif how == "a term not its id":
         e.terms[draw(st.integers(0, len(e.terms) - 1))] += "x"
     elif how == "ids out of order":
@@ -526,11 +537,11 @@ def _record_breaks(method: str) -> None:
 
     @home_break("too many terms", whole=True)
     def _(h, node, draw):
-        h.terms.extend(f"t{i}" for i in range(checks.MAX_QUERY_TERMS))
+        h.terms.extend(f"t{i}" for i in range(limits.MAX_QUERY_TERMS))
 
     @home_break("a term too long")
     def _(h, node, draw):
-        h.terms.append("x" * (checks.MAX_TERM_BYTES + 1))
+        h.terms.append("x" * (limits.MAX_TERM_BYTES + 1))
 
     @home_break("indexed under none of its terms", whole=True)
     def _(h, node, draw):
@@ -549,7 +560,7 @@ def _record_breaks(method: str) -> None:
 
     @home_break("a seen docno too long")
     def _(h, node, draw):
-        h.seen.append("D" * (checks.MAX_DOCNO + 1))
+        h.seen.append("D" * (limits.MAX_DOCNO + 1))
 
     @home_break("titles not one per alert", alerts=True)
     def _(h, node, draw):
@@ -591,7 +602,7 @@ def _record_breaks(method: str) -> None:
     @batch_break("too many documents")
     def _(b, node, draw):
         d = b.documents[0]
-        b.documents.extend([d] * checks.MAX_BATCH_DOCS)
+        b.documents.extend([d] * limits.MAX_BATCH_DOCS)
 
     @batch_break("an age of no time")
     def _(b, node, draw):
@@ -603,7 +614,7 @@ def _record_breaks(method: str) -> None:
 
     @batch_break("a docno too long")
     def _(b, node, draw):
-        pick(draw, b.documents).docno = "D" * (checks.MAX_DOCNO + 1)
+        pick(draw, b.documents).docno = "D" * (limits.MAX_DOCNO + 1)
 
     @batch_break("a title too long")
     def _(b, node, draw):
@@ -639,7 +650,7 @@ def _(m, node, draw):
 
 @breaks("Announce", "too many documents")
 def _(m, node, draw):
-    extra = checks.MAX_BATCH_DOCS + 1 - len(m.doc_keys)
+    extra = limits.MAX_BATCH_DOCS + 1 - len(m.doc_keys)
     m.doc_keys.extend([7] * extra)
     m.max_ids.extend([7] * extra)
     return True
@@ -653,13 +664,13 @@ def _(m, node, draw):
 
 @breaks("Announce", "hops out of range")
 def _(m, node, draw):
-    m.hops = draw(st.sampled_from([0, checks.HOP_LIMIT + 1, 2**32 - 1]))
+    m.hops = draw(st.sampled_from([0, limits.HOP_LIMIT + 1, 2**32 - 1]))
     return True
 
 
 @breaks("Announce", "a share past the whole")
 def _(m, node, draw):
-    m.share = draw(st.integers(checks.WHOLE + 1, 2**64 - 1))
+    m.share = draw(st.integers(limits.WHOLE + 1, 2**64 - 1))
     return True
 
 
@@ -727,7 +738,7 @@ def _(m, node, draw):
 
 @breaks("GetBloom", "too many documents")
 def _(m, node, draw):
-    m.doc_keys.extend([5] * (checks.MAX_BATCH_DOCS + 1 - len(m.doc_keys)))
+    m.doc_keys.extend([5] * (limits.MAX_BATCH_DOCS + 1 - len(m.doc_keys)))
     return True
 
 
@@ -739,7 +750,7 @@ def _(m, node, draw):
 
 @breaks("TermDialogue", "too many documents")
 def _(m, node, draw):
-    extra = checks.MAX_BATCH_DOCS + 1 - len(m.doc_keys)
+    extra = limits.MAX_BATCH_DOCS + 1 - len(m.doc_keys)
     m.doc_keys.extend([5] * extra)
     m.counts.extend([0] * (extra + (len(m.counts) == 0)))
     return True
@@ -794,13 +805,13 @@ def _(m, node, draw):
 
 @breaks("Matched", "a share past the whole")
 def _(m, node, draw):
-    m.share = draw(st.integers(checks.WHOLE + 1, 2**64 - 1))
+    m.share = draw(st.integers(limits.WHOLE + 1, 2**64 - 1))
     return True
 
 
 @breaks("Matched", "too many documents")
 def _(m, node, draw):
-    m.doc_keys.extend([5] * (checks.MAX_BATCH_DOCS + 1 - len(m.doc_keys)))
+    m.doc_keys.extend([5] * (limits.MAX_BATCH_DOCS + 1 - len(m.doc_keys)))
     return True
 
 
@@ -815,7 +826,7 @@ def _(m, node, draw):
 
 @breaks("Deliver", "too many documents")
 def _(m, node, draw):
-    extra = checks.MAX_BATCH_DOCS + 1 - len(m.docnos)
+    extra = limits.MAX_BATCH_DOCS + 1 - len(m.docnos)
     m.docnos.extend(["D"] * extra)
     del m.titles[:], m.snippets[:]
     if not m.counts:
@@ -856,7 +867,7 @@ def _(m, node, draw):
 @breaks("Deliver", "a docno empty or too long")
 def _(m, node, draw):
     at = pick(draw, range(len(m.docnos)))
-    m.docnos[at] = draw(st.sampled_from(["", "D" * (checks.MAX_DOCNO + 1)]))
+    m.docnos[at] = draw(st.sampled_from(["", "D" * (limits.MAX_DOCNO + 1)]))
     return True
 
 
@@ -922,7 +933,7 @@ def _(m, node, draw):
 
 def digest_of(sim: EngineSimulator, node: EngineNode) -> tuple:
     """The receiver's state, and the work queued on the ring (a spawned operation)."""
-    return state_digest(node), len(sim.ring.queue), len(sim.timers), len(sim.heard)
+    return state_digest(node), len(sim.ring.queue), len(sim.ring.clock.timers), len(sim.heard)
 
 
 @pytest.mark.parametrize("method,how", sorted(BREAKS), ids=lambda x: x)
@@ -1019,7 +1030,7 @@ def test_a_malformed_reconcile_reply_is_refused_and_changes_nothing():
     counted and marked out of sync, and the owner's state is as it was."""
     wl, s, sim, _ = replicated_ring("mhi", "td", 3)
     owner = sim.engines[sorted(sim.engines)[0]]
-    replica = sim.engines[owner.replica_set()[0].address]
+    replica = sim.engines[owner.ctx.replica_set()[0].address]
     genuine = replica.store.differing
 
     def lying(req):
@@ -1029,12 +1040,14 @@ def test_a_malformed_reconcile_reply_is_refused_and_changes_nothing():
         return reply
 
     replica.store.differing = lying
-    before, count = owner.state_digest(), owner.counters["messages_refused"]
-    lo, hi = owner.region()
-    sim.ring.run(sim.ring.nodes[owner.me.address], owner._reconcile(lo, hi))
+    before, count = owner.statistics.state_digest(), owner.counters["messages_refused"]
+    lo, hi = owner.ctx.region()
+    sim.ring.run(sim.ring.nodes[owner.me.address], owner.replication._reconcile(lo, hi))
     assert owner.counters["messages_refused"] == count + 1
-    assert owner.in_sync[replica.me] is False  # (which the full state_digest above sees)
-    assert owner.state_digest() == before  # what it holds
+    assert (
+        owner.replication.in_sync[replica.me] is False
+    )  # (which the full state_digest above sees)
+    assert owner.statistics.state_digest() == before  # what it holds
 
 
 def test_the_state_digest_sees_what_a_node_holds_and_not_when():
@@ -1045,7 +1058,7 @@ def test_the_state_digest_sees_what_a_node_holds_and_not_when():
     sim.reconcile_round()
 
     def digests():
-        return {a: e.state_digest() for a, e in sim.engines.items()}
+        return {a: e.statistics.state_digest() for a, e in sim.engines.items()}
 
     steady = digests()
     sim.reconcile_round()
@@ -1069,10 +1082,10 @@ def test_a_notify_reply_handing_over_malformed_keys_is_refused_and_changes_nothi
     successor.chord.handlers["Notify"] = lambda req: chord_pb.NotifyReply(
         items=[chord_pb.KeyItem(key=node.me.id, value=b"\xff\xff")]
     )
-    before, count = node.state_digest(), node.chord.refused
+    before, count = node.statistics.state_digest(), node.chord.refused
     sim.ring.run(sim.ring.nodes[node.me.address], node.chord.stabilize())
     assert node.chord.refused == count + 1
-    assert node.state_digest() == before
+    assert node.statistics.state_digest() == before
 
 
 def test_of_a_notify_reply_the_good_keys_are_kept_and_the_bad_refused():
@@ -1081,7 +1094,7 @@ def test_of_a_notify_reply_the_good_keys_are_kept_and_the_bad_refused():
     wl, s, sim, _ = replicated_ring("mhi", "td", 3)
     node = sim.engines[sorted(sim.engines)[0]]
     successor = sim.engines[node.chord.table.successor.address]
-    region = successor.region()
+    region = successor.ctx.region()
     record = next(iter(successor.store.entry_records(*region)))
     good = chord_pb.KeyItem(key=record.key, value=pb.Records(entries=[record]).SerializeToString())
     successor.chord.handlers["Notify"] = lambda req: chord_pb.NotifyReply(

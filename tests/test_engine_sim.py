@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache, partial
 
 import pytest
@@ -21,10 +21,13 @@ from hypothesis import strategies as st
 
 from chord.node import PeerUnreachable
 from chord.routing import NodeRef
-from cqengine.core import engine
-from cqengine.core.announce import knowledge
+from cqengine.core import limits, qn
 from cqengine.core.bloom import BloomFilter
-from cqengine.core.engine import ENGINE_SERVICE, MAX_DOCNO, MAX_QUERY_TERMS, EngineError
+from cqengine.core.documents import prepare
+from cqengine.core.errors import EngineError
+from cqengine.core.knowledge import knowledge
+from cqengine.core.limits import MAX_DOCNO, MAX_QUERY_TERMS
+from cqengine.core.node import ENGINE_SERVICE
 from cqengine.core.settings import Settings
 from cqengine.evaluation.matcher import document_terms, matches
 from cqengine.evaluation.sim import EngineSimulator
@@ -352,7 +355,7 @@ def test_observations_only_prune(strategy, resolution, nodes, monkeypatch):
     runs = {}
     for obs in (True, False):
         # a ring whose QNs know the document without Observations 1 and 2
-        monkeypatch.setattr(engine, "knowledge", partial(knowledge, obs1=obs, obs2=obs))
+        monkeypatch.setattr(qn, "knowledge", partial(knowledge, obs1=obs, obs2=obs))
         s = make_settings(wl, strategy=strategy, resolution=resolution, seed=9)
         sim = EngineSimulator(nodes, s, seed=9)
         subs = subscribe_all(sim, wl)
@@ -453,7 +456,7 @@ def test_unsubscribe_errors_change_nothing():
     with pytest.raises(EngineError) as err:
         sim.ring.run(
             sim.ring.nodes[elsewhere],
-            sim.engines[elsewhere].unsubscribe(target.subscription_id, target.token),
+            sim.engines[elsewhere].placement.unsubscribe(target.subscription_id, target.token),
         )
     assert err.value.code == "NOT_FOUND"
 
@@ -577,7 +580,7 @@ def state(sim: EngineSimulator):
             for k in e.index.keys()
         ],
         sum(e.counters["documents_published"] for e in sim.engines.values()),
-        sum(len(e.docs) for e in sim.engines.values()),
+        sum(len(e.documents.docs) for e in sim.engines.values()),
         sim.ring.ledger.snapshot(),
     )
 
@@ -649,7 +652,7 @@ def test_bad_documents_are_refused_and_change_nothing(small_ring, docno, data, c
     before = state(sim)
     for address in sorted(sim.engines):
         with pytest.raises(EngineError) as err:
-            sim.ring.run(sim.ring.nodes[address], sim.engines[address].publish(docno, data, ""))
+            sim.ring.run(sim.ring.nodes[address], sim.engines[address].dn.publish(docno, data, ""))
         assert err.value.code == code
     sim.ring.drain()
     assert state(sim) == before
@@ -746,7 +749,7 @@ def test_the_title_counts_toward_the_document_size_limit():
     sim = EngineSimulator(2, Settings(max_document_bytes=200), seed=0)
     address = sim.pick()
     with pytest.raises(EngineError, match="limit is 200"):
-        op = sim.engines[address].publish("T1", b"short text", "headline " * 30)
+        op = sim.engines[address].dn.publish("T1", b"short text", "headline " * 30)
         sim.ring.run(sim.ring.nodes[address], op)
     assert sum(e.counters["documents_published"] for e in sim.engines.values()) == 0
     assert sim.publish("T2", "short text", "a headline").terms > 0
@@ -797,10 +800,18 @@ def holding_ring(wl: Workload, hold: float, **kw) -> tuple[EngineSimulator, list
     """A simulated ring whose DNs count their batches' reports (as live nodes do), with the
     shell's timers kept to be fired by hand."""
     sim = EngineSimulator(12, make_settings(wl, seed=2, **kw), seed=2)
+    for e in sim.engines.values():
+        e.dn.hold = hold
+    return sim, hand_timers(sim)
+
+
+def hand_timers(sim: EngineSimulator) -> list:
+    """The ring's timers (seconds, fn), kept for the test to fire by hand: the simulator
+    fires none of them."""
     timers: list = []
     for e in sim.engines.values():
-        e.later, e.hold = (lambda seconds, fn: timers.append(fn)), hold
-    return sim, timers
+        e.ctx.host = replace(e.ctx.host, later=lambda seconds, fn: timers.append((seconds, fn)))
+    return timers
 
 
 def deliveries(sim: EngineSimulator) -> int:
@@ -809,7 +820,7 @@ def deliveries(sim: EngineSimulator) -> int:
 
 
 def batches(wl: Workload, size: int) -> list[list]:
-    docs = [engine.prepare(d.docno, d.text.encode(), d.title, 10_000) for d in wl.docs[:24]]
+    docs = [prepare(d.docno, d.text.encode(), d.title, 10_000) for d in wl.docs[:24]]
     return [docs[i : i + size] for i in range(0, len(docs), size)]
 
 
@@ -829,7 +840,7 @@ def test_a_dn_delivers_one_alert_batch_per_home_once_every_report_is_in(strategy
         docnos = {d.docno for d in batch}
         alerted_homes = {homes[s] for s, docno in want if docno in docnos} - {f"node-{i}"}
         assert deliveries(sim) - before == len(alerted_homes)  # a DN's own: no message
-    assert all(not e.gathering for e in sim.engines.values())  # none held: no timer needed
+    assert all(not e.dn.gathering for e in sim.engines.values())  # none held: no timer needed
     assert len(timers) == 3
     assert_exact(sim.alerts(), want)
 
@@ -852,11 +863,11 @@ def test_a_dn_whose_reports_do_not_all_come_delivers_when_its_hold_runs_out():
     held = [e for e in sim.engines.values() if e is not shirker]
     for i, batch in enumerate(batches(wl, 12)):
         sim.publish_batch(batch, via=held[i].me.address)
-    assert all(e.gathering for e in held[:2])  # no batch has every report in
-    timers[0]()  # one hold runs out
+    assert all(e.dn.gathering for e in held[:2])  # no batch has every report in
+    timers[0][1]()  # one hold runs out
     held[1].flush()  # the other DN stops
-    sim._settle()
-    assert not any(e.gathering for e in sim.engines.values())
+    sim.settle()
+    assert not any(e.dn.gathering for e in sim.engines.values())
     assert_exact(sim.alerts(), wl.oracle(subs, [d.docno for d in wl.docs[:24]]))
 
 
@@ -890,7 +901,7 @@ def test_every_lost_alert_is_counted_with_why(monkeypatch):
     assert lost["home_unreachable"] == sum(home[s] == gone for s, _ in want)
     assert lost["mailbox_full"] == sum(s == full_sub for s, _ in want) - 1 > 0
 
-    monkeypatch.setattr(engine, "DOC_CACHE", 0)  # a DN forgets each document at once
+    monkeypatch.setattr(limits, "DOC_CACHE", 0)  # a DN forgets each document at once
     sim = EngineSimulator(12, make_settings(wl, strategy="ri", seed=2), seed=2)
     subscribe_all(sim, wl)
     for d in docs:
@@ -911,9 +922,9 @@ def test_a_dn_tries_an_unreachable_home_again_and_loses_nothing_if_it_comes_back
         home = {sid: e.me.address for e in sim.engines.values() for sid in e.subscriptions}
         gone = max(sim.engines, key=lambda a: sum(home[s] == a for s, _ in want))
         lost = sum(home[s] == gone for s, _ in want)
-        timers: list = []
         for e in sim.engines.values():
-            e.later, e.hold = (lambda seconds, fn: timers.append((seconds, fn))), 4.0
+            e.dn.hold = 4.0
+        timers = hand_timers(sim)
         deliver = sim.engines[gone].handlers["Deliver"]
 
         def down(batch, gone=gone):  # the home does not answer alerts (its index still does)
@@ -932,7 +943,7 @@ def test_a_dn_tries_an_unreachable_home_again_and_loses_nothing_if_it_comes_back
             seconds, fn = timers.pop(0)
             waits.append(seconds)
             fn()
-            sim._settle()
+            sim.settle()
         dropped = dropped_by(sim)
         if comes_back:
             assert_exact(sim.alerts(), want)

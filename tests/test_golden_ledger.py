@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from chord.ledger import LocalLedger
-from cqengine.core.engine import Document
+from cqengine.core.documents import Document
 from cqengine.core.settings import Settings
 from cqengine.evaluation.matcher import document_terms
 from cqengine.evaluation.sim import EngineSimulator
@@ -175,11 +175,11 @@ def failures() -> dict:
         sim.subscribe(q)
     nodes = sorted(sim.engines)
     batch = [Document(d.docno, analyze(f"{d.title}\n{d.text}"), d.title) for d in docs]
-    sim.ring.run(sim.ring.nodes[nodes[2]], sim.engines[nodes[2]].publish_batch(batch[:12]))
+    sim.ring.run(sim.ring.nodes[nodes[2]], sim.engines[nodes[2]].dn.publish_batch(batch[:12]))
     sim.fail([nodes[2]])  # before anything it announced went out
     alerts = sim.alerts()
     dn = nodes[6]
-    sim.ring.run(sim.ring.nodes[dn], sim.engines[dn].publish_batch(batch[12:]))
+    sim.ring.run(sim.ring.nodes[dn], sim.engines[dn].dn.publish_batch(batch[12:]))
     sim.ring.drain()  # announced; no QN has resolved yet
     qn = max((n for n, _ in sim.heard if n.me.address != dn), key=lambda n: len(n.index))
     sim.heard = [(n, h) for n, h in sim.heard if n is not qn]

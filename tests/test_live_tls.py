@@ -262,7 +262,7 @@ def test_no_client_certificate_calls_any_internal_method(tls):
     from conftest import engine_node
 
     from chord.grpc_transport import CHORD_SERVICE
-    from cqengine.core.engine import ENGINE_SERVICE
+    from cqengine.core.node import ENGINE_SERVICE
 
     for role in ("publisher", "admin"):
         issue(tls, role, role)

@@ -11,20 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chord.ids import in_open, in_open_closed
-from cqengine.core.announce import (
-    Run,
-    announcement,
-    group_runs,
-    knowledge,
-    known_in_parts,
-    may_match,
-    per_id,
-    successors,
-)
 from cqengine.core.bloom import BloomFilter, _positions, positions_array
-from cqengine.core.engine import PublishedDoc
-from cqengine.core.postings import Block, member, union_terms
-from cqengine.core.resolution import FEW, pack_bits, unpack_bits, unpack_many
+from cqengine.core.documents import PublishedDoc
+from cqengine.core.knowledge import knowledge, known_in_parts, may_match
+from cqengine.core.postings import FEW, Block, member, union_terms
+from cqengine.core.resolution import pack_bits, unpack_bits, unpack_many
+from cqengine.core.runs import Run, announcement, group_runs, per_id, successors
 from cqengine.evaluation.depths import Told, bytes_saved, truncated
 
 SMALL = 2**16  # a small id space makes collisions between query and document ids common

@@ -17,11 +17,12 @@ from test_engine_sim import assert_exact, make_settings, subscribe_all, workload
 
 from chord.node import PeerUnreachable
 from chord.transport import REPLY
-from cqengine.core import engine
-from cqengine.core.engine import Document, alert_batch
-from cqengine.core.homes import SEEN_KEPT, Mailbox, cost
+from cqengine.core import limits
+from cqengine.core.documents import Document
+from cqengine.core.limits import SEEN_KEPT, TOMBSTONE_TTL
+from cqengine.core.mailboxes import Mailbox, alert_batch, cost
 from cqengine.core.postings import InvertedIndex
-from cqengine.core.replication import TOMBSTONE_TTL, RecordStore
+from cqengine.core.records import RecordStore
 from cqengine.evaluation.sim import EngineSimulator
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.analysis import analyze
@@ -92,7 +93,7 @@ def published_held(dn_at: int):
     sim.hold(True)
     subs = subscribe_all(sim, wl)
     dn = sorted(sim.engines)[dn_at]
-    sim.ring.run(sim.ring.nodes[dn], sim.engines[dn].publish_batch(documents(wl)))
+    sim.ring.run(sim.ring.nodes[dn], sim.engines[dn].dn.publish_batch(documents(wl)))
     return wl, sim, subs, dn
 
 
@@ -235,7 +236,7 @@ def test_a_dn_failing_before_its_batch_is_announced_is_taken_over_by_its_success
     subs = subscribe_all(sim, wl)
     dn = sorted(sim.engines)[2]
     docs = documents(wl)
-    replies = sim.ring.run(sim.ring.nodes[dn], sim.engines[dn].publish_batch(docs))
+    replies = sim.ring.run(sim.ring.nodes[dn], sim.engines[dn].dn.publish_batch(docs))
     assert all(r.accepted for r in replies)  # held by the DN and its successor
     successor = consecutive(sim, dn, 2)[1]
     assert sim.engines[successor].store.held_documents == len(docs)
@@ -253,7 +254,7 @@ def test_a_qn_failing_before_it_reports_makes_its_dn_announce_the_batch_again():
     in_flight = sim.engines[dn].stats(sim.ring.ledger).batches_in_flight
     qn = fail_busiest_qn(sim, dn)
     assert len(qn.index) > 0
-    sim._settle()
+    sim.settle()
     assert sim.engines[dn].counters["batches_announced_again"] == 1
     assert (in_flight, sim.engines[dn].stats(sim.ring.ledger).batches_in_flight) == (1, 0)
     assert_exact(sim.alerts(), wl.oracle(subs))
@@ -264,11 +265,11 @@ def test_a_share_too_small_to_split_is_burnt_so_a_qn_failing_under_it_is_noticed
     are stale exhausts it. A hop then given none would work uncounted, and the shares back
     could make the whole without it. With a whole of 8, shares run out two levels down the
     tree: they are burnt, and the DN announces the batch again when its busiest QN fails."""
-    monkeypatch.setattr(engine, "WHOLE", 1 << 3)
+    monkeypatch.setattr(limits, "WHOLE", 1 << 3)
     wl, sim, subs, dn = published_held(3)
     sim.ring.drain()
     fail_busiest_qn(sim, dn)
-    sim._settle()
+    sim.settle()
     assert sum(e.counters["shares_burnt"] for e in sim.engines.values()) > 0
     assert sim.engines[dn].counters["batches_announced_again"] > 0
     assert_exact(sim.alerts(), wl.oracle(subs))
@@ -282,13 +283,11 @@ def test_qns_failing_under_two_announcements_of_a_batch_lose_no_alert():
         sim.ring.drain()  # announced; no QN has resolved yet
         fail_busiest_qn(sim, dn)
         sim.ring.drain()
-        sim._resolve(sim.heard)  # the others report
+        sim.resolve(sim.heard)  # the others report
         sim.heard = []
         sim.ring.drain()
-        timers, sim.timers = sim.timers, []
-        for fn in timers:  # the DN's hold ends: it announces the batch again
-            fn()
-    sim._settle()
+        sim.ring.clock.fire()  # the DN's hold ends: it announces the batch again
+    sim.settle()
     assert sim.engines[dn].counters["batches_announced_again"] == 2
     assert_exact(sim.alerts(), wl.oracle(subs))
 
@@ -299,14 +298,14 @@ def test_a_dn_failing_while_it_delivers_a_resolved_batch_loses_no_alert():
     wl, sim, subs, dn = published_held(6)
     sim.ring.drain()  # announced
     heard, sim.heard = sim.heard, []
-    sim._resolve(heard)  # every report in: the DN's deliveries wait in its queue
-    assert not sim.engines[dn].gathering
+    sim.resolve(heard)  # every report in: the DN's deliveries wait in its queue
+    assert not sim.engines[dn].dn.gathering
     queued, sim.ring.queue = list(sim.ring.queue), deque()
     for address, op in queued:  # whatever else it sent got there (a release, say)
-        if op.__name__ != "_deliver":
+        if op.__name__ != "deliver":
             sim.ring.queue.append((address, op))
     sim.ring.drain()
-    assert any(op.__name__ == "_deliver" for _, op in queued)
+    assert any(op.__name__ == "deliver" for _, op in queued)
     sim.fail([dn])  # before its deliveries
     assert_exact(sim.alerts(), wl.oracle(subs))
 
@@ -326,7 +325,7 @@ def test_a_delivery_abandoned_while_its_alerts_are_copied_still_shows_them():
     box = home.subscriptions[sub_id].mailbox
     batch = alert_batch([(("D1", "", ""), [sub_id]), (("D2", "", ""), [sub_id])])
     batch.home_id = home.subscriptions[sub_id].key
-    op = home._on_deliver(batch)
+    op = home.home.on_deliver(batch)
     call = next(op)  # the copy to the first replica is on its way
     assert call.method == "Replicate" and box.shown == box.next - 2
     op.close()  # and its caller is gone
@@ -351,10 +350,10 @@ def test_a_home_lacking_a_subscription_record_makes_its_dn_try_again():
     record = home.subscriptions.pop(other)  # not here yet
     batch = alert_batch([(("D1", "", ""), [first, other])])
     batch.home_id = key
-    reply = sim.ring.run(sim.ring.nodes[home.me.address], home._on_deliver(batch))
+    reply = sim.ring.run(sim.ring.nodes[home.me.address], home.home.on_deliver(batch))
     assert reply.moved and home.subscriptions[first].mailbox.next == 1
     home.subscriptions[other] = record  # reconciliation brought it
-    reply = sim.ring.run(sim.ring.nodes[home.me.address], home._on_deliver(batch))
+    reply = sim.ring.run(sim.ring.nodes[home.me.address], home.home.on_deliver(batch))
     assert not reply.moved
     assert [(b.first, b.next) for b in (home.subscriptions[s].mailbox for s in (first, other))] == [
         (0, 1),
@@ -414,16 +413,16 @@ def test_a_dn_back_from_a_restart_finishes_its_own_batches_handed_back_to_it():
     """A DN restarted before it finished a batch gets the batch's copy back with its
     region, and nothing of it in memory: it announces the batch again itself."""
     wl, sim, subs, address = published_held(2)
-    dn = sim.engines[address]
+    node = sim.engines[address]
     sim.ring.queue.clear()  # restarted before announcing: what it had in memory is gone
-    dn.gathering.clear()
-    dn.own.clear()
-    sim.timers.clear()
-    dn.born = dn.store.clock() + 1.0  # its new life began after it made the batch
-    assert [h.key for h in dn.store.held.values()] == [dn.me.id]  # its copy, back
-    sim.ring.run(sim.ring.nodes[dn.me.address], dn._take_over())
-    sim._settle()
-    assert dn.counters["documents_taken_over"] == len(wl.docs)
+    node.dn.gathering.clear()
+    node.dn.own.clear()
+    sim.ring.clock.timers.clear()
+    node.dn.born = node.store.clock() + 1.0  # its new life began after it made the batch
+    assert [h.key for h in node.store.held.values()] == [node.me.id]  # its copy, back
+    sim.ring.run(sim.ring.nodes[address], node.dn.take_over())
+    sim.settle()
+    assert node.counters["documents_taken_over"] == len(wl.docs)
     assert_exact(sim.alerts(), wl.oracle(subs))
 
 
@@ -443,8 +442,8 @@ def test_a_stale_copy_of_a_dns_own_batch_coming_back_to_it_is_released_not_annou
     for d in docs[:2]:
         stale.documents.add(key=hash(d.docno) & 0xFFFF, docno=d.docno, ids=[1, 2])
     dn.store.merge(pb.Records(batches=[stale]))
-    sim.ring.run(sim.ring.nodes[dn.me.address], dn._take_over())
-    sim._settle()
+    sim.ring.run(sim.ring.nodes[dn.me.address], dn.dn.take_over())
+    sim.settle()
     assert not dn.store.held and dn.counters["stale_copies_released"] == 1
     assert dn.counters["documents_taken_over"] == 0
     assert_exact(before + sim.alerts(), wl.oracle(subs))
@@ -459,7 +458,7 @@ def test_a_dn_that_resolves_its_batch_releases_its_copy():
     docs = [Document(d.docno, analyze(d.text), d.title) for d in wl.docs[:8]]
     sim.publish_batch(docs, via=dn)
     assert sum(e.store.held_documents for e in sim.engines.values()) == 0
-    assert not sim.engines[dn].own
+    assert not sim.engines[dn].dn.own
 
 
 def test_a_node_joining_before_a_dns_replicas_is_handed_a_copy_and_released_with_them():
@@ -472,13 +471,13 @@ def test_a_node_joining_before_a_dns_replicas_is_handed_a_copy_and_released_with
     sim.hold(True)
     subs = subscribe_all(sim, wl)
     dn = sim.engines[sorted(sim.engines)[5]]
-    first = dn.replica_set()[0]
-    sim.ring.run(sim.ring.nodes[dn.me.address], dn.publish_batch(documents(wl)))
+    first = dn.ctx.replica_set()[0]
+    sim.ring.run(sim.ring.nodes[dn.me.address], dn.dn.publish_batch(documents(wl)))
     between = (dn.me.id + ((first.id - dn.me.id) % (1 << 64)) // 2) % (1 << 64)
     sim.ring.join("node-new", node_id=between)
     sim.fail([])  # maintenance until the ring is correct
-    assert sim.engines["node-new"].me in dn.replica_set()
-    sim._settle()
+    assert sim.engines["node-new"].me in dn.ctx.replica_set()
+    sim.settle()
     assert {a: e.store.held_documents for a, e in sim.engines.items() if e.store.held} == {}
     assert_exact(sim.alerts(), wl.oracle(subs))
 
@@ -505,7 +504,7 @@ def test_a_batch_whose_home_was_tried_again_releases_its_copies_once_it_took_the
     sim.publish_batch(documents(wl), via=dn)
     assert refused and sim.engines[dn].counters["alerts_retried"] > 0
     assert sum(e.store.held_documents for e in sim.engines.values()) == 0
-    assert not sim.engines[dn].own and not sim.engines[dn].unsent
+    assert not sim.engines[dn].dn.own and not sim.engines[dn].dn.delivery.unsent
     assert_exact(sim.alerts(), wl.oracle(subs))
 
 
@@ -518,7 +517,7 @@ def test_a_copy_whose_release_missed_its_replica_goes_at_reconciliation():
     sim.hold(True)
     subscribe_all(sim, wl)
     dn = sim.engines[sorted(sim.engines)[5]]
-    replica = sim.engines[dn.replica_set()[0].address]
+    replica = sim.engines[dn.ctx.replica_set()[0].address]
     docs = [Document(d.docno, analyze(d.text), d.title) for d in wl.docs[:8]]
     sim.publish_batch(docs[:4], via=dn.me.address)
     missed = pb.HeldBatch(key=dn.me.id, batch=12345, dn=dn.me.address)
@@ -555,7 +554,7 @@ def test_a_stale_replica_is_repaired_by_reconciliation_and_then_agrees():
     before = sum(x.counters["repairs"] for x in sim.engines.values())
     sim.reconcile_round()  # now every digest agrees: nothing to repair
     assert sum(x.counters["repairs"] for x in sim.engines.values()) == before
-    assert all(x.copies() == R for x in sim.engines.values())
+    assert all(x.replication.copies() == R for x in sim.engines.values())
 
 
 # ---- merging converges: a property of the records, whatever the order --------------------
@@ -702,7 +701,7 @@ def test_a_node_whose_live_predecessor_owns_a_home_key_does_not_take_its_alerts(
     sim, sub_id, home, succ = home_and_successor()
     assert succ.chord.table.predecessor == home.me and sub_id in succ.subscriptions
     batch = owner_batch(home, sub_id, "gone:1")
-    reply = sim.ring.run(sim.ring.nodes[succ.me.address], succ._on_deliver(batch))
+    reply = sim.ring.run(sim.ring.nodes[succ.me.address], succ.home.on_deliver(batch))
     assert reply.moved and succ.subscriptions[sub_id].mailbox.next == 0
 
 
@@ -714,7 +713,7 @@ def test_a_home_back_while_its_successor_checks_on_it_numbers_the_alerts_alone()
     sim, sub_id, home, succ = home_and_successor()
     succ.chord.forget(home.me)
     batch = owner_batch(home, sub_id, home.me.address)
-    op = succ._on_deliver(batch)
+    op = succ.home.on_deliver(batch)
     ping = next(op)
     assert ping.method == "Ping" and ping.peer.address == home.me.address
     succ.chord._set_predecessor(home.me)  # back, it notified me while I waited
@@ -731,10 +730,10 @@ def test_a_home_refusing_while_still_my_predecessor_is_not_taken_for_gone():
     sim.ring.fail(home.me.address)  # it refuses; my table has not noticed yet
     batch = owner_batch(home, sub_id, home.me.address)
     node = sim.ring.nodes[succ.me.address]
-    assert sim.ring.run(node, succ._on_deliver(batch)).moved
+    assert sim.ring.run(node, succ.home.on_deliver(batch)).moved
     assert succ.subscriptions[sub_id].mailbox.next == 0
     sim.ring.run(node, succ.chord.check_predecessor())  # now it is gone from my table
-    assert not sim.ring.run(node, succ._on_deliver(batch)).moved
+    assert not sim.ring.run(node, succ.home.on_deliver(batch)).moved
     assert succ.subscriptions[sub_id].mailbox.next == 1
 
 

@@ -15,10 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_pruning import big_ids, deliver, ids
 
-from cqengine.core.announce import Knowledge, Run, knowledge, may_match
 from cqengine.core.bloom import BloomFilter
+from cqengine.core.knowledge import Knowledge, knowledge, may_match
 from cqengine.core.postings import Block, ask_order, member
 from cqengine.core.resolution import Resolver
+from cqengine.core.runs import Run
 from cqengine.proto import cqengine_pb2 as pb
 
 

@@ -43,7 +43,7 @@ def test_a_joining_node_takes_settings_larger_than_grpcs_default_message():
     import asyncio
 
     from chord.live import LiveNode
-    from cqengine.core.engine import EngineNode
+    from cqengine.core.node import EngineNode
     from cqengine.live.ring import free_ports
     from cqengine.live.service import fetch_settings
 

@@ -29,7 +29,7 @@ def stored_ring(wl, root: Path, **kw) -> tuple[EngineSimulator, dict[str, Storag
     for address, e in sim.engines.items():
         storage = storages[address] = Storage.open(root / address, address, SETTINGS)
         e.restore(*storage.load())
-        e.journal = storage
+        e.ctx.journal = storage
     return sim, storages
 
 
@@ -57,7 +57,7 @@ def test_a_ring_restarted_from_storage_alerts_its_old_subscriptions_exactly(tmp_
     for sid in sent:
         e = homes[sid]
         box = e.subscriptions[sid].mailbox
-        e.acknowledge(e.subscriptions[sid], box.next)
+        e.home.acknowledge(e.subscriptions[sid], box.next)
     waiting = {
         sid: (e.subscriptions[sid].mailbox.first, list(e.subscriptions[sid].mailbox.queue))
         for sid, e in homes.items()
@@ -139,7 +139,10 @@ def test_a_subscription_token_is_kept_only_as_its_hash(tmp_path):
     again, storages = stored_ring(wl, tmp_path)
     try:
         home = again.engines[reply.home]
-        assert home.authorized(reply.subscription_id, reply.token).id == reply.subscription_id
+        assert (
+            home.placement.authorized(reply.subscription_id, reply.token).id
+            == reply.subscription_id
+        )
         again.unsubscribe(reply)
         assert reply.subscription_id not in home.subscriptions
     finally:

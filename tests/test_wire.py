@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cqengine.core.bloom import BloomFilter
-from cqengine.core.engine import alert_batch
+from cqengine.core.mailboxes import alert_batch
 from cqengine.core.resolution import pack_bits
 from cqengine.evaluation.wire import alert_batch_size, bloom_sizes, dialogue_sizes, matched_size
 from cqengine.proto import cqengine_pb2 as pb

@@ -7,6 +7,7 @@ hashes at the cost of one.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Iterable
 
 import mmh3
@@ -106,3 +107,9 @@ class BloomFilter:
 
     def to_bytes(self) -> bytes:
         return self.array.tobytes()
+
+
+@lru_cache(maxsize=64)  # every QN of a document hears the same filter
+def received_filter(bits: int, hashes: int, data: bytes) -> BloomFilter:
+    """A document's filter as a QN received it; shared, so never added to."""
+    return BloomFilter(bits, hashes, data)

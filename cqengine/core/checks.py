@@ -12,46 +12,27 @@ message) and analyzes no text, since a simulated ring runs them on every message
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from google.protobuf.message import DecodeError
 
 from chord.checks import address_problem
-from cqengine.core.homes import SEEN_KEPT
-from cqengine.core.replication import BUCKETS
+from cqengine.core import limits
+from cqengine.core.postings import FEW
+from cqengine.core.settings import Settings
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.analysis import term_id
-
-if TYPE_CHECKING:
-    from cqengine.core.engine import EngineNode
-
-MAX_QUERY_TERMS = 64  # a query's terms (the client API's limit)
-MAX_TERM_BYTES = 256  # one analyzed term's UTF-8 bytes
-MAX_DOCNO = 256  # a docno's characters (a DN refuses to publish a longer one)
-# An announcement still travelling after this many hops is processed where it is: no node
-# passes on one that has made HOP_LIMIT hops, so none arrives with more.
-HOP_LIMIT = 160
-WHOLE = 1 << 63  # a batch's share, divided along its announcement tree (Announcement.share)
-# Documents in one batch. No setting bounds it: a live node's batches hold --batch-docs
-# (64 unless set; any positive number is taken), a PublishBatch call carries at most
-# service.MAX_REQUEST_DOCS (10,000), and a DN keeps engine.DOC_CACHE (20,000) documents
-# for resolution, so a batch past that would lose its own documents before they are
-# resolved. Announcements, resolution requests, reports, alert batches and held copies
-# all name the documents of one batch: 65,536 is far beyond any a working node sends.
-MAX_BATCH_DOCS = 1 << 16
-TOKEN_HASH = 32  # bytes of a subscription's token hash (SHA-256)
-FEW = 32  # ids up to which a plain loop beats numpy's set-up
 
 
 def entry_problem(e: pb.QueryEntry) -> str | None:
     """An inverted-list entry: its terms and their ids alike, sorted by id, at most
     MAX_QUERY_TERMS, indexed under one of them, with a real home address."""
     n = len(e.term_ids)
-    if not 0 < n <= MAX_QUERY_TERMS or len(e.terms) != n:
+    if not 0 < n <= limits.MAX_QUERY_TERMS or len(e.terms) != n:
         return f"an entry of {n} term ids and {len(e.terms)} terms"
-    if any(len(t.encode("utf-8")) > MAX_TERM_BYTES for t in e.terms):
-        return f"a term of more than {MAX_TERM_BYTES} bytes"
+    if any(len(t.encode("utf-8")) > limits.MAX_TERM_BYTES for t in e.terms):
+        return f"a term of more than {limits.MAX_TERM_BYTES} bytes"
     if list(e.term_ids) != sorted(e.term_ids) or any(
         term_id(t) != i for t, i in zip(e.terms, e.term_ids)
     ):
@@ -63,14 +44,14 @@ def entry_problem(e: pb.QueryEntry) -> str | None:
 
 def documents_problem(n: int, least: int = 1) -> str | None:
     """The documents of one batch: `least` to MAX_BATCH_DOCS of them."""
-    if not least <= n <= MAX_BATCH_DOCS:
-        return f"{n} documents; a batch has {least}-{MAX_BATCH_DOCS}"
+    if not least <= n <= limits.MAX_BATCH_DOCS:
+        return f"{n} documents; a batch has {least}-{limits.MAX_BATCH_DOCS}"
     return None
 
 
 def split_problem(counts: Sequence[int], total: int, documents: int, what: str) -> str | None:
-    """Per-document counts of `total` items, as engine.per_document reads them: sent for a
-    batch of several documents only, one per document, summing to the total."""
+    """Per-document counts of `total` items, as per_document reads them: sent for a batch
+    of several documents only, one per document, summing to the total."""
     if (len(counts) > 0) != (documents > 1) or (
         counts and (len(counts) != documents or sum(counts) != total)
     ):
@@ -78,29 +59,35 @@ def split_problem(counts: Sequence[int], total: int, documents: int, what: str) 
     return None
 
 
+def per_document(counts: Sequence[int], total: int) -> list[int]:
+    """How many of `total` items each document of a checked message has (split_problem):
+    its counts, or all of them for a batch of one (which sends none)."""
+    return list(counts) if counts else [total]
+
+
 def docnos_problem(docnos: Sequence[str]) -> str | None:
     """Docnos of 1-MAX_DOCNO characters (a DN publishes no other)."""
-    if docnos and not 0 < min(map(len, docnos)) <= max(map(len, docnos)) <= MAX_DOCNO:
-        return f"a docno of 0 or more than {MAX_DOCNO} characters"
+    if docnos and not 0 < min(map(len, docnos)) <= max(map(len, docnos)) <= limits.MAX_DOCNO:
+        return f"a docno of 0 or more than {limits.MAX_DOCNO} characters"
     return None
 
 
-def texts_problem(engine: EngineNode, texts: Sequence[str]) -> str | None:
+def texts_problem(settings: Settings, texts: Sequence[str]) -> str | None:
     """Titles or snippets: each is part of its document, which has max_document_bytes at
     most (and a character takes a byte at least)."""
-    limit = engine.settings.max_document_bytes
+    limit = settings.max_document_bytes
     if texts and max(map(len, texts)) > limit:
         return f"a title or snippet longer than a document may be ({limit} bytes)"
     return None
 
 
-def alerts_problem(engine: EngineNode, docnos, titles, snippets) -> str | None:
+def alerts_problem(settings: Settings, docnos, titles, snippets) -> str | None:
     """Alerts' documents: titles and snippets none or one per docno."""
     n = len(docnos)
     if len(titles) not in (0, n) or len(snippets) not in (0, n):
         return f"{n} documents with {len(titles)} titles and {len(snippets)} snippets"
-    why = docnos_problem(docnos) or texts_problem(engine, titles)
-    return why or texts_problem(engine, snippets)
+    why = docnos_problem(docnos) or texts_problem(settings, titles)
+    return why or texts_problem(settings, snippets)
 
 
 def when_problem(t: float) -> str | None:
@@ -155,28 +142,28 @@ def entry_record_problem(r: pb.EntryRecord) -> str | None:
     return why
 
 
-def home_record_problem(engine: EngineNode, h: pb.HomeRecord) -> str | None:
+def home_record_problem(settings: Settings, h: pb.HomeRecord) -> str | None:
     """A subscription's record: whole (with its token's hash: a query indexed under one of
     its terms) or its alerts only; alerts numbered from `start`, none before `first`."""
     why = when_problem(h.deleted)
     if why is not None:
         return why
-    if len(h.token_hash) not in (0, TOKEN_HASH):
+    if len(h.token_hash) not in (0, limits.TOKEN_HASH):
         return f"a token hash of {len(h.token_hash)} bytes"
-    if len(h.terms) > MAX_QUERY_TERMS:
-        return f"a subscription of {len(h.terms)} terms; at most {MAX_QUERY_TERMS}"
-    if any(len(t.encode("utf-8")) > MAX_TERM_BYTES for t in h.terms):
-        return f"a term of more than {MAX_TERM_BYTES} bytes"
+    if len(h.terms) > limits.MAX_QUERY_TERMS:
+        return f"a subscription of {len(h.terms)} terms; at most {limits.MAX_QUERY_TERMS}"
+    if any(len(t.encode("utf-8")) > limits.MAX_TERM_BYTES for t in h.terms):
+        return f"a term of more than {limits.MAX_TERM_BYTES} bytes"
     if h.token_hash and (h.index_term not in h.terms or term_id(h.index_term) != h.index_id):
         return "a subscription indexed under none of its terms"
     if h.start < h.first:
         return f"alerts from {h.start}, before the first kept ({h.first})"
-    if len(h.seen) > SEEN_KEPT:
-        return f"{len(h.seen)} documents seen; {SEEN_KEPT} are kept"
-    return docnos_problem(h.seen) or alerts_problem(engine, h.docnos, h.titles, h.snippets)
+    if len(h.seen) > limits.SEEN_KEPT:
+        return f"{len(h.seen)} documents seen; {limits.SEEN_KEPT} are kept"
+    return docnos_problem(h.seen) or alerts_problem(settings, h.docnos, h.titles, h.snippets)
 
 
-def held_batch_problem(engine: EngineNode, b: pb.HeldBatch) -> str | None:
+def held_batch_problem(settings: Settings, b: pb.HeldBatch) -> str | None:
     """A DN's batch held for it: its documents, each with a docno and ids."""
     why = address_problem(b.dn) or documents_problem(len(b.documents))
     if why is not None:
@@ -186,35 +173,35 @@ def held_batch_problem(engine: EngineNode, b: pb.HeldBatch) -> str | None:
     for d in b.documents:
         if not d.ids:
             return f"a held document {d.docno[:40]!r} without ids"
-        why = docnos_problem((d.docno,)) or texts_problem(engine, (d.title, d.snippet))
+        why = docnos_problem((d.docno,)) or texts_problem(settings, (d.title, d.snippet))
         if why is not None:
             return why
     return None
 
 
-def records_problem(engine: EngineNode, records: pb.Records) -> str | None:
+def records_problem(settings: Settings, records: pb.Records) -> str | None:
     for r in records.entries:
         why = entry_record_problem(r)
         if why is not None:
             return why
     for h in records.homes:
-        why = home_record_problem(engine, h)
+        why = home_record_problem(settings, h)
         if why is not None:
             return why
     for b in records.batches:
-        why = held_batch_problem(engine, b)
+        why = held_batch_problem(settings, b)
         if why is not None:
             return why
     return None
 
 
-def items_problem(engine: EngineNode, items: list[tuple[int, bytes]]) -> str | None:
+def items_problem(settings: Settings, items: list[tuple[int, bytes]]) -> str | None:
     """Keys handed over (a Leave's, a Notify reply's): each a record of this ring's kind
     (replicated: Records; else a query entry under its index id), whole and well formed."""
     for key, data in items:
         try:
-            if engine.replicated:
-                why = records_problem(engine, pb.Records.FromString(data))
+            if settings.replicas > 1:
+                why = records_problem(settings, pb.Records.FromString(data))
             else:
                 entry = pb.QueryEntry.FromString(data)
                 why = entry_problem(entry)
@@ -230,27 +217,27 @@ def items_problem(engine: EngineNode, items: list[tuple[int, bytes]]) -> str | N
 # ---- one check per method -----------------------------------------------------------------
 
 
-def _anything(engine: EngineNode, req: Any) -> str | None:
+def _anything(settings: Settings, req: Any) -> str | None:
     """Every value of its fields is one a correct node may send (ids, a batch's name)."""
     return None
 
 
-def _index(engine: EngineNode, req: pb.IndexRequest) -> str | None:
+def _index(settings: Settings, req: pb.IndexRequest) -> str | None:
     return entry_problem(req.entry)
 
 
-def _announce(engine: EngineNode, msg: pb.Announcement) -> str | None:
+def _announce(settings: Settings, msg: pb.Announcement) -> str | None:
     n = len(msg.doc_keys)
     why = documents_problem(n) or address_problem(msg.dn)
     if why is not None:
         return why
     if len(msg.max_ids) != n:
         return f"an announcement of {n} documents with {len(msg.max_ids)} largest ids"
-    if not 0 < msg.hops <= HOP_LIMIT:
-        return f"{msg.hops} hops; 1-{HOP_LIMIT}"
-    if msg.share > WHOLE:
+    if not 0 < msg.hops <= limits.HOP_LIMIT:
+        return f"{msg.hops} hops; 1-{limits.HOP_LIMIT}"
+    if msg.share > limits.WHOLE:
         return "a share larger than its whole batch"
-    k, max_ids = engine.settings.piggyback, msg.max_ids
+    k, max_ids = settings.piggyback, msg.max_ids
     for r in msg.runs:
         why = run_problem(r, n, max_ids, k)
         if why is not None:
@@ -258,21 +245,21 @@ def _announce(engine: EngineNode, msg: pb.Announcement) -> str | None:
     return None
 
 
-def _get_bloom(engine: EngineNode, req: pb.BloomRequest) -> str | None:
+def _get_bloom(settings: Settings, req: pb.BloomRequest) -> str | None:
     return documents_problem(len(req.doc_keys))
 
 
-def _term_dialogue(engine: EngineNode, req: pb.DialogueRequest) -> str | None:
+def _term_dialogue(settings: Settings, req: pb.DialogueRequest) -> str | None:
     n = len(req.doc_keys)
     return documents_problem(n) or split_problem(req.counts, len(req.ids), n, "ids")
 
 
-def _matched(engine: EngineNode, req: pb.MatchedRequest) -> str | None:
+def _matched(settings: Settings, req: pb.MatchedRequest) -> str | None:
     n = len(req.doc_keys)
     why = documents_problem(n, least=0)  # a share handed back alone names none
     if why is not None:
         return why
-    if req.share > WHOLE:
+    if req.share > limits.WHOLE:
         return "a share larger than its whole batch"
     homes = set()
     for m in req.matches:
@@ -287,7 +274,7 @@ def _matched(engine: EngineNode, req: pb.MatchedRequest) -> str | None:
     return None
 
 
-def _deliver(engine: EngineNode, batch: pb.AlertBatch) -> str | None:
+def _deliver(settings: Settings, batch: pb.AlertBatch) -> str | None:
     n, subs = len(batch.docnos), len(batch.subscription_ids)
     why = documents_problem(n) or split_problem(batch.counts, subs, n, "alerts")
     if why is not None:
@@ -295,11 +282,11 @@ def _deliver(engine: EngineNode, batch: pb.AlertBatch) -> str | None:
     if len(batch.seqs) not in (0, subs):
         return f"{len(batch.seqs)} sequence numbers for {subs} alerts"
     why = address_problem(batch.home) if batch.home else None
-    return why or alerts_problem(engine, batch.docnos, batch.titles, batch.snippets)
+    return why or alerts_problem(settings, batch.docnos, batch.titles, batch.snippets)
 
 
-def _gossip(engine: EngineNode, req: pb.GossipRequest) -> str | None:
-    s = engine.settings
+def _gossip(settings: Settings, req: pb.GossipRequest) -> str | None:
+    s = settings
     n, values = len(req.term_ids), req.values
     if req.hashes != s.synopsis_hashes:
         return f"{req.hashes} registers per term; this ring's synopses have {s.synopsis_hashes}"
@@ -310,13 +297,13 @@ def _gossip(engine: EngineNode, req: pb.GossipRequest) -> str | None:
     return None
 
 
-def _records(engine: EngineNode, records: pb.Records) -> str | None:
-    return records_problem(engine, records)
+def _records(settings: Settings, records: pb.Records) -> str | None:
+    return records_problem(settings, records)
 
 
-def _reconcile(engine: EngineNode, req: pb.ReconcileRequest) -> str | None:
-    if len(req.entries) != BUCKETS or len(req.homes) != BUCKETS:
-        return f"{len(req.entries)} and {len(req.homes)} digests; {BUCKETS} of each"
+def _reconcile(settings: Settings, req: pb.ReconcileRequest) -> str | None:
+    if len(req.entries) != limits.BUCKETS or len(req.homes) != limits.BUCKETS:
+        return f"{len(req.entries)} and {len(req.homes)} digests; {limits.BUCKETS} of each"
     return None
 
 
@@ -336,7 +323,8 @@ CHECKS: dict[str, Callable[[Any, Any], str | None]] = {
 }
 
 
-def invalid(engine: EngineNode, method: str, request: Any) -> str | None:
-    """Why `engine` refuses this request (None: it may act on it)."""
+def invalid(settings: Settings, method: str, request: Any) -> str | None:
+    """Why a node of a ring with these settings refuses this request (None: it may act
+    on it)."""
     check = CHECKS.get(method)
-    return check(engine, request) if check is not None else None
+    return check(settings, request) if check is not None else None

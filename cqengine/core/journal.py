@@ -10,18 +10,14 @@ sequence number.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Protocol
+from typing import Iterable, Protocol
 
+from cqengine.core.mailboxes import AlertDoc, Subscription
 from cqengine.proto import cqengine_pb2 as pb
-
-if TYPE_CHECKING:
-    from cqengine.core.homes import Subscription
-
-AlertDoc = tuple[str, str, str]  # what an alert says of its document: docno, title, snippet
 
 
 class Journal(Protocol):
-    def subscribed(self, sub: "Subscription") -> None:
+    def subscribed(self, sub: Subscription) -> None:
         """A subscription is homed or replicated here (its token only as a hash), with the
         alerts its mailbox holds."""
 

@@ -30,6 +30,7 @@ from cqengine.proto import cqengine_pb2 as pb
 
 Rarity = Callable[[int, str], float]  # (term id, term) -> document frequency
 MERGED = 2  # an index keeps merged blocks of up to this many times the queries it holds
+FEW = 32  # ids up to which plain Python beats numpy's per-call cost (most questions)
 FEW_KEYS = 16  # keys up to which InvertedIndex.lists looks each up (a QN of a large ring holds few)
 
 

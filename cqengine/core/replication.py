@@ -1,391 +1,192 @@
-"""What a node holds under ring keys, as records that merge: replication and reconciliation.
+"""Replication: every record a node owns copied to its next R-1 successors, and kept in
+agreement with them (the records themselves, and how they merge: cqengine.core.records).
 
-With R replicas (Settings.replicas) every record lives on its key's owner and the owner's
-next R-1 successors:
-
-- an inverted-list entry, under its indexing term's id. Entries are immutable: a record is
-  (version, tombstone or entry), and of two records of one (key, subscription) the higher
-  version wins, a tombstone at equal version. Merging is a maximum, so copies that have
-  seen the same records agree whatever the order (a join semilattice); a tombstone is
-  kept TOMBSTONE_TTL seconds, long enough to reach every replica, then collected.
-- a subscription's home record with its mailbox, under its home key (cqengine.core.homes).
-- the documents of a DN's batch until it is resolved, under the DN's id (its successor holds
-  them: no reconciliation, they live for seconds).
-
-The owner of a range reconciles it with each replica (EngineNode.reconcile): it sends a
-digest per bucket of its records, the replica answers with its records in the buckets that
-differ, the owner merges them and sends back what the replica lacks. Each node holds
-exactly one `RecordStore`; the ring hands over its records (chord.store.KeyStore) on joins
-and leaves: copied, not moved, when R > 1, since the node that gives them stays a replica.
-With R = 1 the store is the paper's: entries move with ownership and nothing else does.
+A change the owner makes (an entry placed, a subscription's record, alerts numbered, a
+tombstone) is copied to its replica set before it is acknowledged or shown. A replica that
+missed copies is brought up to date by reconciliation: the owner of a range sends digests
+of its records by bucket, the replica answers with its records where they differ, and the
+owner sends back what the replica lacks. Reconciliation runs on a timer and at once when
+the node's region or replica set changes. Records no owner counts on this node for any
+more are collected.
 """
 
 from __future__ import annotations
 
-import struct
-from collections import OrderedDict
-from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+import logging
+from typing import Callable
 
-import mmh3
-
-from chord.ids import in_open_closed
-from cqengine.core.homes import Subscription, home_record, record_alerts, subscription_of
-from cqengine.core.journal import Journal
-from cqengine.core.postings import InvertedIndex
+from chord.node import Call, Op, PeerUnreachable
+from chord.routing import NodeRef
+from cqengine.core import checks, limits
+from cqengine.core.context import Context
+from cqengine.core.documents import Documents
+from cqengine.core.mailboxes import home_record
+from cqengine.core.records import in_range
 from cqengine.proto import cqengine_pb2 as pb
 
-BUCKETS = 32  # digests per kind of record in a reconciliation request
-TOMBSTONE_TTL = 600.0  # s a tombstone is kept: every replica has it long before
-DELETED_FOREVER = (1 << 64) - 1  # an unsubscribe's tombstone version: beats every entry
-HELD_DOCUMENTS = 20_000  # documents held for DNs at most (the oldest batches go first)
-MASK64 = (1 << 64) - 1
+log = logging.getLogger("cqengine.core.replication")
 
 
-def bucket(subscription_id: int) -> int:
-    return subscription_id % BUCKETS
-
-
-def in_range(key: int, lo: int, hi: int) -> bool:
-    """key in (lo, hi] clockwise; lo == hi is the whole circle."""
-    return lo == hi or in_open_closed(key, lo, hi)
-
-
-@dataclass(frozen=True)
-class Rank:
-    """How an entry record compares: by version, a tombstone winning at equal version."""
-
-    version: int
-    deleted: bool
-
-    def __lt__(self, other: "Rank") -> bool:
-        return (self.version, self.deleted) < (other.version, other.deleted)
-
-
-def summary(r: pb.HomeRecord) -> tuple:
-    """What tells copies of a home record apart (as RecordStore.homes_in gives it)."""
-    if r.deleted:
-        return (r.key, r.subscription_id, True, 0, 0)
-    return (r.key, r.subscription_id, False, r.first, r.start + len(r.docnos))
-
-
-def entry_hash(key: int, sub: int, rank: Rank) -> int:
-    return mmh3.hash64(struct.pack("<QQQ?", key, sub, rank.version, rank.deleted), signed=False)[0]
-
-
-def home_hash(key: int, sub: int, deleted: bool, first: int, next_: int) -> int:
-    return mmh3.hash64(struct.pack("<QQ?QQ", key, sub, deleted, first, next_), signed=False)[0]
-
-
-class RecordStore:
-    """A node's records: index entries and their tombstones, the subscriptions homed or
-    replicated here with their mailboxes, and the batches held for DNs.
-
-    `subscriptions` is the engine's own dict (a subscription served here is one of them);
-    `clock` is wall time, which tombstones carry so that every copy collects them alike."""
-
+class Replication:
     def __init__(
         self,
-        index: InvertedIndex,
-        subscriptions: dict[int, Subscription],
-        replicas: int,
-        clock: Callable[[], float],
+        ctx: Context,
+        documents: Documents,
+        take_over: Callable[[], Op],
+        own: Callable[[], list[int]],
     ) -> None:
-        self.index = index
-        self.subscriptions = subscriptions
-        self.replicas = replicas
-        self.clock = clock
-        self.journal: Journal | None = None
-        self.tombstones: dict[
-            tuple[int, int], tuple[int, float]
-        ] = {}  # (key, sub) -> version, when
-        self.gone: dict[int, tuple[int, float]] = {}  # unsubscribed: sub -> home key, when
-        self.held: OrderedDict[int, pb.HeldBatch] = OrderedDict()  # batch name -> its documents
-        self.held_since: dict[int, float] = {}  # batch name -> when its first copy was made
-        self.held_documents = 0
+        """`take_over()`: the DN's operation that finishes the batches of DNs whose key is
+        mine now; `own()`: my batches not through yet (their copies must stay)."""
+        self.ctx, self.documents, self.take_over, self.own = ctx, documents, take_over, own
+        self.confirmed: dict[tuple[int, int], float] = {}  # a range its owner reconciled: when
+        self.in_sync: dict[NodeRef, bool] = {}  # replica -> did the last reconciliation agree
+        self.replicas_were: list[NodeRef] = []  # my replica set when I last looked
+        self.reconciling = False
+        self.started = ctx.host.now()
+        self.region_listeners: list[Callable[[], None]] = []  # told my region changed
+        ctx.chord.region_listeners.append(self._region_changed)
+        ctx.chord.successor_listeners.append(self._successors_changed)
 
-    # ---- entries -----------------------------------------------------------------------
+    def copy(self, records: pb.Records) -> Op:
+        """Records I changed, to every node of my replica set (a replica that does not
+        answer is repaired by reconciliation); where each was copied. A replica that lacks
+        alerts before those sent (or the subscription) is sent what it lacks."""
+        ctx = self.ctx
+        done = []
+        for peer in ctx.replica_set():
+            try:
+                reply = yield Call(peer, "Replicate", records)
+                for sub_id, since in zip(reply.behind, reply.since):
+                    sub = ctx.subscriptions.get(sub_id)
+                    if sub is not None:
+                        whole = home_record(sub, since or None)
+                        yield Call(peer, "Replicate", pb.Records(homes=[whole]))
+                done.append(peer.address)
+            except PeerUnreachable:
+                self.in_sync[peer] = False
+        return done
 
-    def rank(self, key: int, sub: int) -> Rank | None:
-        tomb = self.tombstones.get((key, sub))
-        if tomb is not None:
-            return Rank(tomb[0], True)
-        e = self.index.entry(key, sub)
-        return None if e is None else Rank(e.version, False)
+    def copies(self) -> int:
+        """Copies of my range the last reconciliation found whole: mine and each replica's
+        that agreed with it."""
+        return 1 + sum(self.in_sync.get(p, False) for p in self.ctx.replica_set())
 
-    def put_entry(self, key: int, entry: pb.QueryEntry, deleted: float = 0.0) -> bool:
-        """Merge an entry record (a tombstone when `deleted`, the time it was made); whether
-        it changed what is held."""
-        sub = entry.subscription_id
-        new = Rank(entry.version, deleted > 0)
-        old = self.rank(key, sub)
-        if old is not None and not old < new:
-            return False
-        if deleted:
-            if self.index.holds(key, sub):
-                self.index.remove(key, lambda e: e.subscription_id == sub)
-            if self.clock() - deleted < TOMBSTONE_TTL:
-                self.tombstones[(key, sub)] = (entry.version, deleted)
-                if self.journal is not None:
-                    self.journal.tombstoned(key, sub, entry.version, deleted)
-            return True
-        if self.tombstones.pop((key, sub), None) is not None and self.journal is not None:
-            self.journal.tombstoned(key, sub, None, 0.0)
-        self.index.replace(key, entry)
-        return True
+    # ---- at a replica --------------------------------------------------------------------
 
-    def delete_entry(self, key: int, sub: int, version: int) -> bool:
-        """Tombstone (key, sub) at this version, now."""
-        return self.put_entry(
-            key, pb.QueryEntry(subscription_id=sub, version=version), self.clock()
-        )
-
-    def entry_records(self, lo: int, hi: int) -> Iterator[pb.EntryRecord]:
-        """Every entry record under keys in (lo, hi], tombstones too."""
-        for key in self.index.keys_in(lo, hi):
-            for e in self.index.get(key):
-                yield pb.EntryRecord(key=key, entry=e)
-        for (key, sub), (version, when) in self.tombstones.items():
-            if in_range(key, lo, hi):
-                yield pb.EntryRecord(
-                    key=key, entry=pb.QueryEntry(subscription_id=sub, version=version), deleted=when
-                )
-
-    # ---- homes -------------------------------------------------------------------------
-
-    def put_home(self, record: pb.HomeRecord, authority: bool = False) -> bool | int:
-        """Merge a home record (`authority`: this node serves its home key, so its own
-        numbering of alerts wins). True if it changed anything, False if not, or the number
-        of the first alert this copy lacks before the record's (a gap: send from there)."""
-        sub_id = record.subscription_id
-        if record.deleted:
-            return self._unsubscribed(sub_id, record.key, record.deleted)
-        if sub_id in self.gone:
-            return False
-        sub = self.subscriptions.get(sub_id)
-        changed = False
-        if sub is None:
-            if not record.token_hash:
-                return False  # alerts of a record not here yet: reconciliation brings it whole
-            sub = self.subscriptions[sub_id] = subscription_of(record)
-            changed = True
-            if self.journal is not None:
-                self.journal.subscribed(sub)
-        box = sub.mailbox
-        box.saw(record.seen, record.first)
-        if box.acknowledge(record.first):
-            changed = True
-            if self.journal is not None:
-                self.journal.acknowledged(sub_id, box.first)
-        before = box.next
-        gap = box.put(record.start, record_alerts(record), authority)
-        if gap is not None:
-            return gap
-        if box.next != before:
-            changed = True
-            if self.journal is not None:
-                self.journal.alerted(
-                    [
-                        (sub_id, seq, doc)
-                        for seq, doc in zip(range(before, box.next), box.alerts(before, box.next))
-                    ]
-                )
-        return changed
-
-    def unsubscribe(self, sub_id: int, key: int) -> bool:
-        return self._unsubscribed(sub_id, key, self.clock())
-
-    def _unsubscribed(self, sub_id: int, key: int, when: float) -> bool:
-        had = self.subscriptions.pop(sub_id, None) is not None
-        fresh = sub_id not in self.gone and self.clock() - when < TOMBSTONE_TTL
-        if fresh:
-            self.gone[sub_id] = (key, when)
-        if (had or fresh) and self.journal is not None:
-            self.journal.unsubscribed(sub_id, key, when if fresh else 0.0)
-        return had or fresh
-
-    def homes_in(self, lo: int, hi: int) -> Iterator[tuple[tuple, Subscription | None]]:
-        """Each home record in (lo, hi] as what tells copies apart (key, subscription,
-        unsubscribed, first, next), with its subscription (None: a tombstone)."""
-        for sub in self.subscriptions.values():
-            if sub.key and in_range(sub.key, lo, hi):
-                yield (sub.key, sub.id, False, sub.mailbox.first, sub.mailbox.next), sub
-        for sub_id, (key, _) in self.gone.items():
-            if in_range(key, lo, hi):
-                yield (key, sub_id, True, 0, 0), None
-
-    def home_records(
-        self, lo: int, hi: int, buckets: set[int] | None = None
-    ) -> Iterator[pb.HomeRecord]:
-        for (key, sub_id, _, _, _), sub in self.homes_in(lo, hi):
-            if buckets is not None and bucket(sub_id) not in buckets:
-                continue
-            if sub is not None:
-                yield home_record(sub)
-            else:
-                yield pb.HomeRecord(key=key, subscription_id=sub_id, deleted=self.gone[sub_id][1])
-
-    # ---- reconciliation ----------------------------------------------------------------
-
-    def digests(self, lo: int, hi: int) -> tuple[list[int], list[int]]:
-        """A digest of each bucket of my entry records and of my home records in (lo, hi]."""
-        entries, homes = [0] * BUCKETS, [0] * BUCKETS
-        for r in self.entry_records(lo, hi):
-            b = bucket(r.entry.subscription_id)
-            h = entry_hash(r.key, r.entry.subscription_id, Rank(r.entry.version, r.deleted > 0))
-            entries[b] = (entries[b] + h) & MASK64
-        for summary, _ in self.homes_in(lo, hi):
-            b = bucket(summary[1])
-            homes[b] = (homes[b] + home_hash(*summary)) & MASK64
-        return entries, homes
-
-    def differing(self, req: pb.ReconcileRequest) -> pb.ReconcileReply:
-        """A replica's answer to an owner's digests: the buckets that differ, and my records
-        in them."""
-        entries, homes = self.digests(req.lo, req.hi)
-        eb = [b for b in range(BUCKETS) if b >= len(req.entries) or entries[b] != req.entries[b]]
-        hb = [b for b in range(BUCKETS) if b >= len(req.homes) or homes[b] != req.homes[b]]
-        reply = pb.ReconcileReply(entry_buckets=eb, home_buckets=hb)
-        e, h = set(eb), set(hb)
-        reply.records.entries.extend(
-            r for r in self.entry_records(req.lo, req.hi) if bucket(r.entry.subscription_id) in e
-        )
-        reply.records.homes.extend(self.home_records(req.lo, req.hi, h))
+    def on_replicate(self, records: pb.Records) -> pb.ReplicateReply:
+        ctx = self.ctx
+        reply = pb.ReplicateReply()
+        for r in records.entries:
+            ctx.store.put_entry(r.key, r.entry, r.deleted)
+        for r in records.homes:
+            got = ctx.store.put_home(r, ctx.serves(r.key))
+            lacks_record = not r.deleted and r.subscription_id not in ctx.subscriptions
+            if lacks_record and r.subscription_id not in ctx.store.gone:
+                reply.behind.append(r.subscription_id)
+                reply.since.append(0)
+            elif got is not True and got is not False:
+                reply.behind.append(r.subscription_id)
+                reply.since.append(got)
+        region = ctx.region()
+        for b in records.batches:
+            if ctx.store.hold(b):
+                for d in b.documents:
+                    self.documents.keep(d)
+                if b.key != ctx.me.id and region is not None and in_range(b.key, *region):
+                    ctx.host.spawn(self.take_over())  # its DN has left me its key already
         return reply
 
-    def lacking(self, lo: int, hi: int, reply: pb.ReconcileReply) -> pb.Records:
-        """What a replica that answered so lacks of my records (I merged its own already)."""
-        theirs = {
-            (r.key, r.entry.subscription_id): Rank(r.entry.version, r.deleted > 0)
-            for r in reply.records.entries
-        }
-        homes = {r.subscription_id: summary(r) for r in reply.records.homes}
-        out = pb.Records()
-        e, h = set(reply.entry_buckets), set(reply.home_buckets)
-        for r in self.entry_records(lo, hi):
-            sub = r.entry.subscription_id
-            if bucket(sub) in e and theirs.get((r.key, sub)) != Rank(
-                r.entry.version, r.deleted > 0
-            ):
-                out.entries.append(r)
-        lacked = {
-            mine[1]
-            for mine, _ in self.homes_in(lo, hi)
-            if bucket(mine[1]) in h and homes.get(mine[1]) != mine
-        }
-        out.homes.extend(r for r in self.home_records(lo, hi, h) if r.subscription_id in lacked)
-        return out
+    def on_reconcile(self, req: pb.ReconcileRequest) -> pb.ReconcileReply:
+        ctx = self.ctx
+        self.confirmed[(req.lo, req.hi)] = ctx.host.now()  # its owner counts on me for it
+        # copies that came after the owner's request was made may be of batches it has not
+        # counted yet: only those older than a few periods go
+        before = ctx.store.clock() - limits.STALE_AFTER * ctx.settings.reconcile_period
+        stale = ctx.store.release_stale(req.lo, req.hi, set(req.batches), before)
+        ctx.count("stale_copies_released", stale)
+        return ctx.store.differing(req)
 
-    def merge(self, records: pb.Records, serves: Callable[[int], bool] = lambda key: False) -> int:
-        """Merge records from another node; how many changed what I hold. `serves(key)`:
-        whether I serve that home key (my numbering of its alerts wins)."""
-        changed = 0
-        for r in records.entries:
-            changed += self.put_entry(r.key, r.entry, r.deleted)
-        for r in records.homes:
-            changed += self.put_home(r, serves(r.key)) is True
-        for batch in records.batches:
-            changed += self.hold(batch)
-        return changed
+    def on_repair(self, records: pb.Records) -> pb.Ack:
+        self.ctx.count("repairs", self.ctx.store.merge(records, self.ctx.serves))
+        return pb.Ack()
 
-    # ---- documents held for DNs --------------------------------------------------------
+    def on_release(self, req: pb.ReleaseRequest) -> pb.Ack:
+        self.ctx.store.release(req.batch)
+        return pb.Ack()
 
-    def hold(self, batch: pb.HeldBatch) -> bool:
-        if batch.batch in self.held:
-            return False
-        self.held[batch.batch] = batch
-        self.held_since[batch.batch] = self.clock() - batch.age
-        self.held_documents += len(batch.documents)
-        while self.held_documents > HELD_DOCUMENTS and len(self.held) > 1:
-            self.release(next(iter(self.held)))
-        return True
+    # ---- at the owner --------------------------------------------------------------------
 
-    def release(self, batch: int) -> pb.HeldBatch | None:
-        held = self.held.pop(batch, None)
-        if held is not None:
-            self.held_documents -= len(held.documents)
-            del self.held_since[batch]
-        return held
-
-    def release_stale(self, lo: int, hi: int, live: set[int], before: float) -> int:
-        """Let go of the copies under (lo, hi] that its owner no longer counts as
-        unfinished (a release that missed me), held since before `before`; how many."""
-        stale = [
-            name
-            for name, b in self.held.items()
-            if in_range(b.key, lo, hi) and name not in live and self.held_since[name] < before
-        ]
-        for name in stale:
-            self.release(name)
-        return len(stale)
-
-    # ---- collection --------------------------------------------------------------------
-
-    def expire(self) -> None:
-        """Collect the tombstones older than TOMBSTONE_TTL."""
-        due = self.clock() - TOMBSTONE_TTL
-        for (key, sub), (_, when) in list(self.tombstones.items()):
-            if when < due:
-                del self.tombstones[(key, sub)]
-                if self.journal is not None:
-                    self.journal.tombstoned(key, sub, None, 0.0)
-        for sub_id, (key, when) in list(self.gone.items()):
-            if when < due:
-                del self.gone[sub_id]
-                if self.journal is not None:
-                    self.journal.unsubscribed(sub_id, key, 0.0)
-
-    def drop_outside(self, ranges: list[tuple[int, int]]) -> int:
-        """Drop the records under keys in none of these ranges (no owner counts on me for
-        them any more); how many went."""
-
-        def kept(key: int) -> bool:
-            return any(in_range(key, lo, hi) for lo, hi in ranges)
-
-        gone = 0
-        for key in self.index.keys():
-            if not kept(key):
-                gone += self.index.remove(key, lambda e: True)
-        for key, sub in [k for k in self.tombstones if not kept(k[0])]:
-            del self.tombstones[(key, sub)]
-            if self.journal is not None:
-                self.journal.tombstoned(key, sub, None, 0.0)
-        for name in [n for n, b in self.held.items() if not kept(b.key)]:
-            gone += len(self.release(name).documents)
-        for sub in [s for s in self.subscriptions.values() if s.key and not kept(s.key)]:
-            del self.subscriptions[sub.id]
-            gone += 1
-            if self.journal is not None:
-                self.journal.unsubscribed(sub.id, sub.key, 0.0)
-        return gone
-
-    # ---- the ring's hand-over (chord.store.KeyStore) -----------------------------------
-
-    @property
-    def copies(self) -> bool:
-        return self.replicas > 1
-
-    def take_range(self, lo: int, hi: int) -> list[tuple[int, bytes]]:
-        """The records under keys in (lo, hi]: moved (R = 1, entries only), or copied."""
-        if self.replicas == 1:
-            return self.index.take_range(lo, hi)
-        out = []
-        for r in self.entry_records(lo, hi):
-            out.append((r.key, pb.Records(entries=[r]).SerializeToString()))
-        for r in self.home_records(lo, hi):
-            out.append((r.key, pb.Records(homes=[r]).SerializeToString()))
-        for name, b in self.held.items():
-            if in_range(b.key, lo, hi):
-                b.age = self.clock() - self.held_since[name]
-                out.append((b.key, pb.Records(batches=[b]).SerializeToString()))
-        return out
-
-    def put_items(self, items: Iterable[tuple[int, bytes]]) -> None:
-        if self.replicas == 1:
-            self.index.put_items(items)
+    def reconcile(self) -> Op:
+        """Reconcile my range with each of my replicas: my digests, their records where
+        they differ, mine where they lack them. Then collect what nobody counts on me for."""
+        ctx = self.ctx
+        self._collect()
+        region = ctx.region()
+        if not ctx.replicated or region is None or ctx.chord.table.alone() or self.reconciling:
             return
-        for _, data in items:
-            self.merge(pb.Records.FromString(data))
+        self.reconciling = True
+        try:
+            yield from self._reconcile(*region)
+        finally:
+            self.reconciling = False
 
-    def __len__(self) -> int:
-        return len(self.index)
+    def _reconcile(self, lo: int, hi: int) -> Op:
+        ctx = self.ctx
+        entries, homes = ctx.store.digests(lo, hi)
+        request = pb.ReconcileRequest(
+            lo=lo, hi=hi, entries=entries, homes=homes, batches=self.own()
+        )
+        replicas = ctx.replica_set()
+        for peer in replicas:
+            try:
+                reply = yield Call(peer, "Reconcile", request)
+                why = checks.records_problem(ctx.settings, reply.records)
+                if why is not None:  # a reply is checked as a request is: it changes nothing
+                    ctx.count("messages_refused")
+                    log.warning("a Reconcile reply from %s refused: %s", peer.address, why)
+                    self.in_sync[peer] = False
+                    continue
+                if reply.entry_buckets or reply.home_buckets:
+                    mine = ctx.store.merge(reply.records, ctx.serves)
+                    lacked = ctx.store.lacking(lo, hi, reply)
+                    if lacked.entries or lacked.homes:
+                        yield Call(peer, "Repair", lacked)
+                    ctx.count("repairs", mine + len(lacked.entries) + len(lacked.homes))
+                self.in_sync[peer] = True
+            except PeerUnreachable:
+                self.in_sync[peer] = False
+        self.in_sync = {p: ok for p, ok in self.in_sync.items() if p in replicas}
+
+    def _collect(self) -> None:
+        """Collect old tombstones, and the records no owner has counted on me for lately
+        (I am no longer among the R-1 successors of their owner)."""
+        ctx = self.ctx
+        ctx.store.expire()
+        now = ctx.host.now()
+        horizon = max(limits.GC_AFTER, 10 * ctx.settings.reconcile_period)
+        self.confirmed = {r: t for r, t in self.confirmed.items() if now - t <= horizon}
+        region = ctx.region()
+        if region is None or ctx.chord.table.alone() or now - self.started < horizon:
+            return
+        ctx.count("collected", ctx.store.drop_outside([region, *self.confirmed]))
+
+    def _region_changed(self, old: NodeRef | None, new: NodeRef | None) -> None:
+        """My predecessor changed: my range with it."""
+        ctx = self.ctx
+        if not ctx.replicated:
+            return
+        if new is not None:  # my range is new: batches of DNs gone may be mine to finish,
+            ctx.host.spawn(self.take_over())  # and my replicas need to agree on it at once
+            ctx.host.spawn(self.reconcile())
+        for listener in self.region_listeners:
+            listener()
+
+    def _successors_changed(self) -> None:
+        """My successors changed: if my replica set did, it reconciles with me at once (a
+        replica back from a restart, or a new one, is brought up to date now)."""
+        if not self.ctx.replicated:
+            return
+        replicas = self.ctx.replica_set()
+        if replicas != self.replicas_were:
+            self.replicas_were = replicas
+            self.ctx.host.spawn(self.reconcile())

@@ -27,12 +27,10 @@ from typing import Sequence
 
 import numpy as np
 
-from cqengine.core.announce import Knowledge, known_in_parts
 from cqengine.core.bloom import BloomFilter
-from cqengine.core.postings import Block, any_per_query, ranges
+from cqengine.core.knowledge import Knowledge, known_in_parts
+from cqengine.core.postings import FEW, Block, any_per_query, ranges
 from cqengine.proto import cqengine_pb2 as pb
-
-FEW = 32  # ids up to which plain Python beats numpy's per-call cost (most questions)
 
 
 def pack_bits(flags: Sequence[bool]) -> bytes:

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
 
-from cqengine.core.homes import MAILBOX_BYTES
 from cqengine.core.indexing import STRATEGIES
+from cqengine.core.limits import MAILBOX_BYTES
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.analysis import term_id
 

@@ -17,8 +17,9 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from chord.ids import MASK, arc_spans
-from cqengine.core.announce import Knowledge, Run, knowledge, may_match, successors
+from cqengine.core.knowledge import Knowledge, knowledge, may_match
 from cqengine.core.postings import Block
+from cqengine.core.runs import Run, successors
 from cqengine.evaluation.wire import packed_fixed64_size, varint_size
 from cqengine.proto import cqengine_pb2 as pb
 

@@ -31,11 +31,13 @@ import numpy as np
 
 from chord.routing import NodeRef
 from chord.transport import REPLY
-from cqengine.core.announce import may_match
-from cqengine.core.bloom import BloomFilter
-from cqengine.core.engine import EngineNode, Heard, PublishedDoc, local_ids, received_filter
+from cqengine.core.bloom import BloomFilter, received_filter
+from cqengine.core.documents import PublishedDoc
+from cqengine.core.knowledge import may_match
+from cqengine.core.observer import Node
 from cqengine.core.postings import Block, InvertedIndex, any_per_query, member
 from cqengine.core.resolution import Resolver
+from cqengine.core.runs import Heard
 from cqengine.evaluation.depths import Told, bytes_saved
 from cqengine.evaluation.wire import alert_batch_size, bloom_sizes, dialogue_sizes, matched_size
 from cqengine.proto import cqengine_pb2 as pb
@@ -109,26 +111,24 @@ class Tally:
     def __init__(self) -> None:
         self.tally: Counter[str] = Counter()
 
-    def on_count(self, node: EngineNode, name: str, n: int) -> None:
+    def on_count(self, node: Node, name: str, n: int) -> None:
         self.tally[name] += n
 
-    def on_published(self, node: EngineNode, doc: PublishedDoc) -> None:
+    def on_published(self, node: Node, doc: PublishedDoc) -> None:
         pass
 
-    def on_announce(self, node: EngineNode, msg: pb.Announcement) -> None:
+    def on_announce(self, node: Node, msg: pb.Announcement) -> None:
         pass
 
-    def on_heard(self, node: EngineNode, heard: Heard) -> None:
+    def on_heard(self, node: Node, heard: Heard) -> None:
         pass
 
     def on_resolution_call(
-        self, node: EngineNode, heard: Heard, rpc: str, request: Any, reply: Any
+        self, node: Node, heard: Heard, rpc: str, request: Any, reply: Any
     ) -> None:
         pass
 
-    def on_matched(
-        self, node: EngineNode, heard: Heard, matched: list[list[pb.QueryEntry]]
-    ) -> None:
+    def on_matched(self, node: Node, heard: Heard, matched: list[list[pb.QueryEntry]]) -> None:
         pass
 
     def settle(self) -> None:
@@ -321,7 +321,7 @@ class Meter:
             yield meter, m, sent, not bad
 
 
-def _stacks(meters: list[tuple[EngineNode, Meter]]) -> Iterator[list[tuple[EngineNode, Meter]]]:
+def _stacks(meters: list[tuple[Node, Meter]]) -> Iterator[list[tuple[Node, Meter]]]:
     """Meters in runs of about STACK queries recorded: a stack's arrays then stay in the
     processor's cache, which one of a whole document's does not."""
     run, size = [], 0
@@ -356,9 +356,9 @@ class Shadows(Tally):
         self._docs: dict[int, PublishedDoc] = {}  # the documents published, as their DN holds them
         self._truths: dict[int, Truth] = {}
         self._own: dict[int, Own] = {}  # id(heard) -> the QN's own resolution of it
-        self._owned: list[tuple[EngineNode, Own]] = []
-        self._echoes: list[tuple[EngineNode, Outcome, str]] = []  # calls counted again once known
-        self._meters: list[tuple[EngineNode, Meter]] = []
+        self._owned: list[tuple[Node, Own]] = []
+        self._echoes: list[tuple[Node, Outcome, str]] = []  # calls counted again once known
+        self._meters: list[tuple[Node, Meter]] = []
         self._unsent: Unsent = {}
 
     def check(self, settings) -> None:
@@ -378,22 +378,22 @@ class Shadows(Tally):
 
     # ---- what the nodes say ------------------------------------------------------------------
 
-    def on_published(self, node: EngineNode, doc: PublishedDoc) -> None:
+    def on_published(self, node: Node, doc: PublishedDoc) -> None:
         self._docs[doc.key] = doc
 
-    def on_announce(self, node: EngineNode, msg: pb.Announcement) -> None:
+    def on_announce(self, node: Node, msg: pb.Announcement) -> None:
         if self.depths:  # the announcement bytes each shallower depth would not have sent
             for d, n in zip(self.depths, bytes_saved(msg.runs, self.depths)):
                 if n:
                     self.tally[f"{depth_tag(d)}:announce_bytes_saved"] += n
 
-    def on_heard(self, node: EngineNode, heard: Heard) -> None:
+    def on_heard(self, node: Node, heard: Heard) -> None:
         if len(heard.docs) != 1:
             raise ValueError("shadows are measured on batches of one document")
         self._measure(node, heard, heard.docs[0])
 
     def on_resolution_call(
-        self, node: EngineNode, heard: Heard, rpc: str, request: Any, reply: Any
+        self, node: Node, heard: Heard, rpc: str, request: Any, reply: Any
     ) -> None:
         own = self._own.get(id(heard))
         if (
@@ -407,9 +407,7 @@ class Shadows(Tally):
                 reply.ByteSize(),
             )
 
-    def on_matched(
-        self, node: EngineNode, heard: Heard, matched: list[list[pb.QueryEntry]]
-    ) -> None:
+    def on_matched(self, node: Node, heard: Heard, matched: list[list[pb.QueryEntry]]) -> None:
         own = self._own.get(id(heard))
         if own is not None:
             own.matched = matched[0]
@@ -437,10 +435,10 @@ class Shadows(Tally):
 
     # ---- a QN's shadows ----------------------------------------------------------------------
 
-    def _measure(self, node: EngineNode, heard: Heard, doc) -> None:
+    def _measure(self, node: Node, heard: Heard, doc) -> None:
         """Prune and resolve, measured, every shadow of a QN's runs of a document."""
         s = node.settings
-        ids = local_ids(doc)
+        ids = doc.local_ids()
         told = Told(doc.runs, doc.max_id, node.region(), s.piggyback)
         truth = self._truths.get(doc.key)
         if truth is None:
@@ -476,7 +474,7 @@ class Shadows(Tally):
         return shared.setdefault(block.subscriptions(), (block, {}))
 
     def _own_shadows(
-        self, node: EngineNode, block: Block, told: Told, meter: Meter, resolved: dict, own: Own
+        self, node: Node, block: Block, told: Told, meter: Meter, resolved: dict, own: Own
     ) -> None:
         """The node's own state (what it resolves), the shadow method in it, and the
         shadow depths; `resolved` then holds the states resolved."""
@@ -498,7 +496,7 @@ class Shadows(Tally):
 
     def _shadow_depths(
         self,
-        node: EngineNode,
+        node: Node,
         block: Block,
         told: Told,
         meter: Meter,
@@ -545,7 +543,7 @@ class Shadows(Tally):
         return matched if matched is not None else []
 
     def _index_matched(
-        self, node: EngineNode, meter: Meter, matched: list[pb.QueryEntry], index: str
+        self, node: Node, meter: Meter, matched: list[pb.QueryEntry], index: str
     ) -> None:
         """Count, under INDEX: echo kinds, the report a shadow index's run would send the
         DN and the alert batches the DN would send for it, one per home node (none that
@@ -573,7 +571,7 @@ class Shadows(Tally):
             )
         self.matched.setdefault(index, []).extend(e.subscription_id for e in matched)
 
-    def _echo(self, node: EngineNode, outcome: Outcome, tag: str) -> None:
+    def _echo(self, node: Node, outcome: Outcome, tag: str) -> None:
         """Count what a state resolved already sends again under `tag`: its calls once
         known (the node's own are noted as it makes them), its measured resolutions once
         settled."""
@@ -591,14 +589,14 @@ class Shadows(Tally):
     def _settle_meters(self) -> None:
         """Settle the shadows the QNs' meters recorded (Meter.settle), the document's in
         stacks across its QNs, and count what each would have sent."""
-        by_doc: dict[int, list[tuple[EngineNode, Meter]]] = {}
+        by_doc: dict[int, list[tuple[Node, Meter]]] = {}
         for node, meter in self._meters:
             if meter.measured:
                 by_doc.setdefault(meter.key, []).append((node, meter))
         for pending in by_doc.values():
             self._settle_document(pending)
 
-    def _settle_document(self, pending: list[tuple[EngineNode, Meter]]) -> None:
+    def _settle_document(self, pending: list[tuple[Node, Meter]]) -> None:
         s = pending[0][0].settings  # the ring's: every node's
         for run in _stacks(pending):
             node_of = {id(meter): node for node, meter in run}
@@ -612,7 +610,7 @@ class Shadows(Tally):
                     for tag in m.tags:
                         self._count_calls(node, calls, tag)
 
-    def _count_calls(self, node: EngineNode, calls: Sent, tag: str) -> None:
+    def _count_calls(self, node: Node, calls: Sent, tag: str) -> None:
         """Count resolution calls not sent as a run resolving under depth tag `tag` would
         have sent them."""
         own = node.settings.resolution

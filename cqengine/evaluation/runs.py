@@ -455,7 +455,7 @@ class IndexedRing:
             request = pb.IndexRequest()
             entry = request.entry
             entry.CopyFrom(original)
-            entry.index_id = pairs[self.sim.engines[entry.home].choose(pairs, sub_id)][0]
+            entry.index_id = pairs[self.sim.engines[entry.home].placement.choose(pairs, sub_id)][0]
             owner = self.sim.engines[owners.owner(entry.index_id).address]
             if not owner.handle("Index", request).owner:
                 raise EvaluationError(f"{owner.me.address} refused the key its ring says it owns")
@@ -600,7 +600,9 @@ class IndexedRing:
         shadowed = Counter()  # the counters of shadows (TAG:NAME)
         alerted: list[tuple] = []
         for e in sim.engines.values():
-            e.alert_listeners.append(lambda subs, e=e: alerted.extend((e, sub) for sub in subs))
+            e.home.alert_listeners.append(
+                lambda subs, e=e: alerted.extend((e, sub) for sub in subs)
+            )
         marks = {"all": (sim.ring.ledger.snapshot(), Counter())}  # where each half's growth starts
         rows: list[tuple] = []
         tally = {p.index_tag(part.index): Counter() for part in (p, *p.shadows)}

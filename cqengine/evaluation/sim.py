@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Callable, Iterable
 
 from chord.ledger import Count, Ledger
-from chord.node import Call, Op, PeerUnreachable
+from chord.node import PeerUnreachable
 from chord.simulator import Simulator
-from cqengine.core.engine import Document, EngineNode, Heard, resolve_together
+from cqengine.core.documents import Document
+from cqengine.core.node import EngineNode
+from cqengine.core.qn import Resolution
+from cqengine.core.runs import Heard
 from cqengine.core.settings import Settings
 from cqengine.evaluation.measure import Tally
 from cqengine.proto import cqengine_pb2 as pb
@@ -55,11 +58,6 @@ class DocReport:
         return self.total(RESOLUTION)
 
 
-def _one(call: Call) -> Op:
-    """An operation of one call, returning its reply."""
-    return (yield call)
-
-
 def ledger_growth(before: dict[str, Count], after: dict[str, Count]) -> dict[str, Count]:
     out = {}
     for kind, c in after.items():
@@ -73,10 +71,11 @@ SETTLE_HOLD = 1.0  # a simulated DN's hold: its timer fires once everything has 
 
 
 class EngineSimulator:
-    """A ring of `nodes` engine nodes over an in-memory transport. Every node tells the
-    one observer (a Tally unless given: every node's counters summed as they grow) what
-    happens; a document's QNs resolve it together once its announcement has run its
-    course (cqengine.core.engine.resolve_together)."""
+    """A ring of `nodes` engine nodes over an in-memory transport, on a virtual clock
+    (chord.simulator.VirtualClock). Every node tells the one observer (a Tally unless
+    given: every node's counters summed as they grow) what happens; a document's QNs
+    resolve it together once its announcement has run its course
+    (cqengine.core.qn.Resolution)."""
 
     def __init__(
         self,
@@ -92,22 +91,29 @@ class EngineSimulator:
         self.rng = random.Random(seed)
         self.observer = observer if observer is not None else Tally()
         self.heard: list[tuple[EngineNode, Heard]] = []  # what the QNs heard, to resolve together
-        self.timers: list[Callable[[], None]] = []  # the DNs' holds (see hold)
         self.held_out = 0
         self.ring = Simulator(
             r=r,
             seed=seed,
             ledger=ledger,
-            app=lambda chord, spawn: EngineNode(
+            app=lambda chord, host: EngineNode(
                 chord,
                 settings,
-                spawn,
+                # ids seeded per node and ring: runs that repeat
+                replace(
+                    host, new_id=partial(random.Random(settings.seed ^ chord.me.id).getrandbits, 64)
+                ),
                 observer=self.observer,
                 gather=lambda node, h: self.heard.append((node, h)),
-                ids=partial(random.Random(settings.seed ^ chord.me.id).getrandbits, 64),
             ),
         )
         self.ring.build_instant([f"node-{i}" for i in range(nodes)])
+
+    @staticmethod
+    def _ids(settings: Settings, node_id: int) -> Callable[[], int]:
+        """A node's subscription ids and document keys: seeded per node and ring, so that
+        runs repeat."""
+        return partial(random.Random(settings.seed ^ node_id).getrandbits, 64)
 
     @property
     def engines(self) -> dict[str, EngineNode]:
@@ -121,12 +127,12 @@ class EngineSimulator:
         """Have every node tell this observer from now on."""
         self.observer = observer
         for engine in self.engines.values():
-            engine.observer = observer
+            engine.ctx.observer = observer
 
     def _run(self, address: str, op):
         """Run an operation at a node, and everything it sets off."""
         result = self.ring.run(self.ring.nodes[address], op)
-        self._settle()
+        self.settle()
         return result
 
     def hold(self, on: bool) -> None:
@@ -136,69 +142,69 @@ class EngineSimulator:
         returns, so a batch still held then lacks a report: its hold runs out there
         (counted in `held_out`)."""
         for e in self.engines.values():
-            e.later = (lambda seconds, fn: self.timers.append(fn)) if on else None
-            e.hold = SETTLE_HOLD if on else 0.0
+            e.dn.hold = SETTLE_HOLD if on else 0.0
 
-    def _settle(self) -> None:
-        """Run everything queued, the QNs' resolutions included, to the end."""
+    def settle(self) -> None:
+        """Run everything queued, the QNs' resolutions included, to the end; then, if timers
+        were set (the DNs' holds, retries), fire them and settle again."""
         self.ring.drain()
         while self.heard:  # the announcements have run their course: the QNs resolve together
             heard = self.heard[:]
             self.heard.clear()
-            self._resolve(heard)
+            self.resolve(heard)
             self.ring.drain()
-        if self.timers:  # every report is in: a batch still held lacks one
-            self.held_out += sum(len(e.gathering) for e in self.engines.values())
-            timers, self.timers = self.timers, []
-            for fn in timers:
-                fn()
-            self._settle()
+        if self.ring.clock.timers:  # every report is in: a batch still held lacks one
+            self.held_out += sum(len(e.dn.gathering) for e in self.engines.values())
+            self.ring.clock.fire()
+            self.settle()
             return
         self.observer.settle()
 
-    def _resolve(self, heard: list[tuple[EngineNode, Heard]]) -> None:
-        """Make every call of the QNs' resolution, each from its node over the ring."""
-        together = resolve_together(heard)
-        reply, error = None, None
-        while True:
-            try:
-                node, call = together.throw(error) if error is not None else together.send(reply)
-            except StopIteration:
-                return
-            reply, error = None, None
-            try:
-                reply = self.ring.run(node.chord, _one(call))
-            except PeerUnreachable as e:
-                error = e
+    def resolve(self, heard: list[tuple[EngineNode, Heard]]) -> None:
+        """Resolve what these QNs heard together (cqengine.core.qn.Resolution): each round's
+        requests made one by one, each from its QN over the ring; then each QN reports."""
+        resolution = Resolution([(node.qn, h) for node, h in heard])
+        while asks := resolution.asks():
+            for ask in asks:
+                node = self.ring.nodes[ask.qn.ctx.me.address]
+                try:
+                    reply = self.ring.run(node, ask.qn.ask(ask.heard, ask.rpc, ask.request))
+                except PeerUnreachable as e:
+                    resolution.answer(ask, None, str(e))
+                else:
+                    resolution.answer(ask, reply)
+        for (node, h), matched in zip(heard, resolution.matched()):
+            self.ring.run(self.ring.nodes[node.me.address], node.qn.resolved(h, matched))
 
     def pick(self) -> str:
         return self.rng.choice(sorted(self.ring.nodes))
 
     def subscribe(self, text: str, via: str | None = None) -> pb.SubscribeReply:
         address = via or self.pick()
-        return self._run(address, self.engines[address].subscribe(text))
+        return self._run(address, self.engines[address].placement.subscribe(text))
 
     def subscribe_terms(self, terms: list[str], via: str) -> pb.SubscribeReply:
-        return self._run(via, self.engines[via].subscribe_terms(terms))
+        return self._run(via, self.engines[via].placement.subscribe_terms(terms))
 
     def unsubscribe(self, reply: pb.SubscribeReply) -> None:
         self._run(
-            reply.home, self.engines[reply.home].unsubscribe(reply.subscription_id, reply.token)
+            reply.home,
+            self.engines[reply.home].placement.unsubscribe(reply.subscription_id, reply.token),
         )
 
     def publish(self, docno: str, text: str, title: str = "", via: str | None = None) -> DocReport:
         address = via or self.pick()
-        op = self.engines[address].publish(docno, text.encode("utf-8"), title)
+        op = self.engines[address].dn.publish(docno, text.encode("utf-8"), title)
         return self._report([docno], address, lambda: [self.ring.run(self.ring.nodes[address], op)])
 
     def publish_terms(self, docno: str, terms: list[str], via: str) -> DocReport:
-        op = self.engines[via].publish_terms(docno, terms)
+        op = self.engines[via].dn.publish_terms(docno, terms)
         return self._report([docno], via, lambda: [self.ring.run(self.ring.nodes[via], op)])
 
     def publish_batch(self, docs: list[Document], via: str) -> DocReport:
         """Publish documents (analyzed) through one node as one batch; the report is the
         batch's (refused documents count no terms)."""
-        op = self.engines[via].publish_batch(docs)
+        op = self.engines[via].dn.publish_batch(docs)
         return self._report(
             [d.docno for d in docs], via, lambda: self.ring.run(self.ring.nodes[via], op)
         )
@@ -207,7 +213,7 @@ class EngineSimulator:
         """Publish, run everything it sets off, and read its cost off the ledger and tally."""
         before, counts = self.ring.ledger.snapshot(), self.tally.copy()
         replies = publish()
-        self._settle()
+        self.settle()
         grown = {name: n - counts[name] for name, n in self.tally.items() if n != counts[name]}
         return DocReport(
             docno=" ".join(docnos),
@@ -226,8 +232,8 @@ class EngineSimulator:
         addresses = sorted(self.ring.nodes)
         self.rng.shuffle(addresses)
         for a in addresses:
-            self.ring.run(self.ring.nodes[a], self.engines[a].gossip())
-        self._settle()
+            self.ring.run(self.ring.nodes[a], self.engines[a].gossip.gossip())
+        self.settle()
 
     def alerts(self) -> list[tuple[int, str]]:
         """Every alert delivered so far, taken off the subscribers' streams (at the node that
@@ -240,8 +246,8 @@ class EngineSimulator:
                 elif e.serves(sub.key):  # acknowledged, as a stream would: at the replicas too
                     box = sub.mailbox
                     out += [(sub.id, docno) for docno, _, _ in box.alerts(box.first, box.shown)]
-                    e.acknowledge(sub, box.shown)
-        self._settle()
+                    e.home.acknowledge(sub, box.shown)
+        self.settle()
         return out
 
     def reconcile_round(self) -> None:
@@ -249,8 +255,8 @@ class EngineSimulator:
         addresses = sorted(self.ring.nodes)
         self.rng.shuffle(addresses)
         for a in addresses:
-            self.ring.run(self.ring.nodes[a], self.engines[a].reconcile())
-        self._settle()
+            self.ring.run(self.ring.nodes[a], self.engines[a].replication.reconcile())
+        self.settle()
 
     def fail(self, addresses: Iterable[str], converge: bool = True) -> int:
         """These nodes crash at once; then (`converge`) rounds of the ring's maintenance, and
@@ -263,7 +269,7 @@ class EngineSimulator:
             if rounds == 200:
                 raise RuntimeError(f"the ring did not converge: {self.ring.problems()[:3]}")
             self.ring.round()
-            self._settle()
+            self.settle()
             rounds += 1
         return rounds
 

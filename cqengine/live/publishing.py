@@ -3,7 +3,7 @@
 As a Kafka producer (linger.ms, batch.size): documents wait for more until a batch is
 full or the linger time since its first has passed; each batch is analyzed in a worker
 thread, so that the node's event loop keeps serving meanwhile, and published by the
-engine as one (EngineNode.publish_batch).
+engine's DN as one (cqengine.core.dn.DN.publish_batch).
 """
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from chord.live import StartupError
-from cqengine.core.checks import MAX_BATCH_DOCS
-from cqengine.core.engine import Document, EngineError, EngineNode, prepare
+from cqengine.core.documents import Document, prepare
+from cqengine.core.errors import EngineError
+from cqengine.core.limits import MAX_BATCH_DOCS
+from cqengine.core.node import EngineNode
 from cqengine.proto import cqengine_pb2 as pb
 
 log = logging.getLogger("cqengine.live.publishing")
@@ -56,7 +58,7 @@ def prepare_all(requests: Sequence[pb.PublishRequest], limit: int) -> list[Docum
 class Batcher:
     """The documents published through this node, gathered into batches: each batch is
     analyzed in a worker thread (the event loop keeps serving meanwhile) and published by
-    the engine as one (EngineNode.publish_batch); the next batch gathers meanwhile."""
+    the engine's DN as one (cqengine.core.dn.DN.publish_batch); the next batch gathers meanwhile."""
 
     def __init__(self, engine: EngineNode, publishing: Publishing, run: Callable) -> None:
         """`run`: how the node runs an operation (LiveNode.run_op)."""
@@ -119,7 +121,7 @@ class Batcher:
             self.analyzer, prepare_all, [r for r, _ in batch], limit
         )
         fit = [(d, f) for d, (_, f) in zip(documents, batch) if isinstance(d, Document)]
-        replies = await self.run(self.engine.publish_batch([d for d, _ in fit])) if fit else []
+        replies = await self.run(self.engine.dn.publish_batch([d for d, _ in fit])) if fit else []
         for (_, future), reply in zip(fit, replies):
             future.set_result(reply)
         for document, (_, future) in zip(documents, batch):

@@ -22,8 +22,9 @@ from chord.grpc_transport import SIZE_OPTIONS
 from chord.ids import hash_id
 from chord.live import Limits, LiveNode, StartupError, Timing, serve
 from chord.tls import ADMIN, PUBLISHER, SUBSCRIBER, Credentials, aio_channel, tls_failure
-from cqengine.core.engine import AlertDoc, EngineError, EngineNode, alert_batch
-from cqengine.core.homes import Subscription
+from cqengine.core.errors import EngineError
+from cqengine.core.mailboxes import AlertDoc, Subscription, alert_batch
+from cqengine.core.node import EngineNode
 from cqengine.core.settings import Settings, SettingsError
 from cqengine.live.publishing import Batcher, Publishing
 from cqengine.live.storage import Storage
@@ -117,8 +118,8 @@ class ClientAPI(pb_grpc.CQEngineServicer):
         self.live, self.engine = live, engine
         self.batcher = Batcher(engine, publishing, live.run_op)
         self.streams: dict[int, Stream] = {}  # subscription -> its one live stream
-        engine.alert_listeners.append(self._wake)
-        engine.region_listeners.append(self._moved)
+        engine.home.alert_listeners.append(self._wake)
+        engine.replication.region_listeners.append(self._moved)
 
     def _moved(self) -> None:
         """My region changed: streams of subscriptions I no longer serve end, so that their
@@ -144,11 +145,11 @@ class ClientAPI(pb_grpc.CQEngineServicer):
             await context.abort(getattr(grpc.StatusCode, e.code), str(e))
 
     async def Subscribe(self, request, context):
-        return await self._run(context, self.engine.subscribe(request.query))
+        return await self._run(context, self.engine.placement.subscribe(request.query))
 
     async def Unsubscribe(self, request, context):
         reply = await self._run(
-            context, self.engine.unsubscribe(request.subscription_id, request.token)
+            context, self.engine.placement.unsubscribe(request.subscription_id, request.token)
         )
         stream = self.streams.pop(request.subscription_id, None)
         if stream is not None:
@@ -185,11 +186,11 @@ class ClientAPI(pb_grpc.CQEngineServicer):
     async def _acknowledged(self, keys, context) -> list[Subscription]:
         """The subscriptions of these keys, their alerts below each key's `next` gone."""
         try:
-            subs = [self.engine.authorized(k.subscription_id, k.token) for k in keys]
+            subs = [self.engine.placement.authorized(k.subscription_id, k.token) for k in keys]
         except EngineError as e:
             await context.abort(getattr(grpc.StatusCode, e.code), str(e))
         for sub, k in zip(subs, keys):
-            self.engine.acknowledge(sub, k.next)
+            self.engine.home.acknowledge(sub, k.next)
         self.engine.durable()
         return subs
 
@@ -306,13 +307,8 @@ async def serve_engine(
             settings.to_pb().SerializeToString(deterministic=True),
         )
 
-    def later(seconds: float, fn) -> None:
-        asyncio.get_running_loop().call_later(seconds, fn)
-
-    def engine(chord, spawn) -> EngineNode:
-        node = EngineNode(
-            chord, settings, spawn, later=later, hold=timing.call_timeout, journal=storage
-        )
+    def engine(chord, host) -> EngineNode:
+        node = EngineNode(chord, settings, host, hold=timing.call_timeout, journal=storage)
         if storage is not None:
             kept = storage.load()
             node.restore(*kept)

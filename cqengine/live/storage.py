@@ -25,8 +25,8 @@ from typing import Iterable
 import mmh3
 
 from chord.live import StartupError
-from cqengine.core.homes import MAILBOX, SEEN_KEPT, Mailbox, Subscription
-from cqengine.core.journal import AlertDoc
+from cqengine.core.limits import MAILBOX, SEEN_KEPT
+from cqengine.core.mailboxes import AlertDoc, Mailbox, Subscription
 from cqengine.proto import cqengine_pb2 as pb
 
 FILE = "node.sqlite"

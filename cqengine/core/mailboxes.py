@@ -17,14 +17,10 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Iterable, Sequence
 
-from cqengine.core.journal import AlertDoc
+from cqengine.core import limits
 from cqengine.proto import cqengine_pb2 as pb
 
-MAILBOX = 10_000  # undelivered alerts kept per subscription
-MAILBOX_BYTES = 16 << 20  # and their docnos', titles' and snippets' UTF-8 bytes at most
-# docnos of a subscription's latest alerts acknowledged, kept (on disk and with its copies)
-# so that a document alerted again (its batch announced again after a failure) is known
-SEEN_KEPT = 1024
+AlertDoc = tuple[str, str, str]  # what an alert says of its document: docno, title, snippet
 
 
 def cost(doc: AlertDoc) -> int:
@@ -44,7 +40,7 @@ class Mailbox:
     are numbered in the order they enter: queue[i] is alert number first + i. Those numbered
     from `shown` on are not yet on every replica: a stream does not send them yet."""
 
-    limit: int = MAILBOX  # alerts not yet acknowledged
+    limit: int = limits.MAILBOX  # alerts not yet acknowledged
     queue: deque[AlertDoc] = field(default_factory=deque)
     size: int = 0  # bytes of the alerts in the queue (cost)
     seen: set[str] = field(default_factory=set)
@@ -53,9 +49,9 @@ class Mailbox:
     pending: set[int] = field(default_factory=set)  # numbers being copied to the replicas
     # the latest acknowledged, which copies of the mailbox carry: a DN sending one of
     # them again (after a failure) finds it seen wherever the subscription is served then
-    acked: deque[str] = field(default_factory=lambda: deque(maxlen=SEEN_KEPT))
+    acked: deque[str] = field(default_factory=lambda: deque(maxlen=limits.SEEN_KEPT))
 
-    def offer(self, doc: AlertDoc, limit_bytes: int = MAILBOX_BYTES) -> bool:
+    def offer(self, doc: AlertDoc, limit_bytes: int = limits.MAILBOX_BYTES) -> bool:
         """A new alert (of a document not seen before); the oldest go, counted as dropped,
         while the mailbox would hold more than `limit` alerts or `limit_bytes` bytes."""
         if doc[0] in self.seen:
@@ -102,16 +98,16 @@ class Mailbox:
         number = {d: at for at, d in enumerate(self.acked, self.first - len(self.acked))}
         for at, d in enumerate(theirs, end - len(theirs)):
             number[d] = max(at, number.get(d, at))
-        kept = sorted(number, key=number.__getitem__)[-SEEN_KEPT:]
+        kept = sorted(number, key=number.__getitem__)[-limits.SEEN_KEPT :]
         waiting = {doc[0] for doc in self.queue}
         self.seen -= set(self.acked) - set(kept) - waiting
         self.seen.update(kept)
-        self.acked = deque(kept, maxlen=SEEN_KEPT)
+        self.acked = deque(kept, maxlen=limits.SEEN_KEPT)
 
     def _remember(self, docno: str) -> None:
         """An acknowledged document, among the latest SEEN_KEPT known seen (no more: a
         mailbox's memory stays bounded however long it lives)."""
-        if len(self.acked) == SEEN_KEPT:
+        if len(self.acked) == limits.SEEN_KEPT:
             self.seen.discard(self.acked.popleft())
         self.acked.append(docno)
 
@@ -215,3 +211,18 @@ def subscription_of(record: pb.HomeRecord) -> Subscription:
         Mailbox(first=record.first),
         record.key,
     )
+
+
+def alert_batch(docs: Sequence[tuple[AlertDoc, list[int]]]) -> pb.AlertBatch:
+    """The alerts of these documents, each with its subscriptions: a DN's for one home node,
+    or a home node's on a stream."""
+    batch = pb.AlertBatch(docnos=[doc[0] for doc, _ in docs])
+    if any(doc[1] for doc, _ in docs):
+        batch.titles.extend(doc[1] for doc, _ in docs)
+    if any(doc[2] for doc, _ in docs):
+        batch.snippets.extend(doc[2] for doc, _ in docs)
+    for _, subs in docs:
+        batch.subscription_ids.extend(subs)
+    if len(docs) > 1:
+        batch.counts.extend(len(subs) for _, subs in docs)
+    return batch

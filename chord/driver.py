@@ -1,0 +1,56 @@
+"""The one place that drives an operation: a generator of Calls (chord.node.Op).
+
+An operation yields a Call and is resumed with its reply, or has PeerUnreachable thrown
+into it when the peer does not answer; its return value is the operation's result. Every
+shell runs operations through these two loops, which differ only in whether making a call
+is awaited: synchronously in the simulator (chord.transport), with asyncio on a live node
+(chord.grpc_transport). Any other exception a call raises ends the operation: it is closed
+at once (its `finally` clauses run now, not when it is collected) and the exception goes
+on to whoever drove it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable
+
+from chord.node import Call, Op, PeerUnreachable
+
+
+def _next(op: Op, reply: Any, error: PeerUnreachable | None) -> tuple[bool, Any]:
+    """Resume the operation: (False, its next Call) or (True, its result)."""
+    try:
+        return False, (op.throw(error) if error is not None else op.send(reply))
+    except StopIteration as stop:
+        return True, stop.value
+
+
+def drive(op: Op, call: Callable[[Call], Any]) -> Any:
+    """Run the operation to its end, making each of its calls with `call`."""
+    done, out = _next(op, None, None)
+    while not done:
+        reply, error = None, None
+        try:
+            reply = call(out)
+        except PeerUnreachable as e:
+            error = e
+        except BaseException:
+            op.close()
+            raise
+        done, out = _next(op, reply, error)
+    return out
+
+
+async def drive_async(op: Op, call: Callable[[Call], Awaitable[Any]]) -> Any:
+    """drive, with each call awaited (a live node's)."""
+    done, out = _next(op, None, None)
+    while not done:
+        reply, error = None, None
+        try:
+            reply = await call(out)
+        except PeerUnreachable as e:
+            error = e
+        except BaseException:  # cancelled, say: the operation's clean-up runs now
+            op.close()
+            raise
+        done, out = _next(op, reply, error)
+    return out

@@ -1,0 +1,301 @@
+"""The DN: a batch of documents published through this node, from storing them to their
+alerts (paper section 5; a batch of one is the paper's protocol).
+
+The DN stores a batch's documents (replicated: and has its successors hold a copy, so that
+one of them finishes the batch if the DN fails) and announces them, each as one run of its
+ids (cqengine.core.announcer). Every QN the batch reaches reports its matches; the DN turns
+them into alerts, one alert batch per home node (cqengine.core.delivery). A live DN holds
+a batch's alerts until every node the batch reached has reported: the batch's share,
+divided down its announcement tree, comes back whole. A report missing when the hold ends
+(a QN failed) makes the DN announce the batch again: the failed node's queries are on its
+replicas, and homes take each alert once.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from chord.node import Call, Op, PeerUnreachable
+from chord.routing import NodeRef
+from cqengine.core import limits
+from cqengine.core.context import Context
+from cqengine.core.delivery import Alerts, Delivery
+from cqengine.core.documents import Document, Documents, PublishedDoc, prepare
+from cqengine.core.errors import LEAVING, EngineError
+from cqengine.core.records import in_range
+from cqengine.core.runs import Announced, Run
+from cqengine.core.synopsis import Synopsis
+from cqengine.proto import cqengine_pb2 as pb
+
+log = logging.getLogger("cqengine.core.dn")
+
+# (DN, the batch's documents, hops so far, batch name, share): announce them (Announcer)
+Announce = Callable[[NodeRef, list[Announced], int, int, int], Op]
+
+
+@dataclass
+class Gathering:
+    """A batch of mine whose reports are still coming: the share of the batch they brought
+    back (all of it: every node the batch reached has reported), and their alerts so far;
+    the batch as announced, and how many times it was announced again."""
+
+    batch: list[Announced]
+    again: int = 0
+    got: int = 0
+    alerts: Alerts = field(default_factory=dict)
+
+
+def tell(peer: NodeRef, method: str, request) -> Op:
+    """A call whose failure changes nothing."""
+    try:
+        yield Call(peer, method, request)
+    except PeerUnreachable:
+        pass  # a copy left behind goes with the oldest (RecordStore.hold)
+
+
+class DN:
+    def __init__(
+        self,
+        ctx: Context,
+        documents: Documents,
+        synopsis: Synopsis,
+        announce: Announce,
+        hold: float,
+    ) -> None:
+        """`hold`: seconds at most I hold the matches reported for a batch of mine while
+        reports are still to come, and try a home I cannot reach (0: each report's alerts
+        at once, the paper's protocol)."""
+        self.ctx, self.documents, self.synopsis, self.announce = ctx, documents, synopsis, announce
+        self.delivery = Delivery(ctx, hold, self.release)
+        self.gathering: dict[int, Gathering] = {}  # my batches whose reports are still coming
+        self.own: dict[int, list[NodeRef]] = {}  # my unresolved batches -> their copies
+        self.born = ctx.host.clock()  # wall time: a batch of mine made before is of an earlier life
+
+    @property
+    def hold(self) -> float:
+        return self.delivery.hold
+
+    @hold.setter
+    def hold(self, seconds: float) -> None:
+        self.delivery.hold = seconds
+
+    # ---- publishing ----------------------------------------------------------------------
+
+    def publish(self, docno: str, text: bytes, title: str = "") -> Op:
+        """Analyze and publish one document, a batch of one; EngineError if refused."""
+        doc = prepare(docno, text, title, self.ctx.settings.max_document_bytes)
+        return (yield from self.publish_terms(doc.docno, doc.terms, doc.title, doc.snippet))
+
+    def publish_terms(
+        self, docno: str, terms: Sequence[str], title: str = "", snippet: str = ""
+    ) -> Op:
+        """Publish one document already analyzed (by `analyze`, here or in a Spark job)."""
+        (reply,) = yield from self.publish_batch([Document(docno, terms, title, snippet)])
+        if isinstance(reply, EngineError):
+            raise reply
+        return reply
+
+    def publish_batch(self, docs: Sequence[Document]) -> Op:
+        """Store every document of the batch fit to publish (replicated: and copy them to my
+        successor, which finishes the batch if I fail), and have them announced together
+        (an operation handed to `spawn`). Per document, its PublishReply or the EngineError
+        that refused it: a document is accepted once its DN holds it (and a replica)."""
+        if self.ctx.stopping:
+            return [EngineError("UNAVAILABLE", LEAVING)] * len(docs)
+        out: list[pb.PublishReply | EngineError] = []
+        stored: list[PublishedDoc] = []
+        for doc in docs:
+            try:
+                stored.append(self._store(doc))
+            except EngineError as e:
+                out.append(e)
+                continue
+            out.append(
+                pb.PublishReply(accepted=True, terms=len(stored[-1].ids), doc_key=stored[-1].key)
+            )
+        if (yield from self.send_out([doc for doc in stored if doc.ids])):
+            return out
+        refused = EngineError("UNAVAILABLE", "no successor took a copy of the document; try again")
+        for doc in stored:
+            self.documents.drop(doc.key)
+        return [refused if isinstance(r, pb.PublishReply) else r for r in out]
+
+    def _store(self, doc: Document) -> PublishedDoc:
+        """Keep the document (I answer for it) and count it in the synopsis."""
+        ctx = self.ctx
+        kept = self.documents.store(doc)
+        if ctx.settings.gossiped:  # the DN stores, so counts, what it announces
+            self.synopsis.add_document(kept.docno, kept.ids)
+        ctx.count("documents_published")
+        if ctx.observer is not None:
+            ctx.observer.on_published(ctx, kept)
+        return kept
+
+    def send_out(self, stored: list[PublishedDoc]) -> Op:
+        """Announce documents I hold as one batch of mine; replicated, once my successor
+        holds a copy (False: no successor took one)."""
+        if not stored:
+            return True
+        ctx = self.ctx
+        name = stored[0].key
+        if ctx.replicated:
+            held = pb.HeldBatch(key=ctx.me.id, batch=name, dn=ctx.me.address)
+            for doc in stored:
+                held.documents.add(
+                    key=doc.key,
+                    docno=doc.docno,
+                    title=doc.title,
+                    snippet=doc.snippet,
+                    ids=sorted(doc.ids),
+                )
+            took = yield from self._copied(held)
+            if not took and not ctx.chord.table.alone():
+                return False
+            ctx.store.hold(held)  # a leave hands it over with the rest
+            self.own[name] = took
+        batch = [Announced(doc.key, max(doc.ids), [Run.whole(sorted(doc.ids))]) for doc in stored]
+        share = 0
+        if self.hold > 0:  # count the reports of the batch
+            share = limits.WHOLE
+            self._gather(name, batch)
+        ctx.host.spawn(self.announce(ctx.me, batch, 0, name if share else 0, share))
+        return True
+
+    def _copied(self, held: pb.HeldBatch) -> Op:
+        """Copies of my batch to my replicas (the successors after them, for those that do
+        not answer): which took one."""
+        ctx = self.ctx
+        took = []
+        for peer in list(ctx.chord.table.successors):
+            if peer == ctx.me or len(took) == ctx.settings.replicas - 1:
+                break
+            try:
+                yield Call(peer, "Replicate", pb.Records(batches=[held]))
+                took.append(peer)
+            except PeerUnreachable:
+                ctx.chord.forget(peer)
+        return took
+
+    # ---- reports -------------------------------------------------------------------------
+
+    def _gather(self, name: int, batch: list[Announced], again: int = 0) -> None:
+        self.gathering[name] = Gathering(batch, again)
+        self.ctx.host.later(self.hold, lambda: self._hold_over(name))
+
+    def _hold_over(self, name: int) -> None:
+        """The hold of my batch is over. If reports are missing (a node it reached failed
+        before it reported), replicated, I announce it again: the queries of the failed
+        node are on its replicas, and homes take each alert once. Else, or after
+        ANNOUNCE_AGAIN times (nodes failing one after another under it), I deliver what
+        came, and count its documents as delivered with reports missing."""
+        ctx = self.ctx
+        g = self.gathering.get(name)
+        if g is None:
+            return
+        if g.got >= limits.WHOLE or g.again >= limits.ANNOUNCE_AGAIN or not ctx.replicated:
+            if g.got < limits.WHOLE and ctx.replicated:
+                ctx.count("dropped:reports_missing", len(g.batch))
+            self._deliver_gathered(name)
+            return
+        del self.gathering[name]
+        if g.alerts:
+            ctx.host.spawn(self.delivery.deliver(g.alerts))
+        ctx.count("batches_announced_again")
+        log.warning(
+            "batch %016x: reports missing after %.0fs; announcing it again", name, self.hold
+        )
+        self._gather(name, g.batch, again=g.again + 1)
+        ctx.host.spawn(self.announce(ctx.me, g.batch, 0, name, limits.WHOLE))
+
+    def on_matched(self, req: pb.MatchedRequest) -> pb.Ack:
+        """Alerts for the matches a QN reports: at once, or, for a batch of mine whose
+        reports I count, when every node it reached has reported."""
+        ctx = self.ctx
+        docs = [self.documents.get(key) for key in req.doc_keys]
+        by_home: Alerts = {}
+        lost = 0
+        for m in req.matches:
+            doc = docs[m.doc]
+            if doc is None:
+                lost += 1  # no longer held here: nothing to alert with
+                continue
+            per_doc = by_home.setdefault((m.home, m.home_id), {})
+            per_doc.setdefault(doc.key, (doc, []))[1].append(m.subscription_id)
+        if lost:
+            ctx.count("dropped:document_gone", lost)
+        gathering = self.gathering.get(req.batch) if req.share else None
+        if gathering is None:  # not counted, or given up on: at once
+            if by_home:
+                ctx.host.spawn(self.delivery.deliver(by_home))
+            return pb.Ack()
+        for home, per_doc in by_home.items():
+            waiting = gathering.alerts.setdefault(home, {})
+            for key, (doc, subs) in per_doc.items():
+                waiting.setdefault(key, (doc, []))[1].extend(subs)
+        gathering.got += req.share
+        if gathering.got >= limits.WHOLE:
+            self._deliver_gathered(req.batch)
+        return pb.Ack()
+
+    def _deliver_gathered(self, batch: int, done: bool = True) -> None:
+        """Every report of a batch is in, or the hold is over (a QN failed or is slow):
+        deliver what was gathered; reports that come later are delivered as they come.
+        Not `done` (I am stopping): the copies stay, for my successor to finish it."""
+        gathering = self.gathering.pop(batch, None)
+        if gathering is not None:
+            self.ctx.host.spawn(self.delivery.deliver(gathering.alerts, batch if done else None))
+
+    def flush(self) -> None:
+        """Deliver at once what is held (the node stops): no report's matches stay behind,
+        and alerts waiting to be tried again get one last try."""
+        for batch in list(self.gathering):
+            self._deliver_gathered(batch, done=False)
+        self.delivery.flush()
+
+    def in_flight(self) -> int:
+        """My batches not through yet: their reports still coming, or their alerts still
+        going to homes (retries waiting included)."""
+        return len(self.gathering.keys() | self.delivery.unsent.keys()) + self.delivery.waiting()
+
+    # ---- held copies ---------------------------------------------------------------------
+
+    def release(self, batch: int) -> None:
+        """My batch is through: its copies are needed no more."""
+        ctx = self.ctx
+        ctx.store.release(batch)
+        # and my replicas now: a node that joined before them since was handed a copy
+        for peer in dict.fromkeys([*self.own.pop(batch, ()), *ctx.replica_set()]):
+            ctx.host.spawn(tell(peer, "Release", pb.ReleaseRequest(batch=batch)))
+
+    def take_over(self) -> Op:
+        """Batches held for DNs whose key is mine now: their DN failed or left (a live DN
+        owns its own key) before it finished them, or was I, before I restarted (its copies
+        came back to me with my region). I announce them again as their DN (homes take
+        each alert once: those already sent are not repeated), and the other copies go."""
+        ctx = self.ctx
+        region = ctx.region()
+        if region is None:
+            return
+        for held in list(ctx.store.held.values()):
+            if not in_range(held.key, *region) or held.batch in self.own:
+                continue
+            if held.key == ctx.me.id and ctx.store.held_since[held.batch] >= self.born:
+                # mine, made since I started, and resolved: a copy whose release missed
+                # its holder came back to me with my region
+                self.release(held.batch)
+                ctx.count("stale_copies_released")
+                continue
+            ctx.store.release(held.batch)
+            for peer in ctx.replica_set():
+                ctx.host.spawn(tell(peer, "Release", pb.ReleaseRequest(batch=held.batch)))
+            stored = [self.documents.keep(d) for d in held.documents]
+            ctx.count("documents_taken_over", len(stored))
+            log.warning(
+                "taking over batch %016x of %s (%d documents): its DN is gone",
+                held.batch,
+                held.dn,
+                len(stored),
+            )
+            yield from self.send_out(stored)

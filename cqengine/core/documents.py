@@ -1,0 +1,168 @@
+"""Documents: as a publisher gives them, and as their DN holds them for resolution.
+
+A document is analyzed once, by its DN (`prepare`; a live node does it off its event loop),
+into its terms and their ids. The DN keeps it (`Documents`) until its queries are resolved:
+every QN's Term Dialogue questions and Bloom filter requests about it are answered here,
+and its alerts carry its docno, title and snippet. A copy held for another DN (replicated)
+is kept the same way, so that this node answers for it should it take the batch over.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from cqengine.core import limits
+from cqengine.core.bloom import BloomFilter
+from cqengine.core.checks import per_document
+from cqengine.core.errors import EngineError
+from cqengine.core.mailboxes import AlertDoc
+from cqengine.core.postings import FEW, member
+from cqengine.core.resolution import pack_bits
+from cqengine.proto import cqengine_pb2 as pb
+from cqengine.text.analysis import analyze, term_id
+
+
+@dataclass(frozen=True)
+class Document:
+    """A document ready to publish: its docno, its analyzed terms (and their ids, if known
+    already), and what its alerts carry."""
+
+    docno: str
+    terms: Sequence[str]
+    title: str = ""
+    snippet: str = ""
+    ids: frozenset[int] | None = None
+
+
+def prepare(docno: str, text: bytes, title: str, limit: int) -> Document:
+    """A document fit to publish, analyzed; EngineError says why one is not. Pure: a live
+    node runs it off its event loop."""
+    size = len(text) + len(title.encode("utf-8"))
+    if size > limit:
+        raise EngineError(
+            "INVALID_ARGUMENT", f"document {docno} has {size} bytes; the limit is {limit}"
+        )
+    try:
+        body = text.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise EngineError(
+            "INVALID_ARGUMENT", f"document {docno} is not UTF-8 (bad byte at offset {e.start})"
+        ) from None
+    terms = analyze(f"{title}\n{body}")
+    return Document(docno, terms, title, snippet(body), frozenset(map(term_id, terms)))
+
+
+def snippet(body: str) -> str:
+    """The body's first SNIPPET characters, its whitespace runs made single spaces. Only a
+    prefix of the body is normalized: a normalized prefix is a prefix of the normalized whole."""
+    size = 2 * limits.SNIPPET
+    while True:
+        out = " ".join(body[:size].split())
+        if len(out) >= limits.SNIPPET or size >= len(body):
+            return out[: limits.SNIPPET]
+        size *= 4
+
+
+@dataclass
+class PublishedDoc:
+    """A document its DN holds for resolution: what Term Dialogue and filters ask of it,
+    and what its alerts carry."""
+
+    key: int
+    docno: str
+    title: str
+    snippet: str
+    ids: frozenset[int]
+    _bloom: bytes | None = None
+    _sorted: np.ndarray | None = None
+
+    @property
+    def alert(self) -> AlertDoc:
+        return self.docno, self.title, self.snippet
+
+    def bloom(self, bits: int, hashes: int) -> bytes:
+        if self._bloom is None:
+            self._bloom = BloomFilter.of(self.ids, bits, hashes).to_bytes()
+        return self._bloom
+
+    def holds(self, ids) -> Sequence[bool]:
+        """Which of these ids the document has (Term Dialogue's answer)."""
+        if len(ids) <= FEW:
+            return [y in self.ids for y in ids]
+        if self._sorted is None:
+            self._sorted = np.array(sorted(self.ids), dtype=np.uint64)
+        return member(np.array(ids, dtype=np.uint64), self._sorted)
+
+
+class Documents:
+    """The documents this node holds as a DN, by key, the newest DOC_CACHE of them: those
+    published through it, and copies of other DNs' batches (replicated)."""
+
+    def __init__(self, new_id: Callable[[], int], bloom: tuple[int, int]) -> None:
+        """`new_id`: where document keys come from; `bloom`: the ring's filters' (bits,
+        hashes)."""
+        self.new_id, self.bloom = new_id, bloom
+        self.docs: OrderedDict[int, PublishedDoc] = OrderedDict()
+
+    def get(self, key: int) -> PublishedDoc | None:
+        return self.docs.get(key)
+
+    def drop(self, key: int) -> None:
+        self.docs.pop(key, None)
+
+    def store(self, doc: Document) -> PublishedDoc:
+        """Keep a document published through me (I answer for it), under a new key."""
+        docno = doc.docno.strip()
+        if not docno or len(docno) > limits.MAX_DOCNO:
+            raise EngineError(
+                "INVALID_ARGUMENT", f"a document needs a docno of 1-{limits.MAX_DOCNO} characters"
+            )
+        ids = doc.ids if doc.ids is not None else frozenset(map(term_id, doc.terms))
+        kept = PublishedDoc(self.new_id(), docno, doc.title, doc.snippet, ids)
+        self._add(kept)
+        return kept
+
+    def keep(self, d: pb.HeldDocument) -> PublishedDoc:
+        """A document held for a DN, kept so that I answer for it as the DN would."""
+        doc = self.docs.get(d.key)
+        if doc is None:
+            doc = PublishedDoc(d.key, d.docno, d.title, d.snippet, frozenset(d.ids))
+            self._add(doc)
+        return doc
+
+    def _add(self, doc: PublishedDoc) -> None:
+        self.docs[doc.key] = doc
+        while len(self.docs) > limits.DOC_CACHE:
+            self.docs.popitem(last=False)
+
+    # ---- what QNs ask of them (resolution, DN side) -------------------------------------
+
+    def on_get_bloom(self, req: pb.BloomRequest) -> pb.BloomReply:
+        docs = [self.docs.get(key) for key in req.doc_keys]
+        return pb.BloomReply(
+            found=[doc is not None for doc in docs],
+            bits=b"".join(doc.bloom(*self.bloom) for doc in docs if doc),
+        )
+
+    def on_term_dialogue(self, req: pb.DialogueRequest) -> pb.DialogueReply:
+        keys, ids = req.doc_keys, req.ids
+        docs = [self.docs.get(key) for key in keys]
+        found = [doc is not None for doc in docs]
+        if len(docs) == 1:
+            doc = docs[0]
+            return pb.DialogueReply(
+                found=found, present=pack_bits(doc.holds(ids) if doc else [False] * len(ids))
+            )
+        flags, start = [], 0
+        for doc, n in zip(docs, per_document(req.counts, len(ids))):
+            part = ids[start : start + n]
+            flags.append(
+                np.asarray(doc.holds(part), dtype=bool) if doc else np.zeros(n, dtype=bool)
+            )
+            start += n
+        flat = np.concatenate(flags) if flags else np.zeros(0, dtype=bool)
+        return pb.DialogueReply(found=found, present=np.packbits(flat, bitorder="little").tobytes())

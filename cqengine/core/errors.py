@@ -1,0 +1,15 @@
+"""Why the engine refuses a client's request: EngineError, whose code names the gRPC status
+a live node answers with (cqengine.live.service). A malformed message from another node is
+refused differently: chord.node.Refused, by the checks (cqengine.core.checks)."""
+
+from __future__ import annotations
+
+LEAVING = "this node is stopping; send it to another node of the ring"
+
+
+class EngineError(Exception):
+    """A request the engine refuses; `code` names the gRPC status it maps to."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code

@@ -1,0 +1,51 @@
+"""Every limit and protocol constant of the engine, in one place.
+
+What a message may carry is checked against these (cqengine.core.checks), and the roles
+that send messages keep within them; what a node keeps is bounded by them; the protocol's
+waits are measured by them. Defined once here, so that a test patching one sees the
+protocol change everywhere. The ring-wide settings a user chooses are in
+cqengine.core.settings, not here.
+"""
+
+from __future__ import annotations
+
+# ---- what a message may carry -------------------------------------------------------------
+
+MAX_QUERY_TERMS = 64  # a query's terms (the client API's limit)
+MAX_TERM_BYTES = 256  # one analyzed term's UTF-8 bytes
+MAX_DOCNO = 256  # a docno's characters (a DN refuses to publish a longer one)
+SNIPPET = 200  # characters of a document's body its alerts carry
+TOKEN_HASH = 32  # bytes of a subscription's token hash (SHA-256)
+# An announcement still travelling after this many hops is processed where it is: no node
+# passes on one that has made HOP_LIMIT hops, so none arrives with more.
+HOP_LIMIT = 160
+WHOLE = 1 << 63  # a batch's share, divided along its announcement tree (Announcement.share)
+# Documents in one batch. No setting bounds it: a live node's batches hold --batch-docs
+# (any positive number up to this is taken), a PublishBatch call carries at most
+# cqengine.live.service.MAX_REQUEST_DOCS, and a DN keeps DOC_CACHE documents for
+# resolution, so a batch past that would lose its own documents before they are resolved.
+# Announcements, resolution requests, reports, alert batches and held copies all name the
+# documents of one batch: 65,536 is far beyond any a working node sends.
+MAX_BATCH_DOCS = 1 << 16
+BUCKETS = 32  # digests per kind of record in a reconciliation request
+DELETED_FOREVER = (1 << 64) - 1  # an unsubscribe's tombstone version: beats every entry
+
+# ---- what a node keeps --------------------------------------------------------------------
+
+DOC_CACHE = 20_000  # documents a DN keeps for resolution
+HELD_DOCUMENTS = 20_000  # documents held for DNs at most (the oldest batches go first)
+MAILBOX = 10_000  # undelivered alerts kept per subscription
+MAILBOX_BYTES = 16 << 20  # and their docnos', titles' and snippets' UTF-8 bytes at most
+# docnos of a subscription's latest alerts acknowledged, kept (on disk and with its copies)
+# so that a document alerted again (its batch announced again after a failure) is known
+SEEN_KEPT = 1024
+PEERS = 4096  # node references kept by address, and homes by where they were found
+
+# ---- the protocol's waits and attempts ----------------------------------------------------
+
+PLACE_ATTEMPTS = 5  # lookups to place or remove a query while ownership moves
+ANNOUNCE_AGAIN = 3  # times a DN announces a batch again while reports are missing
+RETRY_FIRST = 0.25  # s before an alert batch is tried again (then twice as long each time)
+STALE_AFTER = 5  # reconcile periods after which a copy of a batch its owner no longer has goes
+GC_AFTER = 30.0  # s a replica keeps records no owner has reconciled with it (at least)
+TOMBSTONE_TTL = 600.0  # s a tombstone is kept: every replica has it long before

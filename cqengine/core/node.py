@@ -1,0 +1,165 @@
+"""The engine node: the protocol's roles on one ring node, behind one handler table.
+
+`EngineNode` rides on a ChordNode. It holds the roles of the protocol, each in its own
+module, over one Context (cqengine.core.context): the documents it holds as a DN and answers
+for, the placement of subscriptions, the DN of its batches, the announcer that passes
+batches down the ring, the QN that resolves what stopped here, the home of its
+subscriptions, replication, gossip, stats. A request of the Engine service is checked
+(cqengine.core.checks) and handed to its role; whatever needs more messages is an
+operation (a generator of Calls) run by the shell that hosts the node: a live node
+(cqengine.live.service) or the simulator (cqengine.evaluation.sim), which lend it a Host.
+
+A document's path: DN.publish_batch stores and announces it; Announcer.announce at each
+hop; QN.heard / QN.resolve at the nodes holding its runs, which report to the DN
+(DN.on_matched); Delivery.deliver to each home; Home.on_deliver numbers the alerts into
+mailboxes, from which the live shell streams them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from chord.host import Host
+from chord.node import ChordNode, Op, Refused
+from chord.routing import NodeRef
+from cqengine.core import checks
+from cqengine.core.announcer import Announcer
+from cqengine.core.context import Context
+from cqengine.core.dn import DN
+from cqengine.core.documents import Documents
+from cqengine.core.gossip import Gossip
+from cqengine.core.home import Home
+from cqengine.core.journal import Journal
+from cqengine.core.mailboxes import Subscription
+from cqengine.core.observer import Observer
+from cqengine.core.placement import Placement
+from cqengine.core.qn import QN
+from cqengine.core.replication import Replication
+from cqengine.core.runs import Heard
+from cqengine.core.settings import Settings
+from cqengine.core.stats import Stats
+from cqengine.core.synopsis import Synopsis
+from cqengine.proto import cqengine_pb2 as pb
+
+ENGINE_SERVICE = pb.DESCRIPTOR.services_by_name["Engine"]
+
+
+class EngineNode:
+    services = [ENGINE_SERVICE]
+
+    def __init__(
+        self,
+        chord: ChordNode,
+        settings: Settings,
+        host: Host,
+        hold: float = 0.0,
+        observer: Observer | None = None,
+        journal: Journal | None = None,
+        gather: Callable[["EngineNode", Heard], None] | None = None,
+    ) -> None:
+        """`hold`: seconds at most a DN holds the matches reported for a batch of its own
+        while reports are still to come, and tries a home it cannot reach (0: each
+        report's alerts at once, the paper's protocol). `journal`: told every change of
+        what must outlive the process (cqengine.core.journal; None: nothing is kept).
+        `gather`: where a shell that hosts many QNs (the simulator) collects what they
+        heard, to resolve it together (cqengine.core.qn.Resolution)."""
+        ctx = self.ctx = Context(chord, settings, host, observer)
+        self.chord, self.settings = chord, settings
+        self.index, self.subscriptions = ctx.index, ctx.subscriptions
+        self.store, self.counters = ctx.store, ctx.counters
+        chord.store = ctx.store  # what the node holds follows key ownership
+        chord.items_problem = lambda items: checks.items_problem(settings, items)
+        s = settings
+        self.synopsis = Synopsis(s.synopsis_k, s.synopsis_y, s.synopsis_hashes)
+        self.documents = Documents(host.new_id, (s.bloom_bits, s.bloom_hashes))
+        self.qn = QN(ctx, None if gather is None else (lambda h: gather(self, h)))
+        self.announcer = Announcer(ctx, self.qn.heard)
+        self.dn = DN(ctx, self.documents, self.synopsis, self.announcer.announce, hold)
+        self.replication = Replication(
+            ctx, self.documents, self.dn.take_over, lambda: list(self.dn.own)
+        )
+        self.home = Home(ctx, self.replication.copy)
+        self.placement = Placement(ctx, self.synopsis.popular, self.replication.copy)
+        self.gossip = Gossip(ctx, self.synopsis, self.placement, self.replication.copy)
+        self.statistics = Stats(ctx, self.synopsis, self.replication.copies, self.dn.in_flight)
+        ctx.journal = journal
+        self.handlers: dict[str, Callable[[Any], Any]] = {
+            "GetConfig": lambda req: settings.to_pb(),
+            "Index": self.placement.on_index,
+            "Unindex": self.placement.on_unindex,
+            "Announce": self.announcer.on_announce,
+            "GetBloom": self.documents.on_get_bloom,
+            "TermDialogue": self.documents.on_term_dialogue,
+            "Matched": self.dn.on_matched,
+            "Deliver": self.home.on_deliver,
+            "Gossip": self.gossip.on_gossip,
+            "Replicate": self.replication.on_replicate,
+            "Reconcile": self.replication.on_reconcile,
+            "Repair": self.replication.on_repair,
+            "Release": self.replication.on_release,
+        }
+
+    @property
+    def me(self) -> NodeRef:
+        return self.chord.me
+
+    def handle(self, method: str, request):
+        """A request's reply, or an operation whose result is the reply; one refused by
+        the checks raises Refused, changes nothing, and is counted."""
+        handler = self.handlers.get(method)
+        if handler is None:
+            return self.chord.handle(method, request)
+        why = checks.invalid(self.settings, method, request)
+        if why is not None:
+            self.ctx.count("messages_refused")
+            raise Refused(f"{method}: {why}")
+        return handler(request)
+
+    def serves(self, key: int) -> bool:
+        return self.ctx.serves(key)
+
+    def stats(self, ledger) -> pb.StatsReply:
+        return self.statistics.reply(ledger)
+
+    def periodic(self) -> list[tuple[Callable[[], Op], float]]:
+        """Operations a live node runs on a timer, with their periods."""
+        s = self.settings
+        return [(self.gossip.gossip, s.gossip_period)] * s.gossiped + [
+            (self.replication.reconcile, s.reconcile_period)
+        ] * self.ctx.replicated
+
+    def flush(self) -> None:
+        """The node stops: it takes on no new work, and delivers at once what it holds."""
+        self.ctx.stopping = True
+        self.dn.flush()
+
+    def durable(self) -> None:
+        """Commit what the journal was told (a shell calls this once per batch of changes:
+        after each request it handled and each operation it ran)."""
+        if self.ctx.journal is not None:
+            self.ctx.journal.commit()
+
+    def restore(
+        self,
+        subscriptions: Sequence[Subscription],
+        entries: Sequence[tuple[int, pb.QueryEntry]],
+        tombstones: Sequence[tuple[int, int, int, float]] = (),
+        gone: Sequence[tuple[int, int, float]] = (),
+    ) -> None:
+        """Take back what a journal kept (a restarted node, before it rejoins the ring): the
+        subscriptions homed (or replicated) here with their mailboxes, the entries held here
+        and the tombstones ((key, subscription, version, when); unsubscribed: (subscription,
+        home key, when)). Keys no longer mine pass on as on any join."""
+        ctx, store = self.ctx, self.store
+        journal, ctx.journal = ctx.journal, None  # it holds these already
+        try:
+            for sub in subscriptions:
+                self.subscriptions[sub.id] = sub
+            for key, entry in entries:
+                self.index.replace(key, entry)
+            for key, sub_id, version, when in tombstones:
+                store.tombstones[(key, sub_id)] = (version, when)
+            for sub_id, key, when in gone:
+                store.gone[sub_id] = (key, when)
+        finally:
+            ctx.journal = journal

@@ -1,0 +1,278 @@
+"""The QN: what a node does with the runs of a batch that stopped in its region (paper
+sections 5-6).
+
+It takes the queries of its inverted lists under each document's ids here, prunes those
+with a term it knows absent (cqengine.core.knowledge), resolves the rest with the DN
+(Term Dialogue, after a Bloom filter when the ring resolves by filter) and reports their
+matches to the DN in one message. A `Resolution` is the I/O-free part: the requests of
+each round, and what their answers decide, for one QN's announcement or for many at once
+(the simulator resolves every QN of a document together, through the same steps). A QN
+whose DN fails loses those documents' alerts, counted.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from itertools import groupby
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from chord.node import Call, Op, PeerUnreachable
+from cqengine.core.bloom import BloomFilter, received_filter
+from cqengine.core.context import Context
+from cqengine.core.knowledge import Knowledge, knowledge
+from cqengine.core.resolution import Resolver, unpack_many
+from cqengine.core.runs import Announced, Heard
+from cqengine.proto import cqengine_pb2 as pb
+
+log = logging.getLogger("cqengine.core.qn")
+
+
+class QN:
+    def __init__(self, ctx: Context, gather: Callable[[Heard], None] | None = None) -> None:
+        """`gather(h)`: where a shell that hosts many QNs (the simulator) collects what they
+        heard, to resolve it together once an announcement has run its course
+        (Resolution); None: each announcement is resolved as it is heard."""
+        self.ctx, self.gather = ctx, gather
+
+    def knowledge(self, doc: Announced) -> Knowledge:
+        """What my runs of a document tell me of it (Observations 1-2, Algorithm 4)."""
+        return knowledge(doc.runs, doc.max_id, self.ctx.region(), self.ctx.settings.piggyback)
+
+    def heard(self, h: Heard) -> Op:
+        """Runs of a batch stopped here: resolve them (or have the shell resolve them with
+        other QNs')."""
+        ctx = self.ctx
+        if ctx.observer is not None:
+            ctx.observer.on_heard(ctx, h)
+        if self.gather is not None:
+            self.gather(h)
+        else:
+            yield from self.resolve(h)
+
+    def resolve(self, h: Heard) -> Op:
+        """Resolve what I heard by myself (a live node's way), then report."""
+        resolution = Resolution([(self, h)])
+        while asks := resolution.asks():
+            for ask in asks:
+                try:
+                    resolution.answer(ask, (yield from self.ask(h, ask.rpc, ask.request)))
+                except PeerUnreachable as e:
+                    resolution.answer(ask, None, str(e))
+        yield from self.resolved(h, resolution.matched()[0])
+
+    def ask(self, h: Heard, rpc: str, request) -> Op:
+        """A resolution request to the DN of `h`; if the DN does not answer, to where its
+        documents are now (replicated: the owner of its key, the successor that holds its
+        copies). Its reply; PeerUnreachable if neither answered."""
+        try:
+            return (yield Call(h.dn, rpc, request))
+        except PeerUnreachable as e:
+            reply = yield from self._again(h, rpc, request)
+            if reply is None:
+                raise e
+            return reply
+
+    def resolved(self, h: Heard, matched: list[list[pb.QueryEntry]]) -> Op:
+        """The queries each document of `h` matched: one report to the DN (with my share of
+        the batch, even if nothing matched, when the DN counts reports)."""
+        ctx = self.ctx
+        if ctx.observer is not None:
+            ctx.observer.on_matched(ctx, h, matched)
+        found = [(d, entries) for d, entries in enumerate(matched) if entries]
+        if not found and not h.share:
+            return
+        n = sum(len(entries) for _, entries in found)
+        ctx.count("matches", n)
+        request = pb.MatchedRequest(
+            doc_keys=[h.docs[d].key for d, _ in found], batch=h.batch, share=h.share
+        )
+        add = request.matches.add  # in place: a built Match would be copied in
+        for i, (_, entries) in enumerate(found):
+            for e in entries:
+                add(subscription_id=e.subscription_id, home=e.home, home_id=e.home_id, doc=i)
+        try:
+            yield from self.ask(h, "Matched", request)
+        except PeerUnreachable as e:
+            ctx.count("dropped:dn_failed", n)
+            log.warning("reporting matches to %s failed: %s", h.dn.address, e)
+
+    def _again(self, h: Heard, rpc: str, request) -> Op:
+        """A call to a DN that did not answer, made again where its documents are now. Its
+        reply, or None."""
+        ctx = self.ctx
+        if not ctx.replicated or not h.dn.id:
+            return None
+        owner, _ = yield from ctx.chord.lookup(h.dn.id, verify=True)
+        if owner.address == h.dn.address:
+            return None
+        h.dn = owner  # the rest of the resolution, and the report, go there too
+        try:
+            return (yield Call(owner, rpc, request))
+        except PeerUnreachable:
+            return None
+
+
+@dataclass
+class Ask:
+    """A request of a round: one QN's to the DN of one announcement it heard, about those
+    of its documents (parts) that ask."""
+
+    qn: QN
+    heard: Heard
+    parts: list[int]
+    rpc: str
+    request: Any
+
+
+class Resolution:
+    """The resolution of what some QNs heard, all at once and free of I/O. Each document a
+    QN holds queries for is a part of one resolver (cqengine.core.resolution.Resolver),
+    pruned by what the QN knows of it. Each round, `asks` gives one request per QN and
+    announcement (resolving by filter, first one for their filters; then one Term Dialogue
+    request per round) and `answer` takes each reply (None: the DN failed); once `asks`
+    gives none, `matched` has each announcement's matches."""
+
+    def __init__(self, heard: Sequence[tuple[QN, Heard]]) -> None:
+        self.heard = list(heard)
+        self.parts: list[tuple[int, int]] = []  # (which announcement, its document)
+        inputs = []
+        for g, (qn, h) in enumerate(self.heard):
+            for d, doc in enumerate(h.docs):
+                lists = qn.ctx.index.lists(doc.local_ids())
+                if lists:
+                    self.parts.append((g, d))
+                    inputs.append((lists, qn.knowledge(doc)))
+        self.settings = self.heard[0][0].ctx.settings if self.heard else None  # the ring's
+        self.step: Resolver | None = None
+        if self.parts:
+            self.step = Resolver.knowing(inputs, self.settings.dialogue_batch)
+            for (g, _), n in zip(self.parts, self.step.candidates.tolist()):
+                self.heard[g][0].ctx.count("candidates", n)
+        self.failed = np.zeros(len(self.parts), dtype=bool)
+        self._filters = self.step is not None and self.settings.resolution == "bf"
+        self._round: list[list] = []  # this round's [request, reply, answered]
+        self._asked: list[tuple[int, np.ndarray, list[int]]] = []  # Resolver.questions
+
+    def asks(self) -> list[Ask]:
+        """The next round's requests, once the last round's answers are all in; none when
+        every part is decided."""
+        self._learn()
+        step = self.step
+        if step is None:
+            return []
+        if self._filters:  # the filters first, for every part with queries left to ask about
+            self._filters = False
+            asks = [
+                self._ask(ps, "GetBloom", pb.BloomRequest(doc_keys=[self._key(p) for p in ps]))
+                for ps in self._by_announcement(np.flatnonzero(step.pending()).tolist())
+            ]
+            if asks:
+                self._round = [[ask, None, False] for ask in asks]
+                return asks
+            step.rule_out(step.passes([]))  # none to ask: none ruled out
+        self._asked = asked = step.questions()  # (part, where its ids are among the terms, ids)
+        asks = []
+        for run in self._by_announcement(range(len(asked))):
+            ps = [asked[i][0] for i in run]
+            ids = asked[run[0]][2] if len(run) == 1 else [y for i in run for y in asked[i][2]]
+            request = pb.DialogueRequest(doc_keys=[self._key(p) for p in ps], ids=ids)
+            if len(run) > 1:
+                request.counts.extend(len(asked[i][2]) for i in run)
+            asks.append(self._ask(ps, "TermDialogue", request))
+        self._round = [[ask, None, False] for ask in asks]
+        return asks
+
+    def answer(self, ask: Ask, reply: Any, failure: str = "") -> None:
+        """The reply to a request of this round; None (why: `failure`) if the DN failed."""
+        if reply is None:
+            self._drop(ask.parts, failure, "dn_failed")
+        elif len(reply.found) != len(ask.parts):
+            why = f"{ask.rpc} answered {len(reply.found)} documents of {len(ask.parts)}"
+            self._drop(ask.parts, why, "dn_failed")
+            reply = None
+        else:
+            ctx = ask.qn.ctx
+            if ctx.observer is not None:
+                ctx.observer.on_resolution_call(ctx, ask.heard, ask.rpc, ask.request, reply)
+            gone = [p for p, found in zip(ask.parts, reply.found) if not found]
+            self._drop(gone, "the DN no longer holds it", "document_gone")
+        entry = next(e for e in self._round if e[0] is ask)
+        entry[1:] = [reply, True]
+
+    def matched(self) -> list[list[list[pb.QueryEntry]]]:
+        """Per announcement, per document: the queries it matched."""
+        out: list[list[list[pb.QueryEntry]]] = [[[] for _ in h.docs] for _, h in self.heard]
+        if self.step is not None:
+            for p, found in enumerate(self.step.matched()):
+                if not self.failed[p]:
+                    g, d = self.parts[p]
+                    out[g][d] = found
+        return out
+
+    def _learn(self) -> None:
+        """What the last round's answers decide, for every part at once."""
+        round_, self._round = self._round, []
+        if not round_:
+            return
+        if not all(answered for *_, answered in round_):
+            raise RuntimeError("a resolution went on with requests of its round unanswered")
+        step = self.step
+        if round_[0][0].rpc == "GetBloom":
+            step.rule_out(step.passes(self._received(round_)))
+            return
+        vectors = [
+            bytes((len(ask.request.ids) + 7) // 8) if reply is None else reply.present
+            for ask, reply, _ in round_
+        ]
+        counts = [len(ask.request.ids) for ask, *_ in round_]
+        step.learn(np.concatenate([at for _, at, _ in self._asked]), unpack_many(vectors, counts))
+
+    def _received(self, round_: list[list]) -> list[tuple[int, BloomFilter | None]]:
+        """Each asking part's filter as its DN sent it; None where none came (its DN failed:
+        every term it does not know present is absent)."""
+        s = self.settings
+        width = s.bloom_bits // 8
+        filters: list[tuple[int, BloomFilter | None]] = []
+        for ask, reply, _ in round_:
+            at = 0
+            for i, p in enumerate(ask.parts):
+                got = reply is not None and reply.found[i] and len(reply.bits) >= at + width
+                bits = reply.bits[at : at + width] if got else b""
+                filters.append(
+                    (p, received_filter(s.bloom_bits, s.bloom_hashes, bits) if got else None)
+                )
+                at += width if got else 0
+        return filters
+
+    def _ask(self, ps: list[int], rpc: str, request) -> Ask:
+        qn, h = self.heard[self.parts[ps[0]][0]]
+        return Ask(qn, h, ps, rpc, request)
+
+    def _key(self, p: int) -> int:
+        g, d = self.parts[p]
+        return self.heard[g][1].docs[d].key
+
+    def _by_announcement(self, ps) -> list[list[int]]:
+        """Parts, in order, in runs of one announcement each (a part's are consecutive)."""
+        return [list(run) for _, run in groupby(ps, key=lambda p: self.parts[p][0])]
+
+    def _drop(self, ps: list[int], why: str, reason: str) -> None:
+        """These parts' DN failed them: their queries' alerts are lost, counted."""
+        if not ps:
+            return
+        pending, found = self.step.pending(), self.step.matched()
+        for p in ps:
+            if not self.failed[p]:
+                self.failed[p] = True
+                g, d = self.parts[p]
+                qn, h = self.heard[g]
+                qn.ctx.count(f"dropped:{reason}", int(pending[p]) + len(found[p]))
+                log.warning(
+                    "resolution of document %016x with %s failed: %s",
+                    h.docs[d].key,
+                    h.dn.address,
+                    why,
+                )
