@@ -34,6 +34,7 @@ from cqengine.live.ring import (
     ring_status,
     ring_up,
 )
+from cqengine.text.termfiles import TermFileError, load_stats, load_terms
 from cqengine.text.trec import TrecError
 
 PUBLISH_CALL = 256  # documents `publish` sends per PublishBatch call
@@ -173,11 +174,11 @@ def timing_from(args: argparse.Namespace) -> Timing:
 ENGINE_FLAGS = {  # option -> (Settings field, type, help)
     "--strategy": ("strategy", str, f"query indexing: {' | '.join(STRATEGIES)} (default mhi)"),
     "--stats": (
-        "stats_path",
+        "df",
         str,
         "term statistics FILE (term<TAB>df lines, or JSON): OI, rarest-first dialogue",
     ),
-    "--popular": ("popular_path", str, "popular terms FILE, one a line: SAP-MHI"),
+    "--popular": ("popular", str, "popular terms FILE, one a line: SAP-MHI"),
     "--piggyback": (
         "piggyback",
         count,
@@ -239,6 +240,7 @@ ENGINE_FLAGS = {  # option -> (Settings field, type, help)
         "seconds between reconciliations of each node's range with its replicas (default 2)",
     ),
 }
+FILES = {"--stats": load_stats, "--popular": load_terms}  # read here into the settings
 
 
 def publishing_options(p: argparse.ArgumentParser) -> None:
@@ -336,29 +338,29 @@ def engine_options(p: argparse.ArgumentParser) -> None:
             type=kind,
             default=None,
             help=text,
-            metavar="FILE" if "path" in ENGINE_FLAGS[flag][0] else None,
+            metavar="FILE" if flag in FILES else None,
         )
 
 
 def given_engine_flags(args: argparse.Namespace) -> list[str]:
     """The engine options on the command line, as arguments for a node process (paths absolute)."""
     out = []
-    for flag, (name, _, _) in ENGINE_FLAGS.items():
+    for flag in ENGINE_FLAGS:
         value = getattr(args, flag[2:].replace("-", "_"))
         if value is not None:
-            out += [flag, str(Path(value).resolve()) if name.endswith("_path") else str(value)]
+            out += [flag, str(Path(value).resolve()) if flag in FILES else str(value)]
     return out
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
     settings = Settings(replicas=REPLICAS)  # a ring of the command line is replicated
-    for flag, (name, _, _) in ENGINE_FLAGS.items():
-        value = getattr(args, flag[2:].replace("-", "_"))
-        if value is not None:
-            setattr(settings, name, value)
     try:
+        for flag, (name, _, _) in ENGINE_FLAGS.items():
+            value = getattr(args, flag[2:].replace("-", "_"))
+            if value is not None:
+                setattr(settings, name, FILES[flag](Path(value)) if flag in FILES else value)
         return settings.validate()
-    except SettingsError as e:
+    except (SettingsError, TermFileError) as e:
         raise CliError(str(e)) from None
 
 
