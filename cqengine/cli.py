@@ -25,15 +25,8 @@ from chord.tls import TlsError
 from cqengine.core.indexing import STRATEGIES
 from cqengine.core.settings import REPLICAS, RESOLUTIONS, Settings, SettingsError
 from cqengine.live.client import Client, ClientError, find_credentials
-from cqengine.live.ring import (
-    DATA,
-    DEFAULT_RING_FILE,
-    RingError,
-    any_node,
-    ring_down,
-    ring_status,
-    ring_up,
-)
+from cqengine.live.ring import DATA, any_node, ring_down, ring_status, ring_up
+from cqengine.live.ringfile import DEFAULT_RING_FILE, RingError, RingFile
 from cqengine.text.termfiles import TermFileError, load_stats, load_terms
 from cqengine.text.trec import TrecError
 
@@ -898,8 +891,6 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from cqengine.live.ring import RingFile
-
     addresses = [None]  # --node, or any node of the ring file
     if args.all:
         addresses = RingFile.load(args.ring_file).addresses()
