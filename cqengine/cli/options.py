@@ -10,6 +10,7 @@ from pathlib import Path
 
 from chord.ids import parse_id
 from chord.live import Limits, Timing
+from chord.routing import RoutingTable
 from cqengine.core.indexing import STRATEGIES
 from cqengine.core.settings import REPLICAS, RESOLUTIONS, Settings, SettingsError
 from cqengine.live.ringfile import DEFAULT_RING_FILE
@@ -131,7 +132,7 @@ def timing_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--successors",
         type=successor_count,
-        default=8,
+        default=RoutingTable.r,
         metavar="R",
         help="successor list length r (default %(default)s)",
     )
@@ -147,73 +148,57 @@ def timing_from(args: argparse.Namespace) -> Timing:
     )
 
 
-ENGINE_FLAGS = {  # option -> (Settings field, type, help)
-    "--strategy": ("strategy", str, f"query indexing: {' | '.join(STRATEGIES)} (default mhi)"),
+ENGINE_FLAGS = {  # option -> (Settings field, type, help; engine_options states the default)
+    "--strategy": ("strategy", str, f"query indexing: {' | '.join(STRATEGIES)}"),
     "--stats": (
         "df",
         str,
         "term statistics FILE (term<TAB>df lines, or JSON): OI, rarest-first dialogue",
     ),
     "--popular": ("popular", str, "popular terms FILE, one a line: SAP-MHI"),
-    "--piggyback": (
-        "piggyback",
-        count,
-        "successor ids piggybacked per announced run, k (default 0)",
-    ),
-    "--resolution": (
-        "resolution",
-        str,
-        f"query resolution: {' | '.join(RESOLUTIONS)} (default td)",
-    ),
-    "--bloom-bits": ("bloom_bits", count, "Bloom filter size in bits (default 1024)"),
-    "--bloom-hashes": ("bloom_hashes", count, "Bloom filter hash functions (default 5)"),
-    "--dialogue-batch": (
-        "dialogue_batch",
-        count,
-        "ids asked per query per Term Dialogue round (default 1)",
-    ),
-    "--max-doc-bytes": ("max_document_bytes", count, "largest document accepted (default 1 MiB)"),
+    "--piggyback": ("piggyback", count, "successor ids piggybacked per announced run, k"),
+    "--resolution": ("resolution", str, f"query resolution: {' | '.join(RESOLUTIONS)}"),
+    "--bloom-bits": ("bloom_bits", count, "Bloom filter size in bits"),
+    "--bloom-hashes": ("bloom_hashes", count, "Bloom filter hash functions"),
+    "--dialogue-batch": ("dialogue_batch", count, "ids asked per query per Term Dialogue round"),
+    "--max-doc-bytes": ("max_document_bytes", count, "largest document accepted"),
     "--max-query-bytes": (
         "max_query_bytes",
         count,
-        "longest query text accepted, checked before it is analyzed (default 4096)",
+        "longest query text accepted, checked before it is analyzed",
     ),
     "--mailbox-bytes": (
         "mailbox_bytes",
         count,
-        "a subscription's alerts waiting, in bytes, before the oldest go (default 16 MiB)",
+        "a subscription's alerts waiting, in bytes, before the oldest go",
     ),
-    "--seed": ("seed", count, "seed of every random choice, e.g. RI's (default 0)"),
+    "--seed": ("seed", count, "seed of every random choice, e.g. RI's"),
     "--synopsis-k": (
         "synopsis_k",
         count,
-        "SAP-MHI without --popular: popular terms learnt by gossip, K (default 3000)",
+        "SAP-MHI without --popular: popular terms learnt by gossip, K",
     ),
     "--synopsis-hashes": (
         "synopsis_hashes",
         count,
-        "coin-toss registers per synopsis term (default 1, exact merging)",
+        "coin-toss registers per synopsis term; 1: exact merging",
     ),
-    "--gossip": (
-        "gossip_period",
-        positive_float,
-        "seconds between synopsis gossip rounds (default 1)",
-    ),
+    "--gossip": ("gossip_period", positive_float, "seconds between synopsis gossip rounds"),
     "--reindex-grace": (
         "reindex_grace",
         positive_float,
-        "seconds a re-indexed query stays at its old key (default 5)",
+        "seconds a re-indexed query stays at its old key",
     ),
     "--replicas": (
         "replicas",
         positive,
-        f"copies of every index entry, subscription and mailbox: its key's owner and the "
-        f"owner's next R-1 successors (default {REPLICAS}; 1: no replication)",
+        "copies of every index entry, subscription and mailbox: its key's owner and the "
+        "owner's next R-1 successors; 1: no replication",
     ),
     "--reconcile": (
         "reconcile_period",
         positive_float,
-        "seconds between reconciliations of each node's range with its replicas (default 2)",
+        "seconds between reconciliations of each node's range with its replicas",
     ),
 }
 FILES = {"--stats": load_stats, "--popular": load_terms}  # read here into the settings
@@ -306,16 +291,30 @@ def publishing_flags(args: argparse.Namespace) -> list[str]:
     return ["--linger-ms", str(args.linger_ms), "--batch-docs", str(args.batch_docs)]
 
 
+def engine_defaults() -> Settings:
+    """A ring's settings where its command line gives none: Settings' own, but replicated."""
+    return Settings(replicas=REPLICAS)
+
+
 def engine_options(p: argparse.ArgumentParser) -> None:
+    # no option has a default here: what is not given is left to the ring (given_engine_flags)
+    d = engine_defaults()
     g = p.add_argument_group("engine (ring-wide: set by the node that starts the ring)")
-    for flag, (_, kind, text) in ENGINE_FLAGS.items():
+    for flag, (name, kind, text) in ENGINE_FLAGS.items():
         g.add_argument(
             flag,
             type=kind,
             default=None,
-            help=text,
+            help=text if flag in FILES else f"{text} (default {stated(name, getattr(d, name))})",
             metavar="FILE" if flag in FILES else None,
         )
+
+
+def stated(name: str, value: str | int | float) -> str:
+    """A setting's default as help states it: sizes in whole MiB, seconds without a `.0`."""
+    if name.endswith("_bytes") and value and not value % (1 << 20):
+        return f"{value >> 20} MiB"
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def given_engine_flags(args: argparse.Namespace) -> list[str]:
@@ -329,7 +328,7 @@ def given_engine_flags(args: argparse.Namespace) -> list[str]:
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
-    settings = Settings(replicas=REPLICAS)  # a ring of the command line is replicated
+    settings = engine_defaults()
     try:
         for flag, (name, _, _) in ENGINE_FLAGS.items():
             value = getattr(args, flag[2:].replace("-", "_"))
