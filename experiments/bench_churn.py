@@ -45,7 +45,6 @@ from chord.live import Timing
 from cqengine.evaluation.matcher import document_frequencies, document_terms, matches
 from cqengine.live.client import Client, ClientError
 from cqengine.live.ring import (
-    NodeEntry,
     _wait_serving,
     free_ports,
     observe,
@@ -54,6 +53,7 @@ from cqengine.live.ring import (
     stop_processes,
     under_replicated,
 )
+from cqengine.live.ringfile import NodeEntry
 from cqengine.text.corpus import generate_corpus
 from cqengine.text.trec import TrecDoc
 from cqengine.text.workload import generate_queries

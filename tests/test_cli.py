@@ -1,13 +1,30 @@
-"""Bad input to the command line: one clear line, a non-zero exit, nothing left running."""
+"""Bad input to the command line: one clear line, a non-zero exit, nothing left running.
+And the defaults it shows and gives are the dataclasses' own."""
 
+import argparse
 import json
+import re
 import socket
 import subprocess
 import sys
+from dataclasses import fields
 
 import pytest
 from conftest import assert_one_line_error, cqengine
 
+from chord.live import Limits, Timing
+from chord.routing import RoutingTable
+from cqengine.cli import build_parser
+from cqengine.cli.options import (
+    ENGINE_FLAGS,
+    FILES,
+    limits_from,
+    publishing_from,
+    settings_from,
+    timing_from,
+)
+from cqengine.core.settings import REPLICAS, Settings
+from cqengine.live.publishing import Publishing
 from cqengine.live.ring import free_ports, pid_alive
 
 
@@ -118,3 +135,85 @@ def test_output_cut_short_by_its_reader_ends_quietly():
     assert proc.stdout.strip() == "levee0"
     assert proc.stderr == ""
     assert proc.returncode == 141
+
+
+# each option whose default is a dataclass field's -> (dataclass, field); the engine options
+# are in ENGINE_FLAGS
+FIELDS = {
+    "--stabilize": (Timing, "stabilize"),
+    "--fix-fingers": (Timing, "fix_fingers"),
+    "--check-predecessor": (Timing, "check_predecessor"),
+    "--rpc-timeout": (Timing, "rpc_timeout"),
+    "--call-timeout": (Timing, "call_timeout"),
+    "--successors": (RoutingTable, "r"),
+    "--linger-ms": (Publishing, "linger_ms"),
+    "--batch-docs": (Publishing, "batch_docs"),
+    "--max-channels": (Limits, "channels"),
+    "--max-background": (Limits, "background"),
+    "--client-rate": (Limits, "client_rate"),
+    "--client-burst": (Limits, "client_burst"),
+}
+
+
+def command(*words):
+    """The parser of a (sub)command, e.g. command("ring", "up")."""
+    parser = build_parser()
+    for word in words:
+        [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        parser = sub.choices[word]
+    return parser
+
+
+def field_default(kind, name: str):
+    [default] = [f.default for f in fields(kind) if f.name == name]
+    return default
+
+
+def stated_default(action) -> str | None:
+    """The default an option's help states, as `--help` shows it."""
+    found = re.search(r"\(default ([^;,)]+)\)", (action.help or "") % vars(action))
+    return found and found.group(1)
+
+
+def same(stated: str, value) -> bool:
+    if isinstance(value, str):
+        return stated == value
+    if stated.endswith(" MiB"):
+        return int(stated.removesuffix(" MiB")) << 20 == value
+    return float(stated) == value
+
+
+@pytest.mark.parametrize(
+    "words,args", [(("node",), ["--port", "7000"]), (("ring", "up"), ["-n", "3"])]
+)
+def test_defaults_are_the_dataclasses_own(words, args):
+    """Each default is written once, in its dataclass: what an option left out gives, and
+    what its help says it gives, is the field's default (a ring of the command line keeps
+    REPLICAS copies, where Settings' own default is the paper's one)."""
+    parser = command(*words)
+    parsed = parser.parse_args(args)
+    assert timing_from(parsed) == Timing()
+    assert limits_from(parsed) == Limits()
+    assert publishing_from(parsed) == Publishing()
+    assert settings_from(parsed) == Settings(replicas=REPLICAS)
+    engine = {flag: (Settings, name) for flag, (name, _, _) in ENGINE_FLAGS.items()}
+    groups = [
+        g
+        for g in parser._action_groups
+        if g.title.split()[0] in ("ring", "publishing", "limits", "engine")
+    ]
+    options = {a.option_strings[-1]: a for g in groups for a in g._group_actions}
+    assert set(options) == set(FIELDS | engine)  # every option of those groups is checked
+    for flag, (kind, name) in (FIELDS | engine).items():
+        default = REPLICAS if flag == "--replicas" else field_default(kind, name)
+        if flag in engine:
+            assert options[flag].default is None  # not given: the ring's, not passed on
+        else:
+            assert options[flag].default == default, flag
+        stated = stated_default(options[flag])
+        if flag in FILES:
+            assert stated is None, flag
+        elif flag in ("--stabilize", "--fix-fingers", "--check-predecessor"):
+            assert stated is None, flag  # their group says what they are; help names no default
+        else:
+            assert stated is not None and same(stated, default), (flag, stated, default)

@@ -15,7 +15,8 @@ from conftest import FAST, assert_one_line_error, cqengine, wait_gone
 from chord.client import fetch_state, lookup, serving
 from chord.messages import to_ref
 from chord.oracle import RingOracle
-from cqengine.live.ring import RingFile, observe, pid_alive, ring_up, stop_processes, wait_converged
+from cqengine.live.ring import observe, pid_alive, ring_up, stop_processes, wait_converged
+from cqengine.live.ringfile import RingFile
 
 
 @pytest.fixture

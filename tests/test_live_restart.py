@@ -18,14 +18,8 @@ from chord.oracle import RingOracle
 from cqengine.demo import collect_alerts
 from cqengine.evaluation.matcher import document_frequencies, document_terms, matches
 from cqengine.live.client import Client
-from cqengine.live.ring import (
-    RingError,
-    observe,
-    ring_down,
-    ring_up,
-    stop_processes,
-    wait_converged,
-)
+from cqengine.live.ring import observe, ring_down, ring_up, stop_processes, wait_converged
+from cqengine.live.ringfile import RingError
 from cqengine.text.analysis import analyze, term_id
 from cqengine.text.corpus import generate_corpus
 from cqengine.text.workload import generate_queries

@@ -182,7 +182,8 @@ def test_certificates_of_the_command_line_secure_a_ring_of_node_processes(tmp_pa
     from conftest import assert_one_line_error, cqengine
 
     from chord.client import serving
-    from cqengine.live.ring import NodeEntry, stop_processes, wait_converged
+    from cqengine.live.ring import stop_processes, wait_converged
+    from cqengine.live.ringfile import NodeEntry
 
     d, other = tmp_path / "tls", tmp_path / "other"
     made = [

@@ -8,9 +8,9 @@ import pytest
 from conftest import assert_one_line_error, cqengine
 
 from chord.ids import hash_id
-from cqengine.core.settings import load_stats
 from cqengine.spark.prep import PrepError, run_prep, signed, unsigned
 from cqengine.text.analysis import analyze
+from cqengine.text.termfiles import load_stats
 
 
 def trec(*docs):

@@ -2,26 +2,29 @@
 terms the first node read from its files, never the files' paths (a node must not read a
 local path that a message names)."""
 
+from dataclasses import fields
+
 from cqengine.core.settings import Settings
 from cqengine.proto import cqengine_pb2 as pb
+from cqengine.text.termfiles import load_stats, load_terms
 
 
 def test_a_joining_node_gets_the_files_contents_and_reads_no_path(tmp_path):
     stats, popular = tmp_path / "stats.tsv", tmp_path / "popular.txt"
     stats.write_text("levee\t12\nhurrican\t40\n")
     popular.write_text("storm\nrain\n")
-    first = Settings(
-        strategy="sap-mhi", stats_path=str(stats), popular_path=str(popular)
-    ).validate()
+    first = Settings(strategy="sap-mhi", df=load_stats(stats), popular=load_terms(popular))
+    first.validate()
     wire = first.to_pb().SerializeToString()
     stats.unlink()
     popular.unlink()  # a joining node elsewhere has no such files
     joined = Settings.from_pb(pb.EngineConfig.FromString(wire))
     assert joined.df == {"levee": 12, "hurrican": 40}
     assert joined.popular == frozenset({"storm", "rain"})
-    assert (joined.stats_path, joined.popular_path) == ("", "")
     assert str(tmp_path) not in wire.decode("utf-8", "replace")
-    assert not {"stats_path", "popular_path"} & set(pb.EngineConfig.DESCRIPTOR.fields_by_name)
+    paths = {"stats_path", "popular_path"}  # the wire reserves these names; no field has them
+    assert not paths & set(pb.EngineConfig.DESCRIPTOR.fields_by_name)
+    assert not paths & {f.name for f in fields(Settings)}
 
 
 def test_no_popular_list_stays_none_so_the_ring_gossips_them():
@@ -32,7 +35,7 @@ def test_no_popular_list_stays_none_so_the_ring_gossips_them():
 def test_a_summary_of_the_settings_leaves_the_values_out(tmp_path):
     stats = tmp_path / "stats.tsv"
     stats.write_text("levee\t12\n")
-    settings = Settings(strategy="oi", stats_path=str(stats)).validate()
+    settings = Settings(strategy="oi", df=load_stats(stats)).validate()
     assert len(settings.to_pb(values=False).df) == 0
     assert settings.to_pb(values=False).strategy == "oi"
 

@@ -1,17 +1,16 @@
-"""Ring-wide engine settings, and the files they may name (term statistics, popular terms).
+"""Ring-wide engine settings.
 
 A ring's strategy, piggyback depth and resolution method are fixed when the ring starts;
 a node joining later asks its bootstrap node for them (Engine.GetConfig), so one ring
-never mixes strategies. The files the first node was given (term statistics, popular
-terms) travel by value: a joining node reads no path the ring sends it.
+never mixes strategies. The term statistics and popular terms the first node was given
+(read from files by the command line, never by the engine) travel by value: no path
+travels, and a joining node reads no file.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, fields
 from functools import cached_property
-from pathlib import Path
 
 from cqengine.core.indexing import STRATEGIES
 from cqengine.core.limits import MAILBOX_BYTES
@@ -24,7 +23,7 @@ MAX_REPLICAS = 8  # no more than the successor list's default length
 
 
 class SettingsError(ValueError):
-    """A setting or a file it names is unusable; the message says which and why."""
+    """A setting is unusable; the message says which and why."""
 
 
 @dataclass
@@ -34,8 +33,6 @@ class Settings:
     resolution: str = "td"
     bloom_bits: int = 1024
     bloom_hashes: int = 5
-    stats_path: str = ""
-    popular_path: str = ""
     max_document_bytes: int = 1 << 20
     mailbox_bytes: int = MAILBOX_BYTES  # a subscription's alerts waiting, at most
     max_query_bytes: int = 4096  # a query's text, refused before it is analyzed
@@ -93,10 +90,6 @@ class Settings:
             raise SettingsError("document size limit and dialogue batch must be positive")
         if self.mailbox_bytes <= 0 or self.max_query_bytes <= 0:
             raise SettingsError("a mailbox's and a query's size in bytes must be positive")
-        if self.stats_path and self.df is None:
-            self.df = load_stats(Path(self.stats_path))
-        if self.popular_path and self.popular is None:
-            self.popular = load_terms(Path(self.popular_path))
         if self.strategy == "oi" and self.df is None:
             raise SettingsError("strategy oi indexes by document frequency: give --stats FILE")
         if (
@@ -128,8 +121,8 @@ class Settings:
         return self.strategy == "sap-mhi" and self.popular is None
 
     def to_pb(self, values: bool = True) -> pb.EngineConfig:
-        """The settings as a joining node takes them: the files' contents by value, never
-        their paths (with `values` false, without them: a summary)."""
+        """The settings as a joining node takes them: term statistics and popular terms by
+        value (with `values` false, without them: a summary)."""
         config = pb.EngineConfig(**{name: getattr(self, name) for name in self.WIRE})
         if values and self.df is not None:
             config.df.update(self.df)
@@ -144,52 +137,6 @@ class Settings:
             df=dict(msg.df) if msg.df else None,
             popular=frozenset(msg.popular.terms) if msg.HasField("popular") else None,
         ).validate()
-
-
-def load_stats(path: Path) -> dict[str, int]:
-    """Document frequencies: JSON {term: df}, or lines `term<TAB>df` (a header line and
-    #-comments allowed)."""
-    text = _read(path)
-    if path.suffix == ".json":
-        try:
-            data = json.loads(text)
-            return {str(t): int(v) for t, v in data.items()}
-        except (ValueError, AttributeError, TypeError) as e:
-            raise SettingsError(
-                f"{path}: not a JSON object of term -> document frequency ({e})"
-            ) from None
-    out: dict[str, int] = {}
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip() or line.startswith("#"):
-            continue
-        parts = line.rstrip("\n").split("\t")
-        try:
-            out[parts[0]] = int(parts[-1])
-        except ValueError:
-            if n == 1:
-                continue  # a header
-            raise SettingsError(
-                f"{path}:{n}: expected `term<TAB>document frequency`, got {line!r}"
-            ) from None
-    return out
-
-
-def load_terms(path: Path) -> frozenset[str]:
-    """One term a line (analyzed form, as the synopsis holds it); #-comments allowed."""
-    return frozenset(
-        line.split("\t")[0].strip()
-        for line in _read(path).splitlines()
-        if line.strip() and not line.startswith("#")
-    )
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SettingsError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise SettingsError(f"{path}: cannot read ({e})") from None
 
 
 assert set(Settings.WIRE) <= {f.name for f in fields(Settings)}

@@ -32,6 +32,7 @@ import grpc
 
 from chord.client import lookup
 from chord.tls import Credentials, TlsError, channel, tls_failure
+from cqengine.live.ringfile import DEFAULT_RING_FILE, RingFile
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.proto import cqengine_pb2_grpc as pb_grpc
 
@@ -92,8 +93,6 @@ def find_credentials(
     else $CQENGINE_TLS_DIR, the certificate `name` (else $CQENGINE_TLS_NAME, else
     `client`); failing both, from the ring file that `ring up` wrote (`ring_file`, else
     $CQENGINE_RING_FILE or .cqengine/ring.json), if it lists this address."""
-    from cqengine.live.ring import DEFAULT_RING_FILE, RingFile
-
     name = name or os.environ.get("CQENGINE_TLS_NAME") or CLIENT_NAME
     tls_dir = tls_dir or os.environ.get("CQENGINE_TLS_DIR")
     if tls_dir:

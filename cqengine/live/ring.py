@@ -1,8 +1,8 @@
-"""Running a ring on one machine: `ring up`, `ring status`, `ring down`, and the ring file.
+"""Running a ring on one machine: `ring up`, `ring status`, `ring down`.
 
 `ring up` starts one `cqengine node` process per node on loopback, waits until every
 successor, predecessor and finger is correct, and records the nodes (address, id, pid, log,
-data directory) in a JSON ring file that the other commands read.
+data directory) in a ring file (cqengine.live.ringfile) that the other commands read.
 
 With a data root, node i keeps its state in ROOT/<its port> (cqengine.live.storage).
 `ring down` stops every node without handing anything over, so each keeps its own state;
@@ -17,7 +17,6 @@ file, where clients on this machine find it.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -26,7 +25,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, TextIO
 
@@ -35,82 +34,15 @@ from chord.ids import short
 from chord.live import Timing
 from chord.messages import to_ref
 from chord.oracle import RingOracle, ring_problems
-from chord.tls import ADMIN, NODE, Credentials, TlsError
+from chord.tls import ADMIN, NODE, Credentials
+from cqengine.live.client import Client, ClientError
+from cqengine.live.ringfile import CLIENT, NodeEntry, RingError, RingFile
 from cqengine.live.storage import FILE
 
 HOST = "127.0.0.1"
-DEFAULT_RING_FILE = Path(".cqengine") / "ring.json"
 DATA = "data"  # the nodes' data root beside the ring file, unless `ring up --data-dir` says
 TLS = "tls"  # the ring's certificates beside the ring file
-CLIENT = "client"  # the admin client certificate `ring up` makes
 EXEC_WAITS = 50  # 10 ms looks at a process whose command line is not there yet (pid_alive)
-
-
-class RingError(Exception):
-    """A ring command cannot do what was asked; the message is one line for the operator."""
-
-
-@dataclass
-class NodeEntry:
-    address: str
-    port: int
-    pid: int
-    log: str
-    id: str = ""  # hex, filled in once the node answers
-    data: str = ""  # its data directory ("": it keeps nothing)
-
-
-@dataclass
-class RingFile:
-    path: Path
-    r: int = 8
-    nodes: list[NodeEntry] = field(default_factory=list)
-    engine: list[str] = field(default_factory=list)  # the engine options the ring started with
-    tls: str = ""  # the directory of the ring's certificates ("": the ring runs plaintext)
-
-    def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        data = {
-            "r": self.r,
-            "engine": self.engine,
-            "tls": self.tls,
-            "nodes": [asdict(n) for n in self.nodes],
-        }
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=2) + "\n")
-        tmp.replace(self.path)
-
-    @classmethod
-    def load(cls, path: Path) -> "RingFile":
-        if not path.exists():
-            raise RingError(f"no ring file at {path}: start a ring with `cqengine ring up`")
-        try:
-            data = json.loads(path.read_text())
-            nodes = [NodeEntry(**n) for n in data["nodes"]]
-            return cls(
-                path=path,
-                r=int(data.get("r", 8)),
-                nodes=nodes,
-                engine=[str(a) for a in data.get("engine", [])],
-                tls=str(data.get("tls", "")),
-            )
-        except (ValueError, KeyError, TypeError) as e:
-            raise RingError(
-                f"ring file {path} is malformed ({e}); remove it and run `cqengine ring up`"
-            ) from None
-
-    def addresses(self) -> list[str]:
-        return [n.address for n in self.nodes]
-
-    def credentials(self, name: str = CLIENT) -> Credentials | None:
-        """A client's credentials for this ring: its certificate `name` (None: the ring
-        runs plaintext)."""
-        if not self.tls:
-            return None
-        try:
-            return Credentials.load(Path(self.tls), name)
-        except TlsError as e:
-            raise RingError(str(e)) from None
 
 
 def node_certificate(port: int) -> str:
@@ -529,7 +461,6 @@ def _wait_serving(entry: NodeEntry, timeout: float, credentials: Credentials | N
 def under_replicated(view: RingView, timeout: float = 2.0) -> list[str]:
     """The nodes whose range has fewer copies than the ring keeps (or the ring's size
     allows), as their last reconciliation with their replicas found: one line each."""
-    from cqengine.live.client import Client, ClientError
 
     def stats(address: str):
         try:
