@@ -23,7 +23,7 @@ runs over the same documents are one pass: the announcement carries the deepest 
 and every QN also prunes and resolves as each shallower depth would have (its shadow
 depths, under `kD:` kinds and counters, with the announcement bytes each would have
 saved). Only the host's own method and depth sends its resolution messages: every shadow
-is measured (cqengine.evaluation.measure.Meter), its messages worked out from the DN's
+is measured (cqengine.evaluation.meters.Meter), its messages worked out from the DN's
 answers and counted as echoes, as its run alone would have sent them. Every method and
 depth must match the same queries at every QN.
 
@@ -59,8 +59,9 @@ import numpy as np
 from cqengine.core.settings import RESOLUTIONS, Settings
 from cqengine.evaluation import EvaluationError
 from cqengine.evaluation.inputs import Corpus, oracle, popular_ranking, workload
-from cqengine.evaluation.measure import ShadowIndex, Shadows, depth_tag, resolution_tag
+from cqengine.evaluation.measure import ShadowIndex, Shadows
 from cqengine.evaluation.sim import ANNOUNCE, RESOLUTION, EngineSimulator
+from cqengine.evaluation.tags import depth_tag, resolution_tag
 from cqengine.progress import Progress
 from cqengine.proto import cqengine_pb2 as pb
 

@@ -17,7 +17,7 @@ from chord.node import Call, Op, PeerUnreachable
 from chord.simulator import Simulator
 from cqengine.core.engine import Document, EngineNode, Heard, resolve_together
 from cqengine.core.settings import Settings
-from cqengine.evaluation.measure import Tally
+from cqengine.evaluation.tally import Tally
 from cqengine.proto import cqengine_pb2 as pb
 
 ANNOUNCE = ("Announce",)
