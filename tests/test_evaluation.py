@@ -297,7 +297,7 @@ def test_a_pass_does_not_depend_on_how_its_shadows_are_stacked(tmp_path, monkeyp
     import cqengine.evaluation.measure as measure
     import cqengine.evaluation.meters as meters
 
-    stacked, real = tmp_path / "stacked", meters.Resolver
+    stacked, real = tmp_path / "stacked", meters.ShadowResolver
 
     class Noting:
         @staticmethod
@@ -306,7 +306,7 @@ def test_a_pass_does_not_depend_on_how_its_shadows_are_stacked(tmp_path, monkeyp
                 f.write(f"{len(parts)}\n")
             return real.of_candidates(parts, *args)
 
-    monkeypatch.setattr(meters, "Resolver", Noting)
+    monkeypatch.setattr(meters, "ShadowResolver", Noting)
     specs = [RunSpec(IndexSpec("mhi", "skew"), r, k) for k in (0, 3) for r in ("td", "bf")] + [
         RunSpec(IndexSpec("ri", "skew"), "bf", 0),
         RunSpec(IndexSpec("sap-mhi", "skew", 20), "td", 3, "second"),

@@ -20,7 +20,7 @@ from chord.routing import NodeRef
 from cqengine.core.bloom import BloomFilter
 from cqengine.core.engine import PublishedDoc, received_filter
 from cqengine.core.postings import Block, any_per_query, member
-from cqengine.core.resolution import Resolver
+from cqengine.core.resolution import Resolver, side_by_side
 from cqengine.evaluation.wire import bloom_sizes, dialogue_sizes
 from cqengine.proto import cqengine_pb2 as pb
 
@@ -80,6 +80,85 @@ class Truth:
                 member(terms, self.array),
             )  # holds terms: its id stays
         return got[1]
+
+
+class ShadowResolver(Resolver):
+    """The resolution of shadows' recorded candidates (Meter.settle): the same rounds as
+    a QN's (cqengine.core.resolution.Resolver), for parts given as they are measured, and
+    resolved to the end told the document's answers (`settle`) instead of asking."""
+
+    @classmethod
+    def of_candidates(
+        cls, parts: Sequence[tuple[Block, np.ndarray | None, np.ndarray]], batch: int = 1
+    ) -> "ShadowResolver":
+        """Parts given as a block, its candidates (a mask over its queries; None: all) and
+        which of its terms are known present. A block may be several parts (a QN measured
+        at several depths and by both methods): they share its columns, not its terms."""
+        distinct: dict[int, int] = {}  # id(block) -> its place among the distinct blocks
+        blocks: list[Block] = []
+        for b, _, _ in parts:
+            if id(b) not in distinct:
+                distinct[id(b)] = len(blocks)
+                blocks.append(b)
+        sizes = np.array([len(b) for b in blocks], dtype=np.intp)
+        block_start = np.cumsum(sizes) - sizes
+        which = [distinct[id(b)] for b, _, _ in parts]
+        term_start = np.concatenate([[0], np.cumsum([len(b.terms) for b, _, _ in parts])]).astype(
+            np.intp
+        )
+        counts = [len(b) if keep is None else int(np.count_nonzero(keep)) for b, keep, _ in parts]
+        part = np.repeat(np.arange(len(parts)), counts)
+        col = np.concatenate(
+            [
+                block_start[u] + (np.arange(len(b)) if keep is None else np.flatnonzero(keep))
+                for u, (b, keep, _) in zip(which, parts)
+            ]
+            or [np.zeros(0, dtype=np.intp)]
+        )
+        self = cls(
+            side_by_side(blocks, 0),  # codes into each block's terms
+            np.concatenate([b.entries for b in blocks]),
+            term_start,
+            part,
+            col.astype(np.intp),
+            term_start[part],
+            np.concatenate([present for _, _, present in parts]),
+            batch,
+        )
+        self._given = [
+            [(b, np.arange(t, t + len(b.terms)))]
+            for (b, _, _), t in zip(parts, term_start.tolist())
+        ]
+        self._terms: np.ndarray | None = None  # made once asked (ids())
+        return self
+
+    def sources(self) -> list[list[tuple[Block, np.ndarray]]]:
+        """Per part, its block and the places of its terms among every part's."""
+        return self._given
+
+    def ids(self, at: np.ndarray) -> list[int]:
+        """The term ids at these places: the parts' blocks' terms side by side."""
+        if self._terms is None:
+            self._terms = np.concatenate([b.terms for sources in self._given for b, _ in sources])
+        return self._terms[at].tolist()
+
+    def settle(self, told: np.ndarray) -> np.ndarray:
+        """Resolve every part to the end, told the answers (`told`, over every part's
+        terms) instead of asking: how many ids each round asks, a row per round, a column
+        per part."""
+        rounds = []
+        while len(at := self.asking()):
+            rounds.append(np.diff(at.searchsorted(self.term_start)))
+            self.learn(at, told[at])
+        return np.array(rounds, dtype=np.int64).reshape(len(rounds), self.parts)
+
+    def matched_mask(self) -> np.ndarray:
+        """Per candidate (the parts' side by side): matched so far?"""
+        out = np.zeros(len(self.part), dtype=bool)
+        out[self.unasked] = True
+        if self.rounds is not None:
+            out[np.array(self.rounds.matched, dtype=np.intp)] = True
+        return out
 
 
 class Meter:
@@ -147,7 +226,7 @@ class Meter:
         meters: Sequence["Meter"], batch: int, bits: int
     ) -> Iterator[tuple["Meter", Measured, Sent, bool]]:
         """Work out every resolution these meters recorded (all of one document: the QNs
-        it reached), all at once, told the document's answers (cqengine.core.resolution.Resolver):
+        it reached), all at once, told the document's answers (ShadowResolver):
         each with its meter, the calls it would have made, and whether it matched what the
         truth says it should."""
         parts = [(meter, m) for meter in meters for m in meter.measured]
@@ -157,7 +236,9 @@ class Meter:
             return
         if any(meter.key != meters[0].key for meter in meters):
             raise ValueError("meters of different documents settle apart")
-        resolver = Resolver.of_candidates([(m.block, m.keep, m.present) for _, m in parts], batch)
+        resolver = ShadowResolver.of_candidates(
+            [(m.block, m.keep, m.present) for _, m in parts], batch
+        )
         filtered = np.array([m.method == "bf" for _, m in parts])
         bloomed = (
             resolver.pending() > 0
