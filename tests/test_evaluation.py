@@ -14,8 +14,10 @@ from hypothesis import strategies as st
 from cqengine.core.settings import Settings
 from cqengine.evaluation import EvaluationError
 from cqengine.evaluation.experiments import WORKLOADS, Plan, reduction
+from cqengine.evaluation.forks import Background
 from cqengine.evaluation.inputs import generated, popular_ranking
-from cqengine.evaluation.runs import Background, IndexSpec, Lab, RunSpec, Scale, passes, place
+from cqengine.evaluation.lab import Lab
+from cqengine.evaluation.runs import IndexSpec, RunSpec, Scale, passes, place
 from cqengine.evaluation.sim import EngineSimulator
 
 FILES = {

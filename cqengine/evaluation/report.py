@@ -8,7 +8,8 @@ from pathlib import Path
 
 from cqengine.evaluation import paper, plots
 from cqengine.evaluation.experiments import LABELS, WORKLOADS, Plan
-from cqengine.evaluation.runs import Lab, RunResult, RunSpec
+from cqengine.evaluation.lab import Lab
+from cqengine.evaluation.runs import RunResult, RunSpec
 
 
 def n(x: float | None) -> str:

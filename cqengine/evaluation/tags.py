@@ -5,7 +5,7 @@ run off the ring's one ledger afterwards, so every message a shadow sends or mea
 counted under a tag naming the run it belongs to: kD for a shadow piggyback depth,
 INDEX/kD for a shadow index, METHOD for the shadow resolution method. The observer that
 counts (cqengine.evaluation.measure) and the passes that read the counts back
-(cqengine.evaluation.runs) share these names from here.
+(cqengine.evaluation.readoff) share these names from here.
 """
 
 from __future__ import annotations
