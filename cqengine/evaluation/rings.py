@@ -8,7 +8,8 @@ and no run measures indexing) — and every run publishes on forked copies of it
 (cqengine.evaluation.publishing): publishing never touches the indexed ring, so each run
 starts from the same state a freshly built ring with that run's settings would have
 (tests/test_evaluation.py checks this). A ring that is to be another's shadow index is
-filed from that ring's subscriptions rather than subscribed again.
+filed from that ring's subscriptions rather than subscribed again. Before the forks,
+every key's block is built at once (`compile_blocks`), so that no worker builds one.
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ from __future__ import annotations
 import gc
 import time
 
+import numpy as np
+
+from cqengine.core.bloom import positions_array
+from cqengine.core.postings import Block, InvertedIndex, ask_order, objects
 from cqengine.core.settings import Settings
 from cqengine.evaluation import EvaluationError
 from cqengine.evaluation.inputs import Inputs
@@ -74,7 +79,7 @@ class IndexedRing:
         # each subscription's asking order is the same in every ring of its workload
         self.orders: dict[int, list[int]] = host.orders if host is not None else {}
         for e in self.sim.engines.values():  # once here, not again in every run's workers
-            e.index.compile((s.bloom_bits, s.bloom_hashes), self.orders)
+            compile_blocks(e.index, (s.bloom_bits, s.bloom_hashes), self.orders)
         self.load = self.sim.load()
         self.longest = longest_lists(self.sim, lab.corpus.df)
         self.seconds = time.perf_counter() - t
@@ -144,3 +149,36 @@ def longest_lists(sim: EngineSimulator, df: dict[str, int], n: int = 5) -> list[
         term = entry.terms[list(entry.term_ids).index(key)]
         out.append({"term": term, "df": df.get(term, 0), "entries": size})
     return out
+
+
+def compile_blocks(
+    index: InvertedIndex, bloom: tuple[int, int], orders: dict[int, list[int]]
+) -> None:
+    """Build every key's block of the index now, with its terms' filter positions for
+    bloom (bits, hashes): a ring about to be forked for many runs builds them once, and
+    all at once (one array of entries, one hashing of every key's terms), where a live
+    node builds a key's when a document first consults it. `orders` keeps each
+    subscription's asking order for other indexes of the same subscriptions, with the
+    same rarity, to reuse."""
+    unbuilt = index.unbuilt()
+    if not unbuilt:
+        return
+    entries = objects([e for _, values in unbuilt for e in values])
+    rows = []
+    for e in entries:
+        row = orders.get(e.subscription_id)
+        if row is None:
+            row = orders[e.subscription_id] = ask_order(e, index.rarity)
+        rows.append(row)
+    blocks, start = [], 0
+    for _, values in unbuilt:
+        end = start + len(values)
+        blocks.append(Block.of_rows(entries[start:end], rows[start:end]))
+        start = end
+    positions = positions_array(np.concatenate([b.terms for b in blocks]), *bloom)
+    start = 0
+    for (key, _), b in zip(unbuilt, blocks):
+        b.set_bloom_positions(*bloom, positions[:, start : start + len(b.terms)])
+        b.subscriptions()  # once here, not again in every run's workers
+        index.adopt(key, b)
+        start += len(b.terms)
