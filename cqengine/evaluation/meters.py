@@ -5,8 +5,8 @@ index: cqengine.evaluation.measure) knows its matches at once, from the document
 holds (`Truth`); its Term Dialogue and Bloom filter calls are recorded (`Measured`) and,
 once the document has run its course, worked out with every other recorded for it by
 the same resolution the nodes run, told the document's answers instead of asking
-(`Meter.settle`). These are the parts of measurement that know nothing of the pass's
-observer or its tags, and so live apart from it.
+(`Meter.settle`, by a `ShadowResolver`). These are the parts of measurement that know
+nothing of the pass's observer, and so live apart from it.
 """
 
 from __future__ import annotations
@@ -87,6 +87,9 @@ class ShadowResolver(Resolver):
     a QN's (cqengine.core.resolution.Resolver), for parts given as they are measured, and
     resolved to the end told the document's answers (`settle`) instead of asking."""
 
+    _given: list[list[tuple[Block, np.ndarray]]]  # per part: its block, its terms' places
+    _terms: np.ndarray | None  # the parts' blocks' terms side by side, made once asked
+
     @classmethod
     def of_candidates(
         cls, parts: Sequence[tuple[Block, np.ndarray | None, np.ndarray]], batch: int = 1
@@ -129,7 +132,7 @@ class ShadowResolver(Resolver):
             [(b, np.arange(t, t + len(b.terms)))]
             for (b, _, _), t in zip(parts, term_start.tolist())
         ]
-        self._terms: np.ndarray | None = None  # made once asked (ids())
+        self._terms = None
         return self
 
     def sources(self) -> list[list[tuple[Block, np.ndarray]]]:

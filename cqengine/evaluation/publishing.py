@@ -140,6 +140,10 @@ def _work(host: IndexedRing, p: Pass, positions: list[int], count, conn, rings: 
 def _publish_share(
     host: IndexedRing, p: Pass, positions: list[int], count, rings: dict[IndexSpec, IndexedRing]
 ) -> dict:
+    """A worker's share of the pass: publish these documents on its copy of the host ring,
+    checking every alert (and shadow index's match) against the matcher; returns a row
+    per document (its counts, ledger growth and shadows' counters) and, per half, the
+    ledger's and the counters' growth."""
     sim, corpus, seed, half = host.sim, host.lab.corpus, host.lab.scale.seed, host.lab.half
     settings = sim.settings  # every node's
     settings.resolution, settings.piggyback = p.resolution, p.piggyback
