@@ -243,7 +243,8 @@ class InvertedIndex(SortedKeyStore):
 
     def adopt(self, key: int, block: Block) -> None:
         """Keep a block built elsewhere of the key's list as it stands (see `unbuilt`) as
-        the key's block, as `block` would have built it."""
+        the key's block: the block the list would make when first consulted. One of
+        another list's size is refused."""
         held = len(self._values.get(key, ()))
         if len(block) != held:
             raise ValueError(f"a block of {len(block)} queries for a list of {held} at {key}")
