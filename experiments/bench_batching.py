@@ -26,9 +26,12 @@ from pathlib import Path
 
 from cqengine.core.documents import Document
 from cqengine.evaluation.evaluate import writable
+from cqengine.evaluation.forks import Background
 from cqengine.evaluation.inputs import generated, load_prep
+from cqengine.evaluation.lab import Lab
 from cqengine.evaluation.plots import plt  # the figures' backend, no display needed
-from cqengine.evaluation.runs import Background, IndexedRing, IndexSpec, Lab, Scale, place
+from cqengine.evaluation.rings import IndexedRing
+from cqengine.evaluation.runs import IndexSpec, Scale, place
 
 RESULTS = Path(__file__).resolve().parent / "results"
 KINDS = ("Announce", "TermDialogue", "GetBloom", "Matched", "Deliver")

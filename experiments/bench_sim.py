@@ -27,7 +27,8 @@ from pathlib import Path
 from cqengine.evaluation import EvaluationError
 from cqengine.evaluation.evaluate import default_workers, writable
 from cqengine.evaluation.inputs import generated, load_prep
-from cqengine.evaluation.runs import IndexSpec, Lab, RunSpec, Scale
+from cqengine.evaluation.lab import Lab
+from cqengine.evaluation.runs import IndexSpec, RunSpec, Scale
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -14,8 +14,10 @@ from hypothesis import strategies as st
 from cqengine.core.settings import Settings
 from cqengine.evaluation import EvaluationError
 from cqengine.evaluation.experiments import WORKLOADS, Plan, reduction
+from cqengine.evaluation.forks import Background
 from cqengine.evaluation.inputs import generated, popular_ranking
-from cqengine.evaluation.runs import Background, IndexSpec, Lab, RunSpec, Scale, passes, place
+from cqengine.evaluation.lab import Lab
+from cqengine.evaluation.runs import IndexSpec, RunSpec, Scale, passes, place
 from cqengine.evaluation.sim import EngineSimulator
 
 FILES = {
@@ -295,8 +297,9 @@ def test_a_pass_does_not_depend_on_how_its_shadows_are_stacked(tmp_path, monkeyp
     STACK queries across its QNs (a stack of few queries settles part by part): however
     they are cut, every run reads the same."""
     import cqengine.evaluation.measure as measure
+    import cqengine.evaluation.meters as meters
 
-    stacked, real = tmp_path / "stacked", measure.Resolver
+    stacked, real = tmp_path / "stacked", meters.ShadowResolver
 
     class Noting:
         @staticmethod
@@ -305,7 +308,7 @@ def test_a_pass_does_not_depend_on_how_its_shadows_are_stacked(tmp_path, monkeyp
                 f.write(f"{len(parts)}\n")
             return real.of_candidates(parts, *args)
 
-    monkeypatch.setattr(measure, "Resolver", Noting)
+    monkeypatch.setattr(meters, "ShadowResolver", Noting)
     specs = [RunSpec(IndexSpec("mhi", "skew"), r, k) for k in (0, 3) for r in ("td", "bf")] + [
         RunSpec(IndexSpec("ri", "skew"), "bf", 0),
         RunSpec(IndexSpec("sap-mhi", "skew", 20), "td", 3, "second"),
@@ -373,7 +376,7 @@ def test_a_pass_whose_two_methods_disagree_stops(monkeypatch):
     them). Here the measured filter is empty: it rules every unknown term out, so its side
     matches too little."""
     from cqengine.core.bloom import BloomFilter
-    from cqengine.evaluation.measure import Meter
+    from cqengine.evaluation.meters import Meter
 
     monkeypatch.setattr(Meter, "filter", lambda self: BloomFilter(self.bits, self.hashes))
     specs = [RunSpec(IndexSpec("ri", "skew"), r) for r in ("td", "bf")]
@@ -383,7 +386,7 @@ def test_a_pass_whose_two_methods_disagree_stops(monkeypatch):
 
 def test_a_pass_whose_depths_disagree_stops(monkeypatch):
     """Likewise for a shadow depth: here one that matches nothing."""
-    from cqengine.evaluation.measure import Meter
+    from cqengine.evaluation.meters import Meter
 
     real = Meter.measure
 

@@ -1,10 +1,12 @@
 """Compiled inverted lists hold exactly what the entries say, through every change."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cqengine.core.postings import MERGED, Block, InvertedIndex, ask_order, member
+from cqengine.evaluation.rings import compile_blocks
 from cqengine.proto import cqengine_pb2 as pb
 
 KEYS = st.integers(0, 5)
@@ -123,7 +125,8 @@ def test_member_is_set_membership(xs, members):
     st.integers(0, 5),
 )
 def test_compiling_at_once_builds_the_blocks_each_key_would(filed, by_rarity, moved):
-    """compile builds every key's block, filter positions included, in bulk; an index of
+    """compile_blocks (cqengine.evaluation.rings, before a simulated ring is forked)
+    builds every key's block, filter positions included, in bulk; an index of
     the same subscriptions filed under other keys, compiled with the first one's asking
     orders, still gets the blocks of its own entries."""
     rarity = (lambda y, t: -y) if by_rarity else None
@@ -134,7 +137,7 @@ def test_compiling_at_once_builds_the_blocks_each_key_would(filed, by_rarity, mo
         for key, sub, _ in filed:
             for index in (lazy, bulk):
                 index.replace((key + shift) % 6, entry(sub, subs[sub]))
-        bulk.compile((64, 3), orders)
+        compile_blocks(bulk, (64, 3), orders)
         for key in range(6):
             want, got = lazy.block(key), bulk.block(key)
             assert (want is None) == (got is None)
@@ -144,3 +147,13 @@ def test_compiling_at_once_builds_the_blocks_each_key_would(filed, by_rarity, mo
                     got.codes, want.codes
                 )
                 assert np.array_equal(got.bloom_positions(64, 3), want.bloom_positions(64, 3))
+
+
+def test_an_index_adopts_only_a_block_of_the_list_it_holds():
+    """A block built elsewhere (compile_blocks) replaces nothing but a key's own list."""
+    index = InvertedIndex()
+    index.put(1, entry(7, {1, 2}))
+    with pytest.raises(ValueError, match="a block of 2 queries for a list of 1"):
+        index.adopt(1, Block.of([entry(7, {1, 2}), entry(8, {2})]))
+    assert index.unbuilt() == [(1, [entry(7, {1, 2})])] and index.block(1) is not None
+    assert index.unbuilt() == []

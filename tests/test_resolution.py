@@ -20,6 +20,7 @@ from cqengine.core.knowledge import Knowledge, knowledge, may_match
 from cqengine.core.postings import Block, ask_order, member
 from cqengine.core.resolution import Resolver
 from cqengine.core.runs import Run
+from cqengine.evaluation.meters import ShadowResolver
 from cqengine.proto import cqengine_pb2 as pb
 
 
@@ -156,7 +157,7 @@ def test_the_resolver_asks_what_each_part_would_alone_and_matches_brute_force(
         assert got == expect[p][1]
         assert {e.subscription_id for e in found} == expect[p][2]
     # told the answers at once, from the candidates as given (how measurement resolves)
-    told = Resolver.of_candidates([given for *_, given in expect], batch)
+    told = ShadowResolver.of_candidates([given for *_, given in expect], batch)
     told.rule_out(told.passes(filters))
     rounds = told.settle(
         np.concatenate(
@@ -193,7 +194,7 @@ def test_two_documents_under_the_same_lists_are_each_answered_by_their_own():
     assert asked[0] == [[1, 2, 4], [1, 2, 4]]  # each query's first id, an id once per document
     assert [sorted(e.subscription_id for e in m) for m in resolver.matched()] == [[0, 2], [1]]
     nothing = np.zeros(len(block.terms), dtype=bool)
-    measured = Resolver.of_candidates(
+    measured = ShadowResolver.of_candidates(
         [(block, None, nothing), (block, np.array([True, False, True]), nothing)]
     )
     assert measured.columns.shape[1] == 3 and measured.term_start.tolist() == [0, 4, 8]

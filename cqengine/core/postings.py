@@ -11,7 +11,8 @@ indexing; a question about every query ("has it an absent term?") is then a redu
 over the few rows, which numpy does as whole-vector operations (over the many columns it
 would go query by query). A short query is padded by repeating its own first code, which
 changes nothing: a term counts once however often a query holds it. A key's block is
-built when its list is first consulted after a change.
+built when its list is first consulted after a change (or, in a simulated ring about to
+be forked for many runs, every key's at once: cqengine.evaluation.rings).
 """
 
 from __future__ import annotations
@@ -94,6 +95,11 @@ class Block:
         if not self._bloom or self._bloom[0] != (bits, hashes):
             self._bloom = ((bits, hashes), positions_array(self.terms, bits, hashes))
         return self._bloom[1]
+
+    def set_bloom_positions(self, bits: int, hashes: int, positions: np.ndarray) -> None:
+        """Its terms' filter positions for (bits, hashes), worked out for many blocks' terms
+        at once (cqengine.evaluation.rings), so that `bloom_positions` need not."""
+        self._bloom = ((bits, hashes), positions)
 
     @classmethod
     def of(cls, entries: Sequence[pb.QueryEntry], rarity: Rarity | None = None) -> "Block":
@@ -226,36 +232,24 @@ class InvertedIndex(SortedKeyStore):
             self._merged_size -= len(old)
         return merged
 
-    def compile(self, bloom: tuple[int, int], orders: dict[int, list[int]] | None = None) -> None:
-        """Build every key's block now, with its terms' filter positions for bloom (bits,
-        hashes): a simulated ring about to be forked for many runs builds them once, and
-        all at once (one array of entries, one hashing of every key's terms). `orders`
-        keeps each subscription's asking order for other indexes of the same
-        subscriptions, with the same rarity, to reuse."""
-        keys = [key for key, entries in self._values.items() if entries and key not in self._blocks]
-        lists = [self._values[key] for key in keys]
-        if not lists:
-            return
-        orders = {} if orders is None else orders
-        entries = objects([e for values in lists for e in values])
-        rows = []
-        for e in entries:
-            row = orders.get(e.subscription_id)
-            if row is None:
-                row = orders[e.subscription_id] = ask_order(e, self.rarity)
-            rows.append(row)
-        blocks, start = [], 0
-        for key, values in zip(keys, lists):
-            end = start + len(values)
-            blocks.append(Block.of_rows(entries[start:end], rows[start:end]))
-            self._blocks[key] = blocks[-1]
-            start = end
-        positions = positions_array(np.concatenate([b.terms for b in blocks]), *bloom)
-        start = 0
-        for b in blocks:
-            b._bloom = (bloom, positions[:, start : start + len(b.terms)])
-            b.subscriptions()  # once here, not again in every run's workers
-            start += len(b.terms)
+    def unbuilt(self) -> list[tuple[int, list[pb.QueryEntry]]]:
+        """The keys whose lists have no block yet, with their entries: what a build of
+        every key's block at once starts from (cqengine.evaluation.rings, before a
+        simulated ring is forked), handing each back by `adopt`."""
+        return [
+            (key, list(entries))
+            for key, entries in self._values.items()
+            if entries and key not in self._blocks
+        ]
+
+    def adopt(self, key: int, block: Block) -> None:
+        """Keep a block built elsewhere of the key's list as it stands (see `unbuilt`) as
+        the key's block: the block the list would make when first consulted. One of
+        another list's size is refused."""
+        held = len(self._values.get(key, ()))
+        if len(block) != held:
+            raise ValueError(f"a block of {len(block)} queries for a list of {held} at {key}")
+        self._blocks[key] = block
 
     def holds(self, key: int, subscription_id: int) -> bool:
         return subscription_id in self._subs.get(key, ())

@@ -192,13 +192,12 @@ class Rounds:
 class Resolver:
     """The resolution of many parts at once, each part's terms apart from every other's.
 
-    Made `knowing` what each QN knows of its document (the protocol) or given each part's
-    candidates and known-present terms (`of_candidates`, measurement). Either way the
-    queries are columns of codes (`columns`, their entries beside them), and a candidate
-    is a (part, column) pair whose codes, plus its offset, are places among every part's
-    terms. Then, each step for all parts at once: `pending`, a filter's rule-outs
-    (`passes`, `rule_out`), rounds of `questions` and answers (`learn`) or all rounds told
-    the answers (`settle`), `matched`.
+    Made `knowing` what each QN knows of its document: the queries are columns of codes
+    (`columns`, their entries beside them), and a candidate is a (part, column) pair whose
+    codes, plus its offset, are places among every part's terms. Then, each step for all
+    parts at once: `pending`, a filter's rule-outs (`passes`, `rule_out`), rounds of
+    `questions` and answers (`learn`), `matched`. (Measurement resolves candidates given
+    as they are, told the answers: cqengine.evaluation.meters.ShadowResolver.)
     """
 
     batch: int
@@ -208,9 +207,35 @@ class Resolver:
     term_start: (
         np.ndarray
     )  # per part, where its terms begin among every part's (and where they end)
+    terms: np.ndarray  # every part's terms, each part's sorted, one part after another
     _sources: (
         list[list[tuple[Block, np.ndarray]]] | None
     )  # per part: its blocks, their terms' places
+
+    def __init__(
+        self,
+        columns: np.ndarray,
+        entries: np.ndarray,
+        term_start: np.ndarray,
+        part: np.ndarray,
+        col: np.ndarray,
+        offset: np.ndarray | int,
+        present: np.ndarray,
+        batch: int = 1,
+    ) -> None:
+        """The candidates (part, column, offset of its codes) of parts whose terms begin
+        at `term_start`, `present` the terms known present, and what the first round asks
+        of them."""
+        self.batch, self.parts = max(1, batch), len(term_start) - 1
+        self.columns, self.entries, self.term_start = columns, entries, term_start
+        self.part, self.col, self.offset, self.present = part, col, offset, present
+        self.candidates = np.bincount(part, minlength=self.parts)  # per part
+        self.asker, self.code = first_asked(self.columns, col, offset, ~present, self.batch)
+        open_ = np.zeros(len(part), dtype=bool)
+        open_[self.asker] = True
+        self.open = open_.nonzero()[0]  # the candidates left to ask about, before the first round
+        self.unasked = (~open_).nonzero()[0]  # every term known present: matched without asking
+        self.rounds: Rounds | None = None  # the candidates left after the first round
 
     @classmethod
     def knowing(
@@ -220,8 +245,6 @@ class Resolver:
         key order (InvertedIndex.lists), and what it knows of the document; a part's terms
         are its lists' merged (for all parts by one sort), its candidates its queries
         without a term it knows absent (Observations 1-2, Algorithm 4)."""
-        self = cls()
-        self.batch, self.parts = max(1, batch), len(parts)
         blocks = [b for lists, _ in parts for b in lists]
         owner = np.repeat(
             np.arange(len(parts)), [len(lists) for lists, _ in parts]
@@ -236,81 +259,22 @@ class Resolver:
         first[1:] = (ranked[1:] != ranked[:-1]) | (ranked_part[1:] != ranked_part[:-1])
         places = np.empty(len(order), dtype=np.intp)  # of every block's terms among every part's
         places[order] = np.cumsum(first) - 1
-        self.terms = ranked[first]
-        self.term_start = np.searchsorted(ranked_part[first], np.arange(len(parts) + 1)).astype(
-            np.intp
-        )
+        merged = ranked[first]
+        term_start = np.searchsorted(ranked_part[first], np.arange(len(parts) + 1)).astype(np.intp)
         starts = np.cumsum(sizes) - sizes
-        self.columns = places[side_by_side(blocks, starts)]
-        self.entries = np.concatenate([b.entries for b in blocks])
-        self._sources = None  # made when a filter asks (sources())
-        self._occurrences = (blocks, owner, starts, sizes, places)
-        absent, present = known_in_parts(self.terms, self.term_start, [know for _, know in parts])
+        columns = places[side_by_side(blocks, starts)]
+        absent, present = known_in_parts(merged, term_start, [know for _, know in parts])
         part = np.repeat(owner, [len(b) for b in blocks])
         col = np.arange(len(part))
         if absent.any():
-            kept = ~fail_any(self.columns, col, 0, absent)
+            kept = ~fail_any(columns, col, 0, absent)
             part, col = part[kept], col[kept]
-        self._start(part, col, 0, present)
+        entries = np.concatenate([b.entries for b in blocks])
+        self = cls(columns, entries, term_start, part, col, 0, present, batch)
+        self.terms = merged
+        self._occurrences = (blocks, owner, starts, sizes, places)
+        self._sources = None  # made when a filter asks (sources())
         return self
-
-    @classmethod
-    def of_candidates(
-        cls, parts: Sequence[tuple[Block, np.ndarray | None, np.ndarray]], batch: int = 1
-    ) -> "Resolver":
-        """Parts given as a block, its candidates (a mask over its queries; None: all) and
-        which of its terms are known present. A block may be several parts (a QN measured
-        at several depths and by both methods): they share its columns, not its terms."""
-        self = cls()
-        self.batch, self.parts = max(1, batch), len(parts)
-        distinct: dict[int, int] = {}  # id(block) -> its place among the distinct blocks
-        blocks: list[Block] = []
-        for b, _, _ in parts:
-            if id(b) not in distinct:
-                distinct[id(b)] = len(blocks)
-                blocks.append(b)
-        self.columns = side_by_side(blocks, 0)  # codes into each block's terms
-        self.entries = np.concatenate([b.entries for b in blocks])
-        sizes = np.array([len(b) for b in blocks], dtype=np.intp)
-        block_start = np.cumsum(sizes) - sizes
-        which = [distinct[id(b)] for b, _, _ in parts]
-        self.term_start = np.concatenate(
-            [[0], np.cumsum([len(b.terms) for b, _, _ in parts])]
-        ).astype(np.intp)
-        self._sources = [
-            [(b, np.arange(t, t + len(b.terms)))]
-            for (b, _, _), t in zip(parts, self.term_start.tolist())
-        ]
-        counts = [len(b) if keep is None else int(np.count_nonzero(keep)) for b, keep, _ in parts]
-        part = np.repeat(np.arange(len(parts)), counts)
-        col = np.concatenate(
-            [
-                block_start[u] + (np.arange(len(b)) if keep is None else np.flatnonzero(keep))
-                for u, (b, keep, _) in zip(which, parts)
-            ]
-            or [np.zeros(0, dtype=np.intp)]
-        )
-        self._start(
-            part,
-            col.astype(np.intp),
-            self.term_start[part],
-            np.concatenate([present for _, _, present in parts]),
-        )
-        return self
-
-    def _start(
-        self, part: np.ndarray, col: np.ndarray, offset: np.ndarray | int, present: np.ndarray
-    ) -> None:
-        """The candidates (part, column, offset of its codes), and what the first round
-        asks of them."""
-        self.part, self.col, self.offset, self.present = part, col, offset, present
-        self.candidates = np.bincount(part, minlength=self.parts)  # per part
-        self.asker, self.code = first_asked(self.columns, col, offset, ~present, self.batch)
-        open_ = np.zeros(len(part), dtype=bool)
-        open_[self.asker] = True
-        self.open = open_.nonzero()[0]  # the candidates left to ask about, before the first round
-        self.unasked = (~open_).nonzero()[0]  # every term known present: matched without asking
-        self.rounds: Rounds | None = None  # the candidates left after the first round
 
     def sources(self) -> list[list[tuple[Block, np.ndarray]]]:
         """Per part, its blocks and the places of their terms among every part's. Made
@@ -322,17 +286,12 @@ class Resolver:
                 self._sources[p].append((b, places[at : at + n]))
         return self._sources
 
-    def _offset(self, queries: np.ndarray) -> np.ndarray | int:
-        return self.offset if isinstance(self.offset, int) else self.offset[queries]
-
     def ids(self, at: np.ndarray) -> list[int]:
         """The term ids at these places among every part's terms."""
-        terms = getattr(self, "terms", None)
-        if terms is None:  # given parts: their blocks' terms side by side, made once asked
-            terms = self.terms = np.concatenate(
-                [b.terms for sources in self.sources() for b, _ in sources]
-            )
-        return terms[at].tolist()
+        return self.terms[at].tolist()
+
+    def _offset(self, queries: np.ndarray) -> np.ndarray | int:
+        return self.offset if isinstance(self.offset, int) else self.offset[queries]
 
     def pending(self) -> np.ndarray:
         """Per part: its candidates still undecided."""
@@ -408,26 +367,10 @@ class Resolver:
             self.rounds = Rounds(rest, codes, self.present, self.batch)
         self.rounds.learn(at, present)
 
-    def settle(self, told: np.ndarray) -> np.ndarray:
-        """Resolve every part to the end, told the answers (`told`, over every part's
-        terms) instead of asking: how many ids each round asks, a row per round, a column
-        per part."""
-        rounds = []
-        while len(at := self.asking()):
-            rounds.append(np.diff(at.searchsorted(self.term_start)))
-            self.learn(at, told[at])
-        return np.array(rounds, dtype=np.int64).reshape(len(rounds), self.parts)
-
     def _matched(self) -> np.ndarray:
         return np.concatenate(
             [self.unasked, np.array(self.rounds.matched if self.rounds else [], dtype=np.intp)]
         )
-
-    def matched_mask(self) -> np.ndarray:
-        """Per candidate (the parts' side by side): matched so far?"""
-        out = np.zeros(len(self.part), dtype=bool)
-        out[self._matched()] = True
-        return out
 
     def matched(self) -> list[list[pb.QueryEntry]]:
         """Per part, the entries it matched so far."""

@@ -2,13 +2,16 @@
 
 `inputs` reads the corpus (`cqengine prep` output, or a small generated one) and derives
 what every run shares: query workloads, the matcher's answers, sampled popular terms.
-`runs` builds an indexed 1,000-node ring per (strategy, workload, synopsis) with the very
-same EngineNode code the live ring runs, and publishes each workload's documents once, on
-forked copies of one of them hosting the others' indexes, measuring every index,
-resolution method and piggyback depth in that pass, checking every match against the
-matcher. `experiments` says which runs each of the paper's tables and
-figures needs and turns their results into numbers; `report` writes those as Markdown,
-JSON and PNG.
+`runs` says what a run is and which passes measure many at once; `lab` makes the runs
+asked for: `rings` builds an indexed 1,000-node ring per (strategy, workload, synopsis)
+with the very same EngineNode code the live ring runs (`sim`), and `publishing`
+publishes each workload's documents once, on forked copies of one of them hosting the
+others' indexes, measuring every index, resolution method and piggyback depth in that
+pass (the observer of `measure`, with `meters`, `depths`, `tags` and `wire`), checking
+every match against the matcher; `readoff` reads each run off its pass. `experiments`
+says which runs each of the paper's tables and figures needs and turns their results
+into numbers; `report` writes those as Markdown (`sections`, `differences`), JSON and
+PNG (`plots`).
 """
 
 

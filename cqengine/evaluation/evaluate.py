@@ -10,7 +10,8 @@ from pathlib import Path
 from cqengine.evaluation import EvaluationError, report
 from cqengine.evaluation.experiments import EXPERIMENTS, Plan
 from cqengine.evaluation.inputs import Corpus, generated, load_prep
-from cqengine.evaluation.runs import Lab, Scale
+from cqengine.evaluation.lab import Lab
+from cqengine.evaluation.runs import Scale
 
 NAMES = tuple(EXPERIMENTS) + ("all",)
 # --quick: every experiment on a small generated corpus, in about a minute on 2 cores

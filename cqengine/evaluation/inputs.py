@@ -1,5 +1,5 @@
 """What the experiments run on: a corpus, its query workloads, the matcher's answers and
-the popular terms a synopsis samples.
+the popular terms a synopsis samples; `Inputs` makes each once for every run at a scale.
 
 Documents are ordered by docno, so "the first half" (section 8.4's sample) is well
 defined and the same for every run.
@@ -8,6 +8,9 @@ defined and the same for every run.
 from __future__ import annotations
 
 import json
+import os
+import sys
+import time
 from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
@@ -15,7 +18,9 @@ from pathlib import Path
 
 from cqengine.core.synopsis import coin_tosses, rank_key
 from cqengine.evaluation import EvaluationError
+from cqengine.evaluation.forks import Background
 from cqengine.evaluation.matcher import document_terms, match_documents
+from cqengine.evaluation.runs import Scale
 from cqengine.text.analysis import term_id
 from cqengine.text.workload import generate_queries
 
@@ -136,3 +141,67 @@ def popular_ranking(corpus: Corpus, sample: range, k: int, y: int = 32) -> list[
             if best.get(x, (0,)) < v:
                 best[x] = v
     return [names[x] for x, _ in sorted(best.items(), key=rank_key)[:k]]
+
+
+class Inputs:
+    """What every run at one scale on one corpus shares, each made once: the corpus cut to
+    the scale, its query workloads, the matcher's answers (worked out in a process of its
+    own while a ring is indexed), the popular terms a synopsis samples; with the time each
+    took and where progress is told. The base of the lab (cqengine.evaluation.lab.Lab),
+    apart from it because the rings it builds (cqengine.evaluation.rings) read these too."""
+
+    def __init__(self, corpus: Corpus, scale: Scale, quiet: bool = False) -> None:
+        scale.check()
+        self.corpus = corpus.head(scale.docs)
+        self.scale = scale
+        self.half = scale.docs // 2
+        self.quiet = quiet
+        self._workloads: dict[str, list[list[str]]] = {}
+        self._oracles: dict[str, list[list[int]]] = {}
+        self._popular: tuple[int, list[str]] = (0, [])
+        self.err = open(os.devnull, "w") if quiet else sys.stderr  # progress bars go here
+        self.timings: dict[str, float] = Counter()
+
+    def say(self, text: str) -> None:
+        if not self.quiet:
+            print(text, file=sys.stderr, flush=True)
+
+    def workload(self, kind: str) -> list[list[str]]:
+        if kind not in self._workloads:
+            t = time.perf_counter()
+            s = self.scale
+            self._workloads[kind] = workload(self.corpus, kind, s.queries, s.mean_size, s.seed)
+            self.timings["workloads"] += time.perf_counter() - t
+        return self._workloads[kind]
+
+    def start_oracle(self, kind: str) -> None:
+        """Start working out the workload's oracle in a process of its own: it takes the
+        other core while this one indexes a ring (`oracle` then waits for it)."""
+        if kind not in self._oracles:
+            queries = self.workload(kind)
+            self.say(
+                f"matching {self.scale.queries} {kind} queries against {len(self.corpus)} "
+                f"documents (the oracle)"
+            )
+            self._oracles[kind] = Background(oracle, self.corpus, queries)
+
+    def oracle(self, kind: str) -> list[list[int]]:
+        t = time.perf_counter()
+        self.start_oracle(kind)
+        got = self._oracles[kind]
+        if isinstance(got, Background):
+            got = self._oracles[kind] = got.result()
+        self.timings["oracle"] += time.perf_counter() - t  # what it cost this process: the waiting
+        return got
+
+    def popular(self, k: int, k_max: int) -> frozenset[str]:
+        """The K most popular terms of the first half, by coin-toss synopsis (one ranking of
+        the largest K serves every smaller one)."""
+        if self._popular[0] < k:
+            t = time.perf_counter()
+            self._popular = (
+                max(k, k_max),
+                popular_ranking(self.corpus, range(self.half), max(k, k_max)),
+            )
+            self.timings["synopsis"] += time.perf_counter() - t
+        return frozenset(self._popular[1][:k])

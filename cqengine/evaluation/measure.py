@@ -1,138 +1,55 @@
-"""Measurement: observers of a simulated ring's engine nodes (cqengine.core.observer).
+"""Measurement: the observer of a measurement pass over a simulated ring's engine nodes.
 
-`Tally` sums every node's counters ring-wide. `Shadows` also measures, in one pass over
-the documents, what other settings would have sent: the other resolution method (the
-shadow method), shallower piggyback depths (shadow depths) and other strategies' indexes
-of the same subscriptions (shadow indexes). The runs of a pass differ only in what
-happens at a QN once it holds its runs of a document, and that is where it attaches
-(`on_heard`): it prunes and resolves each shadow as that setting would, measured, not
-sent. A shadow's matches are known at once (the queries whose terms the document all
-holds: the DN's document, which the observer sees stored); its dialogue is recorded and,
-once the document has run its course (`settle`), worked out with every other recorded for
-it, all at once and round by round (cqengine.core.resolution.Resolver), and its
-messages, and the alerts its matches would set off, are counted as its run alone would
-have sent them: echo:KIND and
-echo_bytes:KIND counters under the shadow's tag (kD for a depth, INDEX/kD for a shadow
-index, METHOD for the shadow method). A shadow left in the same state as one resolved
-already (the same candidates knowing the same of their terms), the node's own resolution
-included, would ask the same questions and hear the same answers: its messages are
-counted again (an echo) instead of worked out again. Every shadow must match the same
-queries as the node; tests/test_evaluation.py checks a pass against runs of their own.
+`Shadows` counts what the nodes send, as the simulator's default observer does
+(cqengine.evaluation.tally.Tally), and measures, in the same pass over the documents,
+what other settings would have sent: the other resolution method (the shadow method),
+shallower piggyback depths (shadow depths) and other strategies' indexes of the same
+subscriptions (shadow indexes). The runs of a pass differ only in what happens at a QN
+once it holds its runs of a document, and that is where it attaches (`on_heard`, of
+cqengine.core.observer): it prunes and resolves each shadow as that setting would,
+measured, not sent. A shadow's matches are known at once (the queries whose terms the
+document all holds: the DN's document, which the observer sees stored); its dialogue is
+recorded by the QN's meter and, once the document has run its course (`settle`), worked
+out with every other recorded for it, all at once and round by round
+(cqengine.evaluation.meters), and its messages, and the alerts its matches would set off,
+are counted as its run alone would have sent them: echo:KIND and echo_bytes:KIND
+counters under the shadow's tag (cqengine.evaluation.tags: kD for a depth, INDEX/kD for
+a shadow index, METHOD for the shadow method). A shadow left in the same state as one
+resolved already (the same candidates knowing the same of their terms), the node's own
+resolution included, would ask the same questions and hear the same answers: its
+messages are counted again (an echo) instead of worked out again. Every shadow must
+match the same queries as the node; tests/test_evaluation.py checks a pass against runs
+of their own.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from chord.routing import NodeRef
-from chord.transport import REPLY
-from cqengine.core.bloom import BloomFilter, received_filter
 from cqengine.core.documents import PublishedDoc
 from cqengine.core.knowledge import may_match
 from cqengine.core.observer import Node
-from cqengine.core.postings import Block, InvertedIndex, any_per_query, member
-from cqengine.core.resolution import Resolver
+from cqengine.core.postings import Block, InvertedIndex, member
 from cqengine.core.runs import Heard
 from cqengine.evaluation.depths import Told, bytes_saved
-from cqengine.evaluation.wire import alert_batch_size, bloom_sizes, dialogue_sizes, matched_size
+from cqengine.evaluation.meters import Meter, Outcome, Sent, Truth, note
+from cqengine.evaluation.tags import Unsent, call_kind, depth_tag, ledger_kind, unsent_counts
+from cqengine.evaluation.tally import Tally
+from cqengine.evaluation.wire import alert_batch_size, matched_size
 from cqengine.proto import cqengine_pb2 as pb
 
 STACK = 10_000  # queries recorded by the meters settled as one stack
 ACK = pb.Ack().ByteSize()  # an Ack's bytes: it is empty
-
-Sent = dict[
-    tuple[str, str], list[int]
-]  # resolution calls: (method, rpc) -> [calls, request bytes, reply bytes]
-Unsent = dict[
-    str, list[int]
-]  # calls measured, not sent: ledger kind -> [calls, request bytes, reply bytes]
-
-
-def ledger_kind(method: str, tag: str = "") -> str:
-    """What a measured call is counted as: its method, or TAG:METHOD for a shadow's."""
-    return f"{tag}:{method}" if tag else method
-
-
-@lru_cache(maxsize=None)  # asked per QN, index and depth: few distinct answers
-def depth_tag(d: int, index: str = "") -> str:
-    """The tag a shadow piggyback depth's messages and counters carry (INDEX/kD for a
-    depth of a shadow index)."""
-    return "/".join(t for t in (index, f"k{d}") if t)
-
-
-@lru_cache(maxsize=None)  # asked for every resolution call: few distinct answers
-def resolution_tag(depth: str, method: str, own: str) -> str:
-    """The ledger tag of resolving by `method` under a depth's tag on a ring that resolves
-    by `own`: kD, METHOD or kD/METHOD (the ring's own method and depth: none)."""
-    return "/".join(t for t in (depth, "" if method == own else method) if t)
-
-
-@lru_cache(maxsize=None)
-def _call_kind(rpc: str, tag: str, method: str, own: str) -> str:
-    """The ledger kind of a resolution call by `method` under a depth's tag."""
-    return ledger_kind(rpc, resolution_tag(tag, method, own))
-
-
-@lru_cache(maxsize=None)
-def _echo_names(kind: str) -> tuple[str, str, str, str]:
-    """The counters of a kind's echoes: messages and bytes, requests then replies."""
-    return tuple(f"{what}:{k}" for k in (kind, kind + REPLY) for what in ("echo", "echo_bytes"))
-
-
-def unsent_counts(unsent: Unsent) -> Iterator[tuple[str, int]]:
-    """The counters of calls measured instead of sent, as a run alone would have sent
-    them: echo:KIND messages and echo_bytes:KIND bytes, requests then replies."""
-    for kind, (calls, request, reply) in unsent.items():
-        yield from zip(_echo_names(kind), (calls, request, calls, reply))
-
-
-def _note(sent: Sent, call: tuple[str, str], n: int, request: int, reply: int) -> None:
-    noted = sent.setdefault(call, [0, 0, 0])
-    noted[0] += n
-    noted[1] += request
-    noted[2] += reply
 
 
 def _state(keep: np.ndarray, present: np.ndarray) -> tuple[bytes, bytes]:
     """What decides a resolution of a block's queries: which it keeps, and which of the
     block's terms the QN knows present."""
     return keep.tobytes(), present.tobytes()
-
-
-class Tally:
-    """The observer a simulator gives its nodes unless told otherwise: every node's
-    counters summed ring-wide, as they grow."""
-
-    def __init__(self) -> None:
-        self.tally: Counter[str] = Counter()
-
-    def on_count(self, node: Node, name: str, n: int) -> None:
-        self.tally[name] += n
-
-    def on_published(self, node: Node, doc: PublishedDoc) -> None:
-        pass
-
-    def on_announce(self, node: Node, msg: pb.Announcement) -> None:
-        pass
-
-    def on_heard(self, node: Node, heard: Heard) -> None:
-        pass
-
-    def on_resolution_call(
-        self, node: Node, heard: Heard, rpc: str, request: Any, reply: Any
-    ) -> None:
-        pass
-
-    def on_matched(self, node: Node, heard: Heard, matched: list[list[pb.QueryEntry]]) -> None:
-        pass
-
-    def settle(self) -> None:
-        """A document has run its course (the simulator says so)."""
 
 
 @dataclass
@@ -147,31 +64,6 @@ class ShadowIndex:
 
 
 @dataclass
-class Measured:
-    """A shadow's resolution of a block of candidates by one method, recorded to be
-    worked out with the rest of its document's (Meter.settle), and counted under each of
-    `tags`: its own, then those of every shadow that echoes it."""
-
-    block: Block
-    keep: np.ndarray | None  # the block's candidates (None: all of it)
-    present: np.ndarray  # per term of the block: known present before asking
-    method: str
-    held: np.ndarray  # per term of the block: does the document hold it (the truth)?
-    matches: np.ndarray  # per candidate: does the document hold all its terms?
-    tags: list[str]
-
-
-@dataclass
-class Outcome:
-    """What resolving a block's candidates in one state sends: the calls made (the node's
-    own resolution, noted as it makes them) and the resolutions measured; a shadow left in
-    the same state counts them again under its own tag (an echo)."""
-
-    calls: Sent = field(default_factory=dict)
-    measured: list[Measured] = field(default_factory=list)
-
-
-@dataclass
 class Own:
     """A QN's own resolution of what it heard, as the measurement needs it: what it sends
     (for shadows in its state to echo), the queries it must match (worked out from the
@@ -181,144 +73,6 @@ class Own:
     found: list[pb.QueryEntry] | None = None
     matched: list[pb.QueryEntry] = field(default_factory=list)
     noting: bool = False  # do shadows echo its calls (else they need not be noted)?
-
-
-class Truth:
-    """The document's answers for a set of ids, known at once: what the measurement knows
-    of a document, so that dialogues can be worked out round by round without asking."""
-
-    def __init__(self, present: np.ndarray) -> None:
-        self.array = present  # the ids the document holds, sorted uint64
-        self._masks: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-
-    def mask(self, terms: np.ndarray) -> np.ndarray:
-        """Elementwise over sorted terms, all among the ids answered: does the document
-        hold it? Worked out once per terms array (a block's depths and methods share it)."""
-        got = self._masks.get(id(terms))
-        if got is None:
-            got = self._masks[id(terms)] = (
-                terms,
-                member(terms, self.array),
-            )  # holds terms: its id stays
-        return got[1]
-
-
-class Meter:
-    """What a QN measures its shadows of one document with: the document as its DN holds
-    it (its term ids, what its alerts carry) and, if a shadow resolves by Bloom filter,
-    its filter. A shadow's matches are known at once (`matches`); its dialogue is recorded
-    (`measure`) to be worked out with every other recorded for the document, by the same
-    resolver as the nodes', all at once and round by round (`settle`)."""
-
-    def __init__(
-        self, key: int, dn: NodeRef, doc: PublishedDoc, truth: Truth, bits: int, hashes: int
-    ) -> None:
-        self.key, self.dn, self.doc, self.truth = key, dn, doc, truth
-        self.bits, self.hashes = bits, hashes
-        self._filter: BloomFilter | None = None
-        self._matches: dict[
-            int, tuple[Block, np.ndarray, np.ndarray]
-        ] = {}  # id(block) -> it, held, its matches
-        self.measured: list[Measured] = []
-
-    def filter(self) -> BloomFilter:
-        if self._filter is None:
-            self._filter = received_filter(
-                self.bits, self.hashes, self.doc.bloom(self.bits, self.hashes)
-            )
-        return self._filter
-
-    def _held(self, block: Block) -> tuple[Block, np.ndarray, np.ndarray]:
-        """The block's terms the document holds, and its queries it matches: worked out
-        once per block, whichever depths resolve it."""
-        got = self._matches.get(id(block))
-        if got is None:
-            held = self.truth.mask(block.terms)
-            got = self._matches[id(block)] = (block, held, ~any_per_query(~held[block.codes]))
-        return got
-
-    def matches(self, block: Block, keep: np.ndarray | None) -> list[pb.QueryEntry]:
-        """The queries among the block's candidates (`keep`; None: all) that match."""
-        _, _, full = self._held(block)
-        return block.entries[full if keep is None else full & keep].tolist()
-
-    def measure(
-        self,
-        block: Block,
-        keep: np.ndarray | None,
-        present: np.ndarray,
-        methods: Sequence[str],
-        tag: str,
-        outcome: Outcome,
-    ) -> list[pb.QueryEntry]:
-        """Record the resolution of the block's candidates (`keep`; None: all) by each
-        method, to be counted under `tag` (and noted in `outcome`); returns the queries
-        they match."""
-        if "bf" in methods:
-            self.filter()
-        _, held, full = self._held(block)
-        matches = full if keep is None else full[keep]
-        for method in methods:
-            outcome.measured.append(Measured(block, keep, present, method, held, matches, [tag]))
-        self.measured += outcome.measured[-len(methods) :]
-        return block.entries[full if keep is None else full & keep].tolist()
-
-    @staticmethod
-    def settle(
-        meters: Sequence["Meter"], batch: int, bits: int
-    ) -> Iterator[tuple["Meter", Measured, Sent, bool]]:
-        """Work out every resolution these meters recorded (all of one document: the QNs
-        it reached), all at once, told the document's answers (cqengine.core.resolution.Resolver):
-        each with its meter, the calls it would have made, and whether it matched what the
-        truth says it should."""
-        parts = [(meter, m) for meter in meters for m in meter.measured]
-        for meter in meters:
-            meter.measured = []
-        if not parts:
-            return
-        if any(meter.key != meters[0].key for meter in meters):
-            raise ValueError("meters of different documents settle apart")
-        resolver = Resolver.of_candidates([(m.block, m.keep, m.present) for _, m in parts], batch)
-        filtered = np.array([m.method == "bf" for _, m in parts])
-        bloomed = (
-            resolver.pending() > 0
-        ) & filtered  # asked for the filter: queries were left to ask about
-        if bloomed.any():
-            bloom = next(meter.filter() for meter, m in parts if m.method == "bf")  # the document's
-            resolver.rule_out(
-                resolver.passes([(p, bloom) for p in np.flatnonzero(bloomed).tolist()])
-            )
-        rounds = resolver.settle(np.concatenate([m.held for _, m in parts]))
-        wrong = np.bincount(
-            resolver.part[resolver.matched_mask() != np.concatenate([m.matches for _, m in parts])],
-            minlength=len(parts),
-        )
-        asked = np.unique(rounds)
-        request, reply = (
-            np.zeros(int(asked[-1]) + 1 if len(asked) else 1, dtype=np.int64) for _ in range(2)
-        )
-        for n in asked[asked > 0].tolist():
-            request[n], reply[n] = dialogue_sizes(n)
-        calls, requests, replies = (
-            (rounds > 0).sum(axis=0),
-            request[rounds].sum(axis=0),
-            reply[rounds].sum(axis=0),
-        )
-        fetched = bloom_sizes(bits)
-        for (meter, m), bf, n, req, rep, bad in zip(
-            parts,
-            bloomed.tolist(),
-            calls.tolist(),
-            requests.tolist(),
-            replies.tolist(),
-            wrong.tolist(),
-        ):
-            sent: Sent = {}
-            if bf:
-                _note(sent, (m.method, "GetBloom"), 1, *fetched)
-            if n:
-                _note(sent, (m.method, "TermDialogue"), n, req, rep)
-            yield meter, m, sent, not bad
 
 
 def _stacks(meters: list[tuple[Node, Meter]]) -> Iterator[list[tuple[Node, Meter]]]:
@@ -399,7 +153,7 @@ class Shadows(Tally):
         if (
             own is not None and own.noting and heard.dn != node.me
         ):  # a call to itself crosses no wire
-            _note(
+            note(
                 own.outcome.calls,
                 (node.settings.resolution, rpc),
                 1,
@@ -615,7 +369,7 @@ class Shadows(Tally):
         have sent them."""
         own = node.settings.resolution
         for (method, rpc), (n, request, reply) in calls.items():
-            self._count_echo(_call_kind(rpc, tag, method, own), n, request, reply)
+            self._count_echo(call_kind(rpc, tag, method, own), n, request, reply)
 
     def _count_echo(self, kind: str, calls: int, request: int, reply: int) -> None:
         """Count calls of a ledger kind that a run alone would have sent (see unsent_counts)."""

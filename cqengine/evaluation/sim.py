@@ -20,7 +20,7 @@ from cqengine.core.node import EngineNode
 from cqengine.core.qn import Resolution
 from cqengine.core.runs import Heard
 from cqengine.core.settings import Settings
-from cqengine.evaluation.measure import Tally
+from cqengine.evaluation.tally import Tally
 from cqengine.proto import cqengine_pb2 as pb
 
 ANNOUNCE = ("Announce",)
