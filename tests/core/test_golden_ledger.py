@@ -8,7 +8,7 @@ every message the ring's transport counts: its kind and serialized size. The tes
 a digest of that sequence, the ledger by kind, the alerts and the nodes' counters with the
 file. A deliberate change of the protocol rewrites the file:
 
-    python tests/test_golden_ledger.py --write
+    python tests/core/test_golden_ledger.py --write
 """
 
 from __future__ import annotations
