@@ -3,7 +3,7 @@ cut the messages per document."""
 
 import json
 
-from conftest import load_script
+from support.repo import load_script
 
 
 def test_bench_batching_small(tmp_path):

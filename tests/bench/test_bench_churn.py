@@ -3,7 +3,7 @@ are published lose no subscription and no alert, and repeat none."""
 
 import json
 
-from conftest import load_script
+from support.repo import load_script
 
 
 def test_bench_churn_small(tmp_path):

@@ -3,7 +3,7 @@ meet the goal."""
 
 import json
 
-from conftest import load_script
+from support.repo import load_script
 
 
 def test_bench_configurations_small(tmp_path, capsys):

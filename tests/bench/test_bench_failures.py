@@ -3,7 +3,7 @@ replicas lose fewer entries, and nothing that survived the failure is lost after
 
 import json
 
-from conftest import load_script
+from support.repo import load_script
 
 
 def test_bench_failures_small(tmp_path):

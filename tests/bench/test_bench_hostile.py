@@ -5,7 +5,7 @@ calls on 8 nodes under `make test-slow`)."""
 import json
 
 import pytest
-from conftest import load_script
+from support.repo import load_script
 
 
 def run(tmp_path, nodes: int, calls: int) -> dict:

@@ -4,7 +4,7 @@ import json
 import math
 
 import pytest
-from conftest import load_script
+from support.repo import load_script
 
 
 def bench():

@@ -2,7 +2,7 @@
 
 import json
 
-from conftest import load_script
+from support.repo import load_script
 
 
 def test_bench_synopsis_small(tmp_path):

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from conftest import load_script
+from support.repo import load_script
 
 
 @pytest.mark.slow

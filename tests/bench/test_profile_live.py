@@ -1,6 +1,6 @@
 """The live profile puts each sample where its innermost telling frame says."""
 
-from conftest import load_script
+from support.repo import load_script
 
 LOOP = "BaseEventLoop._run_once (asyncio/base_events.py:1922);Handle._run (asyncio/events.py:80)"
 WORKER = "Thread._bootstrap (threading.py:1002);_worker (concurrent/futures/thread.py:83)"

@@ -104,7 +104,7 @@ def test_background_operations_beyond_the_bound_wait_their_turn():
 def test_a_client_over_its_rate_is_told_to_slow_down_and_the_ring_is_not():
     """A client API call past the client's burst is refused RESOURCE_EXHAUSTED; the
     node's ring methods, called as often, are not limited."""
-    from conftest import engine_node, start_with_client_api
+    from support.live import engine_node, start_with_client_api
 
     from cqengine.proto import cqengine_pb2 as cpb
     from cqengine.proto import cqengine_pb2_grpc as cpb_grpc
@@ -143,7 +143,7 @@ def test_a_refused_call_leaves_nothing_of_its_request_behind():
     holds (the Gate's, the handler's, the analysis that refused a document) may keep the
     request alive, nor may the publishing loop keep the last batch: a node sent large
     requests must not hold on to them."""
-    from conftest import engine_node, start_with_client_api
+    from support.live import engine_node, start_with_client_api
 
     from cqengine.proto import cqengine_pb2 as cpb
     from cqengine.proto import cqengine_pb2_grpc as cpb_grpc

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import assert_one_line_error, cqengine
+from support.command_line import assert_one_line_error, cqengine
 
 from cqengine.live.ring import free_ports, pid_alive
 

@@ -1,6 +1,6 @@
 """The bundled sample corpus is what its recipe generates (it is generated text, not data)."""
 
-from conftest import ROOT
+from support.repo import ROOT
 
 from cqengine.demo import SAMPLE, SAMPLE_RECIPE, sample_corpus
 from cqengine.text.corpus import write_corpus

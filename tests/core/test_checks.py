@@ -25,7 +25,8 @@ from google.protobuf.message_factory import GetMessageClass
 from hypothesis import Phase, example, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
-from test_engine_sim import SHAPES, assert_exact, subscribe_all, workload
+from support.oracle import assert_exact
+from support.workloads import SHAPES, subscribe_all, workload
 
 from chord import checks as chord_checks
 from chord.node import ChordNode, Refused

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import partial
 
 import pytest
 from hypothesis import example, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
+from support.oracle import assert_exact
+from support.workloads import SHAPES, Workload, make_settings, subscribe_all, workload
 
 from chord.node import PeerUnreachable
 from chord.routing import NodeRef
@@ -26,11 +27,9 @@ from cqengine.core.announce import knowledge
 from cqengine.core.bloom import BloomFilter
 from cqengine.core.engine import ENGINE_SERVICE, MAX_DOCNO, MAX_QUERY_TERMS, EngineError
 from cqengine.core.settings import Settings
-from cqengine.evaluation.matcher import document_terms, matches
 from cqengine.evaluation.sim import EngineSimulator
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.analysis import analyze, term_id
-from cqengine.text.corpus import generate_corpus
 from cqengine.text.trec import TrecDoc
 
 STRATEGIES = ("ri", "oi", "mhi", "sap-mhi")
@@ -38,79 +37,7 @@ RESOLUTIONS = ("td", "bf")
 DEPTHS = (0, 1, 3)
 ENGINE_KINDS = ("Announce", "TermDialogue", "GetBloom", "Matched", "Deliver")
 
-# (vocabulary size, mean distinct terms per document, documents, queries) per corpus seed
-SHAPES = {0: (60, 10, 24, 50), 1: (120, 25, 30, 60), 2: (300, 40, 24, 60), 3: (90, 18, 30, 70)}
-
-
-# ---- workloads ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Workload:
-    docs: tuple[TrecDoc, ...]
-    terms: dict[str, frozenset[str]]  # docno -> analyzed terms (the oracle's view)
-    queries: tuple[str, ...]  # query texts, as a subscriber types them
-    df: dict[str, int]  # document frequency of every analyzed term
-    popular: frozenset[str]  # the top 10% most frequent terms
-
-    def oracle(self, subs: dict[int, list[str]], docnos=None) -> set[tuple[int, str]]:
-        docs = self.terms if docnos is None else {d: self.terms[d] for d in docnos}
-        return matches(subs, docs)
-
-
-@lru_cache(maxsize=None)
-def workload(corpus_seed: int, query_seed: int = 0) -> Workload:
-    vocab_size, mean_terms, n_docs, n_queries = SHAPES[corpus_seed]
-    docs = tuple(
-        generate_corpus(n_docs, seed=corpus_seed + 11, vocab_size=vocab_size, mean_terms=mean_terms)
-    )
-    terms = {d.docno: document_terms(d.text, d.title) for d in docs}
-    df = Counter(t for have in terms.values() for t in have)
-    ranked = [t for t, _ in sorted(df.items(), key=lambda p: (-p[1], p[0]))]
-    frequent = ranked[: max(4, len(ranked) // 6)]
-    popular = frozenset(ranked[: max(1, len(ranked) // 10)])
-    rng = random.Random(query_seed * 7919 + corpus_seed)
-    queries = []
-    for i in range(n_queries):
-        n = rng.randint(1, 4)
-        roll = rng.random()
-        if roll < 0.55:  # frequent terms: these match often
-            words = rng.sample(frequent, min(n, len(frequent)))
-        elif roll < 0.9:  # anything in the corpus: mostly near misses
-            words = rng.sample(ranked, n)
-        else:  # one term no document has: must never match
-            words = rng.sample(frequent, n - 1) + [f"zzq{i}x"]
-        if rng.random() < 0.1:
-            words = [w.upper() for w in words] + ["the", "and"]  # case and stop words vanish
-        queries.append(" ".join(words))
-    queries += queries[:3]  # the same query twice: two subscriptions, both alerted
-    return Workload(docs, terms, tuple(queries), dict(df), popular)
-
-
-def make_settings(wl: Workload, **kw) -> Settings:
-    return Settings(df=wl.df, popular=wl.popular, **kw)
-
-
-def subscribe_all(sim: EngineSimulator, wl: Workload, via=None) -> dict[int, list[str]]:
-    """Subscribe every query; returns subscription id -> analyzed terms (the oracle's view)."""
-    subs = {}
-    for q in wl.queries:
-        reply = sim.subscribe(q, via=via)
-        assert list(reply.terms) == analyze(q)
-        assert reply.index_term in reply.terms
-        assert reply.subscription_id not in subs
-        subs[reply.subscription_id] = analyze(q)
-    return subs
-
-
-def assert_exact(alerts: list[tuple[int, str]], want: set[tuple[int, str]]) -> None:
-    dup = [a for a, n in Counter(alerts).items() if n > 1]
-    assert not dup, f"alerted more than once: {dup[:5]}"
-    got = set(alerts)
-    assert got == want, (
-        f"missing {len(want - got)} (e.g. {sorted(want - got)[:3]}), "
-        f"wrong {len(got - want)} (e.g. {sorted(got - want)[:3]})"
-    )
+# ---- helpers ------------------------------------------------------------------------------
 
 
 def index_entries(sim: EngineSimulator):

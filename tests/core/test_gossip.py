@@ -6,12 +6,13 @@ import random
 import time
 
 import pytest
-from conftest import FAST
+from support.live import FAST
+from support.oracle import assert_exact, expected
 
 from cqengine.core.settings import Settings
 from cqengine.core.synopsis import Synopsis
 from cqengine.demo import collect_alerts
-from cqengine.evaluation.matcher import document_frequencies, document_terms, matches
+from cqengine.evaluation.matcher import document_frequencies, document_terms
 from cqengine.evaluation.sim import EngineSimulator
 from cqengine.live.client import Client
 from cqengine.live.ring import ring_up, stop_processes
@@ -82,12 +83,9 @@ def run_reindexing(hashes: int, piggyback: int):
 @pytest.mark.parametrize("hashes,piggyback", [(1, 0), (1, 1), (1, 3), (3, 2)])
 def test_reindexing_during_publishing_loses_and_duplicates_no_alert(hashes, piggyback):
     sim, subs, docs, got = run_reindexing(hashes, piggyback)
-    want = matches(
-        {s.subscription_id: s.terms for s in subs},
-        {d.docno: document_terms(d.text, d.title) for d in docs},
-    )
+    want = expected(subs, docs)
     assert len(want) > 300
-    assert len(got) == len(set(got)) and set(got) == want
+    assert_exact(got, want)
     assert sum(e.counters["reindexed"] for e in sim.engines.values()) > 0
     assert sum(sim.load()) == len(subs)  # every query indexed exactly once after the moves
     oracle = sim.ring.oracle()
@@ -138,12 +136,9 @@ def test_live_ring_gossips_and_reindexes_while_documents_arrive(tmp_path):
             assert time.monotonic() < deadline, "synopses did not converge in 30 s"
             time.sleep(0.2)
         got = collect_alerts(subs, ring.addresses(), credentials=credentials)
-        want = matches(
-            {s.subscription_id: s.terms for s in subs},
-            {d.docno: document_terms(d.text, d.title) for d in docs},
-        )
+        want = expected(subs, docs)
         assert len(want) > 200
-        assert len(got) == len(set(got)) and set(got) == want
+        assert_exact(got, want)
         stats = [c.stats() for c in clients.values()]
         assert sum(s.reindexed for s in stats) > 0
         time.sleep(

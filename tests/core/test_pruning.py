@@ -9,16 +9,15 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.runs import SMALL, big_ids, deliver, ids
 
 from chord.ids import in_open, in_open_closed
 from cqengine.core.announce import (
     Run,
     announcement,
-    group_runs,
     knowledge,
     known_in_parts,
     may_match,
-    per_id,
     successors,
 )
 from cqengine.core.bloom import BloomFilter, _positions, positions_array
@@ -26,20 +25,6 @@ from cqengine.core.engine import PublishedDoc
 from cqengine.core.postings import Block, member, union_terms
 from cqengine.core.resolution import FEW, pack_bits, unpack_bits, unpack_many
 from cqengine.evaluation.depths import Told, bytes_saved, truncated
-
-SMALL = 2**16  # a small id space makes collisions between query and document ids common
-ids = st.integers(0, SMALL)
-big_ids = st.integers(0, 2**64 - 1)
-
-
-def deliver(runs, dest_seq, k, depth=3):
-    """Split runs hop by hop with arbitrary destinations; yield each QN's local runs."""
-    groups = group_runs(runs, per_id(lambda x: dest_seq[x % len(dest_seq)]), k)
-    for dest, sub in groups.items():
-        if dest == 0 or depth == 0:
-            yield sub
-        else:
-            yield from deliver(sub, dest_seq[1:] + dest_seq[:1], k, depth - 1)
 
 
 @settings(max_examples=200, deadline=None)

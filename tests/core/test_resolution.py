@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_pruning import big_ids, deliver, ids
+from support.runs import big_ids, deliver, ids
 
 from cqengine.core.announce import Knowledge, Run, knowledge, may_match
 from cqengine.core.bloom import BloomFilter

@@ -6,10 +6,10 @@ import json
 
 import numpy as np
 import pytest
-from conftest import assert_one_line_error, cqengine
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
+from support.command_line import assert_one_line_error, cqengine
 
 from cqengine.core.settings import Settings
 from cqengine.evaluation import EvaluationError

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from test_engine_sim import assert_exact, make_settings, subscribe_all, workload
+from support.oracle import assert_exact
+from support.workloads import make_settings, subscribe_all, workload
 
 from cqengine.evaluation.measure import Shadows
 from cqengine.evaluation.sim import EngineSimulator

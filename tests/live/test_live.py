@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import FAST, assert_one_line_error, cqengine, wait_gone
+from support.command_line import assert_one_line_error, cqengine
+from support.live import FAST, wait_gone
 
 from chord.client import fetch_state, lookup, serving
 from chord.node import to_ref

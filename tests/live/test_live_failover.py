@@ -13,10 +13,10 @@ import time
 from collections import defaultdict
 
 import pytest
-from conftest import FAST, kill_hard, wait_gone
-from test_live_restart import subscribe
+from support.live import FAST, kill_hard, subscribe, wait_gone
+from support.oracle import assert_exact, assert_numbered, expected
 
-from cqengine.evaluation.matcher import document_frequencies, document_terms, matches
+from cqengine.evaluation.matcher import document_frequencies
 from cqengine.live.client import Client
 from cqengine.live.ring import observe, ring_up, stop_processes, wait_converged
 from cqengine.text.corpus import generate_corpus
@@ -37,13 +37,6 @@ def publish(address, docs, credentials):
     with Client(address, credentials=credentials) as c:
         replies = c.publish_many([(d.docno, d.text, d.title) for d in docs])
     assert all(r.accepted for r in replies)
-
-
-def expected(subs, docs) -> set[tuple[int, str]]:
-    return matches(
-        {s.subscription_id: s.terms for s in subs},
-        {d.docno: document_terms(d.text, d.title) for d in docs},
-    )
 
 
 def serving(subs, addresses, credentials) -> dict[str, list]:
@@ -67,16 +60,9 @@ def collect(subs, addresses, want: int, credentials, timeout: float = 60.0) -> l
     return got
 
 
-def assert_exact(alerts, want) -> None:
-    pairs = [(a.subscription_id, a.docno) for a in alerts]
-    assert len(pairs) == len(set(pairs)), "an alert arrived twice"
-    got = set(pairs)
-    assert got == want, f"missing {sorted(want - got)[:5]}, wrong {sorted(got - want)[:5]}"
-    by_sub = defaultdict(list)
-    for a in alerts:
-        by_sub[a.subscription_id].append(a.seq)
-    for seqs in by_sub.values():  # numbered without gap or repeat, across every failover
-        assert sorted(seqs) == list(range(len(seqs)))
+def assert_exact_and_numbered(alerts, want) -> None:
+    assert_exact([(a.subscription_id, a.docno) for a in alerts], want)
+    assert_numbered(alerts)  # across every failover
 
 
 class Streamer(threading.Thread):
@@ -145,7 +131,7 @@ def test_r_minus_1_consecutive_nodes_killed_lose_no_subscription_alert_or_stream
     finally:
         stop_processes(nodes, grace=2.0)
     assert 0 < taken < len(stream.got)  # the stream ran before the kill and after it
-    assert_exact(got, want)
+    assert_exact_and_numbered(got, want)
 
 
 def test_a_dn_killed_while_resolving_its_batch_loses_no_accepted_document(corpus, tmp_path):
@@ -165,7 +151,7 @@ def test_a_dn_killed_while_resolving_its_batch_loses_no_accepted_document(corpus
         got = collect(subs, survivors, len(want), credentials)
     finally:
         stop_processes(nodes, grace=2.0)
-    assert_exact(got, want)
+    assert_exact_and_numbered(got, want)
 
 
 def test_a_leaving_home_and_owner_hand_over_everything(corpus, tmp_path):
@@ -190,5 +176,5 @@ def test_a_leaving_home_and_owner_hand_over_everything(corpus, tmp_path):
                 stats.append(c.stats())
     finally:
         stop_processes(nodes, grace=2.0)
-    assert_exact(got, want)
+    assert_exact_and_numbered(got, want)
     assert sum(s.subscriptions for s in stats) == len(subs)  # every one served somewhere

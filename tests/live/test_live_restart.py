@@ -6,17 +6,17 @@ every subscription; every alert after that is the matcher's, each once."""
 from __future__ import annotations
 
 import io
-import random
 import signal
 import time
 
 import pytest
-from conftest import FAST, kill_hard, restart
+from support.live import FAST, kill_hard, restart, subscribe
+from support.oracle import assert_exact, expected
 
 from chord.node import to_ref
 from chord.oracle import RingOracle
 from cqengine.demo import collect_alerts
-from cqengine.evaluation.matcher import document_frequencies, document_terms, matches
+from cqengine.evaluation.matcher import document_frequencies
 from cqengine.live.client import Client
 from cqengine.live.ring import (
     RingError,
@@ -39,16 +39,6 @@ def corpus():
     return docs, queries
 
 
-def subscribe(addresses, queries, credentials, seed):
-    rng = random.Random(seed)
-    clients = {a: Client(a, credentials=credentials) for a in addresses}
-    try:
-        return [clients[rng.choice(addresses)].subscribe(q) for q in queries]
-    finally:
-        for c in clients.values():
-            c.close()
-
-
 def publish_and_collect(addresses, subs, docs, credentials):
     with Client(addresses[0], credentials=credentials) as client:
         assert all(
@@ -57,14 +47,10 @@ def publish_and_collect(addresses, subs, docs, credentials):
     return collect_alerts(subs, addresses, credentials=credentials)
 
 
-def assert_exact(got, subs, docs):
-    want = matches(
-        {s.subscription_id: s.terms for s in subs},
-        {d.docno: document_terms(d.text, d.title) for d in docs},
-    )
+def assert_matchers_alerts(got, subs, docs):
+    want = expected(subs, docs)
     assert len(want) > 30  # the workload really exercises matching
-    assert len(got) == len(set(got)), "an alert arrived twice"
-    assert set(got) == want
+    assert_exact(got, want)
 
 
 def test_a_node_killed_and_restarted_from_its_data_serves_its_state_again(corpus, tmp_path):
@@ -93,7 +79,7 @@ def test_a_node_killed_and_restarted_from_its_data_serves_its_state_again(corpus
         got = publish_and_collect(addresses, subs, docs, credentials)
     finally:
         stop_processes(nodes, grace=2.0)
-    assert_exact(got, subs, docs)
+    assert_matchers_alerts(got, subs, docs)
     assert "restored" in (tmp_path / f"node-{victim.port}.log").read_text()
 
 
@@ -118,7 +104,7 @@ def test_ring_down_keeps_the_data_ring_up_brings_it_back_and_purge_removes_it(co
         got = publish_and_collect(ring.addresses(), subs, docs, ring.credentials())
     finally:
         stop_processes(ring.nodes, grace=2.0, how=signal.SIGUSR1)
-    assert_exact(got, subs, docs)
+    assert_matchers_alerts(got, subs, docs)
 
     with pytest.raises(RingError, match="holds the state of 4 nodes"):
         ring_up(2, ring_path, timing=FAST, out=io.StringIO(), data_root=data)

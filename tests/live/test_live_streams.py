@@ -9,7 +9,7 @@ import signal
 import time
 
 import grpc
-from conftest import FAST, kill_hard, restart
+from support.live import FAST, kill_hard, restart
 
 from cqengine.live.client import Client
 from cqengine.live.ring import ring_up, stop_processes

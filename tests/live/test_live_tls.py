@@ -94,7 +94,7 @@ def test_each_role_calls_what_it_may_and_is_told_why_not_otherwise(tls):
     cannot publish, a publisher publishes but cannot subscribe, only an admin sees stats,
     anyone finds a key's owner, and no client, admin included, calls the engine's own
     methods (Deliver would put a forged alert on a stream)."""
-    from conftest import engine_node, start_with_client_api
+    from support.live import engine_node, start_with_client_api
 
     from cqengine.live.service import CLIENT_ACCESS
     from cqengine.proto import cqengine_pb2 as cpb
@@ -179,7 +179,7 @@ def test_certificates_of_the_command_line_secure_a_ring_of_node_processes(tmp_pa
     import subprocess
     import sys
 
-    from conftest import assert_one_line_error, cqengine
+    from support.command_line import assert_one_line_error, cqengine
 
     from chord.client import serving
     from cqengine.live.ring import NodeEntry, stop_processes, wait_converged
@@ -259,7 +259,7 @@ def test_no_client_certificate_calls_any_internal_method(tls):
     request under each client role: PERMISSION_DENIED, before the request is even
     looked at, except Lookup (anyone) and GetState (admin); without a certificate the
     handshake fails (UNAVAILABLE) and nothing is called."""
-    from conftest import engine_node
+    from support.live import engine_node
 
     from chord.grpc_transport import CHORD_SERVICE
     from cqengine.core.engine import ENGINE_SERVICE

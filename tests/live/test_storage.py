@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
-from test_engine_sim import assert_exact, make_settings, subscribe_all, workload
+from support.oracle import assert_exact
+from support.workloads import make_settings, subscribe_all, workload
 
 from chord.live import StartupError
 from cqengine.core.postings import InvertedIndex

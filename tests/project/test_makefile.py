@@ -2,11 +2,9 @@
 
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
+from support.repo import ROOT
 
 
 def make_java(tmp_path, java_script=None):

@@ -1,6 +1,6 @@
 """The committed stubs are what `make protos` generates from protos/ now."""
 
-from conftest import ROOT, load_script
+from support.repo import ROOT, load_script
 
 
 def load_generator():

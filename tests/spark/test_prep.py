@@ -5,7 +5,7 @@ import gzip
 import json
 
 import pytest
-from conftest import assert_one_line_error, cqengine
+from support.command_line import assert_one_line_error, cqengine
 
 from chord.ids import hash_id
 from cqengine.core.settings import load_stats

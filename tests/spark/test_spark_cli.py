@@ -3,7 +3,7 @@ the experiment command on prep's output."""
 
 import json
 
-from conftest import assert_one_line_error, cqengine
+from support.command_line import assert_one_line_error, cqengine
 
 
 def test_gen_corpus_prep_workload(tmp_path):

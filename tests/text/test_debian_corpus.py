@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import gzip
 
-from conftest import assert_one_line_error, cqengine
 from hypothesis import given
 from hypothesis import strategies as st
+from support.command_line import assert_one_line_error, cqengine
 
 from cqengine.spark.prep import discover, read_file
 from cqengine.text.debian import CorpusError, build, chunks, default_packages, source
