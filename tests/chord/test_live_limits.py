@@ -13,6 +13,7 @@ import pytest
 from google.protobuf.message import Message
 from hypothesis import given
 from hypothesis import strategies as st
+from support.waiting import eventually_async
 
 from chord.grpc_transport import SIZE_OPTIONS, GrpcTransport
 from chord.live import ClientRate, Limits, LiveNode, Timing
@@ -94,8 +95,9 @@ def test_background_operations_beyond_the_bound_wait_their_turn():
     async def main():
         for i in range(6):
             node.spawn(op(i))
-        while len(done) < 6:
-            await asyncio.sleep(0.01)
+        await eventually_async(
+            lambda: len(done), 10, "six operations done", holds=lambda n: n >= 6, interval=0.01
+        )
 
     asyncio.run(asyncio.wait_for(main(), 10))
     assert sorted(done) == list(range(6)) and most[0] == 2

@@ -5,6 +5,7 @@ And calls to a node that is not a member of the ring (joining, or stopping) are 
 import asyncio
 
 import grpc
+from support.waiting import eventually_async
 
 from chord.live import LiveNode
 from chord.node import Call, NodeRef
@@ -13,17 +14,22 @@ from chord.proto import chord_pb2 as pb
 PEER = NodeRef(1, "127.0.0.1:1")
 
 
-def slow_transport(node: LiveNode, seconds: float) -> None:
+def slow_transport(node: LiveNode, seconds: float) -> list[str]:
+    """Calls answer after `seconds`; the methods of the calls under way, as they start."""
+    started = []
+
     async def call(peer, method, request):
+        started.append(method)
         await asyncio.sleep(seconds)
         return pb.Empty()
 
     node.transport.call = call
+    return started
 
 
 def test_a_request_whose_caller_is_cancelled_still_runs_to_its_end():
     node = LiveNode("127.0.0.1", 0)
-    slow_transport(node, 0.2)
+    calls = slow_transport(node, 0.2)
     steps = []
 
     def op():
@@ -34,7 +40,7 @@ def test_a_request_whose_caller_is_cancelled_still_runs_to_its_end():
 
     async def main():
         handler = asyncio.create_task(node._to_the_end(op()))
-        await asyncio.sleep(0.05)
+        await eventually_async(lambda: calls, 5, "the operation's call under way")
         handler.cancel()  # the caller went away
         await asyncio.gather(handler, return_exceptions=True)
         assert steps == ["begun"]
@@ -46,7 +52,7 @@ def test_a_request_whose_caller_is_cancelled_still_runs_to_its_end():
 
 def test_an_operation_cancelled_mid_call_is_closed_at_once():
     node = LiveNode("127.0.0.1", 0)
-    slow_transport(node, 5.0)
+    calls = slow_transport(node, 5.0)
     steps = []
 
     def op():
@@ -58,7 +64,7 @@ def test_an_operation_cancelled_mid_call_is_closed_at_once():
 
     async def main():
         task = asyncio.create_task(node.run_op(op()))
-        await asyncio.sleep(0.05)
+        await eventually_async(lambda: calls, 5, "the operation's call under way")
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         assert steps == ["cleaned up"]
@@ -105,17 +111,29 @@ def test_a_node_refuses_calls_until_it_knows_its_successor_and_once_it_stops():
                 stub = health_pb2_grpc.HealthStub(channel)
                 return (await stub.Check(health_pb2.HealthCheckRequest())).status
 
+        async def listening() -> bool:
+            try:
+                await health()
+                return True
+            except grpc.aio.AioRpcError:
+                return False
+
         try:
             joining = asyncio.create_task(x.start(join=b.me.address))
-            await asyncio.sleep(0.5)  # listening, its lookup not yet answered
+            # listening, its lookup not yet answered
+            await eventually_async(listening, 10, "the joining node listening")
             assert not await answers()
             assert await health() == health_pb2.HealthCheckResponse.NOT_SERVING
-            await asyncio.sleep(1.0)  # its successor known, its Notify on the way
+            # its successor known, its Notify on the way
+            await eventually_async(
+                lambda: not x.node.table.alone(), 10, "the joining node knowing its successor"
+            )
             assert await answers()
             await joining
             assert await answers()
             stopping = asyncio.create_task(x.stop())
-            await asyncio.sleep(0.5)  # leaving: its hand-over not yet answered
+            # leaving: its hand-over not yet answered
+            await eventually_async(lambda: x.stopped, 10, "the node stopping")
             assert not await answers()
             await stopping
         finally:

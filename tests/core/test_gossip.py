@@ -8,6 +8,7 @@ import time
 import pytest
 from support.live import FAST
 from support.oracle import assert_exact, expected
+from support.waiting import eventually
 
 from cqengine.core.settings import Settings
 from cqengine.core.synopsis import Synopsis
@@ -131,22 +132,33 @@ def test_live_ring_gossips_and_reindexes_while_documents_arrive(tmp_path):
             clients[rng.choice(ring.addresses())].publish(d.docno, d.text, d.title)
             time.sleep(0.02)
         want_digest = central(docs, 40).digest()
-        deadline = time.monotonic() + 30
-        while {c.stats().synopsis_digest for c in clients.values()} != {want_digest}:
-            assert time.monotonic() < deadline, "synopses did not converge in 30 s"
-            time.sleep(0.2)
+        eventually(
+            lambda: {c.stats().synopsis_digest for c in clients.values()},
+            30,
+            "synopses to converge",
+            holds=lambda digests: digests == {want_digest},
+            interval=0.2,
+        )
         got = collect_alerts(subs, ring.addresses(), credentials=credentials)
         want = expected(subs, docs)
         assert len(want) > 200
         assert_exact(got, want)
         stats = [c.stats() for c in clients.values()]
         assert sum(s.reindexed for s in stats) > 0
-        time.sleep(
-            1.5
-        )  # the grace period (1 s here) ends; the next gossip round retires old copies
-        after = [c.stats() for c in clients.values()]
-        assert sum(s.primary_entries for s in after) == len(subs)  # old copies retired,
-        assert sum(s.index_entries for s in after) == 3 * len(subs)  # at the replicas too
+
+        # the grace period (1 s here) ends; the next gossip round retires old copies
+        def entries() -> tuple[int, int]:
+            after = [c.stats() for c in clients.values()]
+            return sum(s.primary_entries for s in after), sum(s.index_entries for s in after)
+
+        primary, indexed = eventually(
+            entries,
+            30,
+            "old copies retired (primary entries, index entries)",
+            holds=lambda n: n == (len(subs), 3 * len(subs)),
+        )
+        assert primary == len(subs)  # old copies retired,
+        assert indexed == 3 * len(subs)  # at the replicas too
         assert sum(e.bytes for s in stats for e in s.ledger if e.kind == "Gossip") > 0
         for c in clients.values():
             c.close()

@@ -14,6 +14,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from support.command_line import assert_one_line_error, cqengine
 from support.live import FAST
 from support.oracle import assert_exact, expected
+from support.waiting import eventually
 
 from chord import tls
 from cqengine.demo import collect_alerts, wait_quiet
@@ -86,12 +87,18 @@ def test_thousand_subscriptions_two_hundred_documents_match_the_oracle(ring, cre
     assert sum(s.documents_published for s in stats) == 200
     assert sum(s.alerts_delivered for s in stats) == len(want)
     assert sum(s.alerts_dropped for s in stats) == 0
+
     # once every batch is resolved and delivered, no node counts work in flight
-    deadline = time.monotonic() + 10
-    while any(s.batches_in_flight or s.background for s in stats):
-        assert time.monotonic() < deadline, [(s.batches_in_flight, s.background) for s in stats]
-        time.sleep(0.1)
-        stats = [c.stats() for c in clients.values()]
+    def work() -> list[tuple[int, int]]:
+        return [(s.batches_in_flight, s.background) for s in (c.stats() for c in clients.values())]
+
+    eventually(
+        work,
+        10,
+        "no node counting work in flight (batches, background)",
+        holds=lambda seen: not any(batches or background for batches, background in seen),
+        interval=0.1,
+    )
     for c in clients.values():
         c.close()
 
@@ -281,7 +288,6 @@ def test_cli_subscribe_publish_stats_analyze(ring, tmp_path):
         text=True,
     )
     try:
-        deadline = time.monotonic() + 30
         corpus = tmp_path / "c.trec"
         from cqengine.text.trec import TrecDoc
 
@@ -292,15 +298,17 @@ def test_cli_subscribe_publish_stats_analyze(ring, tmp_path):
             ],
             corpus,
         )
-        while time.monotonic() < deadline:  # publish until the subscription is in place
+
+        def published_and_heard():  # publish until the subscription is in place
             pub = cqengine("publish", corpus, *rf)
             assert pub.returncode == 0, pub.stderr
             assert "published 2 documents" in pub.stdout
             try:
-                out, err = listener.communicate(timeout=1.5)
-                break
+                return listener.communicate(timeout=1.5)
             except subprocess.TimeoutExpired:
-                continue
+                return None
+
+        out, err = eventually(published_and_heard, 30, "the listener to get an alert", interval=0)
         assert out.strip() == "V1\tAsh cloud", (out, err)
         assert "terms volcan ash" in err
     finally:

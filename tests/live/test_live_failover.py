@@ -15,6 +15,7 @@ from collections import defaultdict
 import pytest
 from support.live import FAST, kill_hard, subscribe, wait_gone
 from support.oracle import assert_exact, assert_numbered, expected
+from support.waiting import eventually
 
 from cqengine.evaluation.matcher import document_frequencies
 from cqengine.live.client import Client
@@ -115,7 +116,7 @@ def test_r_minus_1_consecutive_nodes_killed_lose_no_subscription_alert_or_stream
         first, second = docs[:40], docs[40:]
         publisher = next(a for a in addresses if a not in victims)
         publish(publisher, first, credentials)
-        time.sleep(1.0)  # the stream has taken some of them
+        eventually(lambda: len(stream.got), 30, "the stream to take some of them")
         taken = len(stream.got)
         for e in [n for n in nodes if n.address in victims]:
             kill_hard(e)

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import io
 import signal
-import time
 
 import pytest
 from support.live import FAST, kill_hard, restart, subscribe
 from support.oracle import assert_exact, expected
+from support.waiting import eventually
 
 from chord.node import to_ref
 from chord.oracle import RingOracle
@@ -139,7 +139,14 @@ def test_alerts_for_a_home_that_restarts_wait_at_their_dn_and_arrive_once(tmp_pa
         with Client(dn.address, credentials=credentials) as c:
             docs = [(f"D{i}", f"the {words} report", "") for i in range(10)]
             assert all(r.accepted for r in c.publish_many(docs))
-        time.sleep(1.5)  # the DN finds the home gone, and keeps trying
+        # the DN finds the home gone, and keeps trying
+        with Client(dn.address, credentials=credentials) as c:
+            eventually(
+                lambda: c.stats().alerts_retried,
+                30,
+                "the DN to try each of the 20 alerts again",
+                holds=lambda n: n >= 20,
+            )
         data = tmp_path / "data" / str(home.port)
         nodes.append(restart(home, dn.address, ring, tmp_path, data))
         with Client(home.address, credentials=credentials) as c:

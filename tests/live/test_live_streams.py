@@ -10,6 +10,7 @@ import time
 
 import grpc
 from support.live import FAST, kill_hard, restart
+from support.waiting import eventually
 
 from cqengine.live.client import Client
 from cqengine.live.ring import ring_up, stop_processes
@@ -96,28 +97,39 @@ def test_alerts_of_many_messages_come_in_order_for_each_subscription(tmp_path):
 
 
 def delivered(address: str, credentials, n: int, timeout: float = 20.0) -> None:
-    """Until the node has put n alerts in its subscribers' mailboxes (bounded)."""
-    deadline = time.monotonic() + timeout
+    """Until the node has put n alerts in its subscribers' mailboxes (fails after `timeout`)."""
     with Client(address, credentials=credentials) as c:
-        while c.stats().alerts_delivered < n and time.monotonic() < deadline:
-            time.sleep(0.05)
+        eventually(
+            lambda: c.stats().alerts_delivered,
+            timeout,
+            f"{n} alerts in the mailboxes of {address}",
+            holds=lambda count: count >= n,
+        )
 
 
 def first_seq(client: Client, sub, timeout: float = 20.0) -> int:
     """The number of the first alert a raw stream of the subscription's home sends, once the
     home serves it (a restarted home serves once its successor has handed its range back)."""
-    deadline = time.monotonic() + timeout
     request = pb.StreamRequest(subscription_id=sub.subscription_id, token=sub.token)
-    while True:
+
+    def first() -> int | grpc.RpcError:
         raw = client._stub.StreamAlerts(request, timeout=10)
         try:
             return next(raw).seqs[0]
         except grpc.RpcError as e:
-            if e.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:
+            if e.code() != grpc.StatusCode.UNAVAILABLE:
                 raise
-            time.sleep(0.2)
+            return e  # not served yet
         finally:
             raw.cancel()
+
+    return eventually(
+        first,
+        timeout,
+        "the home to serve the subscription's stream",
+        holds=lambda seen: not isinstance(seen, grpc.RpcError),
+        interval=0.2,
+    )
 
 
 def test_a_stream_survives_its_home_killed_and_restarted(tmp_path):
@@ -142,7 +154,13 @@ def test_a_stream_survives_its_home_killed_and_restarted(tmp_path):
         # what was handed out but not acknowledged is kept
         with Client(home.address, credentials=credentials) as c:
             assert first_seq(c, subs[0]) == 0
-        time.sleep(1.0)  # the ring routes to the home again
+        with Client(other, credentials=credentials) as c:  # the ring routes to the home again
+            eventually(
+                lambda: c.find_home(subs[0].home_id),
+                30,
+                f"a lookup from {other} to find the home {home.address}",
+                holds=lambda found: found == home.address,
+            )
         publish(other, credentials, 10, 20)
         got += take(it, 60 - 7)
         it.close()

@@ -6,10 +6,10 @@ another CA's) fails the handshake."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 import grpc
 import pytest
+from support.waiting import eventually, eventually_async
 
 from chord.grpc_transport import GrpcTransport
 from chord.live import LiveNode, Timing
@@ -63,10 +63,12 @@ def test_a_ring_on_mutual_tls_forms_and_only_nodes_call_its_services(tls):
             for n in nodes[1:]:
                 await n.start(join=nodes[0].me.address)
             ring = sorted(nodes, key=lambda n: n.me.id)
-            for _ in range(100):  # bounded: 5 s
-                if all(n.node.table.successor == ring[(i + 1) % 3].me for i, n in enumerate(ring)):
-                    break
-                await asyncio.sleep(0.05)
+            await eventually_async(
+                lambda: [n.node.table.successor for n in ring],
+                5,
+                "each node's successor the next in the ring",
+                holds=lambda succ: succ == [ring[1].me, ring[2].me, ring[0].me],
+            )
             assert [n.node.table.successor for n in ring] == [ring[1].me, ring[2].me, ring[0].me]
             got = {who: await status(t, nodes[1]) for who, t in outsiders.items()}
             assert got == {
@@ -211,12 +213,14 @@ def test_certificates_of_the_command_line_secure_a_ring_of_node_processes(tmp_pa
             stdin=subprocess.DEVNULL,
         )
         entries.append(NodeEntry(f"127.0.0.1:{port}", port, proc.pid, log.name))
-        for _ in range(200):  # bounded: 20 s
+
+        def serves() -> bool:
             if serving(entries[-1].address, 0.5, admin):
-                return
+                return True
             assert proc.poll() is None, (tmp_path / f"node-{port}.log").read_text()
-            time.sleep(0.1)
-        raise AssertionError(f"node {port} did not serve")
+            return False
+
+        eventually(serves, 20, f"node {port} to serve", interval=0.1)
 
     try:
         node(p1, "--tls-dir", d, "--tls-name", "n1", "--replicas", 1)

@@ -4,10 +4,10 @@ killed and restarted, subscriptions spread over a ring's nodes."""
 import os
 import random
 import signal
-import time
 from pathlib import Path
 
 from chord.live import Timing
+from support.waiting import eventually
 
 # Fast maintenance so live rings converge in seconds on a 2-core machine.
 FAST = Timing(stabilize=0.15, fix_fingers=0.3, check_predecessor=0.3, rpc_timeout=1.0)
@@ -17,14 +17,16 @@ def wait_gone(entries, timeout=10.0):
     """Until these node processes (ring file entries) have exited, reaped (bounded)."""
     from cqengine.live.ring import pid_alive
 
-    deadline = time.monotonic() + timeout
-    while any(pid_alive(e.pid, e.port) for e in entries):
-        assert time.monotonic() < deadline, "nodes did not exit"
-        try:
-            os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            pass
-        time.sleep(0.05)
+    def alive() -> list[str]:
+        left = [e.address for e in entries if pid_alive(e.pid, e.port)]
+        if left:
+            try:
+                os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                pass
+        return left
+
+    eventually(alive, timeout, "the nodes to exit", holds=lambda left: not left)
 
 
 def kill_hard(entry) -> None:
