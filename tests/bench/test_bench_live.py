@@ -1,0 +1,80 @@
+"""The live benchmark runs end to end on a small ring and its figures hang together."""
+
+import json
+
+from support.repo import load_script
+
+
+def test_bench_live_small(tmp_path):
+    bench = load_script("experiments/bench_live.py")
+    rc = bench.main(
+        [
+            "--nodes",
+            "3",
+            "--subscriptions",
+            "60",
+            "--docs",
+            "30",
+            "--vocab",
+            "400",
+            "--terms",
+            "30",
+            "--batch-docs",
+            "8",
+            "--per-call",
+            "10",
+            "--settle",
+            "20",
+            "--data-dirs",
+            "on",  # every node keeping its state in SQLite, as `cqengine ring up` has them
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    result = json.loads((tmp_path / "bench_live.json").read_text())
+    assert rc == 0
+    assert [(r["workload"], r["subscriptions"], r["data_dirs"]) for r in result["runs"]] == [
+        ("skew", 60, True),
+        ("text", 60, True),
+    ]
+    assert all(r["tls"] for r in result["runs"])  # the secure default, as `ring up` runs
+    assert result["tls_cost"] == []  # no plaintext twin to compare with
+    for r in result["runs"]:
+        fast = r["throughput"]
+        assert fast["alerts_equal_matcher"] and fast["alerts_dropped"] == 0
+        assert [s["producer_linger_ms"] for s in r["latency"]] == [20, 100]
+        assert fast["alerts"] == r["matches"] and r["documents"] == 30
+        assert r["ratio"] == r["ring_docs_per_second"] / r["single_process_docs_per_second"] > 0
+        assert (
+            abs(
+                sum(fast["bytes_per_document_by_kind"].values()) - fast["engine_bytes_per_document"]
+            )
+            < 1e-6
+        )
+        assert fast["bytes_per_document_by_kind"]["Announce"] > 0
+        assert "GetBloom" not in fast["bytes_per_document_by_kind"]  # td resolution by default
+        assert fast["cpu_seconds_per_document"] > 0
+        for slow in r["latency"]:
+            assert slow["alerts_equal_matcher"] and slow["alerts_dropped"] == 0
+            if r["matches"]:
+                assert 0 < slow["p50_ms"] <= slow["p99_ms"] and slow["alerts"] == r["matches"]
+    assert result["runs"][1]["matches"] >= 60  # a query from a document's text matches it
+
+
+def test_bench_live_measures_what_tls_costs_on_twin_rings(tmp_path):
+    """--tls off,on: the same documents through a plaintext ring and a mutual-TLS one, both
+    exact against the matcher; the cost compares the two rings' documents/s."""
+    bench = load_script("experiments/bench_live.py")
+    args = ["--nodes", "2", "--subscriptions", "40", "--docs", "20", "--vocab", "300"]
+    args += ["--terms", "25", "--workloads", "skew", "--producer-linger-ms", "20"]
+    rc = bench.main([*args, "--tls", "off,on", "--settle", "20", "--out", str(tmp_path)])
+    result = json.loads((tmp_path / "bench_live.json").read_text())
+    assert rc == 0
+    assert [r["tls"] for r in result["runs"]] == [False, True]
+    plain, tls = result["runs"]
+    assert all(r["throughput"]["alerts_equal_matcher"] for r in result["runs"])
+    (cost,) = result["tls_cost"]
+    assert cost["plaintext_docs_per_second"] == plain["ring_docs_per_second"]
+    assert cost["tls_docs_per_second"] == tls["ring_docs_per_second"]
+    assert cost["cost"] == 1 - tls["ring_docs_per_second"] / plain["ring_docs_per_second"]
+    assert result["goals"]["tls_cost"] == 0.15

@@ -1,0 +1,105 @@
+"""Batches end to end on live 8-node loopback rings: documents published in batches
+(PublishBatch, and the DN's own gathering by linger time and batch size) alert exactly
+the subscribers the brute-force matcher names, each once, for every strategy and both
+resolution methods."""
+
+from __future__ import annotations
+
+import io
+import random
+from collections import Counter
+
+import pytest
+from support.live import FAST
+from support.oracle import assert_exact, expected
+
+from cqengine.demo import collect_alerts, write_inputs
+from cqengine.evaluation.matcher import document_frequencies
+from cqengine.live.client import Client
+from cqengine.live.ring import ring_up, stop_processes
+from cqengine.text.corpus import generate_corpus
+from cqengine.text.workload import generate_queries
+
+# (strategy, resolution, documents per batch at most, linger ms)
+CASES = [
+    ("ri", "td", 64, 5),
+    ("ri", "bf", 4, 20),
+    ("oi", "td", 16, 2),
+    ("oi", "bf", 1, 0),
+    ("mhi", "td", 1, 0),
+    ("mhi", "bf", 64, 50),
+    ("sap-mhi", "td", 8, 5),
+    ("sap-mhi", "bf", 32, 1),
+]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    docs = list(generate_corpus(120, seed=12, vocab_size=1500, mean_terms=40))
+    df = document_frequencies(docs)
+    queries = [" ".join(q) for q in generate_queries(df, 300, "skew", mean_size=2.0, seed=12)]
+    return docs, queries, write_inputs(df, tmp_path_factory.mktemp("inputs"))
+
+
+@pytest.mark.parametrize("strategy,resolution,batch_docs,linger_ms", CASES)
+def test_batched_publishing_alerts_each_matching_subscriber_once(
+    corpus, tmp_path, strategy, resolution, batch_docs, linger_ms
+):
+    docs, queries, files = corpus
+    engine = [
+        "--strategy",
+        strategy,
+        "--resolution",
+        resolution,
+        "--bloom-bits",
+        "256",
+        "--stats",
+        str(files["stats"]),
+        "--popular",
+        str(files["popular"]),
+    ]
+    ring = ring_up(
+        8,
+        tmp_path / "ring.json",
+        timing=FAST,
+        out=io.StringIO(),
+        engine=engine,
+        node_args=["--batch-docs", str(batch_docs), "--linger-ms", str(linger_ms)],
+    )
+    try:
+        rng = random.Random(batch_docs)
+        addresses, credentials = ring.addresses(), ring.credentials()
+        clients = {a: Client(a, credentials=credentials) for a in addresses}
+        subs = [clients[rng.choice(addresses)].subscribe(q) for q in queries]
+        # most documents in PublishBatch calls of various sizes to random nodes, some alone
+        rest = list(docs)
+        while rest:
+            n = rng.choice([1, 7, 30])
+            chunk, rest = rest[:n], rest[n:]
+            client = clients[rng.choice(addresses)]
+            if n == 1:
+                assert client.publish(chunk[0].docno, chunk[0].text, chunk[0].title).accepted
+            else:
+                assert all(
+                    r.accepted
+                    for r in client.publish_many([(d.docno, d.text, d.title) for d in chunk])
+                )
+        got = collect_alerts(subs, addresses, credentials=credentials)
+        stats = [c.stats() for c in clients.values()]
+        for c in clients.values():
+            c.close()
+    finally:
+        stop_processes(ring.nodes, grace=2.0)
+    want = expected(subs, docs)
+    assert len(want) > 200  # the workload really exercises matching
+    assert_exact(got, want)
+    assert sum(s.documents_published for s in stats) == len(docs)
+    assert sum(s.alerts_dropped for s in stats) == 0
+    announced = Counter()
+    for s in stats:
+        for c in s.ledger:
+            announced[c.kind] += c.messages
+    if batch_docs >= 32:  # the batches were real: fewer announcements than documents
+        assert announced["Announce"] < len(docs)
+    if batch_docs == 1:  # a batch of one: every document announced on its own
+        assert announced["Announce"] >= len(docs)

@@ -1,0 +1,58 @@
+"""The tests' own layout (issue 40): each test module sits in the folder of what it tests,
+and tests share helpers only through tests/support, so that a test module can be moved,
+split or deleted without breaking another."""
+
+import ast
+from pathlib import Path
+
+from support.repo import ROOT
+
+TESTS = ROOT / "tests"
+
+# chord/ and cqengine's packages (core, text, live, spark, evaluation), the command line
+# (cli), the benchmarks in experiments/ (bench), and the repository as a whole (project)
+FOLDERS = {"chord", "core", "text", "live", "spark", "evaluation", "cli", "bench", "project"}
+
+
+def collected_modules() -> list[Path]:
+    """Every file pytest collects tests from (its default python_files patterns)."""
+    return sorted({*TESTS.rglob("test_*.py"), *TESTS.rglob("*_test.py")})
+
+
+def imported(path: Path) -> set[str]:
+    """Every module name `path` imports, at the top or inside a function; for `from a
+    import b`, both a and a.b (b may be a module)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            names.add(module)
+            names.update(f"{module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def test_every_test_module_lives_in_a_package_folder():
+    misplaced = [
+        str(p.relative_to(TESTS))
+        for p in collected_modules()
+        if p.parent.parent != TESTS or p.parent.name not in FOLDERS
+    ]
+    assert not misplaced, f"test modules outside tests/<{'|'.join(sorted(FOLDERS))}>/: {misplaced}"
+    top = sorted(p.name for p in TESTS.glob("*.py"))
+    assert top == ["conftest.py"], f"only conftest.py belongs at tests/ top level: {top}"
+
+
+def test_no_test_module_imports_another_or_conftest():
+    """Shared helpers live in tests/support; conftest.py holds fixtures, which pytest hands
+    to tests by name (importing conftest works only by accident of the import mode)."""
+    forbidden = {p.stem for p in collected_modules()} | {"conftest"}
+    wrong = {
+        str(path.relative_to(TESTS)): sorted(
+            name for name in imported(path) if forbidden & set(name.split("."))
+        )
+        for path in sorted(TESTS.rglob("*.py"))
+    }
+    wrong = {path: names for path, names in wrong.items() if names}
+    assert not wrong, f"import helpers from tests/support instead: {wrong}"

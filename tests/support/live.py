@@ -1,0 +1,88 @@
+"""Live rings on loopback: fast maintenance, engine nodes in-process, node processes
+killed and restarted, subscriptions spread over a ring's nodes."""
+
+import os
+import random
+import signal
+from pathlib import Path
+
+from chord.live import Timing
+from support.waiting import eventually
+
+# Fast maintenance so live rings converge in seconds on a 2-core machine.
+FAST = Timing(stabilize=0.15, fix_fingers=0.3, check_predecessor=0.3, rpc_timeout=1.0)
+
+
+def wait_gone(entries, timeout=10.0):
+    """Until these node processes (ring file entries) have exited, reaped (bounded)."""
+    from cqengine.live.ring import pid_alive
+
+    def alive() -> list[str]:
+        left = [e.address for e in entries if pid_alive(e.pid, e.port)]
+        if left:
+            try:
+                os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                pass
+        return left
+
+    eventually(alive, timeout, "the nodes to exit", holds=lambda left: not left)
+
+
+def kill_hard(entry) -> None:
+    """SIGKILL a node process: it vanishes without a word, as in a crash."""
+    os.kill(entry.pid, signal.SIGKILL)
+    wait_gone([entry])
+
+
+def restart(entry, join: str, ring, log_dir: Path, data: Path):
+    """Start a node of `ring` again at its port from its data directory, joining through
+    `join`, with its certificate of the ring; its new ring file entry, once it serves."""
+    from cqengine.live.ring import _wait_serving, spawn
+
+    back = spawn(entry.port, join, ring.r, FAST, log_dir, data=data, tls=Path(ring.tls))
+    _wait_serving(back, 20, ring.credentials())
+    return back
+
+
+def engine_node(**kw):
+    """An engine node on the live shell at a free loopback port, default settings, not
+    started; `kw` go to LiveNode (timing, credentials, access, limits)."""
+    from chord.live import LiveNode
+    from cqengine.core.node import EngineNode
+    from cqengine.core.settings import Settings
+    from cqengine.live.ring import free_ports
+
+    settings = Settings().validate()
+    return LiveNode(
+        "127.0.0.1",
+        free_ports(1)[0],
+        app=lambda chord, spawn: EngineNode(chord, settings, spawn),
+        **kw,
+    )
+
+
+async def start_with_client_api(node) -> None:
+    """Start an engine node serving the client API beside the ring's own services."""
+    from cqengine.live.publishing import Publishing
+    from cqengine.live.service import ClientAPI
+    from cqengine.proto import cqengine_pb2_grpc
+
+    await node.start(
+        add_services=lambda server: cqengine_pb2_grpc.add_CQEngineServicer_to_server(
+            ClientAPI(node, node.app, Publishing()), server
+        )
+    )
+
+
+def subscribe(addresses, queries, credentials, seed):
+    """Subscribe each query at a node of the ring picked at random (seeded); the replies."""
+    from cqengine.live.client import Client
+
+    rng = random.Random(seed)
+    clients = {a: Client(a, credentials=credentials) for a in addresses}
+    try:
+        return [clients[rng.choice(addresses)].subscribe(q) for q in queries]
+    finally:
+        for c in clients.values():
+            c.close()

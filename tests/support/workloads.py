@@ -1,0 +1,78 @@
+"""Small skewed workloads for the engine on the simulator: a Zipfian corpus of a few
+dozen documents over a small vocabulary and queries built so that many match and many
+nearly match (pruning and resolution both have work to do), with the matcher's answer."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+
+from cqengine.core.settings import Settings
+from cqengine.evaluation.matcher import document_terms, matches
+from cqengine.evaluation.sim import EngineSimulator
+from cqengine.text.analysis import analyze
+from cqengine.text.corpus import generate_corpus
+from cqengine.text.trec import TrecDoc
+
+# (vocabulary size, mean distinct terms per document, documents, queries) per corpus seed
+SHAPES = {0: (60, 10, 24, 50), 1: (120, 25, 30, 60), 2: (300, 40, 24, 60), 3: (90, 18, 30, 70)}
+
+
+@dataclass(frozen=True)
+class Workload:
+    docs: tuple[TrecDoc, ...]
+    terms: dict[str, frozenset[str]]  # docno -> analyzed terms (the oracle's view)
+    queries: tuple[str, ...]  # query texts, as a subscriber types them
+    df: dict[str, int]  # document frequency of every analyzed term
+    popular: frozenset[str]  # the top 10% most frequent terms
+
+    def oracle(self, subs: dict[int, list[str]], docnos=None) -> set[tuple[int, str]]:
+        docs = self.terms if docnos is None else {d: self.terms[d] for d in docnos}
+        return matches(subs, docs)
+
+
+@lru_cache(maxsize=None)
+def workload(corpus_seed: int, query_seed: int = 0) -> Workload:
+    vocab_size, mean_terms, n_docs, n_queries = SHAPES[corpus_seed]
+    docs = tuple(
+        generate_corpus(n_docs, seed=corpus_seed + 11, vocab_size=vocab_size, mean_terms=mean_terms)
+    )
+    terms = {d.docno: document_terms(d.text, d.title) for d in docs}
+    df = Counter(t for have in terms.values() for t in have)
+    ranked = [t for t, _ in sorted(df.items(), key=lambda p: (-p[1], p[0]))]
+    frequent = ranked[: max(4, len(ranked) // 6)]
+    popular = frozenset(ranked[: max(1, len(ranked) // 10)])
+    rng = random.Random(query_seed * 7919 + corpus_seed)
+    queries = []
+    for i in range(n_queries):
+        n = rng.randint(1, 4)
+        roll = rng.random()
+        if roll < 0.55:  # frequent terms: these match often
+            words = rng.sample(frequent, min(n, len(frequent)))
+        elif roll < 0.9:  # anything in the corpus: mostly near misses
+            words = rng.sample(ranked, n)
+        else:  # one term no document has: must never match
+            words = rng.sample(frequent, n - 1) + [f"zzq{i}x"]
+        if rng.random() < 0.1:
+            words = [w.upper() for w in words] + ["the", "and"]  # case and stop words vanish
+        queries.append(" ".join(words))
+    queries += queries[:3]  # the same query twice: two subscriptions, both alerted
+    return Workload(docs, terms, tuple(queries), dict(df), popular)
+
+
+def make_settings(wl: Workload, **kw) -> Settings:
+    return Settings(df=wl.df, popular=wl.popular, **kw)
+
+
+def subscribe_all(sim: EngineSimulator, wl: Workload, via=None) -> dict[int, list[str]]:
+    """Subscribe every query; returns subscription id -> analyzed terms (the oracle's view)."""
+    subs = {}
+    for q in wl.queries:
+        reply = sim.subscribe(q, via=via)
+        assert list(reply.terms) == analyze(q)
+        assert reply.index_term in reply.terms
+        assert reply.subscription_id not in subs
+        subs[reply.subscription_id] = analyze(q)
+    return subs
