@@ -34,7 +34,7 @@ from cqengine.text.workload import generate_queries
 
 SAMPLE = "sample.trec.gz"
 # the bundled corpus is generated text (cqengine.text.corpus), so it may be shipped freely;
-# tests/test_demo.py checks it is what this recipe makes
+# tests/cli/test_demo.py checks it is what this recipe makes
 SAMPLE_RECIPE = dict(n_docs=120, seed=7, vocab_size=2500, mean_terms=60.0)
 STRATEGIES = ("ri", "oi", "mhi", "sap-mhi")
 

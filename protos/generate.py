@@ -2,7 +2,7 @@
 
 Each proto is compiled under a virtual include path equal to the package its stubs live in,
 so the generated gRPC module imports its messages as `chord.proto.chord_pb2`.
-tests/test_protos.py runs `generate` into a scratch directory and compares.
+tests/project/test_protos.py runs `generate` into a scratch directory and compares.
 """
 
 from __future__ import annotations

@@ -35,41 +35,41 @@ class Delivery:
         self.unsent: dict[int, int] = {}  # a batch of mine -> its deliveries not yet ended
         self.homes_at: OrderedDict[int, str] = OrderedDict()  # home key -> where it was found
 
-    def deliver(self, alerts: Alerts, done: int | None = None) -> Op:
+    def deliver(self, alerts: Alerts, mine: int | None = None) -> Op:
         """One batch of alerts to each home node: its subscriptions of each document. Then,
-        once every home took its alerts (or they were counted lost), my batch `done` needs
-        its copies no more (while a home is tried again, they stay: should I fail, my
-        successor announces it again)."""
-        self._unsent(done, 1)  # until the last home is tried, whatever its retries do
+        once every home took its alerts (or they were counted lost), the batch of `mine`
+        they are of needs its copies no more (while a home is tried again, they stay:
+        should I fail, my successor announces it again)."""
+        self._unsent(mine, 1)  # until the last home is tried, whatever its retries do
         for (home, key), per_doc in sorted(alerts.items()):
             batch = alert_batch([(doc.alert, subs) for doc, subs in per_doc.values()])
             batch.home_id = key
-            yield from self._send(home, batch, 0.0, done)
-        self._unsent(done, -1)
+            yield from self._send(home, batch, 0.0, mine)
+        self._unsent(mine, -1)
 
     def flush(self) -> None:
         """The node stops: alerts waiting to be tried again get one last try."""
         retrying, self.retrying = self.retrying, []
-        for home, batch, _, done in retrying:
-            self.ctx.host.spawn(self._send(home, batch, self.hold, done))
+        for home, batch, _, mine in retrying:
+            self.ctx.host.spawn(self._send(home, batch, self.hold, mine))
 
     def waiting(self) -> int:
         """Alert batches of no batch of mine (replicas = 1) waiting to be tried again."""
-        return sum(1 for *_, done in self.retrying if done is None)
+        return sum(1 for *_, mine in self.retrying if mine is None)
 
-    def _unsent(self, done: int | None, n: int) -> None:
-        """Deliveries of my batch `done` begun (n > 0) or ended (n < 0): when none is left,
+    def _unsent(self, mine: int | None, n: int) -> None:
+        """Deliveries of my batch `mine` begun (n > 0) or ended (n < 0): when none is left,
         the batch is through."""
-        if done is None:
+        if mine is None:
             return
-        left = self.unsent[done] = self.unsent.get(done, 0) + n
+        left = self.unsent[mine] = self.unsent.get(mine, 0) + n
         if left <= 0:
-            del self.unsent[done]
-            self.through(done)
+            del self.unsent[mine]
+            self.through(mine)
 
-    def _send(self, home: str, batch: pb.AlertBatch, waited: float, done: int | None) -> Op:
+    def _send(self, home: str, batch: pb.AlertBatch, waited: float, mine: int | None) -> Op:
         """Deliver an alert batch, to the node that serves its home key; if none takes it,
-        try again later. The delivery of my batch `done` has ended when the home took it
+        try again later. The delivery of my batch `mine` has ended when the home took it
         or it is lost."""
         ctx = self.ctx
         key = batch.home_id
@@ -86,7 +86,7 @@ class Delivery:
                     if key and at != home:
                         self._found_home(key, at)
                     if waited:  # a retry: the delivery ends here
-                        self._unsent(done, -1)
+                        self._unsent(mine, -1)
                     return
             except PeerUnreachable:
                 pass
@@ -96,9 +96,9 @@ class Delivery:
             if owner.address == at:
                 break  # it is there but does not serve the key yet: wait for it
             at = owner.address
-        self._later(home, batch, waited, done)
+        self._later(home, batch, waited, mine)
 
-    def _later(self, home: str, batch: pb.AlertBatch, waited: float, done: int | None) -> None:
+    def _later(self, home: str, batch: pb.AlertBatch, waited: float, mine: int | None) -> None:
         """No node took the batch: try it again after a wait, or, after the hold, count its
         alerts lost."""
         ctx = self.ctx
@@ -106,12 +106,12 @@ class Delivery:
         if waited + wait > self.hold:
             ctx.count("dropped:home_unreachable", len(batch.subscription_ids))
             if waited:
-                self._unsent(done, -1)
+                self._unsent(mine, -1)
             return
         ctx.count("alerts_retried", len(batch.subscription_ids))
         if not waited:  # a delivery of the batch goes on after `deliver` is through
-            self._unsent(done, 1)
-        retry = (home, batch, waited + wait, done)
+            self._unsent(mine, 1)
+        retry = (home, batch, waited + wait, mine)
         self.retrying.append(retry)
         ctx.host.later(wait, lambda: self._retry(retry))
 

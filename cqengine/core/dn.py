@@ -159,7 +159,7 @@ class DN:
         share = 0
         if self.hold > 0:  # count the reports of the batch
             share = limits.WHOLE
-            self._gather(name, batch)
+            self._await_reports(name, batch)
         ctx.host.spawn(self.announce(ctx.me, batch, 0, name if share else 0, share))
         return True
 
@@ -180,7 +180,7 @@ class DN:
 
     # ---- reports -------------------------------------------------------------------------
 
-    def _gather(self, name: int, batch: list[Announced], again: int = 0) -> None:
+    def _await_reports(self, name: int, batch: list[Announced], again: int = 0) -> None:
         self.gathering[name] = Gathering(batch, again)
         self.ctx.host.later(self.hold, lambda: self._hold_over(name))
 
@@ -206,7 +206,7 @@ class DN:
         log.warning(
             "batch %016x: reports missing after %.0fs; announcing it again", name, self.hold
         )
-        self._gather(name, g.batch, again=g.again + 1)
+        self._await_reports(name, g.batch, again=g.again + 1)
         ctx.host.spawn(self.announce(ctx.me, g.batch, 0, name, limits.WHOLE))
 
     def on_matched(self, req: pb.MatchedRequest) -> pb.Ack:
@@ -239,19 +239,20 @@ class DN:
             self._deliver_gathered(req.batch)
         return pb.Ack()
 
-    def _deliver_gathered(self, batch: int, done: bool = True) -> None:
+    def _deliver_gathered(self, batch: int, through: bool = True) -> None:
         """Every report of a batch is in, or the hold is over (a QN failed or is slow):
         deliver what was gathered; reports that come later are delivered as they come.
-        Not `done` (I am stopping): the copies stay, for my successor to finish it."""
+        Not `through` (I am stopping): the copies stay, for my successor to finish it."""
         gathering = self.gathering.pop(batch, None)
         if gathering is not None:
-            self.ctx.host.spawn(self.delivery.deliver(gathering.alerts, batch if done else None))
+            mine = batch if through else None
+            self.ctx.host.spawn(self.delivery.deliver(gathering.alerts, mine))
 
     def flush(self) -> None:
         """Deliver at once what is held (the node stops): no report's matches stay behind,
         and alerts waiting to be tried again get one last try."""
         for batch in list(self.gathering):
-            self._deliver_gathered(batch, done=False)
+            self._deliver_gathered(batch, through=False)
         self.delivery.flush()
 
     def in_flight(self) -> int:
@@ -287,9 +288,7 @@ class DN:
                 self.release(held.batch)
                 ctx.count("stale_copies_released")
                 continue
-            ctx.store.release(held.batch)
-            for peer in ctx.replica_set():
-                ctx.host.spawn(tell(peer, "Release", pb.ReleaseRequest(batch=held.batch)))
+            self.release(held.batch)  # the other copies go: mine is announced anew
             stored = [self.documents.keep(d) for d in held.documents]
             ctx.count("documents_taken_over", len(stored))
             log.warning(

@@ -2,7 +2,7 @@
 
 A *part* is one QN's candidate queries for one document: the queries of its inverted
 lists under the document's ids there, less those with a term it knows absent (pruning,
-cqengine.core.announce). A resolver resolves any number of parts together: a live QN's
+cqengine.core.knowledge). A resolver resolves any number of parts together: a live QN's
 documents of a batch, or every QN's of one document in the simulator. Parts share no
 term, so each asks in each round just what it would alone, and a round of thousands of
 queries costs about what one of a few does.

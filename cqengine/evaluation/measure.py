@@ -18,7 +18,7 @@ a shadow index, METHOD for the shadow method). A shadow left in the same state a
 resolved already (the same candidates knowing the same of their terms), the node's own
 resolution included, would ask the same questions and hear the same answers: its
 messages are counted again (an echo) instead of worked out again. Every shadow must
-match the same queries as the node; tests/test_evaluation.py checks a pass against runs
+match the same queries as the node; tests/evaluation/test_evaluation.py checks a pass against runs
 of their own.
 """
 

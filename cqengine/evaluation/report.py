@@ -68,7 +68,7 @@ def setup(lab: Lab, plan: Plan, command: str) -> list[str]:
         + [
             "",
             f"Every run publishes the documents into a ring that runs the engine's own code "
-            f"(cqengine.core.engine on the in-memory transport): embedded-tree announcement with "
+            f"(cqengine.core.node on the in-memory transport): embedded-tree announcement with "
             f"Observations 1 and 2, Term Dialogue asking each query's rarest unknown term first "
             f"(document frequencies of the corpus), one term per query per round, and Bloom "
             f"filters fetched once per QN. Byte figures are serialized protobuf sizes of requests "

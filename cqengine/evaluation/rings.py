@@ -7,7 +7,7 @@ placed at the owner a lookup finds (answered by the ring's oracle: the ring stan
 and no run measures indexing) — and every run publishes on forked copies of it
 (cqengine.evaluation.publishing): publishing never touches the indexed ring, so each run
 starts from the same state a freshly built ring with that run's settings would have
-(tests/test_evaluation.py checks this). A ring that is to be another's shadow index is
+(tests/evaluation/test_evaluation.py checks this). A ring that is to be another's shadow index is
 filed from that ring's subscriptions rather than subscribed again. Before the forks,
 every key's block is built at once (`compile_blocks`), so that no worker builds one.
 """
@@ -95,7 +95,7 @@ class IndexedRing:
     def _refile(self, host: "IndexedRing", progress: Progress) -> None:
         """File the host's subscriptions, in the order they were made, as this ring's
         strategy chooses, each at the owner of its key: what subscribing them here gives
-        (the pass then equals runs of their own: tests/test_evaluation.py), without the
+        (the pass then equals runs of their own: tests/evaluation/test_evaluation.py), without the
         lookups, which the pass never reads and which made most of indexing's time."""
         owners = self.sim.ring.oracle()
         for i, (sub_id, (original, pairs)) in enumerate(host.filed().items()):

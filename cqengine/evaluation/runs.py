@@ -11,7 +11,7 @@ Term Dialogue and Bloom filter runs of one configuration differ only once a QN h
 candidates, so they are measured in one pass: every QN resolves its candidates both ways
 (the shadow resolution of cqengine.evaluation.measure.Shadows, its messages counted
 under `bf:` kinds) and each run is read off the ledger as if it had been alone
-(cqengine.evaluation.readoff) — which tests/test_evaluation.py checks against runs made
+(cqengine.evaluation.readoff) — which tests/evaluation/test_evaluation.py checks against runs made
 separately. Piggyback depths likewise differ only in what a QN knows of the document (the
 announcement's tree does not depend on k, and a shallower depth's succ ids are the first
 of a deeper one's), so a ring's runs over the same documents are one pass: the

@@ -3,9 +3,9 @@
 The EngineNode tells its journal (this) every change of what must outlive the process
 (cqengine.core.journal). The changes gather in one open transaction that is committed once
 per batch: after each request the node handled and each operation it ran
-(EngineNode.durable), and soon after anything else. WAL with synchronous=NORMAL: a commit
-survives the process being killed, not the machine losing power; the replicas on other
-nodes are what survives that.
+(cqengine.core.node.EngineNode.durable), and soon after anything else. WAL with
+synchronous=NORMAL: a commit survives the process being killed, not the machine losing
+power; the replicas on other nodes are what survives that.
 
 A data directory belongs to one node address (the node's ring id is its address's hash)
 and one ring's engine settings: a node started there at another address, or in a ring

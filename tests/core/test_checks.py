@@ -1052,7 +1052,7 @@ def test_a_malformed_reconcile_reply_is_refused_and_changes_nothing():
 
 
 def test_the_state_digest_sees_what_a_node_holds_and_not_when():
-    """EngineNode.state_digest (the hostile benchmark compares it across refused calls):
+    """Stats.state_digest (the hostile benchmark compares it across refused calls):
     a subscription, an alert or an unsubscription changes it; a reconciliation round of a
     ring already in agreement does not."""
     wl, s, sim, _ = replicated_ring("mhi", "td", 3)

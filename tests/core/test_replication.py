@@ -586,7 +586,7 @@ def held(store: RecordStore) -> dict[tuple[int, int], tuple[int, bool]]:
 
 
 def reconcile(owner: RecordStore, replica: RecordStore, lo: int = 0, hi: int = 0) -> None:
-    """The protocol of EngineNode.reconcile, between two stores."""
+    """The protocol of Replication.reconcile, between two stores."""
     entries, homes = owner.digests(lo, hi)
     reply = replica.differing(pb.ReconcileRequest(lo=lo, hi=hi, entries=entries, homes=homes))
     reply = pb.ReconcileReply.FromString(reply.SerializeToString())
