@@ -31,7 +31,8 @@ from cqengine.evaluation.inputs import generated, load_prep
 from cqengine.evaluation.lab import Lab
 from cqengine.evaluation.plots import plt  # the figures' backend, no display needed
 from cqengine.evaluation.rings import IndexedRing
-from cqengine.evaluation.runs import IndexSpec, Scale, place
+from cqengine.evaluation.runs import IndexSpec, place
+from cqengine.evaluation.scale import Scale
 
 RESULTS = Path(__file__).resolve().parent / "results"
 KINDS = ("Announce", "TermDialogue", "GetBloom", "Matched", "Deliver")

@@ -28,7 +28,8 @@ from cqengine.evaluation import EvaluationError
 from cqengine.evaluation.evaluate import default_workers, writable
 from cqengine.evaluation.inputs import generated, load_prep
 from cqengine.evaluation.lab import Lab
-from cqengine.evaluation.runs import IndexSpec, RunSpec, Scale
+from cqengine.evaluation.runs import IndexSpec, RunSpec
+from cqengine.evaluation.scale import Scale
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from cqengine.cli.options import CliError, count, positive, positive_float
+from cqengine.evaluation.scale import QUICK, Scale, quick_scale
 
 
 def add_parsers(sub) -> None:
@@ -40,32 +41,40 @@ def add_experiment(sub) -> None:
         help="writes NAME.md, NAME.json and the figures' PNGs here",
     )
     # the scale's defaults are the paper's, or --quick's; a value given overrides either
-    x.add_argument("--nodes", type=positive, help="ring size (default 1000; --quick: 64)")
+    paper, quick = Scale(), QUICK
     x.add_argument(
-        "--queries", type=positive, help="queries per workload (default 100000; --quick: 2000)"
+        "--nodes",
+        type=positive,
+        help=f"ring size (default {paper.nodes}; --quick: {quick['nodes']})",
+    )
+    x.add_argument(
+        "--queries",
+        type=positive,
+        help=f"queries per workload (default {paper.queries}; --quick: {quick['queries']})",
     )
     x.add_argument(
         "--docs",
         type=positive,
         help="documents published, the first by docno; synopses sample the first half "
-        "(default 10000; --quick: 300)",
+        f"(default {paper.docs}; --quick: {quick['docs']})",
     )
     x.add_argument(
         "--mean-size",
         type=positive_float,
         metavar="V",
-        help="mean query size; sizes ~ Normal(V, 0.3V) (default 5)",
+        help=f"mean query size; sizes ~ Normal(V, 0.3V) (default {paper.mean_size:g})",
     )
-    x.add_argument("--seed", type=count, default=1)
+    x.add_argument("--seed", type=count, default=paper.seed)
     x.add_argument(
         "--workers", type=positive, help="processes publishing in parallel (default: one per core)"
     )
     x.add_argument(
         "--quick",
         action="store_true",
-        help="every run small (64 nodes, 2,000 queries, 300 documents, K scaled to the "
-        "vocabulary), on a generated corpus unless --corpus is given: a minute or two; --nodes, "
-        "--queries, --docs and --mean-size still set what they name",
+        help=f"every run small ({quick['nodes']} nodes, {quick['queries']:,} queries, "
+        f"{quick['docs']} documents, K scaled to the vocabulary), on a generated corpus unless "
+        "--corpus is given: a minute or two; --nodes, --queries, --docs and --mean-size still "
+        "set what they name",
     )
     x.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
 
@@ -82,8 +91,7 @@ def add_demo(sub) -> None:
 
 def cmd_experiment(args: argparse.Namespace) -> int:
     from cqengine.evaluation import EvaluationError
-    from cqengine.evaluation.evaluate import corpus_for, default_workers, evaluate, quick_scale
-    from cqengine.evaluation.runs import Scale
+    from cqengine.evaluation.evaluate import corpus_for, default_workers, evaluate
 
     scale = (
         quick_scale(args.seed, args.workers or default_workers())

@@ -11,23 +11,12 @@ from cqengine.evaluation import EvaluationError, report
 from cqengine.evaluation.experiments import EXPERIMENTS, Plan
 from cqengine.evaluation.inputs import Corpus, generated, load_prep
 from cqengine.evaluation.lab import Lab
-from cqengine.evaluation.runs import Scale
+from cqengine.evaluation.scale import QUICK, Scale
 
 NAMES = tuple(EXPERIMENTS) + ("all",)
+
+
 # --quick: every experiment on a small generated corpus, in about a minute on 2 cores
-QUICK = {"nodes": 64, "queries": 2000, "docs": 300, "vocab": 3000, "mean_terms": 60}
-
-
-def quick_scale(seed: int, workers: int) -> Scale:
-    return Scale(
-        nodes=QUICK["nodes"],
-        queries=QUICK["queries"],
-        docs=QUICK["docs"],
-        seed=seed,
-        workers=workers,
-    )
-
-
 def corpus_for(path: Path | None, quick: bool, seed: int, docs: int = QUICK["docs"]) -> Corpus:
     if path is not None:
         return load_prep(path)

@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from cqengine.evaluation import EvaluationError, paper
-from cqengine.evaluation.runs import IndexSpec, RunResult, RunSpec, Scale, percentiles
+from cqengine.evaluation.runs import IndexSpec, RunResult, RunSpec, percentiles
+from cqengine.evaluation.scale import Scale
 
 WORKLOADS = ("uniform", "skew", "inverskew")
 LABELS = {"ri": "RI", "mhi": "MHI", "oi": "OI", "sap-mhi": "SAP-MHI"}

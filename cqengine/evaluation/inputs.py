@@ -20,7 +20,7 @@ from cqengine.core.synopsis import coin_tosses, rank_key
 from cqengine.evaluation import EvaluationError
 from cqengine.evaluation.forks import Background
 from cqengine.evaluation.matcher import document_terms, match_documents
-from cqengine.evaluation.runs import Scale
+from cqengine.evaluation.scale import Scale
 from cqengine.text.analysis import term_id
 from cqengine.text.workload import generate_queries
 

@@ -16,7 +16,8 @@ import resource
 from cqengine.evaluation.inputs import Corpus, Inputs
 from cqengine.evaluation.publishing import publish
 from cqengine.evaluation.rings import IndexedRing
-from cqengine.evaluation.runs import RunResult, RunSpec, Scale, passes
+from cqengine.evaluation.runs import RunResult, RunSpec, passes
+from cqengine.evaluation.scale import Scale
 
 
 class Lab(Inputs):

@@ -170,24 +170,6 @@ def passes(keys: dict[tuple, str]) -> list[Pass]:
     return out
 
 
-@dataclass
-class Scale:
-    nodes: int = 1000
-    queries: int = 100_000
-    docs: int = 10_000
-    seed: int = 1
-    mean_size: float = 5.0
-    workers: int = 2
-    bloom_bits: int = 1024
-    bloom_hashes: int = 5
-
-    def check(self) -> None:
-        if self.nodes < 1 or self.queries < 1 or self.docs < 2 or self.workers < 1:
-            raise EvaluationError(
-                "--nodes, --queries and --workers must be positive and --docs at least 2"
-            )
-
-
 def place(seed: int, what: str, name: object, n: int) -> int:
     """A seeded, process-independent choice among n (a query's home, a document's DN)."""
     return mmh3.hash64(f"{seed}:{what}:{name}".encode(), signed=False)[0] % n

@@ -17,7 +17,8 @@ from cqengine.evaluation.experiments import WORKLOADS, Plan, reduction
 from cqengine.evaluation.forks import Background
 from cqengine.evaluation.inputs import generated, popular_ranking
 from cqengine.evaluation.lab import Lab
-from cqengine.evaluation.runs import IndexSpec, RunSpec, Scale, passes, place
+from cqengine.evaluation.runs import IndexSpec, RunSpec, passes, place
+from cqengine.evaluation.scale import Scale
 from cqengine.evaluation.sim import EngineSimulator
 
 FILES = {
