@@ -33,7 +33,7 @@ from chord.ledger import Ledger
 from chord.messages import to_info, to_ref
 from chord.node import ChordNode, JoinError, Op, PeerUnreachable
 from chord.proto import chord_pb2 as pb
-from chord.routing import NodeRef
+from chord.routing import SUCCESSORS, NodeRef
 from chord.tls import ADMIN, EVERYONE, NODE, Credentials, caller_name, caller_role
 from chord.transport import Handler
 
@@ -292,7 +292,7 @@ class LiveNode:
         host: str,
         port: int,
         node_id: int | None = None,
-        r: int = 8,
+        r: int = SUCCESSORS,
         timing: Timing | None = None,
         advertise: str | None = None,
         app: AppFactory | None = None,

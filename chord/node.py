@@ -18,7 +18,7 @@ from chord import checks
 from chord.ids import BITS, in_open, in_open_closed
 from chord.messages import items_from_pb, items_to_pb, to_info, to_ref
 from chord.proto import chord_pb2 as pb
-from chord.routing import NodeRef, RoutingTable
+from chord.routing import SUCCESSORS, NodeRef, RoutingTable
 from chord.store import KeyStore, SortedKeyStore
 
 log = logging.getLogger("chord.node")
@@ -57,7 +57,11 @@ RegionListener = Callable[[NodeRef | None, NodeRef | None], None]
 
 class ChordNode:
     def __init__(
-        self, me: NodeRef, r: int = 8, store: KeyStore | None = None, seed: int | None = None
+        self,
+        me: NodeRef,
+        r: int = SUCCESSORS,
+        store: KeyStore | None = None,
+        seed: int | None = None,
     ) -> None:
         self.table = RoutingTable(me, r=r)
         self.store: KeyStore = store if store is not None else SortedKeyStore()

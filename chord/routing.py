@@ -27,10 +27,13 @@ class NodeRef:
         return f"{short(self.id)}@{self.address}"
 
 
+SUCCESSORS = 8  # a node's successor list's length, unless a ring says otherwise (--successors)
+
+
 @dataclass
 class RoutingTable:
     me: NodeRef
-    r: int = 8
+    r: int = SUCCESSORS
     predecessor: NodeRef | None = None
     successors: list[NodeRef] = field(default_factory=list)
     fingers: list[NodeRef | None] = field(default_factory=lambda: [None] * BITS)

@@ -20,7 +20,7 @@ from chord.ids import hash_id
 from chord.ledger import Ledger
 from chord.node import ChordNode, Op
 from chord.oracle import RingOracle, ring_problems
-from chord.routing import NodeRef
+from chord.routing import SUCCESSORS, NodeRef
 from chord.transport import Handler, MemoryTransport, run_sync
 
 # builds an application (the engine) around a ChordNode, with the Host the simulator lends it
@@ -71,7 +71,11 @@ class SimulatedNode(ChordNode):
 
 class Simulator:
     def __init__(
-        self, r: int = 8, seed: int = 0, ledger: Ledger | None = None, app: AppFactory | None = None
+        self,
+        r: int = SUCCESSORS,
+        seed: int = 0,
+        ledger: Ledger | None = None,
+        app: AppFactory | None = None,
     ) -> None:
         self.r = r
         self.rng = random.Random(seed)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from functools import cached_property
 
+from chord.routing import SUCCESSORS
 from cqengine.core.indexing import STRATEGIES
 from cqengine.core.limits import MAILBOX_BYTES
 from cqengine.proto import cqengine_pb2 as pb
@@ -19,7 +20,7 @@ from cqengine.text.analysis import term_id
 
 RESOLUTIONS = ("td", "bf")
 REPLICAS = 3  # the command line's default: a record survives two nodes failing at once
-MAX_REPLICAS = 8  # no more than the successor list's default length
+MAX_REPLICAS = SUCCESSORS  # no more than the successor list's default length
 
 
 class SettingsError(ValueError):

@@ -12,6 +12,7 @@ import json
 import time
 from pathlib import Path
 
+from chord.routing import SUCCESSORS
 from cqengine.evaluation import paper, plots
 from cqengine.evaluation.experiments import Plan
 from cqengine.evaluation.lab import Lab
@@ -31,7 +32,7 @@ def setup(lab: Lab, plan: Plan, command: str) -> list[str]:
             [
                 [
                     "ring",
-                    f"{s.nodes} simulated Chord nodes (r = 8 successors)",
+                    f"{s.nodes} simulated Chord nodes (r = {SUCCESSORS} successors)",
                     "1,000 Chord nodes (p2psim)",
                 ],
                 [

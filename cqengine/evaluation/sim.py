@@ -14,6 +14,7 @@ from typing import Callable, Iterable
 
 from chord.ledger import Count, Ledger
 from chord.node import PeerUnreachable
+from chord.routing import SUCCESSORS
 from chord.simulator import Simulator
 from cqengine.core.documents import Document
 from cqengine.core.node import EngineNode
@@ -82,7 +83,7 @@ class EngineSimulator:
         nodes: int,
         settings: Settings,
         seed: int = 0,
-        r: int = 8,
+        r: int = SUCCESSORS,
         ledger: Ledger | None = None,
         observer: Tally | None = None,
     ) -> None:

@@ -34,6 +34,7 @@ from chord.ids import short
 from chord.live import Timing
 from chord.messages import to_ref
 from chord.oracle import RingOracle, ring_problems
+from chord.routing import SUCCESSORS
 from chord.tls import ADMIN, NODE, Credentials
 from cqengine.live.client import Client, ClientError
 from cqengine.live.ringfile import CLIENT, NodeEntry, RingError, RingFile
@@ -329,7 +330,7 @@ def ring_up(
     n: int,
     ring_path: Path,
     base_port: int | None = None,
-    r: int = 8,
+    r: int = SUCCESSORS,
     timing: Timing | None = None,
     timeout: float | None = None,
     out: TextIO = sys.stdout,

@@ -9,6 +9,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from chord.routing import SUCCESSORS
 from chord.tls import Credentials, TlsError
 
 DEFAULT_RING_FILE = Path(".cqengine") / "ring.json"
@@ -32,7 +33,7 @@ class NodeEntry:
 @dataclass
 class RingFile:
     path: Path
-    r: int = 8
+    r: int = SUCCESSORS
     nodes: list[NodeEntry] = field(default_factory=list)
     engine: list[str] = field(default_factory=list)  # the engine options the ring started with
     tls: str = ""  # the directory of the ring's certificates ("": the ring runs plaintext)
@@ -58,7 +59,7 @@ class RingFile:
             nodes = [NodeEntry(**n) for n in data["nodes"]]
             return cls(
                 path=path,
-                r=int(data.get("r", 8)),
+                r=int(data.get("r", SUCCESSORS)),
                 nodes=nodes,
                 engine=[str(a) for a in data.get("engine", [])],
                 tls=str(data.get("tls", "")),
