@@ -35,6 +35,11 @@ def peer_at(address: str) -> NodeRef:
 
 
 class Context:
+    __slots__ = (
+        "chord", "settings", "host", "observer", "index", "subscriptions", "store", "counters",
+        "stopping", "_journal",
+    )  # fmt: skip
+
     def __init__(
         self,
         chord: ChordNode,

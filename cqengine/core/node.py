@@ -46,6 +46,12 @@ ENGINE_SERVICE = pb.DESCRIPTOR.services_by_name["Engine"]
 
 class EngineNode:
     services = [ENGINE_SERVICE]
+    # every attribute a node has: setting another (a role's, say) fails instead of doing nothing
+    __slots__ = (
+        "ctx", "chord", "settings", "index", "subscriptions", "store", "counters", "synopsis",
+        "documents", "qn", "announcer", "dn", "replication", "home", "placement", "gossip",
+        "statistics", "handlers",
+    )  # fmt: skip
 
     def __init__(
         self,

@@ -184,7 +184,7 @@ def publish_in_step_and_alone(
         )
         if not in_step:
             for e in sim.engines.values():
-                e.gather = None
+                e.qn.gather = None
         subscribe_all(sim, wl)
         unreachable = sorted(sim.engines)[-1]
         rows = []
