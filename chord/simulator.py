@@ -102,16 +102,22 @@ class Simulator:
         ref = NodeRef(hash_id(address) if node_id is None else node_id, address)
         node = SimulatedNode(ref, r=self.r, seed=self.rng.getrandbits(64))
         self.nodes[address] = node
-        self.apps[address] = self.make_app(node, self.host(address)) if self.make_app else node
+        self.apps[address] = self.make_app(node, self.host(node)) if self.make_app else node
         self.transport.register(self.apps[address])
         return node
 
-    def host(self, address: str) -> Host:
-        """What the node at this address lends its app: the ring's queue and clock."""
+    def host(self, node: ChordNode) -> Host:
+        """What a node lends its app: the ring's queue and clock. A node that failed or left
+        runs nothing more: neither its queued operations nor its timers."""
+        address = node.me.address
         ids = random.Random(hash_id(address))
+
+        def later(seconds: float, fn: Callable[[], None]) -> None:
+            self.clock.later(seconds, lambda: fn() if self.nodes.get(address) is node else None)
+
         return Host(
             spawn=lambda op: self.queue.append((address, op)),
-            later=self.clock.later,
+            later=later,
             now=self.clock.now,
             clock=self.clock.wall,
             new_id=lambda: ids.getrandbits(64),

@@ -266,3 +266,27 @@ def test_instant_lookups_find_what_lookups_find_without_a_message():
     assert [sim.lookup(a, key)[0] for a, key in asked[:10]] == real[:10]
     assert sim.ledger.total().messages > sent  # asked the ring again
     sim.fail(addr(1))  # the ring may move again
+
+
+def test_the_virtual_clock_fires_timers_in_order_set_and_skips_those_of_nodes_gone():
+    """A node's app gets a Host whose time is the simulation's: it moves only as timers
+    fire, to each one's time; a node that failed runs none of its timers."""
+    hosts = {}
+
+    def app(node, host):
+        hosts[node.me.address] = host
+        return node
+
+    sim = Simulator(seed=1, app=app)
+    sim.build_instant([addr(i) for i in range(3)])
+    fired = []
+    a, b = hosts[addr(0)], hosts[addr(1)]
+    assert a.now() == b.now() == 0.0 and a.clock() == b.clock()
+    a.later(2.0, lambda: fired.append(("a", a.now())))
+    b.later(1.0, lambda: fired.append(("b", b.now())))
+    b.later(5.0, lambda: fired.append(("b late", b.now())))
+    sim.fail(addr(1))
+    assert sim.clock.fire() == 3
+    assert fired == [("a", 2.0)]  # b failed: its timers ran nothing
+    assert a.now() == 5.0 and a.clock() - a.now() == b.clock() - 5.0
+    assert sim.clock.fire() == 0
