@@ -8,7 +8,17 @@ import sys
 import time
 from pathlib import Path
 
-from cqengine.cli.options import CliError, Parser, count, positive, positive_float, spark_options
+from cqengine.cli.options import (
+    CliError,
+    Parser,
+    count,
+    defaults_of,
+    positive,
+    positive_float,
+    spark_options,
+)
+from cqengine.text.corpus import generate_corpus
+from cqengine.text.workload import generate_queries
 
 
 def add_parsers(sub) -> None:
@@ -43,14 +53,15 @@ def add_workload(sub) -> None:
     )
     w.add_argument("--kind", choices=("uniform", "skew", "inverskew"), required=True)
     w.add_argument("--queries", type=int, required=True, metavar="N")
+    d = defaults_of(generate_queries)
     w.add_argument(
         "--mean-size",
         type=positive_float,
-        default=5.0,
+        default=d["mean_size"],
         metavar="V",
         help="mean query size; sizes ~ Normal(V, 0.3V) (default %(default)s)",
     )
-    w.add_argument("--seed", type=count, default=1)
+    w.add_argument("--seed", type=count, default=d["seed"], help="(default %(default)s)")
     w.add_argument(
         "--out",
         type=Path,
@@ -73,18 +84,25 @@ def add_gen_corpus(sub) -> None:
     g.add_argument(
         "--files", type=count, default=1, help="split over this many gzip files (default 1)"
     )
-    g.add_argument("--seed", type=count, default=1)
+    d = defaults_of(generate_corpus)
+    g.add_argument("--seed", type=count, default=d["seed"], help="(default %(default)s)")
     g.add_argument(
-        "--vocab", type=count, default=46654, help="vocabulary size (default: TREC-AP's)"
+        "--vocab",
+        type=count,
+        default=d["vocab_size"],
+        help="vocabulary size (default %(default)s: TREC-AP's)",
     )
     g.add_argument(
         "--mean-terms",
         type=positive_float,
-        default=178.0,
-        help="mean unique terms per document (default: TREC-AP's)",
+        default=d["mean_terms"],
+        help="mean unique terms per document (default %(default)s: TREC-AP's)",
     )
     g.add_argument(
-        "--zipf", type=positive_float, default=1.0, help="Zipf exponent of term popularity"
+        "--zipf",
+        type=positive_float,
+        default=d["zipf_s"],
+        help="Zipf exponent of term popularity (default %(default)s)",
     )
 
 

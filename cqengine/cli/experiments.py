@@ -8,7 +8,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from cqengine.cli.options import CliError, count, positive, positive_float
+from cqengine.cli.options import CliError, count, defaults_of, positive, positive_float
+from cqengine.demo import run_demo
 from cqengine.evaluation.scale import QUICK, Scale, quick_scale
 
 
@@ -64,7 +65,7 @@ def add_experiment(sub) -> None:
         metavar="V",
         help=f"mean query size; sizes ~ Normal(V, 0.3V) (default {paper.mean_size:g})",
     )
-    x.add_argument("--seed", type=count, default=paper.seed)
+    x.add_argument("--seed", type=count, default=paper.seed, help="(default %(default)s)")
     x.add_argument(
         "--workers", type=positive, help="processes publishing in parallel (default: one per core)"
     )
@@ -83,10 +84,24 @@ def add_demo(sub) -> None:
     demo = sub.add_parser(
         "demo", help="a live ring per strategy: workload, corpus, alerts checked, costs compared"
     )
-    demo.add_argument("-n", "--nodes", type=int, default=8)
-    demo.add_argument("--queries", type=int, default=300)
-    demo.add_argument("--docs", type=int, default=60)
-    demo.add_argument("--seed", type=int, default=1)
+    d = defaults_of(run_demo)
+    demo.add_argument(
+        "-n",
+        "--nodes",
+        type=int,
+        default=d["nodes"],
+        help="nodes of each ring (default %(default)s)",
+    )
+    demo.add_argument(
+        "--queries",
+        type=int,
+        default=d["n_queries"],
+        help="queries subscribed (default %(default)s)",
+    )
+    demo.add_argument(
+        "--docs", type=int, default=d["n_docs"], help="documents published (default %(default)s)"
+    )
+    demo.add_argument("--seed", type=int, default=d["seed"], help="(default %(default)s)")
 
 
 def cmd_experiment(args: argparse.Namespace) -> int:
@@ -127,8 +142,6 @@ def cmd_experiment(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from cqengine.demo import run_demo
-
     return 0 if run_demo(args.nodes, args.queries, args.docs, args.seed) else 1
 
 

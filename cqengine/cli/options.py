@@ -5,6 +5,7 @@ Spark), and the parsed arguments turned into Timing, Publishing, Limits and Sett
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 from pathlib import Path
 
@@ -26,6 +27,16 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.exit(2, f"cqengine: error: {message} (see `{self.prog} --help`)\n")
+
+
+def defaults_of(fn) -> dict:
+    """A function's parameters' defaults by name: what its command states as its options'
+    defaults, so that each is written once (in the function that uses it)."""
+    return {
+        name: p.default
+        for name, p in inspect.signature(fn).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
 
 
 # ---- argument types -----------------------------------------------------------------------
@@ -108,11 +119,18 @@ def address(text: str) -> str:
 def timing_options(p: argparse.ArgumentParser) -> None:
     d = Timing()
     g = p.add_argument_group("ring maintenance (seconds; each period is randomized by +-50%)")
-    g.add_argument("--stabilize", type=positive_float, default=d.stabilize, metavar="S")
-    g.add_argument("--fix-fingers", type=positive_float, default=d.fix_fingers, metavar="S")
-    g.add_argument(
-        "--check-predecessor", type=positive_float, default=d.check_predecessor, metavar="S"
-    )
+    for flag, default, what in (
+        ("--stabilize", d.stabilize, "checking the successor and notifying it"),
+        ("--fix-fingers", d.fix_fingers, "refreshing the fingers"),
+        ("--check-predecessor", d.check_predecessor, "pinging the predecessor"),
+    ):
+        g.add_argument(
+            flag,
+            type=positive_float,
+            default=default,
+            metavar="S",
+            help=f"period of {what} (default %(default)s)",
+        )
     g.add_argument(
         "--rpc-timeout",
         type=positive_float,

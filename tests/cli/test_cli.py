@@ -213,7 +213,5 @@ def test_defaults_are_the_dataclasses_own(words, args):
         stated = stated_default(options[flag])
         if flag in FILES:
             assert stated is None, flag
-        elif flag in ("--stabilize", "--fix-fingers", "--check-predecessor"):
-            assert stated is None, flag  # their group says what they are; help names no default
         else:
             assert stated is not None and same(stated, default), (flag, stated, default)
