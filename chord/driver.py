@@ -11,7 +11,8 @@ on to whoever drove it.
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from inspect import iscoroutine
+from typing import Any, Callable
 
 from chord.node import Call, Op, PeerUnreachable
 
@@ -40,13 +41,17 @@ def drive(op: Op, call: Callable[[Call], Any]) -> Any:
     return out
 
 
-async def drive_async(op: Op, call: Callable[[Call], Awaitable[Any]]) -> Any:
-    """drive, with each call awaited (a live node's)."""
+async def drive_async(op: Op, call: Callable[[Call], Any]) -> Any:
+    """drive, on a live node: a call's reply is awaited when `call` gives a coroutine (a
+    message on its way), taken as it is when not (a request to itself answered at once),
+    so that a call costs no coroutine of its own."""
     done, out = _next(op, None, None)
     while not done:
         reply, error = None, None
         try:
-            reply = await call(out)
+            reply = call(out)
+            if iscoroutine(reply):
+                reply = await reply
         except PeerUnreachable as e:
             error = e
         except BaseException:  # cancelled, say: the operation's clean-up runs now

@@ -262,10 +262,12 @@ async def run_async(node: Handler, op: Op, transport: GrpcTransport) -> Any:
     """Drive an operation over the network (chord.driver); calls to oneself are handled
     here, an answer that needs calls of its own driven in turn."""
 
-    async def call(c: Call) -> Any:
-        if c.peer != node.me:
-            return await transport.call(c.peer, c.method, c.request)
+    me = node.me
+
+    def call(c: Call) -> Any:
+        if c.peer != me:
+            return transport.call(c.peer, c.method, c.request)  # a coroutine: the driver awaits
         reply = node.handle(c.method, c.request)
-        return await run_async(node, reply, transport) if isgenerator(reply) else reply
+        return run_async(node, reply, transport) if isgenerator(reply) else reply
 
     return await drive_async(op, call)
