@@ -11,7 +11,7 @@ on to whoever drove it.
 
 from __future__ import annotations
 
-from inspect import iscoroutine
+from inspect import isawaitable
 from typing import Any, Callable
 
 from chord.node import Call, Op, PeerUnreachable
@@ -42,7 +42,7 @@ def drive(op: Op, call: Callable[[Call], Any]) -> Any:
 
 
 async def drive_async(op: Op, call: Callable[[Call], Any]) -> Any:
-    """drive, on a live node: a call's reply is awaited when `call` gives a coroutine (a
+    """drive, on a live node: a call's reply is awaited when `call` gives an awaitable (a
     message on its way), taken as it is when not (a request to itself answered at once),
     so that a call costs no coroutine of its own."""
     done, out = _next(op, None, None)
@@ -50,7 +50,7 @@ async def drive_async(op: Op, call: Callable[[Call], Any]) -> Any:
         reply, error = None, None
         try:
             reply = call(out)
-            if iscoroutine(reply):
+            if isawaitable(reply):
                 reply = await reply
         except PeerUnreachable as e:
             error = e

@@ -22,6 +22,7 @@ from cqengine.core.errors import EngineError
 from cqengine.core.mailboxes import AlertDoc
 from cqengine.core.postings import FEW, member
 from cqengine.core.resolution import pack_bits
+from cqengine.core.settings import Settings
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.analysis import analyze, term_id
 
@@ -102,10 +103,10 @@ class Documents:
     """The documents this node holds as a DN, by key, the newest DOC_CACHE of them: those
     published through it, and copies of other DNs' batches (replicated)."""
 
-    def __init__(self, new_id: Callable[[], int], bloom: tuple[int, int]) -> None:
-        """`new_id`: where document keys come from; `bloom`: the ring's filters' (bits,
-        hashes)."""
-        self.new_id, self.bloom = new_id, bloom
+    def __init__(self, new_id: Callable[[], int], settings: Settings) -> None:
+        """`new_id`: where document keys come from; `settings`: the ring's (its filters'
+        shape, read when a filter is asked for)."""
+        self.new_id, self.settings = new_id, settings
         self.docs: OrderedDict[int, PublishedDoc] = OrderedDict()
 
     def get(self, key: int) -> PublishedDoc | None:
@@ -142,10 +143,11 @@ class Documents:
     # ---- what QNs ask of them (resolution, DN side) -------------------------------------
 
     def on_get_bloom(self, req: pb.BloomRequest) -> pb.BloomReply:
+        s = self.settings
         docs = [self.docs.get(key) for key in req.doc_keys]
         return pb.BloomReply(
             found=[doc is not None for doc in docs],
-            bits=b"".join(doc.bloom(*self.bloom) for doc in docs if doc),
+            bits=b"".join(doc.bloom(s.bloom_bits, s.bloom_hashes) for doc in docs if doc),
         )
 
     def on_term_dialogue(self, req: pb.DialogueRequest) -> pb.DialogueReply:

@@ -1,10 +1,11 @@
-"""Every limit and protocol constant of the engine, in one place.
+"""The engine core's limits and protocol constants, in one place.
 
 What a message may carry is checked against these (cqengine.core.checks), and the roles
 that send messages keep within them; what a node keeps is bounded by them; the protocol's
-waits are measured by them. Defined once here, so that a test patching one sees the
-protocol change everywhere. The ring-wide settings a user chooses are in
-cqengine.core.settings, not here.
+waits are measured by them. Defined once here, and read as `limits.X` where used, so that
+a test patching one sees the protocol change everywhere (but in defaults bound when a
+module is imported, such as a new mailbox's size). The ring-wide settings a user chooses,
+and their bounds, are in cqengine.core.settings; the client API's, in cqengine.live.service.
 """
 
 from __future__ import annotations

@@ -77,7 +77,7 @@ class EngineNode:
         chord.items_problem = lambda items: checks.items_problem(settings, items)
         s = settings
         self.synopsis = Synopsis(s.synopsis_k, s.synopsis_y, s.synopsis_hashes)
-        self.documents = Documents(host.new_id, (s.bloom_bits, s.bloom_hashes))
+        self.documents = Documents(lambda: ctx.host.new_id(), settings)  # the host as it is now
         self.qn = QN(ctx, None if gather is None else (lambda h: gather(self, h)))
         self.announcer = Announcer(ctx, self.qn.heard)
         self.dn = DN(ctx, self.documents, self.synopsis, self.announcer.announce, hold)

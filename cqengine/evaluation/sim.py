@@ -100,10 +100,7 @@ class EngineSimulator:
             app=lambda chord, host: EngineNode(
                 chord,
                 settings,
-                # ids seeded per node and ring: runs that repeat
-                replace(
-                    host, new_id=partial(random.Random(settings.seed ^ chord.me.id).getrandbits, 64)
-                ),
+                replace(host, new_id=self._ids(settings, chord.me.id)),
                 observer=self.observer,
                 gather=lambda node, h: self.heard.append((node, h)),
             ),
