@@ -196,8 +196,7 @@ class Resolver:
     (`columns`, their entries beside them), and a candidate is a (part, column) pair whose
     codes, plus its offset, are places among every part's terms. Then, each step for all
     parts at once: `pending`, a filter's rule-outs (`passes`, `rule_out`), rounds of
-    `questions` and answers (`learn`), `matched`. (Measurement resolves candidates given
-    as they are, told the answers: cqengine.evaluation.meters.ShadowResolver.)
+    `questions` and answers (`learn`), `matched`.
     """
 
     batch: int
