@@ -125,6 +125,8 @@ class Ask:
     parts: list[int]
     rpc: str
     request: Any
+    reply: Any = None  # None: not answered yet, or the DN failed
+    answered: bool = False
 
 
 class Resolution:
@@ -153,7 +155,7 @@ class Resolution:
                 self.heard[g][0].ctx.count("candidates", n)
         self.failed = np.zeros(len(self.parts), dtype=bool)
         self._filters = self.step is not None and self.settings.resolution == "bf"
-        self._round: list[list] = []  # this round's [request, reply, answered]
+        self._round: list[Ask] = []  # this round's requests, answered or not
         self._asked: list[tuple[int, np.ndarray, list[int]]] = []  # Resolver.questions
 
     def asks(self) -> list[Ask]:
@@ -170,7 +172,7 @@ class Resolution:
                 for ps in self._by_announcement(np.flatnonzero(step.pending()).tolist())
             ]
             if asks:
-                self._round = [[ask, None, False] for ask in asks]
+                self._round = asks
                 return asks
             step.rule_out(step.passes([]))  # none to ask: none ruled out
         self._asked = asked = step.questions()  # (part, where its ids are among the terms, ids)
@@ -182,7 +184,7 @@ class Resolution:
             if len(run) > 1:
                 request.counts.extend(len(asked[i][2]) for i in run)
             asks.append(self._ask(ps, "TermDialogue", request))
-        self._round = [[ask, None, False] for ask in asks]
+        self._round = asks
         return asks
 
     def answer(self, ask: Ask, reply: Any, failure: str = "") -> None:
@@ -199,8 +201,7 @@ class Resolution:
                 ctx.observer.on_resolution_call(ctx, ask.heard, ask.rpc, ask.request, reply)
             gone = [p for p, found in zip(ask.parts, reply.found) if not found]
             self._drop(gone, "the DN no longer holds it", "document_gone")
-        entry = next(e for e in self._round if e[0] is ask)
-        entry[1:] = [reply, True]
+        ask.reply, ask.answered = reply, True
 
     def matched(self) -> list[list[list[pb.QueryEntry]]]:
         """Per announcement, per document: the queries it matched."""
@@ -217,27 +218,27 @@ class Resolution:
         round_, self._round = self._round, []
         if not round_:
             return
-        if not all(answered for *_, answered in round_):
+        if not all(ask.answered for ask in round_):
             raise RuntimeError("a resolution went on with requests of its round unanswered")
         step = self.step
-        if round_[0][0].rpc == "GetBloom":
+        if round_[0].rpc == "GetBloom":
             step.rule_out(step.passes(self._received(round_)))
             return
         vectors = [
-            bytes((len(ask.request.ids) + 7) // 8) if reply is None else reply.present
-            for ask, reply, _ in round_
+            bytes((len(ask.request.ids) + 7) // 8) if ask.reply is None else ask.reply.present
+            for ask in round_
         ]
-        counts = [len(ask.request.ids) for ask, *_ in round_]
+        counts = [len(ask.request.ids) for ask in round_]
         step.learn(np.concatenate([at for _, at, _ in self._asked]), unpack_many(vectors, counts))
 
-    def _received(self, round_: list[list]) -> list[tuple[int, BloomFilter | None]]:
+    def _received(self, round_: list[Ask]) -> list[tuple[int, BloomFilter | None]]:
         """Each asking part's filter as its DN sent it; None where none came (its DN failed:
         every term it does not know present is absent)."""
         s = self.settings
         width = s.bloom_bits // 8
         filters: list[tuple[int, BloomFilter | None]] = []
-        for ask, reply, _ in round_:
-            at = 0
+        for ask in round_:
+            reply, at = ask.reply, 0
             for i, p in enumerate(ask.parts):
                 got = reply is not None and reply.found[i] and len(reply.bits) >= at + width
                 bits = reply.bits[at : at + width] if got else b""
