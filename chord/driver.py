@@ -14,6 +14,7 @@ from __future__ import annotations
 from inspect import isawaitable
 from typing import Any, Callable
 
+from chord.meter import Meter
 from chord.node import Call, Op, PeerUnreachable
 
 
@@ -41,11 +42,13 @@ def drive(op: Op, call: Callable[[Call], Any]) -> Any:
     return out
 
 
-async def drive_async(op: Op, call: Callable[[Call], Any]) -> Any:
+async def drive_async(op: Op, call: Callable[[Call], Any], meter: Meter | None = None) -> Any:
     """drive, on a live node: a call's reply is awaited when `call` gives an awaitable (a
     message on its way), taken as it is when not (a request to itself answered at once),
-    so that a call costs no coroutine of its own."""
-    done, out = _next(op, None, None)
+    so that a call costs no coroutine of its own. With a meter, each of the operation's
+    steps is charged to the generator that runs it (chord.meter)."""
+    step = _next if meter is None else _metered(meter, "op " + op.__qualname__)
+    done, out = step(op, None, None)
     while not done:
         reply, error = None, None
         try:
@@ -57,5 +60,16 @@ async def drive_async(op: Op, call: Callable[[Call], Any]) -> Any:
         except BaseException:  # cancelled, say: the operation's clean-up runs now
             op.close()
             raise
-        done, out = _next(op, reply, error)
+        done, out = step(op, reply, error)
     return out
+
+
+def _metered(meter: Meter, account: str) -> Callable[[Op, Any, Any], tuple[bool, Any]]:
+    def step(op: Op, reply: Any, error: PeerUnreachable | None) -> tuple[bool, Any]:
+        paused = meter.enter(account)
+        try:
+            return _next(op, reply, error)
+        finally:
+            meter.leave(paused)
+
+    return step

@@ -20,6 +20,7 @@ from google.protobuf.message_factory import GetMessageClass
 
 from chord.driver import drive_async
 from chord.ledger import Ledger
+from chord.meter import Meter, metered
 from chord.node import Call, Op, PeerUnreachable, Refused
 from chord.proto import chord_pb2
 from chord.routing import NodeRef
@@ -131,6 +132,7 @@ class GrpcTransport:
         patience: float | None = None,
         credentials: Credentials | None = None,
         max_channels: int = 1024,
+        meter: Meter | None = None,
     ) -> None:
         """`timeout`: seconds a call waits for its reply before its peer counts as
         unreachable; `timeouts`: other waits for some methods.
@@ -141,7 +143,8 @@ class GrpcTransport:
         needs, and one that times out is sent again, waiting twice as long (Karn's
         backoff), while the peer answered anything within the last `patience` seconds. A
         process that died refuses the connection and fails at once. At most `max_channels`
-        channels stay open: the least recently used closes first."""
+        channels stay open: the least recently used closes first. `meter`: charged the
+        CPU time of preparing calls and of (de)serializing their messages (chord.meter)."""
         self.ledger = ledger if ledger is not None else Ledger()
         self.timeout = timeout
         self.timeouts = timeouts or {}
@@ -153,6 +156,7 @@ class GrpcTransport:
         self.credentials = credentials  # mutual TLS with these (None: plaintext)
         self._retired: set[grpc.aio.Channel] = set()  # replaced, closing once idle
         self._calls: dict[str, dict[str, Any]] = {}  # by address, by method
+        self.meter = meter
 
     def _callable(self, address: str, method: str):
         calls = self._calls.get(address)
@@ -169,7 +173,9 @@ class GrpcTransport:
         if call is None:
             path, req, rep = self.table.methods[method]
             call = calls[method] = self._channels[address].unary_unary(
-                path, request_serializer=req.SerializeToString, response_deserializer=rep.FromString
+                path,
+                request_serializer=metered(self.meter, "serialize", req.SerializeToString),
+                response_deserializer=metered(self.meter, "parse", rep.FromString),
             )
         return call
 
@@ -223,7 +229,7 @@ class GrpcTransport:
         begun = time.monotonic()
         fresh = False
         while True:
-            self.ledger.record(method, request.ByteSize())
+            self._record(method, request)
             start = time.monotonic()
             try:
                 reply = await self._callable(peer.address, method)(request, timeout=wait)
@@ -247,8 +253,16 @@ class GrpcTransport:
             self.round_trips[peer.address] = RoundTrip.first(now - start, now)
         else:
             trip.add(now - start, now)
-        self.ledger.record(method + REPLY, reply.ByteSize())
+        self._record(method + REPLY, reply)
         return reply
+
+    def _record(self, kind: str, message: Any) -> None:
+        """Count a message in the ledger (sizing it is a cost of its own: "ledger")."""
+        meter = self.meter
+        paused = meter.enter("ledger") if meter is not None else None
+        self.ledger.record(kind, message.ByteSize())
+        if meter is not None:
+            meter.leave(paused)
 
     async def close(self) -> None:
         for channel in [*self._channels.values(), *self._retired]:
@@ -264,10 +278,17 @@ async def run_async(node: Handler, op: Op, transport: GrpcTransport) -> Any:
 
     me = node.me
 
+    meter = transport.meter
+
     def call(c: Call) -> Any:
         if c.peer != me:
             return transport.call(c.peer, c.method, c.request)  # a coroutine: the driver awaits
-        reply = node.handle(c.method, c.request)
+        paused = meter.enter(c.method) if meter is not None else None
+        try:
+            reply = node.handle(c.method, c.request)
+        finally:
+            if meter is not None:
+                meter.leave(paused)
         return run_async(node, reply, transport) if isgenerator(reply) else reply
 
-    return await drive_async(op, call)
+    return await drive_async(op, call, meter)

@@ -31,6 +31,7 @@ from chord.host import Host
 from chord.ids import hash_id
 from chord.ledger import Ledger
 from chord.messages import to_info, to_ref
+from chord.meter import Meter, metered
 from chord.node import ChordNode, JoinError, Op, PeerUnreachable
 from chord.proto import chord_pb2 as pb
 from chord.routing import SUCCESSORS, NodeRef
@@ -106,35 +107,38 @@ class Gate(grpc.aio.ServerInterceptor):
         access: dict[str, frozenset[str]] | None = None,
         ring: frozenset[str] = frozenset(),
         rate: ClientRate | None = None,
+        meter: Meter | None = None,
     ) -> None:
         """`access`: the roles that may call each method, by its path (None: anyone may,
         the ring runs plaintext); a method it does not name nobody may call. Who calls is
         read from the certificate the caller presented, never from what it sends. `ring`:
         the paths `rate` does not limit (the ring's own methods; on mutual TLS a client's
-        Lookup and GetState are limited, a node's calls never)."""
+        Lookup and GetState are limited, a node's calls never). `meter`: charged the CPU
+        time of parsing requests and serializing replies (chord.meter)."""
         self.member = member
         self.access = access
         self.ring = ring
         self.rate = rate
+        self.meter = meter
 
     async def intercept_service(self, continuation, details):
         handler = await continuation(details)
         if handler is None:
             return handler
         if details.method.startswith("/grpc.health."):  # for anyone, member or not
-            return _guarded(handler, details.method, None, None)
+            return _guarded(handler, details.method, None, None, self.meter)
         if not self.member():
-            return _answering(handler, _refuse)
+            return _answering(handler, _refuse, self.meter)
         roles = None if self.access is None else self.access.get(details.method, frozenset())
         rate = self.rate if details.method not in self.ring else None
-        return _guarded(handler, details.method, roles, rate)
+        return _guarded(handler, details.method, roles, rate, self.meter)
 
 
 # a client's calls of the ring's own methods: limited like the client API, never a node's
 CLIENT_RING_METHODS = ("Lookup", "GetState")
 
 
-def _answering(handler, behaviour):
+def _answering(handler, behaviour, meter: Meter | None):
     """A handler of the same kind and replies whose behaviour is this one. It takes the
     request's bytes as they came: `behaviour` parses them (_parsed), so that a request that
     is no message of its kind is refused like any bad input, not answered UNKNOWN."""
@@ -143,7 +147,9 @@ def _answering(handler, behaviour):
         if handler.response_streaming
         else grpc.unary_unary_rpc_method_handler
     )
-    return make(behaviour, response_serializer=handler.response_serializer)
+    return make(
+        behaviour, response_serializer=metered(meter, "serialize", handler.response_serializer)
+    )
 
 
 def _let_go(refusal: BaseException) -> None:
@@ -156,9 +162,9 @@ def _let_go(refusal: BaseException) -> None:
         e = e.__context__
 
 
-async def _parsed(handler, data: bytes, context):
+async def _parsed(handler, data: bytes, context, meter: Meter | None):
     """The request, parsed as its method's message (INVALID_ARGUMENT if it is none)."""
-    parse = handler.request_deserializer
+    parse = metered(meter, "parse", handler.request_deserializer)
     try:
         return parse(data) if parse is not None else data
     except Exception:
@@ -174,7 +180,13 @@ async def _refuse(request, context) -> None:
 INTERNAL = "internal error; the node's log has the details"
 
 
-def _guarded(handler, path: str, roles: frozenset[str] | None, rate: ClientRate | None):
+def _guarded(
+    handler,
+    path: str,
+    roles: frozenset[str] | None,
+    rate: ClientRate | None,
+    meter: Meter | None,
+):
     """The handler, for callers whose certificate names one of these roles (None: any
     caller) and within their `rate` (None: any rate), others refused PERMISSION_DENIED or
     RESOURCE_EXHAUSTED with the reason before it runs; and its unexpected exceptions
@@ -213,7 +225,7 @@ def _guarded(handler, path: str, roles: frozenset[str] | None, rate: ClientRate 
             request = None
             try:
                 await admit(context)
-                request = await _parsed(handler, data, context)
+                request = await _parsed(handler, data, context, meter)
                 async for reply in stream(request, context):
                     yield reply
             except grpc.aio.AbortError as e:
@@ -223,14 +235,14 @@ def _guarded(handler, path: str, roles: frozenset[str] | None, rate: ClientRate 
             except Exception:
                 await failed(context)
 
-        return _answering(handler, checked_stream)
+        return _answering(handler, checked_stream, meter)
     behaviour = handler.unary_unary
 
     async def checked(data, context):
         request = None
         try:
             await admit(context)
-            request = await _parsed(handler, data, context)
+            request = await _parsed(handler, data, context, meter)
             return await behaviour(request, context)
         except grpc.aio.AbortError as e:
             data = request = None  # (see _let_go)
@@ -239,7 +251,7 @@ def _guarded(handler, path: str, roles: frozenset[str] | None, rate: ClientRate 
         except Exception:
             await failed(context)
 
-    return _answering(handler, checked)
+    return _answering(handler, checked, meter)
 
 
 class StartupError(Exception):
@@ -321,6 +333,7 @@ class LiveNode:
         self.handler: Handler = self.app or self.node
         self.timing = timing or Timing()
         self.ledger = Ledger()
+        self.meter = Meter()  # CPU time by what it went to (chord.meter)
         self.methods = MethodTable([CHORD_SERVICE] + (self.app.services if self.app else []))
         app_methods = [
             m.name for service in (self.app.services if self.app else []) for m in service.methods
@@ -333,6 +346,7 @@ class LiveNode:
             patience=self.timing.call_timeout,
             credentials=credentials,
             max_channels=self.limits.channels,
+            meter=self.meter,
         )
         self.credentials = credentials
         self.health = health.aio.HealthServicer()
@@ -357,6 +371,7 @@ class LiveNode:
             ClientRate(self.limits.client_rate, self.limits.client_burst)
             if self.limits.client_rate
             else None,
+            self.meter,
         )
         self.stopped = False
 
@@ -368,8 +383,15 @@ class LiveNode:
         try:
             return await run_async(self.handler, op, self.transport)
         finally:
-            if self.app is not None:
+            self._durable()
+
+    def _durable(self) -> None:
+        if self.app is not None:
+            paused = self.meter.enter("storage")
+            try:
                 self.app.durable()
+            finally:
+                self.meter.leave(paused)
 
     @property
     def background(self) -> int:
@@ -407,11 +429,14 @@ class LiveNode:
         if method == "Lookup":
             owner, hops = await self.run_op(self.node.lookup(request.key, verify=True))
             return pb.LookupReply(owner=to_info(owner), hops=hops)
-        reply = self.handler.handle(method, request)
+        paused = self.meter.enter(method)
+        try:
+            reply = self.handler.handle(method, request)
+        finally:
+            self.meter.leave(paused)
         if isgenerator(reply):  # an answer that needs calls of its own
             reply = await self._to_the_end(reply)
-        if self.app is not None:
-            self.app.durable()  # before the reply: what it acknowledges is kept
+        self._durable()  # before the reply: what it acknowledges is kept
         if method == "GetState":
             reply.ledger.extend(
                 pb.LedgerEntry(kind=k, messages=c.messages, bytes=c.bytes)

@@ -55,6 +55,7 @@ import numpy as np
 from chord.tls import Credentials, aio_channel
 from cqengine.evaluation.matcher import document_frequencies, document_terms, match_documents
 from cqengine.live.client import ACK_EVERY
+from cqengine.live.costs import cost_by_stage
 from cqengine.live.ring import ring_down, ring_up
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.proto import cqengine_pb2_grpc as pb_grpc
@@ -233,18 +234,20 @@ class Ring:
             await asyncio.sleep(0.02)
         await asyncio.sleep(0.3)  # late duplicates would show here
 
-    async def ledger(self) -> tuple[Counter, Counter, int]:
-        """Ring-wide engine messages and bytes by kind, and the alerts the nodes counted
-        as lost so far (failed calls, full mailboxes): one Stats call a node."""
-        messages, size, dropped = Counter(), Counter(), 0
+    async def ledger(self) -> tuple[Counter, Counter, int, Counter]:
+        """Ring-wide engine messages and bytes by kind, the alerts the nodes counted as lost
+        so far (failed calls, full mailboxes), and the nodes' CPU seconds by account
+        (chord.meter): one Stats call a node."""
+        messages, size, dropped, cpu = Counter(), Counter(), 0, Counter()
         for stub in self.stubs.values():
             stats = await stub.Stats(pb.StatsRequest())
             dropped += stats.alerts_dropped
+            cpu.update(stats.cpu_seconds)
             for c in stats.ledger:
                 if c.kind.split(".")[0] in ENGINE_KINDS:
                     messages[c.kind] += c.messages
                     size[c.kind] += c.bytes
-        return messages, size, dropped
+        return messages, size, dropped, cpu
 
     async def close(self) -> None:
         for task in self.streams:
@@ -283,6 +286,7 @@ async def throughput(ring: Ring, docs: list[TrecDoc], args, want: int, pids: lis
     n = len(docs)
     messages = {k: after[0][k] - before[0][k] for k in after[0]}
     size = {k: after[1][k] - before[1][k] for k in after[1]}
+    accounts = {k: 1000 * (after[3][k] - before[3][k]) / n for k in after[3]}
     return {
         "seconds": end - start,
         "publish_seconds": published - start,
@@ -290,6 +294,10 @@ async def throughput(ring: Ring, docs: list[TrecDoc], args, want: int, pids: lis
         "refused": len(refused),
         "alerts_dropped": after[2] - before[2],
         "cpu_seconds_per_document": cpu / n,
+        "cpu_ms_per_document_by_stage": cost_by_stage(accounts),
+        "cpu_ms_per_document_by_account": {
+            k: v for k, v in sorted(accounts.items(), key=lambda kv: -kv[1]) if v > 0.0005
+        },
         "engine_bytes_per_document": sum(size.values()) / n,
         "engine_messages_per_document": sum(messages.values()) / n,
         "bytes_per_document_by_kind": {k: v / n for k, v in sorted(size.items()) if v},

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from chord.live import StartupError
+from chord.meter import Meter
 from cqengine.core.documents import Document, prepare
 from cqengine.core.errors import EngineError
 from cqengine.core.limits import MAX_BATCH_DOCS
@@ -60,9 +62,12 @@ class Batcher:
     analyzed in a worker thread (the event loop keeps serving meanwhile) and published by
     the engine's DN as one (cqengine.core.dn.DN.publish_batch); the next batch gathers meanwhile."""
 
-    def __init__(self, engine: EngineNode, publishing: Publishing, run: Callable) -> None:
-        """`run`: how the node runs an operation (LiveNode.run_op)."""
-        self.engine, self.publishing, self.run = engine, publishing, run
+    def __init__(
+        self, engine: EngineNode, publishing: Publishing, run: Callable, meter: Meter | None = None
+    ) -> None:
+        """`run`: how the node runs an operation (LiveNode.run_op); `meter`: charged the
+        analyzer's CPU time ("analysis")."""
+        self.engine, self.publishing, self.run, self.meter = engine, publishing, run, meter
         self.queue: list[tuple[pb.PublishRequest, asyncio.Future]] = []
         self.changed = asyncio.Event()
         self.analyzer = ThreadPoolExecutor(1, thread_name_prefix="analyze")
@@ -118,7 +123,7 @@ class Batcher:
     async def _publish(self, batch: list[tuple[pb.PublishRequest, asyncio.Future]]) -> None:
         limit = self.engine.settings.max_document_bytes
         documents = await asyncio.get_running_loop().run_in_executor(
-            self.analyzer, prepare_all, [r for r, _ in batch], limit
+            self.analyzer, self._prepare, [r for r, _ in batch], limit
         )
         fit = [(d, f) for d, (_, f) in zip(documents, batch) if isinstance(d, Document)]
         replies = await self.run(self.engine.dn.publish_batch([d for d, _ in fit])) if fit else []
@@ -127,6 +132,15 @@ class Batcher:
         for document, (_, future) in zip(documents, batch):
             if isinstance(document, EngineError):
                 future.set_result(document)
+
+    def _prepare(self, requests: list[pb.PublishRequest], limit: int) -> list:
+        """prepare_all, in the analyzer's thread, its CPU time charged to "analysis"."""
+        start = time.thread_time()
+        try:
+            return prepare_all(requests, limit)
+        finally:
+            if self.meter is not None:
+                self.meter.add("analysis", time.thread_time() - start)
 
     def close(self) -> None:
         if self.task is not None:

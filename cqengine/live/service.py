@@ -116,7 +116,7 @@ class ClientAPI(pb_grpc.CQEngineServicer):
 
     def __init__(self, live: LiveNode, engine: EngineNode, publishing: Publishing) -> None:
         self.live, self.engine = live, engine
-        self.batcher = Batcher(engine, publishing, live.run_op)
+        self.batcher = Batcher(engine, publishing, live.run_op, live.meter)
         self.streams: dict[int, Stream] = {}  # subscription -> its one live stream
         engine.home.alert_listeners.append(self._wake)
         engine.replication.region_listeners.append(self._moved)
@@ -214,11 +214,10 @@ class ClientAPI(pb_grpc.CQEngineServicer):
             self.streams[sub.id] = stream
         try:
             while stream.subs:
-                while batch := stream.waiting():
+                while message := self._next_message(stream):
                     # alerts leave their mailboxes only when acknowledged: a stream that
                     # breaks loses none, and the next resumes where its client stands
-                    yield stream.message(batch)
-                    stream.sent(batch)
+                    yield message
                 if not stream.subs:
                     return
                 await stream.event.wait()
@@ -234,9 +233,23 @@ class ClientAPI(pb_grpc.CQEngineServicer):
                 if self.streams.get(sub_id) is stream:
                     del self.streams[sub_id]
 
+    def _next_message(self, stream: Stream) -> pb.AlertBatch | None:
+        """The stream's next message (taken as sent), None when nothing waits."""
+        paused = self.live.meter.enter("stream")
+        try:
+            batch = stream.waiting()
+            if not batch:
+                return None
+            message = stream.message(batch)
+            stream.sent(batch)
+            return message
+        finally:
+            self.live.meter.leave(paused)
+
     async def Stats(self, request, context):
         reply = self.engine.stats(self.live.ledger)
         reply.background = self.live.background
+        reply.cpu_seconds.update(self.live.meter.snapshot())
         return reply
 
 

@@ -103,3 +103,10 @@ def test_batched_publishing_alerts_each_matching_subscriber_once(
         assert announced["Announce"] < len(docs)
     if batch_docs == 1:  # a batch of one: every document announced on its own
         assert announced["Announce"] >= len(docs)
+    # the cost model's meter (chord.meter): each node that published analyzed, every node
+    # handled announcements, and the accounts never hold more than the process spent
+    for s in stats:
+        cpu = s.cpu_seconds
+        assert cpu["unmetered"] >= 0 and all(v >= 0 for v in cpu.values())
+        assert (cpu["analysis"] > 0) == (s.documents_published > 0)
+    assert sum(s.cpu_seconds["op Announcer.announce"] > 0 for s in stats) >= 2

@@ -1,0 +1,52 @@
+"""What a document costs a ring, by stage: the nodes' metered CPU time (chord.meter)
+gathered into the stages of a document's path.
+
+A node charges its CPU time to accounts: a request it handled (by method), a step of an
+operation (by the generator that runs it, "op Class.method"), parsing and serializing
+messages, the ledger, commits to storage, its alert streams, the analyzer's thread, and
+what none of these holds ("unmetered": gRPC's C core, TLS, the event loop). STAGES names
+where each account goes; an account no rule names is "other", so nothing is lost.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Mapping
+
+# stage: the accounts it holds (names, or "op " prefixes of operations), in a document's order
+STAGES: dict[str, tuple[str, ...]] = {
+    "analysis": ("analysis",),
+    "announcement": ("op DN.publish_batch", "op DN.send_out", "Announce", "op Announcer."),
+    "QN matching": ("op QN.heard",),
+    "resolution": ("GetBloom", "TermDialogue", "op QN.", "op Resolution."),
+    "reports": ("Matched", "op DN."),
+    "delivery": ("op Delivery.",),
+    "home and mailbox": ("Deliver", "op Home."),
+    "replication": ("Replicate", "Reconcile", "Repair", "Release", "op Replication."),
+    "storage": ("storage",),
+    "streaming to clients": ("stream",),
+    "protobuf (parse, serialize, size)": ("parse", "serialize", "ledger"),
+    "gRPC, TLS and event loop": ("unmetered",),
+}
+
+
+def stage_of(account: str) -> str:
+    """The stage an account belongs to: the first rule naming it exactly, else the longest
+    prefix among the operations' rules, else "other"."""
+    best, length = "other", 0
+    for stage, rules in STAGES.items():
+        for rule in rules:
+            if account == rule:
+                return stage
+            if rule.startswith("op ") and rule.endswith(".") and account.startswith(rule):
+                if len(rule) > length:
+                    best, length = stage, len(rule)
+    return best
+
+
+def cost_by_stage(accounts: Mapping[str, float]) -> dict[str, float]:
+    """Accounts' costs summed by stage, in STAGES' order (then "other")."""
+    out: Counter = Counter()
+    for account, cost in accounts.items():
+        out[stage_of(account)] += cost
+    return {stage: out[stage] for stage in [*STAGES, "other"] if stage in out}

@@ -1,0 +1,90 @@
+"""The meter (chord.meter) charges each stretch of CPU time to one account: nested accounts
+pause the one around them, so no time counts twice, and nothing is lost: the accounts and
+`unmetered` add up to the process's CPU time."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from chord.driver import drive_async
+from chord.meter import UNMETERED, Meter, metered
+from cqengine.live.costs import STAGES, cost_by_stage, stage_of
+
+
+def burn(seconds: float) -> None:
+    """Spend this much of the thread's CPU time."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def test_nested_accounts_pause_the_outer_one_and_add_up_to_the_process():
+    meter = Meter()
+    before = time.process_time()
+    outer = meter.enter("outer")
+    burn(0.02)
+    inner = meter.enter("inner")
+    burn(0.03)
+    meter.leave(inner)
+    burn(0.01)
+    meter.leave(outer)
+    spent = time.process_time() - before
+    got = meter.snapshot()
+    assert got["inner"] == pytest.approx(0.03, abs=0.01)
+    assert got["outer"] == pytest.approx(0.03, abs=0.01)
+    assert got["inner"] + got["outer"] <= spent + 1e-3
+    assert sum(got.values()) == pytest.approx(time.process_time(), abs=0.01)
+    assert meter.counts == {"outer": 1, "inner": 1}
+
+
+def test_a_failing_call_still_leaves_its_account():
+    meter = Meter()
+
+    def fails(x):
+        burn(0.01)
+        raise ValueError(x)
+
+    with pytest.raises(ValueError):
+        metered(meter, "bad", fails)(1)
+    burn(0.01)  # charged to nothing: the account was left
+    assert meter.seconds["bad"] == pytest.approx(0.01, abs=0.005)
+    assert metered(None, "x", fails) is fails
+
+
+def test_each_step_of_an_operation_is_charged_to_its_generator():
+    meter = Meter()
+
+    def op():
+        burn(0.01)
+        reply = yield "call"
+        burn(0.01)
+        return reply * 2
+
+    async def call(c):
+        burn(0.02)  # the call's own work: not the operation's
+        return 21
+
+    assert asyncio.run(drive_async(op(), call, meter)) == 42
+    account = "op " + op.__qualname__
+    assert meter.seconds[account] == pytest.approx(0.02, abs=0.008)
+    assert meter.counts[account] == 2
+
+
+def test_every_account_a_node_charges_has_a_stage():
+    assert stage_of("op Announcer.announce") == "announcement"
+    assert stage_of("op Replication.reconcile") == "replication"
+    assert stage_of("op DN.publish_batch") == "announcement"
+    assert stage_of("op DN.on_matched") == "reports"
+    assert stage_of("Deliver") == "home and mailbox"
+    assert stage_of(UNMETERED) == "gRPC, TLS and event loop"
+    assert stage_of("op Something.new") == "other"
+    costs = cost_by_stage({"Deliver": 1.0, "op Home._x": 2.0, "parse": 0.5, "weird": 0.25})
+    assert costs == {
+        "home and mailbox": 3.0,
+        "protobuf (parse, serialize, size)": 0.5,
+        "other": 0.25,
+    }
+    assert list(costs)[:2] == [s for s in STAGES if s in costs][:2]
