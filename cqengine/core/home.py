@@ -11,7 +11,7 @@ seen. A node that finds its predecessor gone takes the alerts of the home keys i
 from __future__ import annotations
 
 from inspect import isgenerator
-from typing import Callable
+from typing import Callable, Sequence
 
 from chord.node import Call, Op, PeerUnreachable
 from chord.proto import chord_pb2 as chord_pb
@@ -37,18 +37,23 @@ class Home:
             return pb.DeliverReply(moved=True)
         return self._delivered(batch)
 
-    def acknowledge(self, sub: Subscription, next_seq: int) -> None:
-        """The subscriber has every alert of this subscription numbered below next_seq:
-        they leave its mailbox (and its replicas' copies)."""
+    def acknowledge(self, acks: Sequence[tuple[Subscription, int]]) -> None:
+        """Each subscriber has every alert of its subscription numbered below its next_seq:
+        they leave the mailboxes, and the replicas' copies in one message to each (a
+        client acknowledges many subscriptions at once)."""
         ctx = self.ctx
-        box = sub.mailbox
-        n = min(next_seq, box.shown) - box.first
-        if n > 0:
-            box.pop(n)
-            if ctx.journal is not None:
-                ctx.journal.acknowledged(sub.id, box.first)
-            if ctx.replicated:
-                ctx.host.spawn(self.copy(pb.Records(homes=[home_record(sub, start=box.next)])))
+        moved = []
+        for sub, next_seq in acks:
+            box = sub.mailbox
+            n = min(next_seq, box.shown) - box.first
+            if n > 0:
+                box.pop(n)
+                moved.append(sub)
+                if ctx.journal is not None:
+                    ctx.journal.acknowledged(sub.id, box.first)
+        if moved and ctx.replicated:
+            records = [home_record(sub, start=sub.mailbox.next) for sub in moved]
+            ctx.host.spawn(self.copy(pb.Records(homes=records)))
 
     def _delivered_if_mine(self, batch: pb.AlertBatch) -> Op:
         """The ring's lookup says the batch's home key is mine, and my predecessor says not.

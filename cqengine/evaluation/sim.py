@@ -238,13 +238,15 @@ class EngineSimulator:
         serves each subscription: its home, or the replica that took over)."""
         out = []
         for e in self.engines.values():
+            acks = []
             for sub in list(e.subscriptions.values()):
                 if not sub.key:
                     out += [(sub.id, docno) for docno, _, _ in sub.mailbox.take()]
                 elif e.serves(sub.key):  # acknowledged, as a stream would: at the replicas too
                     box = sub.mailbox
                     out += [(sub.id, docno) for docno, _, _ in box.alerts(box.first, box.shown)]
-                    e.home.acknowledge(sub, box.shown)
+                    acks.append((sub, box.shown))
+            e.home.acknowledge(acks)  # all at once, as a client acknowledges its streams
         self.settle()
         return out
 

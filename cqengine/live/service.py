@@ -189,8 +189,7 @@ class ClientAPI(pb_grpc.CQEngineServicer):
             subs = [self.engine.placement.authorized(k.subscription_id, k.token) for k in keys]
         except EngineError as e:
             await context.abort(getattr(grpc.StatusCode, e.code), str(e))
-        for sub, k in zip(subs, keys):
-            self.engine.home.acknowledge(sub, k.next)
+        self.engine.home.acknowledge([(sub, k.next) for sub, k in zip(subs, keys)])
         self.engine.durable()
         return subs
 

@@ -362,6 +362,32 @@ def test_a_home_lacking_a_subscription_record_makes_its_dn_try_again():
     ]
 
 
+def test_acknowledgements_of_many_subscriptions_reach_each_replica_in_one_message():
+    """A client acknowledges many subscriptions at once: each replica of the home gets them
+    in one Replicate, and every copy of every mailbox then starts where the home's does."""
+    wl = workload(1)
+    sim = replicated(wl)
+    home = sorted(sim.engines)[0]
+    subs = {sim.subscribe(q, via=home).subscription_id for q in wl.queries}
+    for d in wl.docs[:10]:
+        sim.publish(d.docno, d.text, d.title)
+    sim.settle()
+    e = sim.engines[home]
+    acks = [(s, s.mailbox.shown) for s in e.subscriptions.values() if s.mailbox.shown]
+    assert len(acks) > 3  # many subscriptions had alerts to acknowledge
+    before = sim.ring.ledger.snapshot()["Replicate"].messages
+    e.home.acknowledge(acks)
+    sim.settle()
+    assert sim.ring.ledger.snapshot()["Replicate"].messages - before == R - 1
+    for sub_id in subs:
+        boxes = [
+            x.subscriptions[sub_id].mailbox
+            for x in sim.engines.values()
+            if sub_id in x.subscriptions
+        ]
+        assert len(boxes) == R and len({(b.first, tuple(b.queue)) for b in boxes}) == 1
+
+
 def test_a_mailbox_knows_its_latest_acknowledged_documents_and_no_more():
     box = Mailbox()
     for i in range(3 * SEEN_KEPT):

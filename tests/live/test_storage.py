@@ -58,7 +58,7 @@ def test_a_ring_restarted_from_storage_alerts_its_old_subscriptions_exactly(tmp_
     for sid in sent:
         e = homes[sid]
         box = e.subscriptions[sid].mailbox
-        e.home.acknowledge(e.subscriptions[sid], box.next)
+        e.home.acknowledge([(e.subscriptions[sid], box.next)])
     waiting = {
         sid: (e.subscriptions[sid].mailbox.first, list(e.subscriptions[sid].mailbox.queue))
         for sid, e in homes.items()
