@@ -192,6 +192,12 @@ def records_problem(settings: Settings, records: pb.Records) -> str | None:
         why = held_batch_problem(settings, b)
         if why is not None:
             return why
+    for a in records.alerts:
+        why = _deliver(settings, a)
+        if why is None and len(a.seqs) != len(a.subscription_ids):
+            why = f"{len(a.seqs)} numbers for {len(a.subscription_ids)} alerts copied"
+        if why is not None:
+            return why
     return None
 
 

@@ -17,7 +17,7 @@ from chord.node import Call, Op, PeerUnreachable
 from chord.proto import chord_pb2 as chord_pb
 from cqengine.core.checks import per_document
 from cqengine.core.context import Context
-from cqengine.core.mailboxes import AlertDoc, Subscription, home_record
+from cqengine.core.mailboxes import AlertDoc, Subscription, home_record, numbered_batch
 from cqengine.proto import cqengine_pb2 as pb
 
 Copy = Callable[[pb.Records], Op]  # records to my replicas (Replication.copy)
@@ -116,17 +116,15 @@ class Home:
 
     def _shown_once_copied(self, kept: Kept, reply: pb.DeliverReply) -> Op:
         """New alerts go to the replicas of their homes first, and only then on a stream
-        (and into the journal): whichever replica serves next knows every alert numbered."""
+        (and into the journal): whichever replica serves next knows every alert numbered.
+        They go as a stream shows them, each document once: a copy costs what a Deliver
+        did, not a whole alert per subscription."""
         ctx = self.ctx
-        spans: dict[int, list[int]] = {}
         subs = {sub_id: ctx.subscriptions[sub_id] for sub_id, _, _ in kept}
         for sub_id, seq, _ in kept:
-            span = spans.setdefault(sub_id, [seq, seq + 1])
-            span[0], span[1] = min(span[0], seq), max(span[1], seq + 1)
             subs[sub_id].mailbox.pending.add(seq)
-        records = [home_record(subs[s], lo, hi) for s, (lo, hi) in spans.items()]
         try:
-            yield from self.copy(pb.Records(homes=records))
+            yield from self.copy(pb.Records(alerts=[numbered_batch(kept)]))
         finally:  # however it ends: alerts held back for good would block their streams
             for sub_id, seq, _ in kept:
                 subs[sub_id].mailbox.pending.discard(seq)

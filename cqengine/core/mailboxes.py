@@ -213,6 +213,34 @@ def subscription_of(record: pb.HomeRecord) -> Subscription:
     )
 
 
+def numbered_batch(alerts: Iterable[tuple[int, int, AlertDoc]]) -> pb.AlertBatch:
+    """Numbered alerts ((subscription, number, document)) as one message: each document
+    once with the subscriptions it alerts, each alert's number in `seqs` (a stream's
+    message, and a home's copy to its replicas)."""
+    by_doc: dict[AlertDoc, list[tuple[int, int]]] = {}
+    for sub_id, seq, doc in alerts:
+        by_doc.setdefault(doc, []).append((sub_id, seq))
+    batch = alert_batch([(doc, [s for s, _ in subs]) for doc, subs in by_doc.items()])
+    batch.seqs.extend(seq for subs in by_doc.values() for _, seq in subs)
+    return batch
+
+
+def numbered_alerts(batch: pb.AlertBatch) -> dict[int, list[tuple[int, AlertDoc]]]:
+    """A numbered batch's alerts by subscription: (number, document), in order of number."""
+    n = len(batch.docnos)
+    titles, snippets = batch.titles or [""] * n, batch.snippets or [""] * n
+    counts = batch.counts or [len(batch.subscription_ids)]
+    out: dict[int, list[tuple[int, AlertDoc]]] = {}
+    at = 0
+    for doc, c in zip(zip(batch.docnos, titles, snippets), counts):
+        for sub_id, seq in zip(batch.subscription_ids[at : at + c], batch.seqs[at : at + c]):
+            out.setdefault(sub_id, []).append((seq, doc))
+        at += c
+    for alerts in out.values():
+        alerts.sort(key=lambda a: a[0])
+    return out
+
+
 def alert_batch(docs: Sequence[tuple[AlertDoc, list[int]]]) -> pb.AlertBatch:
     """The alerts of these documents, each with its subscriptions: a DN's for one home node,
     or a home node's on a stream."""

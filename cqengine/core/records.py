@@ -32,7 +32,14 @@ import mmh3
 from chord.ids import in_open_closed
 from cqengine.core import limits
 from cqengine.core.journal import Journal
-from cqengine.core.mailboxes import Subscription, home_record, record_alerts, subscription_of
+from cqengine.core.mailboxes import (
+    AlertDoc,
+    Subscription,
+    home_record,
+    numbered_alerts,
+    record_alerts,
+    subscription_of,
+)
 from cqengine.core.postings import InvertedIndex
 from cqengine.proto import cqengine_pb2 as pb
 
@@ -180,14 +187,41 @@ class RecordStore:
             return gap
         if box.next != before:
             changed = True
-            if self.journal is not None:
-                self.journal.alerted(
-                    [
-                        (sub_id, seq, doc)
-                        for seq, doc in zip(range(before, box.next), box.alerts(before, box.next))
-                    ]
-                )
+            self._journal_alerted(sub, before)
         return changed
+
+    def _journal_alerted(self, sub: Subscription, before: int) -> None:
+        """Tell the journal of the alerts a copy of a mailbox took, numbered from `before`."""
+        box = sub.mailbox
+        if self.journal is not None and box.next != before:
+            numbers = range(before, box.next)
+            self.journal.alerted(
+                [(sub.id, seq, doc) for seq, doc in zip(numbers, box.alerts(before, box.next))]
+            )
+
+    def put_alerts(
+        self, batch: pb.AlertBatch, serves: Callable[[int], bool]
+    ) -> list[tuple[int, int]]:
+        """Merge alerts a home numbered (mailboxes.numbered_batch) into the copies of their
+        mailboxes (`serves(key)`: this node serves that home key, so its own numbering
+        wins). Returns the subscriptions of which this copy lacks alerts before those,
+        each with the number it lacks from (0: the record itself): send from there."""
+        behind = []
+        for sub_id, alerts in numbered_alerts(batch).items():
+            sub = self.subscriptions.get(sub_id)
+            if sub is None:
+                if sub_id not in self.gone:
+                    behind.append((sub_id, 0))
+                continue
+            box = sub.mailbox
+            before = box.next
+            for start, docs in _runs(alerts):
+                gap = box.put(start, docs, serves(sub.key))
+                if gap is not None:
+                    behind.append((sub_id, gap))
+                    break
+            self._journal_alerted(sub, before)
+        return behind
 
     def unsubscribe(self, sub_id: int, key: int) -> bool:
         return self._unsubscribed(sub_id, key, self.clock())
@@ -390,3 +424,14 @@ class RecordStore:
 
     def __len__(self) -> int:
         return len(self.index)
+
+
+def _runs(alerts: list[tuple[int, AlertDoc]]) -> Iterator[tuple[int, list[AlertDoc]]]:
+    """Numbered alerts, in order of number, as runs of consecutive numbers: (first, docs)."""
+    start, docs = alerts[0][0], [alerts[0][1]]
+    for seq, doc in alerts[1:]:
+        if seq != start + len(docs):
+            yield start, docs
+            start, docs = seq, []
+        docs.append(doc)
+    yield start, docs

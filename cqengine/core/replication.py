@@ -87,6 +87,10 @@ class Replication:
             elif got is not True and got is not False:
                 reply.behind.append(r.subscription_id)
                 reply.since.append(got)
+        for batch in records.alerts:
+            for sub_id, since in ctx.store.put_alerts(batch, ctx.serves):
+                reply.behind.append(sub_id)
+                reply.since.append(since)
         region = ctx.region()
         for b in records.batches:
             if ctx.store.hold(b):

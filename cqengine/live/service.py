@@ -23,7 +23,7 @@ from chord.ids import hash_id
 from chord.live import Limits, LiveNode, StartupError, Timing, serve
 from chord.tls import ADMIN, PUBLISHER, SUBSCRIBER, Credentials, aio_channel, tls_failure
 from cqengine.core.errors import EngineError
-from cqengine.core.mailboxes import AlertDoc, Subscription, alert_batch
+from cqengine.core.mailboxes import Subscription, numbered_batch
 from cqengine.core.node import EngineNode
 from cqengine.core.settings import Settings, SettingsError
 from cqengine.live.publishing import Batcher, Publishing
@@ -75,14 +75,13 @@ class Stream:
     def message(self, waiting: list[tuple[Subscription, int, int]]) -> pb.AlertBatch:
         """The alerts waiting, each document once with the subscriptions it alerts, each
         alert with its sequence number."""
-        by_doc: dict[AlertDoc, list[tuple[int, int]]] = {}
-        for sub, start, n in waiting:
-            at = start - sub.mailbox.first
-            for i, doc in enumerate(islice(sub.mailbox.queue, at, at + n)):
-                by_doc.setdefault(doc, []).append((sub.id, start + i))
-        batch = alert_batch([(doc, [s for s, _ in alerts]) for doc, alerts in by_doc.items()])
-        batch.seqs.extend(seq for alerts in by_doc.values() for _, seq in alerts)
-        return batch
+        return numbered_batch(
+            (sub.id, start + i, doc)
+            for sub, start, n in waiting
+            for i, doc in enumerate(
+                islice(sub.mailbox.queue, start - sub.mailbox.first, start - sub.mailbox.first + n)
+            )
+        )
 
     def sent(self, waiting: list[tuple[Subscription, int, int]]) -> None:
         for sub, start, n in waiting:

@@ -21,7 +21,7 @@ from chord.transport import REPLY
 from cqengine.core import limits
 from cqengine.core.documents import Document
 from cqengine.core.limits import SEEN_KEPT, TOMBSTONE_TTL
-from cqengine.core.mailboxes import Mailbox, alert_batch, cost
+from cqengine.core.mailboxes import Mailbox, alert_batch, cost, numbered_alerts, numbered_batch
 from cqengine.core.postings import InvertedIndex
 from cqengine.core.records import RecordStore
 from cqengine.evaluation.sim import EngineSimulator
@@ -386,6 +386,48 @@ def test_acknowledgements_of_many_subscriptions_reach_each_replica_in_one_messag
             if sub_id in x.subscriptions
         ]
         assert len(boxes) == R and len({(b.first, tuple(b.queue)) for b in boxes}) == 1
+
+
+@given(
+    st.dictionaries(
+        st.integers(1, 2**64 - 1),
+        st.tuples(st.integers(0, 50), st.lists(st.sampled_from("ABCDEF"), min_size=1, max_size=5)),
+        max_size=6,
+    )
+)
+def test_a_homes_copy_of_numbered_alerts_carries_each_document_once_and_every_number(alerts):
+    """Each subscription's alerts numbered from some start: the copy a home sends its
+    replicas names each document once and gives back every (subscription, number, doc)."""
+    kept = [
+        (sub_id, start + i, (f"D{d}", f"title {d}", ""))
+        for sub_id, (start, docs) in alerts.items()
+        for i, d in enumerate(dict.fromkeys(docs))
+    ]
+    batch = numbered_batch(kept)
+    assert len(batch.docnos) == len(set(batch.docnos)) == len({doc for _, _, doc in kept})
+    back = numbered_alerts(batch)
+    assert sorted((s, q, d) for s, got in back.items() for q, d in got) == sorted(kept)
+    assert all(got == sorted(got) for got in back.values())
+
+
+def test_a_copy_of_a_mailbox_takes_numbered_alerts_or_says_what_it_lacks():
+    wl = workload(1)
+    sim = replicated(wl)
+    subs = subscribe_all(sim, wl)
+    sub_id = next(iter(subs))
+    e = next(e for e in sim.engines.values() if sub_id in e.subscriptions)
+    store, box = e.store, e.subscriptions[sub_id].mailbox
+    start = box.next
+    doc = ("X1", "", "")
+    assert store.put_alerts(numbered_batch([(sub_id, start, doc)]), lambda key: False) == []
+    assert box.next == start + 1 and box.alerts(start, start + 1) == [doc]
+    # a gap: this copy lacks the alert numbered start + 1
+    later = numbered_batch([(sub_id, start + 2, ("X3", "", ""))])
+    assert store.put_alerts(later, lambda key: False) == [(sub_id, start + 1)]
+    assert box.next == start + 1
+    # a subscription whose record has not come yet: the whole record is asked for
+    unknown = numbered_batch([(12345, 0, doc)])
+    assert store.put_alerts(unknown, lambda key: False) == [(12345, 0)]
 
 
 def test_a_mailbox_knows_its_latest_acknowledged_documents_and_no_more():
