@@ -65,6 +65,7 @@ class Batcher:
         self.engine, self.publishing, self.run = engine, publishing, run
         self.queue: list[tuple[pb.PublishRequest, asyncio.Future]] = []
         self.changed = asyncio.Event()
+        # the node's one analysis thread (ClientAPI.SubscribeBatch analyzes queries in it too)
         self.analyzer = ThreadPoolExecutor(1, thread_name_prefix="analyze")
         self.task: asyncio.Task | None = None
 
