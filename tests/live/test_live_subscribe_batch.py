@@ -1,8 +1,9 @@
 """SubscribeBatch on a live loopback ring (mutual TLS, 3 replicas): each query subscribed
 or refused on its own, the good ones alerted exactly as the brute-force matcher says, an
-empty or oversized batch refused whole."""
+empty or oversized batch refused whole; and `cqengine subscribe --file` on top of it."""
 
 import io
+import json
 import random
 from collections import Counter
 
@@ -10,6 +11,7 @@ import pytest
 from support.live import FAST
 from support.oracle import assert_exact, expected
 
+from cqengine.cli import main
 from cqengine.core.limits import MAX_BATCH_QUERIES
 from cqengine.demo import collect_alerts
 from cqengine.evaluation.matcher import document_frequencies
@@ -105,3 +107,31 @@ def test_an_empty_or_oversized_batch_is_refused_whole(ring):
         with pytest.raises(ClientError, match="per_call"):
             c.subscribe_many(["levee"], per_call=MAX_BATCH_QUERIES + 1)
         assert c.stats().subscriptions == before
+
+
+def test_cli_subscribe_file_writes_each_result_as_it_comes(ring, tmp_path, capsys):
+    queries = tmp_path / "queries.txt"
+    good = [f"storm{i} levee" for i in range(25)]
+    queries.write_text(
+        "# queries\n" + "\n".join(good[:10]) + "\n\nthe and\n" + "\n".join(good[10:])
+    )
+    out = tmp_path / "subs.jsonl"
+    rf = ["--ring-file", str(ring.path)]
+    code = main(["subscribe", "--file", str(queries), "--out", str(out), "--per-call", "7", *rf])
+    assert code == 1  # one query was refused
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [x["query"] for x in lines] == good[:10] + ["the and"] + good[10:]
+    refused = [x for x in lines if "error" in x]
+    assert len(refused) == 1 and refused[0]["code"] == "INVALID_ARGUMENT"
+    placed = [x for x in lines if "error" not in x]
+    assert all(len(x["subscription_id"]) == 16 and x["token"] and x["home"] for x in placed)
+    err = capsys.readouterr().err
+    assert "subscribed 7 of 26" in err and "subscribed 26 of 26 (1 refused)" in err
+    # the ids and tokens written are the subscriptions': each can be unsubscribed with them
+    with Client(placed[0]["home"], credentials=ring.credentials()) as c:
+        for x in placed:
+            c.unsubscribe(int(x["subscription_id"], 16), x["token"], int(x["home_id"], 16))
+    # a file that exists is never overwritten: it may hold the only copy of tokens
+    assert main(["subscribe", "--file", str(queries), "--out", str(out), *rf]) == 1
+    assert "exists" in capsys.readouterr().err
+    assert len(out.read_text().splitlines()) == len(lines)
