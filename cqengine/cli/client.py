@@ -1,9 +1,11 @@
-"""The commands of a ring's client: `subscribe`, `publish`, `stats`, and `analyze` (the
-terms the engine makes of a text, no ring needed)."""
+"""The commands of a ring's client: `subscribe` (one query, or a file of them), `publish`,
+`stats`, and `analyze` (the terms the engine makes of a text, no ring needed)."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 import time
 from collections import Counter
@@ -12,7 +14,7 @@ from pathlib import Path
 
 from chord.ids import hash_id
 from chord.tls import TlsError
-from cqengine.cli.options import CliError, count, node_option
+from cqengine.cli.options import CliError, count, defaults_of, node_option, positive
 from cqengine.live.client import Client, ClientError, find_credentials
 from cqengine.live.ring import any_node
 from cqengine.live.ringfile import RingFile
@@ -21,10 +23,38 @@ PUBLISH_CALL = 256  # documents `publish` sends per PublishBatch call
 
 
 def add_parsers(sub) -> None:
-    s = sub.add_parser("subscribe", help="register a query and print its alerts as they arrive")
-    s.add_argument("query")
+    s = sub.add_parser(
+        "subscribe",
+        help="register a query and print its alerts as they arrive; or, with --file, many "
+        "queries, their ids and tokens written to --out",
+    )
+    s.add_argument("query", nargs="?", help="the query (or --file)")
     s.add_argument(
         "--count", type=count, help="exit after this many alerts (default: until interrupted)"
+    )
+    s.add_argument(
+        "--file",
+        type=Path,
+        metavar="QUERIES",
+        help="subscribe every query of this file, one a line (blank lines and lines starting "
+        "with # skipped), in SubscribeBatch calls, and print no alerts: the subscriptions "
+        "stay until unsubscribed",
+    )
+    s.add_argument(
+        "--out",
+        type=Path,
+        metavar="FILE",
+        help="with --file: a new file (never one that exists) to write each query's result "
+        "to as it comes, a JSON object a line: query, subscription_id (16 hex digits), token, "
+        "home, home_id, terms, index_term; or, refused, query, code and error",
+    )
+    s.add_argument(
+        "--per-call",
+        type=positive,
+        metavar="N",
+        default=defaults_of(Client.subscribe_many)["per_call"],
+        help="with --file: queries per SubscribeBatch call (default %(default)s, the most "
+        "a call takes)",
     )
     node_option(s)
 
@@ -55,6 +85,12 @@ def connect(args: argparse.Namespace, address: str | None = None, timeout: float
 
 
 def cmd_subscribe(args: argparse.Namespace) -> int:
+    if args.file is not None:
+        return subscribe_file(args)
+    if args.query is None:
+        raise CliError("give a QUERY to subscribe, or --file QUERIES")
+    if args.out is not None:
+        raise CliError("--out goes with --file")
     with connect(args) as client:
         sub = client.subscribe(args.query)
         print(
@@ -80,6 +116,84 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
             except ClientError:
                 pass  # the home node is gone; so is the subscription
     return 0
+
+
+def read_queries(path: Path) -> list[str]:
+    """The queries of a file, one a line, but blank lines and those starting with #."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise CliError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise CliError(f"{path}: cannot read it: {e}") from None
+    return [q for q in (line.strip() for line in lines) if q and not q.startswith("#")]
+
+
+def result_line(query: str, r) -> str:
+    """A query's result as the --out file has it."""
+    if r.code:
+        return json.dumps({"query": query, "code": r.code, "error": r.error})
+    return json.dumps(
+        {
+            "query": query,
+            "subscription_id": f"{r.subscription_id:016x}",
+            "token": r.token,
+            "home": r.home,
+            "home_id": f"{r.home_id:016x}",
+            "terms": list(r.terms),
+            "index_term": r.index_term,
+        }
+    )
+
+
+def subscribe_file(args: argparse.Namespace) -> int:
+    """Subscribe a file's queries, a SubscribeBatch call at a time, each call's results
+    written to the --out file before the next is made: an interrupted run keeps the ids
+    and tokens of what it placed."""
+    if args.query is not None or args.count is not None:
+        raise CliError("--file subscribes the file's queries: give no QUERY nor --count")
+    if args.out is None:
+        raise CliError("--file needs --out FILE, where the subscriptions' ids and tokens go")
+    queries = read_queries(args.file)
+    if not queries:
+        raise CliError(f"{args.file}: no queries in it")
+    try:  # its tokens are secrets: the owner's alone; and never over a file that exists
+        fd = os.open(args.out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise CliError(
+            f"{args.out} exists: it may hold the tokens of subscriptions placed before; "
+            "name a new file"
+        ) from None
+    except OSError as e:
+        raise CliError(f"cannot write {args.out}: {e.strerror}") from None
+    total, done, refused, start = len(queries), 0, 0, time.monotonic()
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out, connect(args) as client:
+            while done < total:
+                chunk = queries[done : done + args.per_call]
+                results = client.subscribe_many(chunk, per_call=len(chunk))
+                out.writelines(result_line(q, r) + "\n" for q, r in zip(chunk, results))
+                out.flush()
+                done += len(chunk)
+                refused += sum(bool(r.code) for r in results)
+                print(
+                    f"subscribed {done:,} of {total:,}"
+                    + (f" ({refused:,} refused)" if refused else ""),
+                    file=sys.stderr,
+                    flush=True,
+                )
+    except BaseException:
+        if not done:  # nothing placed: no empty file left to refuse the next run
+            args.out.unlink(missing_ok=True)
+        raise
+    elapsed = max(time.monotonic() - start, 1e-9)
+    print(
+        f"subscribed {total - refused:,} queries in {elapsed:.1f}s ({total / elapsed:,.0f}/s); "
+        f"their ids and tokens are in {args.out}"
+        + (f"; {refused:,} refused, each with why there" if refused else ""),
+        file=sys.stderr,
+    )
+    return 1 if refused else 0
 
 
 def cmd_publish(args: argparse.Namespace) -> int:

@@ -229,7 +229,19 @@ def _anything(settings: Settings, req: Any) -> str | None:
 
 
 def _index(settings: Settings, req: pb.IndexRequest) -> str | None:
-    return entry_problem(req.entry)
+    """One entry, or a batch's: up to MAX_BATCH_QUERIES of them and no single one."""
+    n = len(req.entries)
+    if not n:
+        return entry_problem(req.entry)
+    if req.HasField("entry"):
+        return f"an entry and {n} entries besides"
+    if n > limits.MAX_BATCH_QUERIES:
+        return f"{n} entries; at most {limits.MAX_BATCH_QUERIES}"
+    for e in req.entries:
+        why = entry_problem(e)
+        if why is not None:
+            return why
+    return None
 
 
 def _announce(settings: Settings, msg: pb.Announcement) -> str | None:

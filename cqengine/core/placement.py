@@ -5,25 +5,80 @@ The indexing strategy (cqengine.core.indexing) picks the term; the entry goes to
 owner, found by a lookup and looked up again while ownership moves. Replicated, the owner
 copies an entry to its replicas before it acknowledges it, and the home copies the
 subscription's record to its own (a replica takes the home's place if it fails).
+
+A batch of queries is placed the same way, with fewer messages: one lookup per owner
+region its keys fall in, one Index message per owner, one copy of the owner's new entries
+and one of the home's new records to their replicas.
 """
 
 from __future__ import annotations
 
 import hmac
 import secrets
-from typing import Callable
+from bisect import bisect_right
+from typing import Callable, Sequence
 
 from chord.node import Call, Op, PeerUnreachable
+from chord.routing import NodeRef
 from cqengine.core import limits
 from cqengine.core.context import Context
 from cqengine.core.errors import LEAVING, EngineError
 from cqengine.core.indexing import chooser
 from cqengine.core.mailboxes import Subscription, home_record, token_hash
+from cqengine.core.settings import Settings
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.analysis import analyze, term_id
 
 NO_TOKEN = bytes(32)  # compared with when no subscription has the id: no token hashes to it
+MOVING = "the ring's ownership kept changing; try again"
 Copy = Callable[[pb.Records], Op]  # records to my replicas (Replication.copy)
+Analyzed = list[str] | EngineError  # a query's terms, or why it was refused before analysis
+
+
+def analyzed(settings: Settings, text: str) -> list[str]:
+    """A query's terms; refused before the work of analyzing it if its text is too long."""
+    size = len(text.encode("utf-8"))
+    limit = settings.max_query_bytes
+    if size > limit:
+        raise EngineError("INVALID_ARGUMENT", f"the query has {size} bytes; the limit is {limit}")
+    return analyze(text)
+
+
+def analyze_all(settings: Settings, texts: Sequence[str]) -> list[Analyzed]:
+    """Each query's terms, or why it is refused: what `subscribe_analyzed` takes (touching
+    no node, so a live node runs it in a worker thread)."""
+    out: list[Analyzed] = []
+    for text in texts:
+        try:
+            out.append(analyzed(settings, text))
+        except EngineError as e:
+            out.append(e)
+    return out
+
+
+def terms_problem(terms: list[str]) -> EngineError | None:
+    """Why a query of these terms is refused (None: it is not)."""
+    if not terms:
+        return EngineError(
+            "INVALID_ARGUMENT", "the query has no terms left after stop-word removal and stemming"
+        )
+    if len(terms) > limits.MAX_QUERY_TERMS:
+        return EngineError(
+            "INVALID_ARGUMENT",
+            f"the query has {len(terms)} terms; at most {limits.MAX_QUERY_TERMS} are allowed",
+        )
+    return None
+
+
+def check_batch(n: int) -> None:
+    """A batch of n queries is one call's worth (else INVALID_ARGUMENT)."""
+    if not n:
+        raise EngineError("INVALID_ARGUMENT", "a batch needs at least one query")
+    if n > limits.MAX_BATCH_QUERIES:
+        raise EngineError(
+            "INVALID_ARGUMENT",
+            f"a batch of {n} queries; at most {limits.MAX_BATCH_QUERIES} go in one call",
+        )
 
 
 class Placement:
@@ -40,29 +95,74 @@ class Placement:
     # ---- a subscriber's requests ---------------------------------------------------------
 
     def subscribe(self, text: str) -> Op:
-        size = len(text.encode("utf-8"))
-        limit = self.ctx.settings.max_query_bytes
-        if size > limit:  # before the work of analyzing it
-            raise EngineError(
-                "INVALID_ARGUMENT", f"the query has {size} bytes; the limit is {limit}"
-            )
-        return (yield from self.subscribe_terms(analyze(text)))
+        return (yield from self.subscribe_terms(analyzed(self.ctx.settings, text)))
 
     def subscribe_terms(self, terms: list[str]) -> Op:
         """Subscribe a query already analyzed (by `analyze`, here or in a Spark job)."""
         ctx = self.ctx
         if ctx.stopping:
             raise EngineError("UNAVAILABLE", LEAVING)
-        if not terms:
-            raise EngineError(
-                "INVALID_ARGUMENT",
-                "the query has no terms left after stop-word removal and stemming",
-            )
-        if len(terms) > limits.MAX_QUERY_TERMS:
-            raise EngineError(
-                "INVALID_ARGUMENT",
-                f"the query has {len(terms)} terms; at most {limits.MAX_QUERY_TERMS} are allowed",
-            )
+        why = terms_problem(terms)
+        if why is not None:
+            raise why
+        sub, entry, token = self._new(terms)  # homed before placing: an alert may come at once
+        try:
+            yield from self.at_owner(entry.index_id, "Index", pb.IndexRequest(entry=entry))
+        except BaseException:
+            del ctx.subscriptions[sub.id]
+            raise
+        if ctx.replicated:  # the home's replicas take over if it fails
+            yield from self.copy(pb.Records(homes=[home_record(sub)]))
+        if ctx.journal is not None:  # placed: from now on it must outlive the process
+            ctx.journal.subscribed(sub)
+        return self._reply(sub, token, self._contacts())
+
+    def subscribe_many(self, texts: Sequence[str]) -> Op:
+        """Subscribe a batch of queries (`subscribe_analyzed`, analyzing them here)."""
+        check_batch(len(texts))
+        return (yield from self.subscribe_analyzed(analyze_all(self.ctx.settings, texts)))
+
+    def subscribe_analyzed(self, queries: Sequence[Analyzed]) -> Op:
+        """Subscribe a batch of queries analyzed by `analyze_all`, each checked on its own;
+        their entries go to their owners one Index message per owner, and (replicated)
+        their records to my replicas in one copy. One result per query, in order: its
+        reply, or the EngineError that refused it alone."""
+        ctx = self.ctx
+        if ctx.stopping:
+            raise EngineError("UNAVAILABLE", LEAVING)
+        check_batch(len(queries))
+        results: list[pb.SubscribeReply | EngineError | None] = []
+        new: dict[int, tuple[int, Subscription, pb.QueryEntry, str]] = {}
+        for i, terms in enumerate(queries):
+            why = terms if isinstance(terms, EngineError) else terms_problem(terms)
+            results.append(why)  # a placeholder while the query is placed
+            if why is None:
+                sub, entry, token = self._new(terms)
+                new[sub.id] = (i, sub, entry, token)
+        try:
+            unplaced = yield from self.at_owners([entry for _, _, entry, _ in new.values()])
+        except BaseException:
+            for sub_id in new:
+                del ctx.subscriptions[sub_id]
+            raise
+        for sub_id in unplaced:
+            results[new.pop(sub_id)[0]] = EngineError("UNAVAILABLE", MOVING)
+            del ctx.subscriptions[sub_id]
+        placed = [sub for _, sub, _, _ in new.values()]
+        if ctx.replicated and placed:
+            yield from self.copy(pb.Records(homes=[home_record(sub) for sub in placed]))
+        if ctx.journal is not None:
+            for sub in placed:
+                ctx.journal.subscribed(sub)
+        contacts = self._contacts()
+        for i, sub, _, token in new.values():
+            results[i] = self._reply(sub, token, contacts)
+        return results
+
+    def _new(self, terms: list[str]) -> tuple[Subscription, pb.QueryEntry, str]:
+        """A new subscription of these (checked) terms, homed here; its index entry and
+        token."""
+        ctx = self.ctx
         pairs = sorted((term_id(t), t) for t in terms)
         sub_id = ctx.host.new_id()
         while sub_id in ctx.subscriptions:  # never two alike here (64 random bits: never)
@@ -79,24 +179,24 @@ class Placement:
         )
         token = secrets.token_hex(16)
         sub = Subscription(sub_id, token_hash(token), terms, x, index_term, key=key)
-        ctx.subscriptions[sub_id] = sub  # before placing: an alert may come at once
-        try:
-            yield from self.at_owner(x, "Index", pb.IndexRequest(entry=entry))
-        except BaseException:
-            del ctx.subscriptions[sub_id]
-            raise
-        if ctx.replicated:  # the home's replicas take over if it fails
-            yield from self.copy(pb.Records(homes=[home_record(sub)]))
-        if ctx.journal is not None:  # placed: from now on it must outlive the process
-            ctx.journal.subscribed(sub)
+        ctx.subscriptions[sub_id] = sub
+        return sub, entry, token
+
+    def _contacts(self) -> list[str]:
+        """My successors: where a subscriber asks when I am gone."""
+        me = self.ctx.me
+        return [s.address for s in self.ctx.chord.table.successors if s != me]
+
+    def _reply(self, sub: Subscription, token: str, contacts: list[str]) -> pb.SubscribeReply:
+        ctx = self.ctx
         return pb.SubscribeReply(
-            subscription_id=sub_id,
+            subscription_id=sub.id,
             token=token,
-            terms=terms,
-            index_term=index_term,
+            terms=sub.terms,
+            index_term=sub.index_term,
             home=ctx.me.address,
-            home_id=key,
-            contacts=[s.address for s in ctx.chord.table.successors if s != ctx.me],
+            home_id=sub.key,
+            contacts=contacts,
         )
 
     def unsubscribe(self, sub_id: int, token: str) -> Op:
@@ -149,18 +249,71 @@ class Placement:
                 continue
             if reply.owner:
                 return owner
-        raise EngineError("UNAVAILABLE", "the ring's ownership kept changing; try again")
+        raise EngineError("UNAVAILABLE", MOVING)
+
+    def at_owners(self, entries: list[pb.QueryEntry]) -> Op:
+        """Place entries at the owners of their index ids, one Index message per owner,
+        looking again for those whose owner did not own their key (or did not answer);
+        the subscriptions of those still not placed after PLACE_ATTEMPTS rounds."""
+        left = entries
+        for _ in range(limits.PLACE_ATTEMPTS):
+            if not left:
+                break
+            moved: list[pb.QueryEntry] = []
+            groups = yield from self._by_owner(left)
+            for owner, group in groups.items():
+                try:
+                    reply = yield Call(owner, "Index", pb.IndexRequest(entries=group))
+                except PeerUnreachable:
+                    moved += group
+                    continue
+                if reply.moved:
+                    again = set(reply.moved)
+                    moved += [e for e in group if e.subscription_id in again]
+            left = moved
+        return [e.subscription_id for e in left]
+
+    def _by_owner(self, entries: list[pb.QueryEntry]) -> Op:
+        """Entries grouped by the owner of their index ids, with a lookup per owner, not per
+        key: the owner of the lowest key not yet grouped owns every key from it up to its
+        own id, as no node lies between a key and its owner."""
+        ordered = sorted(entries, key=lambda e: e.index_id)
+        ids = [e.index_id for e in ordered]
+        groups: dict[NodeRef, list[pb.QueryEntry]] = {}
+        i = 0
+        while i < len(ordered):
+            owner, _ = yield from self.ctx.chord.lookup(ids[i], verify=True)
+            # an owner whose id is below the key owns past zero: every key left is its own
+            j = bisect_right(ids, owner.id, i) if owner.id >= ids[i] else len(ids)
+            groups.setdefault(owner, []).extend(ordered[i:j])
+            i = j
+        return groups
 
     # ---- at the owner of an index term ---------------------------------------------------
 
     def on_index(self, req: pb.IndexRequest) -> pb.IndexReply | Op:
+        if req.entries:
+            return self._index_many(req.entries)
         e, ctx = req.entry, self.ctx
         if not ctx.chord.table.owns(e.index_id):
             return pb.IndexReply(owner=False)
         if ctx.replicated:
-            return self._placed(pb.EntryRecord(key=e.index_id, entry=e))
+            return self._placed([pb.EntryRecord(key=e.index_id, entry=e)])
         ctx.index.replace(e.index_id, e)
         return pb.IndexReply(owner=True)
+
+    def _index_many(self, entries: Sequence[pb.QueryEntry]) -> pb.IndexReply | Op:
+        """A batch's entries: those under my keys placed (replicated: copied to my replicas
+        in one message), the subscriptions of the others named in the reply."""
+        ctx = self.ctx
+        owns = ctx.chord.table.owns
+        mine = [e for e in entries if owns(e.index_id)]
+        moved = [e.subscription_id for e in entries if not owns(e.index_id)]
+        if ctx.replicated and mine:
+            return self._placed([pb.EntryRecord(key=e.index_id, entry=e) for e in mine], moved)
+        for e in mine:
+            ctx.index.replace(e.index_id, e)
+        return pb.IndexReply(owner=not moved, moved=moved)
 
     def on_unindex(self, req: pb.UnindexRequest) -> pb.IndexReply | Op:
         ctx = self.ctx
@@ -171,14 +324,16 @@ class Placement:
                 subscription_id=req.subscription_id, version=limits.DELETED_FOREVER
             )
             return self._placed(
-                pb.EntryRecord(key=req.index_id, entry=gone, deleted=ctx.store.clock())
+                [pb.EntryRecord(key=req.index_id, entry=gone, deleted=ctx.store.clock())]
             )
         if ctx.index.holds(req.index_id, req.subscription_id):
             ctx.index.remove(req.index_id, lambda e: e.subscription_id == req.subscription_id)
         return pb.IndexReply(owner=True)
 
-    def _placed(self, record: pb.EntryRecord) -> Op:
-        """An owner's change to its entries, copied to its replicas before it is acknowledged."""
-        self.ctx.store.put_entry(record.key, record.entry, record.deleted)
-        done = yield from self.copy(pb.Records(entries=[record]))
-        return pb.IndexReply(owner=True, replicas=done)
+    def _placed(self, records: list[pb.EntryRecord], moved: Sequence[int] = ()) -> Op:
+        """An owner's changes to its entries, copied to its replicas before they are
+        acknowledged (`moved`: of a batch, the subscriptions of entries not mine)."""
+        for r in records:
+            self.ctx.store.put_entry(r.key, r.entry, r.deleted)
+        done = yield from self.copy(pb.Records(entries=records))
+        return pb.IndexReply(owner=not moved, replicas=done, moved=moved)

@@ -17,6 +17,7 @@ from chord.node import PeerUnreachable
 from chord.routing import SUCCESSORS
 from chord.simulator import Simulator
 from cqengine.core.documents import Document
+from cqengine.core.errors import EngineError
 from cqengine.core.node import EngineNode
 from cqengine.core.qn import Resolution
 from cqengine.core.runs import Heard
@@ -180,6 +181,14 @@ class EngineSimulator:
     def subscribe(self, text: str, via: str | None = None) -> pb.SubscribeReply:
         address = via or self.pick()
         return self._run(address, self.engines[address].placement.subscribe(text))
+
+    def subscribe_many(
+        self, texts: list[str], via: str | None = None
+    ) -> list[pb.SubscribeReply | EngineError]:
+        """Subscribe a batch of queries through one node: per query its reply, or why it
+        was refused."""
+        address = via or self.pick()
+        return self._run(address, self.engines[address].placement.subscribe_many(texts))
 
     def subscribe_terms(self, terms: list[str], via: str) -> pb.SubscribeReply:
         return self._run(via, self.engines[via].placement.subscribe_terms(terms))

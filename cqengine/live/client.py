@@ -2,6 +2,7 @@
 
     with Client("127.0.0.1:7000") as c:
         sub = c.subscribe("hurricane levee")
+        subs = c.subscribe_many(["levee breach", "storm surge"])  # refused ones have `code`
         c.publish("DOC-1", "The levee held as the hurricane passed.")
         c.publish_many([("DOC-2", "More rain on the levee.", ""), ("DOC-3", "Calm.", "")])
         for alert in c.alerts(sub):
@@ -32,6 +33,7 @@ import grpc
 
 from chord.client import lookup
 from chord.tls import Credentials, TlsError, channel, tls_failure
+from cqengine.core.limits import MAX_BATCH_QUERIES
 from cqengine.live.ringfile import DEFAULT_RING_FILE, RingFile
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.proto import cqengine_pb2_grpc as pb_grpc
@@ -156,6 +158,27 @@ class Client:
 
     def subscribe(self, query: str) -> pb.SubscribeReply:
         return self._call("Subscribe", pb.SubscribeRequest(query=query))
+
+    def subscribe_many(
+        self, queries: Iterable[str], per_call: int = MAX_BATCH_QUERIES
+    ) -> list[pb.SubscribeReply]:
+        """Subscribe queries, `per_call` to a SubscribeBatch call (at most MAX_BATCH_QUERIES):
+        per query its reply, in order, whose `code` and `error` say why for one the node
+        refused (it has no subscription id then)."""
+        if not 0 < per_call <= MAX_BATCH_QUERIES:
+            raise ClientError(
+                "INVALID_ARGUMENT", f"per_call is {per_call}; 1-{MAX_BATCH_QUERIES} go in a call"
+            )
+        out: list[pb.SubscribeReply] = []
+        batch: list[pb.SubscribeRequest] = []
+        for query in queries:
+            batch.append(pb.SubscribeRequest(query=query))
+            if len(batch) == per_call:
+                out += self._call("SubscribeBatch", pb.SubscribeBatchRequest(queries=batch)).results
+                batch = []
+        if batch:
+            out += self._call("SubscribeBatch", pb.SubscribeBatchRequest(queries=batch)).results
+        return out
 
     def unsubscribe(self, subscription_id: int, token: str, home_id: int = 0) -> None:
         """Unsubscribe through this client's node; with the home key (SubscribeReply.home_id),

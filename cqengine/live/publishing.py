@@ -70,6 +70,7 @@ class Batcher:
         self.engine, self.publishing, self.run, self.meter = engine, publishing, run, meter
         self.queue: list[tuple[pb.PublishRequest, asyncio.Future]] = []
         self.changed = asyncio.Event()
+        # the node's one analysis thread (ClientAPI.SubscribeBatch analyzes queries in it too)
         self.analyzer = ThreadPoolExecutor(1, thread_name_prefix="analyze")
         self.task: asyncio.Task | None = None
 

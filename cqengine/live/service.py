@@ -25,6 +25,7 @@ from chord.tls import ADMIN, PUBLISHER, SUBSCRIBER, Credentials, aio_channel, tl
 from cqengine.core.errors import EngineError
 from cqengine.core.mailboxes import Subscription, numbered_batch
 from cqengine.core.node import EngineNode
+from cqengine.core.placement import analyze_all, check_batch
 from cqengine.core.settings import Settings, SettingsError
 from cqengine.live.publishing import Batcher, Publishing
 from cqengine.live.storage import Storage
@@ -37,7 +38,10 @@ _API = pb.DESCRIPTOR.services_by_name["CQEngine"].full_name
 CLIENT_ACCESS: dict[str, frozenset[str]] = {
     f"/{_API}/{method}": frozenset(roles)
     for methods, roles in [
-        (("Subscribe", "Unsubscribe", "StreamAlerts", "AckAlerts"), (SUBSCRIBER, ADMIN)),
+        (
+            ("Subscribe", "SubscribeBatch", "Unsubscribe", "StreamAlerts", "AckAlerts"),
+            (SUBSCRIBER, ADMIN),
+        ),
         (("Publish", "PublishBatch"), (PUBLISHER, ADMIN)),
         (("Stats",), (ADMIN,)),
     ]
@@ -111,7 +115,8 @@ class Stream:
 
 
 class ClientAPI(pb_grpc.CQEngineServicer):
-    """Subscribe, Unsubscribe, Publish, PublishBatch, StreamAlerts, AckAlerts and Stats."""
+    """Subscribe, SubscribeBatch, Unsubscribe, Publish, PublishBatch, StreamAlerts,
+    AckAlerts and Stats."""
 
     def __init__(self, live: LiveNode, engine: EngineNode, publishing: Publishing) -> None:
         self.live, self.engine = live, engine
@@ -145,6 +150,24 @@ class ClientAPI(pb_grpc.CQEngineServicer):
 
     async def Subscribe(self, request, context):
         return await self._run(context, self.engine.placement.subscribe(request.query))
+
+    async def SubscribeBatch(self, request, context):
+        texts = [q.query for q in request.queries]
+        try:
+            check_batch(len(texts))  # before the work of analyzing them
+        except EngineError as e:
+            await context.abort(getattr(grpc.StatusCode, e.code), str(e))
+        # analyzed in the node's analysis thread: the event loop serves on meanwhile
+        queries = await asyncio.get_running_loop().run_in_executor(
+            self.batcher.analyzer, analyze_all, self.engine.settings, texts
+        )
+        results = await self._run(context, self.engine.placement.subscribe_analyzed(queries))
+        return pb.SubscribeBatchReply(
+            results=[
+                pb.SubscribeReply(code=r.code, error=str(r)) if isinstance(r, EngineError) else r
+                for r in results
+            ]
+        )
 
     async def Unsubscribe(self, request, context):
         reply = await self._run(

@@ -41,6 +41,11 @@ class CQEngineStub:
                 request_serializer=cqengine_dot_proto_dot_cqengine__pb2.SubscribeRequest.SerializeToString,
                 response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.SubscribeReply.FromString,
                 _registered_method=True)
+        self.SubscribeBatch = channel.unary_unary(
+                '/cqengine.CQEngine/SubscribeBatch',
+                request_serializer=cqengine_dot_proto_dot_cqengine__pb2.SubscribeBatchRequest.SerializeToString,
+                response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.SubscribeBatchReply.FromString,
+                _registered_method=True)
         self.Unsubscribe = channel.unary_unary(
                 '/cqengine.CQEngine/Unsubscribe',
                 request_serializer=cqengine_dot_proto_dot_cqengine__pb2.UnsubscribeRequest.SerializeToString,
@@ -80,6 +85,13 @@ class CQEngineServicer:
 
     def Subscribe(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SubscribeBatch(self, request, context):
+        """Many queries in one call, each subscribed or refused on its own.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -134,6 +146,11 @@ def add_CQEngineServicer_to_server(servicer, server):
                     servicer.Subscribe,
                     request_deserializer=cqengine_dot_proto_dot_cqengine__pb2.SubscribeRequest.FromString,
                     response_serializer=cqengine_dot_proto_dot_cqengine__pb2.SubscribeReply.SerializeToString,
+            ),
+            'SubscribeBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubscribeBatch,
+                    request_deserializer=cqengine_dot_proto_dot_cqengine__pb2.SubscribeBatchRequest.FromString,
+                    response_serializer=cqengine_dot_proto_dot_cqengine__pb2.SubscribeBatchReply.SerializeToString,
             ),
             'Unsubscribe': grpc.unary_unary_rpc_method_handler(
                     servicer.Unsubscribe,
@@ -195,6 +212,33 @@ class CQEngine:
             '/cqengine.CQEngine/Subscribe',
             cqengine_dot_proto_dot_cqengine__pb2.SubscribeRequest.SerializeToString,
             cqengine_dot_proto_dot_cqengine__pb2.SubscribeReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubscribeBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cqengine.CQEngine/SubscribeBatch',
+            cqengine_dot_proto_dot_cqengine__pb2.SubscribeBatchRequest.SerializeToString,
+            cqengine_dot_proto_dot_cqengine__pb2.SubscribeBatchReply.FromString,
             options,
             channel_credentials,
             insecure,

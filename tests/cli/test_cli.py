@@ -8,13 +8,14 @@ import socket
 import subprocess
 import sys
 from dataclasses import fields
+from pathlib import Path
 
 import pytest
 from support.command_line import assert_one_line_error, cqengine
 
 from chord.live import Limits, Timing
 from chord.routing import RoutingTable
-from cqengine.cli import build_parser
+from cqengine.cli import build_parser, main
 from cqengine.cli.options import (
     ENGINE_FLAGS,
     FILES,
@@ -215,3 +216,48 @@ def test_defaults_are_the_dataclasses_own(words, args):
             assert stated is None, flag
         else:
             assert stated is not None and same(stated, default), (flag, stated, default)
+
+
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        ([], "give a QUERY"),
+        (["levee", "--out", "new.jsonl"], "--out goes with --file"),
+        (["--file", "q.txt"], "needs --out"),
+        (["levee", "--file", "q.txt", "--out", "new.jsonl"], "give no QUERY"),
+        (["--file", "none.txt", "--out", "new.jsonl"], "none.txt: no such file"),
+        (["--file", "blank.txt", "--out", "new.jsonl"], "no queries in it"),
+        (["--file", "q.txt", "--out", "old.jsonl"], "old.jsonl exists"),
+    ],
+)
+def test_subscribe_file_mistakes_touch_no_ring_and_no_file(
+    args, fragment, tmp_path, monkeypatch, capsys
+):
+    """`subscribe --file` refuses what it cannot do before it connects (no ring runs here),
+    in one line, and never writes over a file that exists."""
+    monkeypatch.chdir(tmp_path)
+    Path("q.txt").write_text("levee\n")
+    Path("blank.txt").write_text("# only a comment\n\n   \n")
+    Path("old.jsonl").write_text("kept\n")
+    assert main(["subscribe", *args, "--ring-file", "none.json"]) == 1
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("cqengine: error: ") and fragment in line, line
+    assert not Path("new.jsonl").exists() and Path("old.jsonl").read_text() == "kept\n"
+
+
+def test_subscribe_file_against_an_unreachable_node_leaves_no_file(tmp_path, capsys):
+    dead = free_ports(1)[0]
+    queries, out = tmp_path / "q.txt", tmp_path / "out.jsonl"
+    queries.write_text("levee\nstorm surge\n")
+    args = [
+        "subscribe",
+        "--file",
+        str(queries),
+        "--out",
+        str(out),
+        "--ring-file",
+        str(tmp_path / "r"),
+    ]
+    assert main([*args, "--node", f"127.0.0.1:{dead}"]) == 1
+    assert f"node 127.0.0.1:{dead} does not answer" in capsys.readouterr().err
+    assert not out.exists()  # nothing was placed: the next run may use the name

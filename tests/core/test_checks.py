@@ -90,18 +90,23 @@ def busy_ring(
     batch: int = 5,
     piggyback: int = K,
 ):
-    """A ring's whole life, every message checked: queries subscribed through four homes;
-    documents published one by one, then in batches through random nodes; gossip rounds
-    (SAP-MHI) and reconciliation rounds (replicated) between; a few queries unsubscribed;
-    a node leaving, one joining and (replicated) a home and its successor failing. The
-    simulator, the alerts taken and the matcher's."""
+    """A ring's whole life, every message checked: queries subscribed through four homes,
+    half one by one and half in a batch per home; documents published one by one, then in
+    batches through random nodes; gossip rounds (SAP-MHI) and reconciliation rounds
+    (replicated) between; a few queries unsubscribed; a node leaving, one joining and
+    (replicated) a home and its successor failing. The simulator, the alerts taken and the
+    matcher's."""
     wl = workload(corpus_seed)
     s = ring_settings(wl, strategy, resolution, replicas, seed, piggyback=piggyback)
     sim = EngineSimulator(nodes, s, seed=seed)
     sim.hold(replicas > 1)  # DNs count their reports, as live ones do (and release copies)
     vias = sorted(sim.engines)[:4]  # homes (unreplicated, a subscription stays at its own)
-    replies = [sim.subscribe(q, via=vias[i % 4]) for i, q in enumerate(wl.queries)]
-    subs = {r.subscription_id: analyze(q) for r, q in zip(replies, wl.queries)}
+    half = len(wl.queries) // 2
+    queries = wl.queries[:half] + tuple(q for i in range(4) for q in wl.queries[half + i :: 4])
+    replies = [sim.subscribe(q, via=vias[i % 4]) for i, q in enumerate(queries[:half])]
+    for i, via in enumerate(vias):
+        replies += sim.subscribe_many(list(wl.queries[half + i :: 4]), via=via)
+    subs = {r.subscription_id: analyze(q) for r, q in zip(replies, queries, strict=True)}
     docs = analyzed(wl, s)
     third = len(docs) // 3
 
@@ -471,8 +476,34 @@ ENTRY_BREAKS = (
     "indexed under no term",
     "bad home",
 )
+
+
+def index_entry(m: pb.IndexRequest, draw) -> pb.QueryEntry:
+    """The request's one entry, or one of a batch's."""
+    return pick(draw, m.entries) if m.entries else m.entry
+
+
 for _how in ENTRY_BREAKS:
-    breaks("Index", _how)(lambda m, node, draw, how=_how: break_entry(m.entry, node, draw, how))
+    breaks("Index", _how)(
+        lambda m, node, draw, how=_how: break_entry(index_entry(m, draw), node, draw, how)
+    )
+
+
+@breaks("Index", "an entry and entries")
+def _entry_and_entries(m, node, draw) -> bool:
+    if m.entries:
+        m.entry.CopyFrom(m.entries[0])
+    else:
+        m.entries.append(m.entry)
+    return True
+
+
+@breaks("Index", "too many entries")
+def _too_many_entries(m, node, draw) -> bool:
+    e = m.entries[0] if m.entries else m.entry
+    m.ClearField("entry")
+    m.entries.extend([e] * (limits.MAX_BATCH_QUERIES + 1 - len(m.entries)))
+    return True
 
 
 # -- records (Replicate, Repair)

@@ -92,10 +92,10 @@ def test_missing_credentials_say_which_file_and_how_to_make_it(tmp_path):
 
 
 def test_each_role_calls_what_it_may_and_is_told_why_not_otherwise(tls):
-    """One engine node with the client API on mutual TLS: a subscriber subscribes but
-    cannot publish, a publisher publishes but cannot subscribe, only an admin sees stats,
-    anyone finds a key's owner, and no client, admin included, calls the engine's own
-    methods (Deliver would put a forged alert on a stream)."""
+    """One engine node with the client API on mutual TLS: a subscriber subscribes (one
+    query or a batch) but cannot publish, a publisher publishes but cannot subscribe, only
+    an admin sees stats, anyone finds a key's owner, and no client, admin included, calls
+    the engine's own methods (Deliver would put a forged alert on a stream)."""
     from support.live import engine_node, start_with_client_api
 
     from cqengine.live.service import CLIENT_ACCESS
@@ -130,6 +130,8 @@ def test_each_role_calls_what_it_may_and_is_told_why_not_otherwise(tls):
 
             api = "/cqengine.CQEngine/"
             subscribe = (api + "Subscribe", cpb.SubscribeRequest(query="storm warning"))
+            batch = cpb.SubscribeBatchRequest(queries=[cpb.SubscribeRequest(query="gale")])
+            subscribe_batch = (api + "SubscribeBatch", batch)
             publish = (
                 api + "Publish",
                 cpb.PublishRequest(docno="D1", text=b"a storm warning", title="t"),
@@ -139,6 +141,7 @@ def test_each_role_calls_what_it_may_and_is_told_why_not_otherwise(tls):
             deliver = ("/cqengine.Engine/Deliver", cpb.AlertBatch())
             replies = {
                 subscribe[0]: cpb.SubscribeReply,
+                subscribe_batch[0]: cpb.SubscribeBatchReply,
                 publish[0]: cpb.PublishReply,
                 stats[0]: cpb.StatsReply,
                 lookup[0]: pb.LookupReply,
@@ -147,6 +150,7 @@ def test_each_role_calls_what_it_may_and_is_told_why_not_otherwise(tls):
             want = {
                 "alice": [
                     "OK",
+                    "OK",
                     "PERMISSION_DENIED",
                     "PERMISSION_DENIED",
                     "OK",
@@ -154,17 +158,25 @@ def test_each_role_calls_what_it_may_and_is_told_why_not_otherwise(tls):
                 ],
                 "publisher": [
                     "PERMISSION_DENIED",
+                    "PERMISSION_DENIED",
                     "OK",
                     "PERMISSION_DENIED",
                     "OK",
                     "PERMISSION_DENIED",
                 ],
-                "admin": ["OK", "OK", "OK", "OK", "PERMISSION_DENIED"],
+                "admin": ["OK", "OK", "OK", "OK", "OK", "PERMISSION_DENIED"],
             }
             for who, codes in want.items():
                 got = [
                     await code(who, path, request, replies[path])
-                    for path, request in (subscribe, publish, stats, lookup, deliver)
+                    for path, request in (
+                        subscribe,
+                        subscribe_batch,
+                        publish,
+                        stats,
+                        lookup,
+                        deliver,
+                    )
                 ]
                 assert got == codes, who
         finally:
