@@ -166,6 +166,7 @@ class Ring:
     async def subscribe(
         self, queries: list[str], concurrency: int = 128
     ) -> list[pb.SubscribeReply]:
+        """Every query in a Subscribe call of its own, `concurrency` at a time."""
         limit, done = asyncio.Semaphore(concurrency), [0]
         start = time.perf_counter()
 
@@ -180,6 +181,26 @@ class Ring:
             return reply
 
         return list(await asyncio.gather(*(one(q) for q in queries)))
+
+    async def subscribe_batches(
+        self, queries: list[str], per_call: int = 500, callers: int = 8
+    ) -> list[pb.SubscribeReply]:
+        """Every query, per_call to a SubscribeBatch call, from concurrent callers to random
+        nodes; the results in order (a refused one has its `code` and `error`)."""
+        calls = [queries[i : i + per_call] for i in range(0, len(queries), per_call)]
+        limit, done, start = asyncio.Semaphore(callers), [0], time.perf_counter()
+
+        async def one(chunk: list[str]) -> list[pb.SubscribeReply]:
+            async with limit:
+                reply = await self.stubs[self.rng.choice(self.addresses)].SubscribeBatch(
+                    pb.SubscribeBatchRequest(queries=[pb.SubscribeRequest(query=q) for q in chunk])
+                )
+            done[0] += len(chunk)
+            if done[0] // 10_000 > (done[0] - len(chunk)) // 10_000:
+                say(f"  {done[0]} subscriptions ({done[0] / (time.perf_counter() - start):.0f}/s)")
+            return list(reply.results)
+
+        return [r for results in await asyncio.gather(*(one(c) for c in calls)) for r in results]
 
     async def open_streams(self, subs: list[pb.SubscribeReply]) -> None:
         """One stream per home node, carrying all its subscriptions."""
@@ -391,7 +412,9 @@ async def measure_ring(
         ring = Ring(ring_file.addresses(), random.Random(args.seed), ring_file.credentials())
         try:
             t = time.perf_counter()
-            subs = await ring.subscribe(queries)
+            subs = await ring.subscribe_batches(queries)
+            refused = [s.error for s in subs if s.code]
+            assert not refused, f"{len(refused)} queries refused, the first: {refused[0]}"
             subscribe_s = time.perf_counter() - t
             say(f"  {len(subs)} subscriptions in {subscribe_s:.1f}s")
             query_of = {s.subscription_id: i for i, s in enumerate(subs)}

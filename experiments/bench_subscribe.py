@@ -56,25 +56,6 @@ async def ledger(ring: Ring) -> tuple[Counter, list[pb.StatsReply]]:
     return sent, stats
 
 
-async def in_batches(ring: Ring, queries: list[str], per_call: int, callers: int) -> list:
-    """Every query, per_call to a SubscribeBatch call, from concurrent callers to random
-    nodes; the results in order."""
-    calls = [queries[i : i + per_call] for i in range(0, len(queries), per_call)]
-    limit, done, start = asyncio.Semaphore(callers), [0], time.perf_counter()
-
-    async def one(chunk: list[str]) -> list:
-        async with limit:
-            reply = await ring.stubs[ring.rng.choice(ring.addresses)].SubscribeBatch(
-                pb.SubscribeBatchRequest(queries=[pb.SubscribeRequest(query=q) for q in chunk])
-            )
-        done[0] += len(chunk)
-        if done[0] // 10_000 > (done[0] - len(chunk)) // 10_000:
-            say(f"  {done[0]} subscriptions ({done[0] / (time.perf_counter() - start):.0f}/s)")
-        return list(reply.results)
-
-    return [r for results in await asyncio.gather(*(one(c) for c in calls)) for r in results]
-
-
 async def phase(ring: Ring, pids: list[int], subscribe) -> dict:
     """Subscribe (an awaitable of the replies), measured."""
     before, _ = await ledger(ring)
@@ -115,7 +96,9 @@ async def run(args) -> dict:
             single = await phase(ring, pids, ring.subscribe(queries, args.concurrency))
             say(f"  {single['subscriptions_per_second']:.0f}/s")
             say(f"{len(queries)} subscriptions, {args.per_call} a SubscribeBatch call")
-            batch = await phase(ring, pids, in_batches(ring, queries, args.per_call, args.callers))
+            batch = await phase(
+                ring, pids, ring.subscribe_batches(queries, args.per_call, args.callers)
+            )
             say(f"  {batch['subscriptions_per_second']:.0f}/s")
             _, stats = await ledger(ring)
         finally:
