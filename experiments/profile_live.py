@@ -138,7 +138,7 @@ async def run(args, spy: str) -> dict:
         )
         ring = Ring(ring_file.addresses(), random.Random(args.seed), ring_file.credentials())
         try:
-            subs = await ring.subscribe(queries)
+            subs = await ring.subscribe_batches(queries)
             await ring.open_streams(subs)
             start = time.perf_counter()
             stop = start + args.warmup + args.seconds + 2

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 from collections import deque
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import islice
 from typing import Iterable, Sequence
 
@@ -23,8 +24,11 @@ from cqengine.proto import cqengine_pb2 as pb
 AlertDoc = tuple[str, str, str]  # what an alert says of its document: docno, title, snippet
 
 
+@lru_cache(maxsize=1 << 16)
 def cost(doc: AlertDoc) -> int:
-    """What an alert weighs in its mailbox: its document's docno, title and snippet."""
+    """What an alert weighs in its mailbox: its document's docno, title and snippet.
+    Weighed once per document, not once per alert: a document alerts hundreds of
+    subscriptions, each weighed again in every copy of its mailbox as it enters and leaves."""
     return sum(len(s.encode("utf-8")) for s in doc)
 
 
