@@ -21,7 +21,14 @@ from chord.transport import REPLY
 from cqengine.core import limits
 from cqengine.core.documents import Document
 from cqengine.core.limits import SEEN_KEPT, TOMBSTONE_TTL
-from cqengine.core.mailboxes import Mailbox, alert_batch, cost, numbered_alerts, numbered_batch
+from cqengine.core.mailboxes import (
+    Mailbox,
+    alert_batch,
+    cost,
+    home_record,
+    numbered_alerts,
+    numbered_batch,
+)
 from cqengine.core.postings import InvertedIndex
 from cqengine.core.records import RecordStore
 from cqengine.evaluation.sim import EngineSimulator
@@ -428,6 +435,32 @@ def test_a_copy_of_a_mailbox_takes_numbered_alerts_or_says_what_it_lacks():
     # a subscription whose record has not come yet: the whole record is asked for
     unknown = numbered_batch([(12345, 0, doc)])
     assert store.put_alerts(unknown, lambda key: False) == [(12345, 0)]
+
+
+def test_an_acknowledgement_overtaking_alerts_on_their_way_is_no_gap():
+    """A home's copy of an acknowledgement may reach a replica before alerts numbered
+    earlier do (they are copied to one replica after another): the replica moves its
+    first alert on and asks for nothing; the alerts join on when they come."""
+    wl = workload(1)
+    sim = replicated(wl)
+    subs = subscribe_all(sim, wl)
+    sub_id = next(iter(subs))
+    holders = [e for e in sim.engines.values() if sub_id in e.subscriptions]
+    home = next(e for e in holders if e.serves(e.subscriptions[sub_id].key))
+    replica = next(e for e in holders if e is not home)
+    box = home.subscriptions[sub_id].mailbox
+    new = [(f"N{i}", "", "") for i in range(3)]
+    for doc in new:  # numbered at the home; their copies still on their way
+        box.offer(doc)
+    box.pop(1)  # and the subscriber acknowledged the first
+    ack = home_record(home.subscriptions[sub_id], start=box.next)
+    assert replica.store.put_home(ack) is True  # no gap: nothing asked for
+    copy = replica.subscriptions[sub_id].mailbox
+    assert copy.first == box.first
+    assert replica.store.put_alerts(numbered_batch([(sub_id, 0, new[0])]), lambda k: False) == []
+    late = numbered_batch([(sub_id, i, doc) for i, doc in enumerate(new)][1:])
+    assert replica.store.put_alerts(late, lambda k: False) == []
+    assert list(copy.queue) == new[1:] and copy.next == box.next
 
 
 def test_a_mailbox_knows_its_latest_acknowledged_documents_and_no_more():
