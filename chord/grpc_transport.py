@@ -20,6 +20,7 @@ from google.protobuf.message_factory import GetMessageClass
 
 from chord.driver import drive_async
 from chord.ledger import Ledger
+from chord.links import Broken, Link
 from chord.meter import Meter, metered
 from chord.node import Call, Op, PeerUnreachable, Refused
 from chord.proto import chord_pb2
@@ -133,6 +134,7 @@ class GrpcTransport:
         credentials: Credentials | None = None,
         max_channels: int = 1024,
         meter: Meter | None = None,
+        linked: frozenset[str] = frozenset(),
     ) -> None:
         """`timeout`: seconds a call waits for its reply before its peer counts as
         unreachable; `timeouts`: other waits for some methods.
@@ -144,7 +146,9 @@ class GrpcTransport:
         backoff), while the peer answered anything within the last `patience` seconds. A
         process that died refuses the connection and fails at once. At most `max_channels`
         channels stay open: the least recently used closes first. `meter`: charged the
-        CPU time of preparing calls and of (de)serializing their messages (chord.meter)."""
+        CPU time of preparing calls and of (de)serializing their messages (chord.meter).
+        `linked`: the methods whose calls go over one long-lived stream to each peer
+        (chord.links), not a unary call each."""
         self.ledger = ledger if ledger is not None else Ledger()
         self.timeout = timeout
         self.timeouts = timeouts or {}
@@ -157,6 +161,8 @@ class GrpcTransport:
         self._retired: set[grpc.aio.Channel] = set()  # replaced, closing once idle
         self._calls: dict[str, dict[str, Any]] = {}  # by address, by method
         self.meter = meter
+        self.linked = linked
+        self._links: dict[str, Link] = {}  # by address
 
     def _callable(self, address: str, method: str):
         calls = self._calls.get(address)
@@ -169,6 +175,8 @@ class GrpcTransport:
             calls = self._calls[address] = {}
         else:
             self._channels.move_to_end(address)
+        if method in self.linked:
+            return self._linked(address, method)
         call = calls.get(method)
         if call is None:
             path, req, rep = self.table.methods[method]
@@ -178,6 +186,14 @@ class GrpcTransport:
                 response_deserializer=metered(self.meter, "parse", rep.FromString),
             )
         return call
+
+    def _linked(self, address: str, method: str):
+        """A call of this method over my link to the address (a new one if it broke)."""
+        link = self._links.get(address)
+        if link is None or link.broken is not None:
+            link = self._links[address] = Link(self._channels[address], self.meter)
+        reply_class = self.table.methods[method][2]
+        return lambda request, timeout: link.call(method, request, reply_class, timeout)
 
     def _stale(self, address: str) -> bool:
         """Is my channel to this address backing off after a failed connection (its peer
@@ -195,6 +211,7 @@ class GrpcTransport:
         done (a new one is opened when next needed)."""
         old = self._channels.pop(address)
         del self._calls[address]
+        self._links.pop(address, None)  # its stream ends as its channel closes
         self._retired.add(old)
         asyncio.get_running_loop().call_later(CLOSE_AFTER, self._retire, old)
 
@@ -243,6 +260,9 @@ class GrpcTransport:
                 if code == grpc.StatusCode.UNAVAILABLE and not fresh and self._stale(peer.address):
                     fresh = True  # asked again on a new connection: not refused yet
                     continue
+                if isinstance(e, Broken) and not fresh:
+                    fresh = True  # its stream broke under it: once more, on a new one
+                    continue
                 if code in UNREACHABLE:
                     log.warning("%s to %s failed: %s", method, peer.address, code.name)
                     raise PeerUnreachable(peer, code.name) from None
@@ -265,6 +285,9 @@ class GrpcTransport:
             meter.leave(paused)
 
     async def close(self) -> None:
+        for link in self._links.values():
+            link.close()
+        self._links.clear()
         for channel in [*self._channels.values(), *self._retired]:
             await channel.close()
         self._channels.clear()

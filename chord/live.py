@@ -17,8 +17,6 @@ import secrets
 import signal
 import socket
 import time
-import traceback
-from collections import OrderedDict
 from dataclasses import dataclass
 from inspect import isgenerator
 from typing import Any, Callable, Protocol
@@ -26,16 +24,18 @@ from typing import Any, Callable, Protocol
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from chord.gate import CLIENT_RING_METHODS, ClientRate, Gate
 from chord.grpc_transport import CHORD_SERVICE, SIZE_OPTIONS, GrpcTransport, MethodTable, run_async
 from chord.host import Host
 from chord.ids import hash_id
 from chord.ledger import Ledger
+from chord.links import EXCHANGE, Exchanges
 from chord.messages import to_info, to_ref
-from chord.meter import Meter, metered
+from chord.meter import Meter
 from chord.node import ChordNode, JoinError, Op, PeerUnreachable
 from chord.proto import chord_pb2 as pb
 from chord.routing import SUCCESSORS, NodeRef
-from chord.tls import ADMIN, EVERYONE, NODE, Credentials, caller_name, caller_role
+from chord.tls import ADMIN, EVERYONE, NODE, Credentials
 from chord.transport import Handler
 
 log = logging.getLogger("chord.live")
@@ -43,7 +43,6 @@ log = logging.getLogger("chord.live")
 SERVER_OPTIONS = SIZE_OPTIONS + [("grpc.so_reuseport", 0)]  # two nodes must never share a port
 
 
-NOT_MEMBER = "this node is not (or no longer) a member of the ring; ask another node"
 # who may call what, over mutual TLS: the ring's own methods are for its nodes, but any
 # client finds a key's owner (a subscription's home) and an admin sees a node's state
 CHORD_ACCESS = {"Lookup": EVERYONE, "GetState": frozenset({NODE, ADMIN})}
@@ -65,193 +64,6 @@ class Limits:
         if self.client_rate and self.client_burst < 1:
             raise StartupError("limits: a client's burst must be at least 1 call")
         return self
-
-
-class ClientRate:
-    """A token bucket per client: `rate` calls a second on average, `burst` at once. The
-    clients not heard from longest are forgotten past `clients` of them (they start again
-    with a full bucket)."""
-
-    def __init__(self, rate: float, burst: int, clients: int = 10_000) -> None:
-        self.rate, self.burst, self.clients = rate, burst, clients
-        self.buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # tokens, when
-
-    def admit(self, who: str, now: float) -> bool:
-        tokens, then = self.buckets.pop(who, (self.burst, now))
-        tokens = min(self.burst, tokens + (now - then) * self.rate)
-        admitted = tokens >= 1 - 1e-9  # a call at exactly the rate, despite rounding
-        self.buckets[who] = (tokens - admitted, now)
-        if len(self.buckets) > self.clients:
-            self.buckets.popitem(last=False)
-        return admitted
-
-
-class Gate(grpc.aio.ServerInterceptor):
-    """The one place that decides who may call what, and how a call that fails unexpectedly
-    ends. It refuses every call but health checks while the node is not a member of the
-    ring: a node joining believes itself alone until it knows its successor, so it would
-    take every key for its own (resolving announcements with a part of the index,
-    numbering alerts of subscriptions another node still serves); one stopping has handed
-    what it holds on. It opens as soon as the joining node knows its successor: from its
-    first Notify on, the ring counts on it (refused, its successor would drop it as gone).
-    Over mutual TLS it lets a call through only if the caller's certificate names a role
-    that may make it. A caller that is no node, making calls of the client API (or a
-    client's Lookup and GetState) faster than `rate` allows, is refused
-    RESOURCE_EXHAUSTED. A handler's unexpected
-    exception becomes INTERNAL with a generic message; the details go to the node's log,
-    and the node serves on."""
-
-    def __init__(
-        self,
-        member: Callable[[], bool],
-        access: dict[str, frozenset[str]] | None = None,
-        ring: frozenset[str] = frozenset(),
-        rate: ClientRate | None = None,
-        meter: Meter | None = None,
-    ) -> None:
-        """`access`: the roles that may call each method, by its path (None: anyone may,
-        the ring runs plaintext); a method it does not name nobody may call. Who calls is
-        read from the certificate the caller presented, never from what it sends. `ring`:
-        the paths `rate` does not limit (the ring's own methods; on mutual TLS a client's
-        Lookup and GetState are limited, a node's calls never). `meter`: charged the CPU
-        time of parsing requests and serializing replies (chord.meter)."""
-        self.member = member
-        self.access = access
-        self.ring = ring
-        self.rate = rate
-        self.meter = meter
-
-    async def intercept_service(self, continuation, details):
-        handler = await continuation(details)
-        if handler is None:
-            return handler
-        if details.method.startswith("/grpc.health."):  # for anyone, member or not
-            return _guarded(handler, details.method, None, None, self.meter)
-        if not self.member():
-            return _answering(handler, _refuse, self.meter)
-        roles = None if self.access is None else self.access.get(details.method, frozenset())
-        rate = self.rate if details.method not in self.ring else None
-        return _guarded(handler, details.method, roles, rate, self.meter)
-
-
-# a client's calls of the ring's own methods: limited like the client API, never a node's
-CLIENT_RING_METHODS = ("Lookup", "GetState")
-
-
-def _answering(handler, behaviour, meter: Meter | None):
-    """A handler of the same kind and replies whose behaviour is this one. It takes the
-    request's bytes as they came: `behaviour` parses them (_parsed), so that a request that
-    is no message of its kind is refused like any bad input, not answered UNKNOWN."""
-    make = (
-        grpc.unary_stream_rpc_method_handler
-        if handler.response_streaming
-        else grpc.unary_unary_rpc_method_handler
-    )
-    return make(
-        behaviour, response_serializer=metered(meter, "serialize", handler.response_serializer)
-    )
-
-
-def _let_go(refusal: BaseException) -> None:
-    """gRPC keeps the exception of a refused call after its answer: the frames of its
-    traceback, and of the exceptions it was raised handling, must not keep the request
-    (64 MiB at most) alive with it."""
-    e: BaseException | None = refusal
-    while e is not None:
-        traceback.clear_frames(e.__traceback__)
-        e = e.__context__
-
-
-async def _parsed(handler, data: bytes, context, meter: Meter | None):
-    """The request, parsed as its method's message (INVALID_ARGUMENT if it is none)."""
-    parse = metered(meter, "parse", handler.request_deserializer)
-    try:
-        return parse(data) if parse is not None else data
-    except Exception:
-        await context.abort(
-            grpc.StatusCode.INVALID_ARGUMENT, "the request is no message of its kind"
-        )
-
-
-async def _refuse(request, context) -> None:
-    await context.abort(grpc.StatusCode.UNAVAILABLE, NOT_MEMBER)
-
-
-INTERNAL = "internal error; the node's log has the details"
-
-
-def _guarded(
-    handler,
-    path: str,
-    roles: frozenset[str] | None,
-    rate: ClientRate | None,
-    meter: Meter | None,
-):
-    """The handler, for callers whose certificate names one of these roles (None: any
-    caller) and within their `rate` (None: any rate), others refused PERMISSION_DENIED or
-    RESOURCE_EXHAUSTED with the reason before it runs; and its unexpected exceptions
-    logged and answered INTERNAL."""
-    method = path.rsplit("/", 1)[-1]
-
-    async def admit(context) -> None:
-        if (
-            rate is not None
-            and (roles is None or caller_role(context) != NODE)  # nodes are never limited
-            and not rate.admit(caller_name(context), time.monotonic())
-        ):
-            await context.abort(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                f"more than {rate.rate:g} calls a second from this client "
-                f"(bursts of {rate.burst}): slow down",
-            )
-        if roles is None:
-            return
-        role = caller_role(context)
-        if role not in roles:
-            may = " or ".join(sorted(roles)) or "nobody"
-            await context.abort(
-                grpc.StatusCode.PERMISSION_DENIED,
-                f"{method} is for {may}; this certificate's role is {role}",
-            )
-
-    async def failed(context) -> None:
-        log.exception("%s failed", method)
-        await context.abort(grpc.StatusCode.INTERNAL, INTERNAL)
-
-    if handler.response_streaming:
-        stream = handler.unary_stream
-
-        async def checked_stream(data, context):
-            request = None
-            try:
-                await admit(context)
-                request = await _parsed(handler, data, context, meter)
-                async for reply in stream(request, context):
-                    yield reply
-            except grpc.aio.AbortError as e:
-                data = request = None  # (see _let_go)
-                _let_go(e)
-                raise
-            except Exception:
-                await failed(context)
-
-        return _answering(handler, checked_stream, meter)
-    behaviour = handler.unary_unary
-
-    async def checked(data, context):
-        request = None
-        try:
-            await admit(context)
-            request = await _parsed(handler, data, context, meter)
-            return await behaviour(request, context)
-        except grpc.aio.AbortError as e:
-            data = request = None  # (see _let_go)
-            _let_go(e)
-            raise
-        except Exception:
-            await failed(context)
-
-    return _answering(handler, checked, meter)
 
 
 class StartupError(Exception):
@@ -343,6 +155,7 @@ class LiveNode:
             timeout=self.timing.rpc_timeout,
             table=self.methods,
             timeouts=dict.fromkeys(app_methods, self.timing.call_timeout),
+            linked=frozenset(app_methods),  # the app's calls go over links (chord.links)
             patience=self.timing.call_timeout,
             credentials=credentials,
             max_channels=self.limits.channels,
@@ -360,6 +173,7 @@ class LiveNode:
             path: CHORD_ACCESS.get(name, frozenset({NODE}))
             for name, (path, _, _) in self.methods.methods.items()
         }
+        ring_access[EXCHANGE] = frozenset({NODE})
         self.gate = Gate(
             lambda: not (self.joining and self.node.table.alone() or self.stopped),
             {**ring_access, **(access or {})} if credentials is not None else None,
@@ -374,6 +188,8 @@ class LiveNode:
             self.meter,
         )
         self.stopped = False
+        methods, member = self.methods.methods, self.gate.member
+        self.exchanges = Exchanges(self.dispatch, methods, member, self.meter)  # chord.links
 
     @property
     def me(self) -> NodeRef:
@@ -450,6 +266,10 @@ class LiveNode:
         check_port_free(self.host, self.port)
         self.server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=[self.gate])
         self.server.add_generic_rpc_handlers(self.methods.generic_handlers(self.dispatch))
+        links = {"Exchange": self.exchanges.handler()}
+        self.server.add_generic_rpc_handlers(
+            [grpc.method_handlers_generic_handler(CHORD_SERVICE.full_name, links)]
+        )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         if add_services:
             add_services(self.server)
@@ -518,6 +338,7 @@ class LiveNode:
                 log.warning("leave: %s; keys stay with this node", e)
             except Exception:  # refused, say: the node still stops, its server with it
                 log.exception("leave failed; keys stay with this node")
+        self.exchanges.close()  # its links' streams end before its server stops
         if self.server is not None:
             await self.server.stop(grace=0.5)
         await self.transport.close()

@@ -69,6 +69,11 @@ class ChordStub:
                 request_serializer=chord_dot_proto_dot_chord__pb2.Empty.SerializeToString,
                 response_deserializer=chord_dot_proto_dot_chord__pb2.StateReply.FromString,
                 _registered_method=True)
+        self.Exchange = channel.stream_stream(
+                '/chord.Chord/Exchange',
+                request_serializer=chord_dot_proto_dot_chord__pb2.Envelope.SerializeToString,
+                response_deserializer=chord_dot_proto_dot_chord__pb2.Envelope.FromString,
+                _registered_method=True)
 
 
 class ChordServicer:
@@ -116,6 +121,15 @@ class ChordServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Exchange(self, request_iterator, context):
+        """Many calls over one long-lived stream between two nodes, in both directions at once:
+        each request an Envelope with an id, its reply one with the same id, in any order.
+        A node sends the high-rate calls of the services beside Chord (the engine's) this way.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ChordServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -153,6 +167,11 @@ def add_ChordServicer_to_server(servicer, server):
                     servicer.GetState,
                     request_deserializer=chord_dot_proto_dot_chord__pb2.Empty.FromString,
                     response_serializer=chord_dot_proto_dot_chord__pb2.StateReply.SerializeToString,
+            ),
+            'Exchange': grpc.stream_stream_rpc_method_handler(
+                    servicer.Exchange,
+                    request_deserializer=chord_dot_proto_dot_chord__pb2.Envelope.FromString,
+                    response_serializer=chord_dot_proto_dot_chord__pb2.Envelope.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -344,6 +363,33 @@ class Chord:
             '/chord.Chord/GetState',
             chord_dot_proto_dot_chord__pb2.Empty.SerializeToString,
             chord_dot_proto_dot_chord__pb2.StateReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Exchange(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/chord.Chord/Exchange',
+            chord_dot_proto_dot_chord__pb2.Envelope.SerializeToString,
+            chord_dot_proto_dot_chord__pb2.Envelope.FromString,
             options,
             channel_credentials,
             insecure,

@@ -15,8 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from support.waiting import eventually_async
 
+from chord.gate import ClientRate
 from chord.grpc_transport import SIZE_OPTIONS, GrpcTransport
-from chord.live import ClientRate, Limits, LiveNode, Timing
+from chord.live import Limits, LiveNode, Timing
 from chord.node import Call, NodeRef
 from chord.proto import chord_pb2 as pb
 from cqengine.live.ring import free_ports

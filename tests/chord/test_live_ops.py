@@ -149,8 +149,8 @@ def test_a_handler_that_fails_unexpectedly_answers_internal_and_the_node_serves_
     """An exception no handler expected (a bug, a poison message) ends its call INTERNAL
     with a generic message, never the exception's text (which may tell a caller what it
     should not know); the node's log has it, and the node answers the next call."""
+    from chord.gate import INTERNAL
     from chord.grpc_transport import GrpcTransport
-    from chord.live import INTERNAL
     from cqengine.live.ring import free_ports
 
     node = LiveNode("127.0.0.1", free_ports(1)[0])
