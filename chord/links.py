@@ -88,6 +88,8 @@ class Link:
             raise self.broken from None
         finally:
             self.waiting.pop(call_id, None)
+            if done.done() and not done.cancelled():
+                done.exception()  # the stream broke while this call was still being written
         if reply.code:
             raise failure(getattr(grpc.StatusCode, reply.code), reply.error)
         return metered(self.meter, "parse", reply_class.FromString)(reply.body)
