@@ -7,7 +7,8 @@ sample is put in one place, by the thread it was taken in and the innermost fram
 says whose code ran: the engine core (cqengine/core, numpy), gRPC and protobuf, the event
 loop (asyncio; with gRPC's callbacks, which run in it as C code), the live shell (chord,
 cqengine/live), document analysis (the publishing node's worker thread), gRPC's poller
-thread, and the event loop waiting for I/O (idle).
+thread, and the event loop waiting for I/O (idle). Beside the samples, the same window as
+the nodes' own meters account for it (chord.meter), by stage of a document's path.
 
     python experiments/profile_live.py [--nodes 8] [--subscriptions 10000] [--seconds 30]
 
@@ -31,6 +32,7 @@ from collections import Counter
 from pathlib import Path
 
 from cqengine.evaluation.matcher import document_frequencies
+from cqengine.live.costs import cost_by_stage
 from cqengine.live.ring import ring_down, ring_up
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.corpus import generate_corpus
@@ -145,9 +147,11 @@ async def run(args, spy: str) -> dict:
             publishing = asyncio.ensure_future(publish_until(ring, docs, args, stop))
             await asyncio.sleep(args.warmup)
             say(f"sampling every node for {args.seconds} s ...")
+            metered = (await ring.ledger())[3]  # the nodes' own accounts (chord.meter)
             raws = await asyncio.gather(
                 *(sample(spy, e.pid, Path(tmp) / f"{e.pid}.txt", args) for e in ring_file.nodes)
             )
+            metered = (await ring.ledger())[3] - metered
             published = await publishing
             seconds = time.perf_counter() - start
         finally:
@@ -165,6 +169,11 @@ async def run(args, spy: str) -> dict:
         "sample_rate": args.rate,
         "ring_docs_per_second_while_sampled": published / seconds,
         **summarize("\n".join(raws)),
+        # the same window as the nodes' meters account for it, by stage (cqengine.live.costs)
+        "metered_share_by_stage": {
+            stage: seconds / sum(metered.values())
+            for stage, seconds in cost_by_stage(metered).items()
+        },
         "nodes_apart": [
             {"address": e.address, **summarize(raw, top=0)} for e, raw in zip(ring_file.nodes, raws)
         ],

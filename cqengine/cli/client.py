@@ -16,6 +16,7 @@ from chord.ids import hash_id
 from chord.tls import TlsError
 from cqengine.cli.options import CliError, count, defaults_of, node_option, positive
 from cqengine.live.client import Client, ClientError, find_credentials
+from cqengine.live.costs import cost_by_stage
 from cqengine.live.ring import any_node
 from cqengine.live.ringfile import RingFile
 
@@ -308,6 +309,21 @@ def print_stats(replies) -> None:
     print(f"\n{'message kind':24} {'messages':>10} {'bytes':>14}")
     for kind, (m, b) in sorted(ledger.items()):
         print(f"{kind:24} {m:>10} {b:>14}")
+    print_costs(replies)
+
+
+def print_costs(replies) -> None:
+    """The nodes' CPU time since they began, by stage of a document's path (the cost
+    model: cqengine/live/costs.py), with each stage's share."""
+    cpu: Counter = Counter()
+    for r in replies:
+        cpu.update(dict(r.cpu_seconds))
+    total = sum(cpu.values())
+    if not total:
+        return
+    print(f"\n{'CPU by stage':36} {'seconds':>10} {'share':>7}")
+    for stage, seconds in cost_by_stage(cpu).items():
+        print(f"{stage:36} {seconds:>10.2f} {seconds / total:>7.1%}")
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:

@@ -54,6 +54,16 @@ def test_bench_live_small(tmp_path):
         assert fast["bytes_per_document_by_kind"]["Announce"] > 0
         assert "GetBloom" not in fast["bytes_per_document_by_kind"]  # td resolution by default
         assert fast["cpu_seconds_per_document"] > 0
+        # the cost table: the nodes' metered CPU by stage adds up to what /proc says they
+        # spent (the meters' "unmetered" is the rest of each process's CPU time)
+        stages, accounts = (
+            fast["cpu_ms_per_document_by_stage"],
+            fast["cpu_ms_per_document_by_account"],
+        )
+        assert {"analysis", "announcement", "gRPC, TLS and event loop"} <= set(stages)
+        spent = 1000 * fast["cpu_seconds_per_document"]
+        assert abs(sum(stages.values()) - spent) < 0.5 * spent  # (clock ticks of 10 ms)
+        assert "op Announcer.announce" in accounts
         for slow in r["latency"]:
             assert slow["alerts_equal_matcher"] and slow["alerts_dropped"] == 0
             if r["matches"]:
