@@ -9,7 +9,9 @@ For each workload and subscription count:
    calls to random nodes, as fast as it takes them (after a first pass under other docnos:
    both sides are measured warm): documents/s from the first publish to
    the last alert, alerts/s, the node processes' CPU seconds per document, engine bytes
-   and messages per document, and whether the alerts equal the matcher's;
+   and messages per document, and whether the alerts equal the matcher's; and the cost
+   model: the nodes' CPU ms per document by stage of a document's path and by account
+   (each node meters its own CPU time, chord.meter; cqengine.live.costs sorts it);
 3. the same documents again (new docnos) arrive at half that rate and are sent as a
    producer sends them (every --producer-linger-ms, what arrived meanwhile, in one call),
    once for each producer linger given: latency from a document's arrival at the producer
