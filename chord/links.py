@@ -7,10 +7,11 @@ instead (its `Link`): each request goes in an Envelope with an id, and the reply
 same id completes it, replies in any order. Nothing else changes for the caller: a call
 that fails ends with the same gRPC status a unary call would (grpc.aio.AioRpcError), so
 the transport waits, retries and falls back as before; a stream that breaks fails every
-call still waiting on it (UNAVAILABLE: the peer is unreachable), and the next call opens a
-new one. At the receiving end every request is dispatched as a unary one is, each on its
-own task, checked by the same Gate (who may open the stream: nodes only over mutual TLS;
-whether the node is a member: asked again for every request).
+call still waiting on it (Broken), and the transport tries each once more on a new stream,
+as it does a unary call whose connection broke (a peer that is gone refuses it). At the
+receiving end every request is dispatched as a unary one is, each on its own task,
+checked by the same Gate (who may open the stream: nodes only over mutual TLS; whether the
+node is a member: asked again for every request).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any, Awaitable, Callable
 
 import grpc
 
+from chord.gate import NOT_MEMBER
 from chord.meter import Meter, metered
 from chord.node import Refused
 from chord.proto import chord_pb2 as pb
@@ -29,7 +31,6 @@ from chord.proto import chord_pb2 as pb
 log = logging.getLogger("chord.links")
 
 EXCHANGE = "/chord.Chord/Exchange"
-NOT_MEMBER = "this node is not a member of the ring (joining or leaving)"
 
 
 def failure(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:

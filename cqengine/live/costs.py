@@ -6,6 +6,12 @@ operation (by the generator that runs it, "op Class.method"), parsing and serial
 messages, the ledger, commits to storage, its alert streams, the analyzer's thread, and
 what none of these holds ("unmetered": gRPC's C core, TLS, the event loop). STAGES names
 where each account goes; an account no rule names is "other", so nothing is lost.
+
+An operation's steps are charged to the generator that runs it, and a QN's matching and its
+Term Dialogue rounds run inside the announcement's operation that reached it (QN.heard is
+yielded from Announcer.announce): "announcement" holds them, and "resolution" is the DN's
+side, answering the QNs' rounds. Splitting them needs an account inside the core's
+operation, which the core (free of clocks) does not keep.
 """
 
 from __future__ import annotations
@@ -17,8 +23,7 @@ from typing import Mapping
 STAGES: dict[str, tuple[str, ...]] = {
     "analysis": ("analysis",),
     "announcement": ("op DN.publish_batch", "op DN.send_out", "Announce", "op Announcer."),
-    "QN matching": ("op QN.heard",),
-    "resolution": ("GetBloom", "TermDialogue", "op QN.", "op Resolution."),
+    "resolution": ("GetBloom", "TermDialogue"),
     "reports": ("Matched", "op DN."),
     "delivery": ("op Delivery.",),
     "home and mailbox": ("Deliver", "op Home."),
