@@ -11,10 +11,11 @@ on to whoever drove it.
 
 from __future__ import annotations
 
+from functools import partial
 from inspect import isawaitable
 from typing import Any, Callable
 
-from chord.meter import Meter
+from chord.meter import Meter, charged
 from chord.node import Call, Op, PeerUnreachable
 
 
@@ -47,7 +48,7 @@ async def drive_async(op: Op, call: Callable[[Call], Any], meter: Meter | None =
     message on its way), taken as it is when not (a request to itself answered at once),
     so that a call costs no coroutine of its own. With a meter, each of the operation's
     steps is charged to the generator that runs it (chord.meter)."""
-    step = _next if meter is None else _metered(meter, "op " + op.__qualname__)
+    step = _next if meter is None else partial(charged, meter, "op " + op.__qualname__, _next)
     done, out = step(op, None, None)
     while not done:
         reply, error = None, None
@@ -62,14 +63,3 @@ async def drive_async(op: Op, call: Callable[[Call], Any], meter: Meter | None =
             raise
         done, out = step(op, reply, error)
     return out
-
-
-def _metered(meter: Meter, account: str) -> Callable[[Op, Any, Any], tuple[bool, Any]]:
-    def step(op: Op, reply: Any, error: PeerUnreachable | None) -> tuple[bool, Any]:
-        paused = meter.enter(account)
-        try:
-            return _next(op, reply, error)
-        finally:
-            meter.leave(paused)
-
-    return step

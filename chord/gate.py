@@ -13,7 +13,7 @@ from typing import Callable
 
 import grpc
 
-from chord.meter import Meter, metered
+from chord.meter import Meter, charged, metered
 from chord.tls import NODE, caller_name, caller_role
 
 log = logging.getLogger("chord.live")
@@ -124,9 +124,9 @@ def _let_go(refusal: BaseException) -> None:
 
 async def _parsed(handler, data: bytes, context, meter: Meter | None):
     """The request, parsed as its method's message (INVALID_ARGUMENT if it is none)."""
-    parse = metered(meter, "parse", handler.request_deserializer)
+    parse = handler.request_deserializer
     try:
-        return parse(data) if parse is not None else data
+        return charged(meter, "parse", parse, data) if parse is not None else data
     except Exception:
         await context.abort(
             grpc.StatusCode.INVALID_ARGUMENT, "the request is no message of its kind"

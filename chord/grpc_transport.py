@@ -21,7 +21,7 @@ from google.protobuf.message_factory import GetMessageClass
 from chord.driver import drive_async
 from chord.ledger import Ledger
 from chord.links import Broken, Link
-from chord.meter import Meter, metered
+from chord.meter import Meter, charged, metered
 from chord.node import Call, Op, PeerUnreachable, Refused
 from chord.proto import chord_pb2
 from chord.routing import NodeRef
@@ -278,11 +278,7 @@ class GrpcTransport:
 
     def _record(self, kind: str, message: Any) -> None:
         """Count a message in the ledger (sizing it is a cost of its own: "ledger")."""
-        meter = self.meter
-        paused = meter.enter("ledger") if meter is not None else None
-        self.ledger.record(kind, message.ByteSize())
-        if meter is not None:
-            meter.leave(paused)
+        charged(self.meter, "ledger", _count, self.ledger, kind, message)
 
     async def close(self) -> None:
         for link in self._links.values():
@@ -293,6 +289,10 @@ class GrpcTransport:
         self._channels.clear()
         self._retired.clear()
         self._calls.clear()
+
+
+def _count(ledger: Ledger, kind: str, message: Any) -> None:
+    ledger.record(kind, message.ByteSize())
 
 
 async def run_async(node: Handler, op: Op, transport: GrpcTransport) -> Any:
@@ -306,12 +306,7 @@ async def run_async(node: Handler, op: Op, transport: GrpcTransport) -> Any:
     def call(c: Call) -> Any:
         if c.peer != me:
             return transport.call(c.peer, c.method, c.request)  # a coroutine: the driver awaits
-        paused = meter.enter(c.method) if meter is not None else None
-        try:
-            reply = node.handle(c.method, c.request)
-        finally:
-            if meter is not None:
-                meter.leave(paused)
+        reply = charged(meter, c.method, node.handle, c.method, c.request)
         return run_async(node, reply, transport) if isgenerator(reply) else reply
 
     return await drive_async(op, call, meter)

@@ -24,7 +24,7 @@ from typing import Any, Awaitable, Callable
 import grpc
 
 from chord.gate import NOT_MEMBER
-from chord.meter import Meter, metered
+from chord.meter import Meter, charged, metered
 from chord.node import Refused
 from chord.proto import chord_pb2 as pb
 
@@ -72,7 +72,7 @@ class Link:
         call_id = next(self.ids)
         done = self.waiting[call_id] = asyncio.get_running_loop().create_future()
         try:
-            body = metered(self.meter, "serialize", request.SerializeToString)()
+            body = charged(self.meter, "serialize", request.SerializeToString)
             async with asyncio.timeout(timeout):
                 async with self.writing:
                     await self.stream.write(pb.Envelope(id=call_id, method=method, body=body))
@@ -93,7 +93,7 @@ class Link:
                 done.exception()  # the stream broke while this call was still being written
         if reply.code:
             raise failure(getattr(grpc.StatusCode, reply.code), reply.error)
-        return metered(self.meter, "parse", reply_class.FromString)(reply.body)
+        return charged(self.meter, "parse", reply_class.FromString, reply.body)
 
     async def _read(self) -> None:
         try:
@@ -188,11 +188,11 @@ class Exchanges:
             if kinds is None:
                 raise _Status("UNIMPLEMENTED", f"no method {envelope.method} here")
             try:
-                request = metered(meter, "parse", kinds[1].FromString)(envelope.body)
+                request = charged(meter, "parse", kinds[1].FromString, envelope.body)
             except Exception:
                 raise _Status("INVALID_ARGUMENT", "the request is no message of its kind") from None
             answer = await self.dispatch(envelope.method, request)
-            out.body = metered(meter, "serialize", answer.SerializeToString)()
+            out.body = charged(meter, "serialize", answer.SerializeToString)
         except _Status as e:
             out.code, out.error = e.code, e.details
         except Refused as e:  # malformed: it changed nothing

@@ -31,7 +31,7 @@ from chord.ids import hash_id
 from chord.ledger import Ledger
 from chord.links import EXCHANGE, Exchanges
 from chord.messages import to_info, to_ref
-from chord.meter import Meter
+from chord.meter import Meter, charged
 from chord.node import ChordNode, JoinError, Op, PeerUnreachable
 from chord.proto import chord_pb2 as pb
 from chord.routing import SUCCESSORS, NodeRef
@@ -203,11 +203,7 @@ class LiveNode:
 
     def _durable(self) -> None:
         if self.app is not None:
-            paused = self.meter.enter("storage")
-            try:
-                self.app.durable()
-            finally:
-                self.meter.leave(paused)
+            charged(self.meter, "storage", self.app.durable)
 
     @property
     def background(self) -> int:
@@ -245,11 +241,7 @@ class LiveNode:
         if method == "Lookup":
             owner, hops = await self.run_op(self.node.lookup(request.key, verify=True))
             return pb.LookupReply(owner=to_info(owner), hops=hops)
-        paused = self.meter.enter(method)
-        try:
-            reply = self.handler.handle(method, request)
-        finally:
-            self.meter.leave(paused)
+        reply = charged(self.meter, method, self.handler.handle, method, request)
         if isgenerator(reply):  # an answer that needs calls of its own
             reply = await self._to_the_end(reply)
         self._durable()  # before the reply: what it acknowledges is kept

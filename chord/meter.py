@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from functools import partial
+from typing import Any, Callable, TypeVar
 
 UNMETERED = "unmetered"  # the process's CPU time no account holds
+T = TypeVar("T")
 
 
 class Meter:
@@ -56,16 +59,20 @@ class Meter:
         return out
 
 
+def charged(meter: Meter | None, account: str, fn: Callable[..., T], *args: Any) -> T:
+    """fn(*args), its CPU time charged to `account` (only fn(*args) without a meter)."""
+    if meter is None:
+        return fn(*args)
+    paused = meter.enter(account)
+    try:
+        return fn(*args)
+    finally:
+        meter.leave(paused)
+
+
 def metered(meter: Meter | None, account: str, fn):
-    """fn, its calls charged to `account` (fn itself without a meter)."""
+    """fn, its calls charged to `account` (fn itself without a meter): for a callable handed
+    to gRPC, a (de)serializer."""
     if meter is None or fn is None:
         return fn
-
-    def charged(*args):
-        paused = meter.enter(account)
-        try:
-            return fn(*args)
-        finally:
-            meter.leave(paused)
-
-    return charged
+    return partial(charged, meter, account, fn)

@@ -21,6 +21,7 @@ import grpc
 from chord.grpc_transport import SIZE_OPTIONS
 from chord.ids import hash_id
 from chord.live import Limits, LiveNode, StartupError, Timing, serve
+from chord.meter import charged
 from chord.tls import ADMIN, PUBLISHER, SUBSCRIBER, Credentials, aio_channel, tls_failure
 from cqengine.core.errors import EngineError
 from cqengine.core.mailboxes import Subscription, numbered_batch
@@ -86,6 +87,15 @@ class Stream:
                 islice(sub.mailbox.queue, start - sub.mailbox.first, start - sub.mailbox.first + n)
             )
         )
+
+    def next_message(self) -> pb.AlertBatch | None:
+        """The next message, taken as sent; None when nothing waits."""
+        waiting = self.waiting()
+        if not waiting:
+            return None
+        message = self.message(waiting)
+        self.sent(waiting)
+        return message
 
     def sent(self, waiting: list[tuple[Subscription, int, int]]) -> None:
         for sub, start, n in waiting:
@@ -235,7 +245,7 @@ class ClientAPI(pb_grpc.CQEngineServicer):
             self.streams[sub.id] = stream
         try:
             while stream.subs:
-                while message := self._next_message(stream):
+                while message := charged(self.live.meter, "stream", stream.next_message):
                     # alerts leave their mailboxes only when acknowledged: a stream that
                     # breaks loses none, and the next resumes where its client stands
                     yield message
@@ -253,19 +263,6 @@ class ClientAPI(pb_grpc.CQEngineServicer):
             for sub_id in stream.subs:
                 if self.streams.get(sub_id) is stream:
                     del self.streams[sub_id]
-
-    def _next_message(self, stream: Stream) -> pb.AlertBatch | None:
-        """The stream's next message (taken as sent), None when nothing waits."""
-        paused = self.live.meter.enter("stream")
-        try:
-            batch = stream.waiting()
-            if not batch:
-                return None
-            message = stream.message(batch)
-            stream.sent(batch)
-            return message
-        finally:
-            self.live.meter.leave(paused)
 
     async def Stats(self, request, context):
         reply = self.engine.stats(self.live.ledger)
