@@ -7,6 +7,7 @@ import asyncio
 
 import grpc
 import pytest
+from support.waiting import eventually_async
 
 from chord.grpc_transport import CHORD_SERVICE, GrpcTransport, MethodTable
 from chord.links import Exchanges
@@ -23,10 +24,8 @@ class Peer:
     after `delay[key]` seconds; a key of 13 is refused; Ping fails unexpectedly."""
 
     def __init__(self, port: int) -> None:
-        self.port, self.answered, self.member = port, [], True
+        self.port, self.asked, self.answered, self.member = port, [], [], True
         self.delay: dict[int, float] = {}
-        table = MethodTable([CHORD_SERVICE])
-        self.exchanges = Exchanges(self.dispatch, table.methods, lambda: self.member)
         self.server = None
 
     async def dispatch(self, method, request):
@@ -34,11 +33,14 @@ class Peer:
             raise RuntimeError("unexpected")
         if request.key == 13:
             raise Refused("13 is out of range")
+        self.asked.append(request.key)
         await asyncio.sleep(self.delay.get(request.key, 0))
         self.answered.append(request.key)
         return pb.FindSuccessorReply(done=True, node=pb.NodeInfo(id=request.key, address="x:1"))
 
     async def start(self) -> None:
+        table = MethodTable([CHORD_SERVICE])
+        self.exchanges = Exchanges(self.dispatch, table.methods, lambda: self.member)
         self.server = grpc.aio.server(options=SERVER_OPTIONS)
         links = {"Exchange": self.exchanges.handler()}
         self.server.add_generic_rpc_handlers(
@@ -52,12 +54,21 @@ class Peer:
         await self.server.stop(grace=0.5)
 
 
-def run(main) -> None:
+def with_peer(test) -> None:
+    """Run `test(peer, transport, ref)` against a Peer at a free port, through a transport
+    that sends FindSuccessor and Ping over links; both shut down however it ends."""
+
+    async def main():
+        (port,) = free_ports(1)
+        peer, t = Peer(port), GrpcTransport(timeout=5.0, linked=LINKED)
+        await peer.start()
+        try:
+            await test(peer, t, NodeRef(1, f"127.0.0.1:{port}"))
+        finally:
+            await t.close()
+            await peer.stop()
+
     asyncio.run(asyncio.wait_for(main(), 30))
-
-
-def transport() -> GrpcTransport:
-    return GrpcTransport(timeout=5.0, linked=LINKED)
 
 
 def find(key: int) -> pb.FindSuccessorRequest:
@@ -65,76 +76,49 @@ def find(key: int) -> pb.FindSuccessorRequest:
 
 
 def test_replies_find_their_calls_in_any_order_over_one_stream():
-    async def main():
-        (port,) = free_ports(1)
-        peer, t = Peer(port), transport()
-        await peer.start()
-        me = NodeRef(1, f"127.0.0.1:{port}")
-        try:
-            peer.delay = {k: (10 - k) * 0.02 for k in range(10)}  # the first answered last
-            replies = await asyncio.gather(
-                *(t.call(me, "FindSuccessor", find(k)) for k in range(10))
-            )
-            assert [r.node.id for r in replies] == list(range(10))
-            assert peer.answered == sorted(range(10), reverse=True)
-            assert len(t._links) == 1  # one stream carried them all
-            assert t.ledger.snapshot()["FindSuccessor"].messages == 10  # counted as calls
-        finally:
-            await t.close()
-            await peer.stop()
+    async def test(peer, t, me):
+        peer.delay = {k: (10 - k) * 0.02 for k in range(10)}  # the first answered last
+        replies = await asyncio.gather(*(t.call(me, "FindSuccessor", find(k)) for k in range(10)))
+        assert [r.node.id for r in replies] == list(range(10))
+        assert peer.answered == sorted(range(10), reverse=True)
+        assert len(t._links) == 1  # one stream carried them all
+        assert t.ledger.snapshot()["FindSuccessor"].messages == 10  # counted as calls
 
-    run(main)
+    with_peer(test)
 
 
 def test_a_refused_or_failing_call_ends_as_a_unary_call_would_and_the_stream_serves_on():
-    async def main():
-        (port,) = free_ports(1)
-        peer, t = Peer(port), transport()
-        await peer.start()
-        me = NodeRef(1, f"127.0.0.1:{port}")
-        try:
-            with pytest.raises(grpc.aio.AioRpcError) as refused:
-                await t.call(me, "FindSuccessor", find(13))
-            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-            assert "out of range" in refused.value.details()
-            with pytest.raises(grpc.aio.AioRpcError) as failed:
-                await t.call(me, "Ping", pb.Empty())
-            assert failed.value.code() == grpc.StatusCode.INTERNAL
-            peer.member = False  # stopping: every request refused as by a node gone
-            with pytest.raises(PeerUnreachable) as gone:
-                await t.call(me, "FindSuccessor", find(2))
-            assert gone.value.refused
-            peer.member = True
-            assert (await t.call(me, "FindSuccessor", find(3))).node.id == 3
-        finally:
-            await t.close()
-            await peer.stop()
+    async def test(peer, t, me):
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await t.call(me, "FindSuccessor", find(13))
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "out of range" in refused.value.details()
+        with pytest.raises(grpc.aio.AioRpcError) as failed:
+            await t.call(me, "Ping", pb.Empty())
+        assert failed.value.code() == grpc.StatusCode.INTERNAL
+        peer.member = False  # stopping: every request refused as by a node gone
+        with pytest.raises(PeerUnreachable) as gone:
+            await t.call(me, "FindSuccessor", find(2))
+        assert gone.value.refused
+        peer.member = True
+        assert (await t.call(me, "FindSuccessor", find(3))).node.id == 3
 
-    run(main)
+    with_peer(test)
 
 
 def test_a_stream_that_breaks_fails_its_waiting_calls_and_the_next_call_opens_another():
-    async def main():
-        (port,) = free_ports(1)
-        peer, t = Peer(port), transport()
-        await peer.start()
-        me = NodeRef(1, f"127.0.0.1:{port}")
-        try:
-            assert (await t.call(me, "FindSuccessor", find(1))).node.id == 1
-            first = t._links[me.address]
-            peer.delay = {5: 30.0}  # never answered before the stream goes
-            waiting = asyncio.ensure_future(t.call(me, "FindSuccessor", find(5)))
-            await asyncio.sleep(0.2)
-            await peer.stop()  # the node stops: its streams end
-            with pytest.raises(PeerUnreachable):
-                await waiting
-            assert first.broken is not None and not first.waiting
-            peer = Peer(port)  # back, at the same address
-            await peer.start()
-            assert (await t.call(me, "FindSuccessor", find(6))).node.id == 6
-            assert t._links[me.address] is not first
-        finally:
-            await t.close()
-            await peer.stop()
+    async def test(peer, t, me):
+        assert (await t.call(me, "FindSuccessor", find(1))).node.id == 1
+        first = t._links[me.address]
+        peer.delay = {5: 30.0}  # never answered before the stream goes
+        waiting = asyncio.ensure_future(t.call(me, "FindSuccessor", find(5)))
+        await eventually_async(lambda: 5 in peer.asked, 5, "the peer to have the request")
+        await peer.stop()  # the node stops: its streams end
+        with pytest.raises(PeerUnreachable):
+            await waiting
+        assert first.broken is not None and not first.waiting
+        await peer.start()  # back, at the same address
+        assert (await t.call(me, "FindSuccessor", find(6))).node.id == 6
+        assert t._links[me.address] is not first
 
-    run(main)
+    with_peer(test)
