@@ -320,6 +320,13 @@ def _records(settings: Settings, records: pb.Records) -> str | None:
 
 
 def _reconcile(settings: Settings, req: pb.ReconcileRequest) -> str | None:
+    wants = len(req.want_entry_keys) + len(req.want_homes)
+    if len(req.want_entry_keys) != len(req.want_entry_subs):
+        return f"{len(req.want_entry_keys)} keys for {len(req.want_entry_subs)} entries asked"
+    if wants > limits.MAX_BATCH_QUERIES:
+        return f"{wants} records asked for; at most {limits.MAX_BATCH_QUERIES}"
+    if wants:  # a second round: no digests
+        return None
     if len(req.entries) != limits.BUCKETS or len(req.homes) != limits.BUCKETS:
         return f"{len(req.entries)} and {len(req.homes)} digests; {limits.BUCKETS} of each"
     return None

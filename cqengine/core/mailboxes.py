@@ -54,6 +54,10 @@ class Mailbox:
     # the latest acknowledged, which copies of the mailbox carry: a DN sending one of
     # them again (after a failure) finds it seen wherever the subscription is served then
     acked: deque[str] = field(default_factory=lambda: deque(maxlen=limits.SEEN_KEPT))
+    # numbers acknowledged before this copy held their alerts (an acknowledgement's copy
+    # overtook them, or they were lost): their documents are not known seen here until
+    # the alerts come late or a whole record's memory does (reconciliation sends it)
+    unheld: set[int] = field(default_factory=set)
 
     def offer(self, doc: AlertDoc, limit_bytes: int = limits.MAILBOX_BYTES) -> bool:
         """A new alert (of a document not seen before); the oldest go, counted as dropped,
@@ -134,10 +138,21 @@ class Mailbox:
         """Every alert numbered below `first` is acknowledged: they leave; whether any did."""
         if first <= self.first:
             return False
+        end = self.next
         n = min(first - self.first, len(self.queue))
         self.pop(n)
-        self.first = first  # past the end: alerts this copy never held were acknowledged
+        if first > end:  # past the end: alerts this copy never held were acknowledged
+            self.unheld.update(range(max(end, first - limits.SEEN_KEPT), first))
+        self.first = first
+        if self.unheld:  # only the latest SEEN_KEPT acknowledged are remembered anyway
+            self.unheld = {seq for seq in self.unheld if seq >= first - limits.SEEN_KEPT}
         return True
+
+    def remembered(self, first: int) -> None:
+        """A whole record's memory of what was acknowledged below `first` came: no number
+        below it is unheld any more."""
+        if self.unheld:
+            self.unheld = {seq for seq in self.unheld if seq >= first}
 
     def put(self, start: int, docs: Sequence[AlertDoc], authority: bool = False) -> int | None:
         """Alerts numbered from `start`, from another copy of this mailbox: None when they
@@ -148,7 +163,11 @@ class Mailbox:
             return self.next
         for i, doc in enumerate(docs):
             seq = start + i
-            if seq < self.first:
+            if seq < self.first:  # acknowledged before it came: known seen from now on
+                if seq in self.unheld:
+                    self.unheld.discard(seq)
+                    self.seen.add(doc[0])
+                    self._remember(doc[0])
                 continue
             if seq < self.next:
                 at = seq - self.first

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -256,6 +256,12 @@ class InvertedIndex(SortedKeyStore):
 
     def entry(self, key: int, subscription_id: int) -> pb.QueryEntry | None:
         return self._subs.get(key, {}).get(subscription_id)
+
+    def versions_in(self, lo: int, hi: int) -> Iterator[tuple[int, int, int]]:
+        """(key, subscription, version) of each entry under keys in (lo, hi]."""
+        for key in self.keys_in(lo, hi):
+            for sub, e in self._subs.get(key, {}).items():
+                yield key, sub, e.version
 
     def replace(self, key: int, entry: pb.QueryEntry) -> None:
         """Index the entry under key, instead of any entry of its subscription there."""

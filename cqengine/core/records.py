@@ -22,15 +22,14 @@ With R = 1 the store is the paper's: entries move with ownership and nothing els
 
 from __future__ import annotations
 
-import struct
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
-import mmh3
+import numpy as np
 
 from chord.ids import in_open_closed
-from cqengine.core import limits
+from cqengine.core import limits, summaries
 from cqengine.core.journal import Journal
 from cqengine.core.mailboxes import (
     AlertDoc,
@@ -41,9 +40,8 @@ from cqengine.core.mailboxes import (
     subscription_of,
 )
 from cqengine.core.postings import InvertedIndex
+from cqengine.core.summaries import Entries, Homes
 from cqengine.proto import cqengine_pb2 as pb
-
-MASK64 = (1 << 64) - 1
 
 
 def bucket(subscription_id: int) -> int:
@@ -64,21 +62,6 @@ class Rank:
 
     def __lt__(self, other: "Rank") -> bool:
         return (self.version, self.deleted) < (other.version, other.deleted)
-
-
-def summary(r: pb.HomeRecord) -> tuple:
-    """What tells copies of a home record apart (as RecordStore.homes_in gives it)."""
-    if r.deleted:
-        return (r.key, r.subscription_id, True, 0, 0)
-    return (r.key, r.subscription_id, False, r.first, r.start + len(r.docnos))
-
-
-def entry_hash(key: int, sub: int, rank: Rank) -> int:
-    return mmh3.hash64(struct.pack("<QQQ?", key, sub, rank.version, rank.deleted), signed=False)[0]
-
-
-def home_hash(key: int, sub: int, deleted: bool, first: int, next_: int) -> int:
-    return mmh3.hash64(struct.pack("<QQ?QQ", key, sub, deleted, first, next_), signed=False)[0]
 
 
 class RecordStore:
@@ -181,6 +164,8 @@ class RecordStore:
             changed = True
             if self.journal is not None:
                 self.journal.acknowledged(sub_id, box.first)
+        if record.token_hash:  # a whole record: its memory of what was acknowledged came
+            box.remembered(record.first)
         if not record.docnos:  # an acknowledgement: alerts still on their way here are no gap
             return changed
         before = box.next
@@ -258,60 +243,91 @@ class RecordStore:
             else:
                 yield pb.HomeRecord(key=key, subscription_id=sub_id, deleted=self.gone[sub_id][1])
 
-    # ---- reconciliation ----------------------------------------------------------------
+    # ---- reconciliation (cqengine.core.summaries) -------------------------------------
+
+    def summaries(self, lo: int, hi: int) -> tuple[Entries, Homes]:
+        """The summaries of my entry and home records in (lo, hi], tombstones too."""
+        entries = [(k, s, v, False) for k, s, v in self.index.versions_in(lo, hi)]
+        entries += [
+            (k, s, v, True) for (k, s), (v, _) in self.tombstones.items() if in_range(k, lo, hi)
+        ]
+        subs = list(self.subscriptions.values())
+        keys = np.fromiter((s.key for s in subs), dtype=np.uint64, count=len(subs))
+        chosen = [subs[i] for i in np.flatnonzero(summaries.in_range(keys, lo, hi) & (keys > 0))]
+        homes = [
+            (s.key, s.id, False, s.mailbox.first, s.mailbox.next, bool(s.mailbox.unheld))
+            for s in chosen
+        ]
+        homes += [
+            (k, s, True, 0, 0, False) for s, (k, _) in self.gone.items() if in_range(k, lo, hi)
+        ]
+        return Entries.of(entries), Homes.of(homes)
 
     def digests(self, lo: int, hi: int) -> tuple[list[int], list[int]]:
         """A digest of each bucket of my entry records and of my home records in (lo, hi]."""
-        entries, homes = [0] * limits.BUCKETS, [0] * limits.BUCKETS
-        for r in self.entry_records(lo, hi):
-            b = bucket(r.entry.subscription_id)
-            h = entry_hash(r.key, r.entry.subscription_id, Rank(r.entry.version, r.deleted > 0))
-            entries[b] = (entries[b] + h) & MASK64
-        for summary, _ in self.homes_in(lo, hi):
-            b = bucket(summary[1])
-            homes[b] = (homes[b] + home_hash(*summary)) & MASK64
-        return entries, homes
+        e, h = self.summaries(lo, hi)
+        return summaries.digests(e.hashes(), e.subs), summaries.digests(h.hashes(), h.subs)
 
     def differing(self, req: pb.ReconcileRequest) -> pb.ReconcileReply:
-        """A replica's answer to an owner's digests: the buckets that differ, and my records
-        in them."""
-        entries, homes = self.digests(req.lo, req.hi)
-        eb = [
-            b
-            for b in range(limits.BUCKETS)
-            if b >= len(req.entries) or entries[b] != req.entries[b]
-        ]
-        hb = [b for b in range(limits.BUCKETS) if b >= len(req.homes) or homes[b] != req.homes[b]]
+        """A replica's answer to an owner's digests: the buckets that differ, and the
+        summaries of my records in them."""
+        e, h = self.summaries(req.lo, req.hi)
+        eb = summaries.differing(summaries.digests(e.hashes(), e.subs), req.entries)
+        hb = summaries.differing(summaries.digests(h.hashes(), h.subs), req.homes)
         reply = pb.ReconcileReply(entry_buckets=eb, home_buckets=hb)
-        e, h = set(eb), set(hb)
-        reply.records.entries.extend(
-            r for r in self.entry_records(req.lo, req.hi) if bucket(r.entry.subscription_id) in e
-        )
-        reply.records.homes.extend(self.home_records(req.lo, req.hi, h))
+        if eb or hb:
+            e = e.where(summaries.in_buckets(e.subs, eb))
+            h = h.where(summaries.in_buckets(h.subs, hb))
+            reply.summaries.CopyFrom(summaries.to_message(e, h))
         return reply
 
-    def lacking(self, lo: int, hi: int, reply: pb.ReconcileReply) -> pb.Records:
-        """What a replica that answered so lacks of my records (I merged its own already)."""
-        theirs = {
-            (r.key, r.entry.subscription_id): Rank(r.entry.version, r.deleted > 0)
-            for r in reply.records.entries
-        }
-        homes = {r.subscription_id: summary(r) for r in reply.records.homes}
+    def plan(self, lo: int, hi: int, reply: pb.ReconcileReply) -> summaries.Plan:
+        """What to send a replica that answered so, and what to ask it for."""
+        e, h = self.summaries(lo, hi)
+        e = e.where(summaries.in_buckets(e.subs, reply.entry_buckets))
+        h = h.where(summaries.in_buckets(h.subs, reply.home_buckets))
+        return summaries.plan((e, h), summaries.of_message(reply.summaries))
+
+    def wanted(self, req: pb.ReconcileRequest) -> pb.Records:
+        """The records an owner asks me for (a second round)."""
         out = pb.Records()
-        e, h = set(reply.entry_buckets), set(reply.home_buckets)
-        for r in self.entry_records(lo, hi):
-            sub = r.entry.subscription_id
-            if bucket(sub) in e and theirs.get((r.key, sub)) != Rank(
-                r.entry.version, r.deleted > 0
-            ):
+        for key, sub in zip(req.want_entry_keys, req.want_entry_subs):
+            r = self._entry_record(key, sub)
+            if r is not None:
                 out.entries.append(r)
-        lacked = {
-            mine[1]
-            for mine, _ in self.homes_in(lo, hi)
-            if bucket(mine[1]) in h and homes.get(mine[1]) != mine
-        }
-        out.homes.extend(r for r in self.home_records(lo, hi, h) if r.subscription_id in lacked)
+        out.homes.extend(filter(None, map(self._home_record, req.want_homes)))
         return out
+
+    def repairs(self, plan: summaries.Plan) -> pb.Records:
+        """What a replica lacks of my records, as a plan found it."""
+        out = pb.Records()
+        out.entries.extend(filter(None, (self._entry_record(k, s) for k, s in plan.send_entries)))
+        for sub_id, since in plan.send_homes:
+            sub = self.subscriptions.get(sub_id)
+            if sub is not None and since is not None:
+                out.homes.append(home_record(sub, start=since))
+            else:
+                r = self._home_record(sub_id)
+                if r is not None:
+                    out.homes.append(r)
+        return out
+
+    def _entry_record(self, key: int, sub: int) -> pb.EntryRecord | None:
+        tomb = self.tombstones.get((key, sub))
+        if tomb is not None:
+            entry = pb.QueryEntry(subscription_id=sub, version=tomb[0])
+            return pb.EntryRecord(key=key, entry=entry, deleted=tomb[1])
+        e = self.index.entry(key, sub)
+        return None if e is None else pb.EntryRecord(key=key, entry=e)
+
+    def _home_record(self, sub_id: int) -> pb.HomeRecord | None:
+        sub = self.subscriptions.get(sub_id)
+        if sub is not None:
+            return home_record(sub) if sub.key else None
+        if sub_id in self.gone:
+            key, when = self.gone[sub_id]
+            return pb.HomeRecord(key=key, subscription_id=sub_id, deleted=when)
+        return None
 
     def merge(self, records: pb.Records, serves: Callable[[int], bool] = lambda key: False) -> int:
         """Merge records from another node; how many changed what I hold. `serves(key)`:

@@ -4,20 +4,22 @@ agreement with them (the records themselves, and how they merge: cqengine.core.r
 A change the owner makes (an entry placed, a subscription's record, alerts numbered, a
 tombstone) is copied to its replica set before it is acknowledged or shown. A replica that
 missed copies is brought up to date by reconciliation: the owner of a range sends digests
-of its records by bucket, the replica answers with its records where they differ, and the
-owner sends back what the replica lacks. Reconciliation runs on a timer and at once when
-the node's region or replica set changes. Records no owner counts on this node for any
-more are collected.
+of its records by bucket, the replica answers with the summaries of its records where they
+differ (cqengine.core.summaries), the owner asks for those records it lacks and sends back
+what the replica lacks (of a mailbox, the alerts missing). Reconciliation runs on a timer
+and at once when the node's region or replica set changes. Records no owner counts on this
+node for any more are collected.
 """
 
 from __future__ import annotations
 
 import logging
+from itertools import repeat
 from typing import Callable
 
 from chord.node import Call, Op, PeerUnreachable
 from chord.routing import NodeRef
-from cqengine.core import checks, limits
+from cqengine.core import checks, limits, summaries
 from cqengine.core.context import Context
 from cqengine.core.documents import Documents
 from cqengine.core.mailboxes import home_record
@@ -102,6 +104,8 @@ class Replication:
 
     def on_reconcile(self, req: pb.ReconcileRequest) -> pb.ReconcileReply:
         ctx = self.ctx
+        if req.want_homes or req.want_entry_keys:  # the second round: the records it lacks
+            return pb.ReconcileReply(records=ctx.store.wanted(req))
         self.confirmed[(req.lo, req.hi)] = ctx.host.now()  # its owner counts on me for it
         # copies that came after the owner's request was made may be of batches it has not
         # counted yet: only those older than a few periods go
@@ -121,8 +125,9 @@ class Replication:
     # ---- at the owner --------------------------------------------------------------------
 
     def reconcile(self) -> Op:
-        """Reconcile my range with each of my replicas: my digests, their records where
-        they differ, mine where they lack them. Then collect what nobody counts on me for."""
+        """Reconcile my range with each of my replicas: my digests, their summaries where
+        they differ, their records I lack, mine they lack. Then collect what nobody counts
+        on me for."""
         ctx = self.ctx
         self._collect()
         region = ctx.region()
@@ -143,23 +148,51 @@ class Replication:
         replicas = ctx.replica_set()
         for peer in replicas:
             try:
-                reply = yield Call(peer, "Reconcile", request)
-                why = checks.records_problem(ctx.settings, reply.records)
-                if why is not None:  # a reply is checked as a request is: it changes nothing
-                    ctx.count("messages_refused")
-                    log.warning("a Reconcile reply from %s refused: %s", peer.address, why)
-                    self.in_sync[peer] = False
-                    continue
-                if reply.entry_buckets or reply.home_buckets:
-                    mine = ctx.store.merge(reply.records, ctx.serves)
-                    lacked = ctx.store.lacking(lo, hi, reply)
-                    if lacked.entries or lacked.homes:
-                        yield Call(peer, "Repair", lacked)
-                    ctx.count("repairs", mine + len(lacked.entries) + len(lacked.homes))
-                self.in_sync[peer] = True
+                self.in_sync[peer] = yield from self._with(peer, lo, hi, request)
             except PeerUnreachable:
                 self.in_sync[peer] = False
         self.in_sync = {p: ok for p, ok in self.in_sync.items() if p in replicas}
+
+    def _with(self, peer: NodeRef, lo: int, hi: int, request: pb.ReconcileRequest) -> Op:
+        """Reconcile (lo, hi] with one replica; whether it answered as a replica should."""
+        ctx = self.ctx
+        reply = yield Call(peer, "Reconcile", request)
+        if not self._sound(peer, reply):
+            return False
+        if not (reply.entry_buckets or reply.home_buckets):
+            return True
+        # a replica of an earlier version sends its records in the buckets that differ
+        changed = ctx.store.merge(reply.records, ctx.serves)
+        plan = ctx.store.plan(lo, hi, reply)
+        wants = list(zip(plan.want_entries, repeat(None))) + [(None, h) for h in plan.want_homes]
+        for at in range(0, len(wants), limits.MAX_BATCH_QUERIES):
+            ask = pb.ReconcileRequest(lo=lo, hi=hi)
+            for entry, home in wants[at : at + limits.MAX_BATCH_QUERIES]:
+                if entry is not None:
+                    ask.want_entry_keys.append(entry[0])
+                    ask.want_entry_subs.append(entry[1])
+                else:
+                    ask.want_homes.append(home)
+            got = yield Call(peer, "Reconcile", ask)
+            if not self._sound(peer, got):
+                return False
+            changed += ctx.store.merge(got.records, ctx.serves)
+        if wants:  # what it lacks of mine, now that I hold what it had
+            plan = ctx.store.plan(lo, hi, reply)
+        lacked = ctx.store.repairs(plan)
+        if lacked.entries or lacked.homes:
+            yield Call(peer, "Repair", lacked)
+        ctx.count("repairs", changed + len(lacked.entries) + len(lacked.homes))
+        return True
+
+    def _sound(self, peer: NodeRef, reply: pb.ReconcileReply) -> bool:
+        """A reply is checked as a request is: a refused one changes nothing."""
+        why = checks.records_problem(self.ctx.settings, reply.records)
+        why = why or summaries.problem(reply.summaries)
+        if why is not None:
+            self.ctx.count("messages_refused")
+            log.warning("a Reconcile reply from %s refused: %s", peer.address, why)
+        return why is None
 
     def _collect(self) -> None:
         """Collect old tombstones, and the records no owner has counted on me for lately

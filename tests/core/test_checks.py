@@ -955,11 +955,29 @@ def _(m, node, draw):
 
 @breaks("Reconcile", "digests not one per bucket")
 def _(m, node, draw):
+    if m.want_homes or m.want_entry_keys:
+        return False  # a second round has no digests
     field = m.entries if draw(st.booleans()) else m.homes
     if draw(st.booleans()):
         field.append(0)
     else:
         del field[-1]
+    return True
+
+
+@breaks("Reconcile", "entries asked for without their keys")
+def _(m, node, draw):
+    if not m.want_entry_keys:
+        return False
+    del m.want_entry_keys[-1]
+    return True
+
+
+@breaks("Reconcile", "more records asked for than a reply may carry")
+def _(m, node, draw):
+    if not (m.want_homes or m.want_entry_keys):
+        return False
+    m.want_homes.extend(range(1, limits.MAX_BATCH_QUERIES + 2))
     return True
 
 
@@ -1056,10 +1074,13 @@ def test_a_malformed_chord_message_is_refused_and_changes_nothing(captured, meth
 # ---- 4. replies are checked as requests are ----------------------------------------------
 
 
-def test_a_malformed_reconcile_reply_is_refused_and_changes_nothing():
-    """An owner reconciling merges the records its replicas send back: a replica that
-    answers with a malformed record (an entry whose ids are not its terms') is refused,
-    counted and marked out of sync, and the owner's state is as it was."""
+@pytest.mark.parametrize("lie", ["a record", "summaries"])
+def test_a_malformed_reconcile_reply_is_refused_and_changes_nothing(lie):
+    """An owner reconciling merges the records its replicas send back and plans from their
+    summaries: a replica that answers with a malformed record (an entry whose ids are not
+    its terms', as one of an earlier version sends its records) or with summaries whose
+    columns do not line up is refused, counted and marked out of sync, and the owner's
+    state is as it was."""
     wl, s, sim, _ = replicated_ring("mhi", "td", 3)
     owner = sim.engines[sorted(sim.engines)[0]]
     replica = sim.engines[owner.ctx.replica_set()[0].address]
@@ -1067,8 +1088,12 @@ def test_a_malformed_reconcile_reply_is_refused_and_changes_nothing():
 
     def lying(req):
         reply = genuine(pb.ReconcileRequest(lo=req.lo, hi=req.hi))  # every bucket differs
-        bad = next(r for r in reply.records.entries if r.deleted == 0)
+        if lie == "summaries":
+            del reply.summaries.home_nexts[-1]
+            return reply
+        bad = next(r for r in replica.store.entry_records(req.lo, req.hi) if r.deleted == 0)
         bad.entry.term_ids[0] ^= 1
+        reply.records.entries.append(bad)
         return reply
 
     replica.store.differing = lying

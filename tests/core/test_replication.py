@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from support.oracle import assert_exact
+from support.records import reconcile
 from support.workloads import make_settings, subscribe_all, workload
 
 from chord.node import PeerUnreachable
@@ -684,15 +685,6 @@ def held(store: RecordStore) -> dict[tuple[int, int], tuple[int, bool]]:
         for e in store.index.get(key):
             out[(key, e.subscription_id)] = (e.version, False)
     return out
-
-
-def reconcile(owner: RecordStore, replica: RecordStore, lo: int = 0, hi: int = 0) -> None:
-    """The protocol of Replication.reconcile, between two stores."""
-    entries, homes = owner.digests(lo, hi)
-    reply = replica.differing(pb.ReconcileRequest(lo=lo, hi=hi, entries=entries, homes=homes))
-    reply = pb.ReconcileReply.FromString(reply.SerializeToString())
-    owner.merge(reply.records)
-    replica.merge(pb.Records.FromString(owner.lacking(lo, hi, reply).SerializeToString()))
 
 
 @hsettings(max_examples=150, deadline=None)

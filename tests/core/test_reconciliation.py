@@ -1,0 +1,145 @@
+"""Reconciling home records (cqengine.core.summaries): a replica is sent what it lacks of a
+mailbox, not the mailbox; the owner asks for what it lacks itself; copies end equal, and a
+copy knows seen every document its subscriber acknowledged lately."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+from support.records import reconcile
+
+from cqengine.core import limits
+from cqengine.core.mailboxes import Subscription, home_record, numbered_batch, token_hash
+from cqengine.core.postings import InvertedIndex
+from cqengine.core.records import RecordStore
+from cqengine.proto import cqengine_pb2 as pb
+
+SUBS = (1, 2, 3, 1 + limits.BUCKETS)  # the last shares a bucket with the first
+KEY = 1 << 62  # home keys KEY + subscription: all in the owner's range (the whole circle)
+
+
+def store() -> RecordStore:
+    return RecordStore(InvertedIndex(), {}, 3, clock=lambda: 100.0)
+
+
+def subscribed(owner: RecordStore, replica: RecordStore) -> None:
+    for sid in SUBS:
+        owner.subscriptions[sid] = Subscription(
+            sid, token_hash(f"t{sid}"), ["a", "b"], 7, "a", key=KEY + sid
+        )
+        replica.put_home(home_record(owner.subscriptions[sid]))
+
+
+def state(s: RecordStore, sid: int) -> tuple | str | None:
+    sub = s.subscriptions.get(sid)
+    if sub is None:
+        return "gone" if sid in s.gone else None
+    return sub.mailbox.first, sub.mailbox.next, list(sub.mailbox.queue)
+
+
+Op = tuple[str, int, bool, int]  # what, subscription, copied to the replica, how many
+
+ops = st.lists(
+    st.tuples(
+        st.sampled_from(["alert", "alert", "alert", "ack", "unsubscribe", "lose record"]),
+        st.sampled_from(SUBS),
+        st.booleans(),
+        st.integers(1, 3),
+    ),
+    max_size=40,
+)
+
+
+def run(owner: RecordStore, replica: RecordStore, steps: list[Op]) -> None:
+    """The home's side of each step, and its copy to the replica unless lost."""
+    for n, (what, sid, copied, k) in enumerate(steps):
+        sub = owner.subscriptions.get(sid)
+        if sub is None:
+            continue
+        box = sub.mailbox
+        if what == "alert":
+            doc = (f"D{n}", f"title {n}", "")
+            box.offer(doc)
+            if copied:
+                replica.put_alerts(numbered_batch([(sid, box.next - 1, doc)]), lambda key: False)
+        elif what == "ack":
+            box.pop(min(k, len(box.queue)))
+            if copied:
+                replica.put_home(home_record(sub, start=box.next))
+        elif what == "unsubscribe":
+            owner.unsubscribe(sid, sub.key)
+            if copied:
+                replica.put_home(pb.HomeRecord(key=sub.key, subscription_id=sid, deleted=100.0))
+        elif what == "lose record":  # the replica never had it (a copy of it lost)
+            replica.subscriptions.pop(sid, None)
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(ops)
+def test_copies_of_mailboxes_end_equal_and_a_replica_gets_only_what_it_lacks(steps):
+    owner, replica = store(), store()
+    subscribed(owner, replica)
+    run(owner, replica, steps)
+    before = {sid: replica.subscriptions.get(sid) for sid in SUBS}
+    before = {
+        sid: (s.mailbox.first, s.mailbox.next, bool(s.mailbox.unheld))
+        for sid, s in before.items()
+        if s is not None
+    }
+    repair = reconcile(owner, replica)
+    for sid in SUBS:
+        assert state(replica, sid) == state(owner, sid)
+        mine, theirs = owner.subscriptions.get(sid), replica.subscriptions.get(sid)
+        if mine is not None:  # every document acknowledged lately is known seen there
+            assert set(mine.mailbox.acked) <= theirs.mailbox.seen
+            assert not theirs.mailbox.unheld
+    assert owner.digests(0, 0) == replica.digests(0, 0)
+    for r in repair.homes:
+        if r.deleted:
+            continue
+        was = before.get(r.subscription_id)
+        box = owner.subscriptions[r.subscription_id].mailbox
+        whole = was is None or was[2] or was[1] < box.first
+        assert bool(r.token_hash) == whole  # a mailbox's missing alerts, not the mailbox
+        if not whole:
+            assert r.start == was[1] and len(r.docnos) == box.next - was[1]
+    assert reconcile(owner, replica) == pb.Records()  # and then nothing is sent
+
+
+def test_an_owner_asks_a_replica_for_the_alerts_it_lacks_and_gets_them():
+    """A replica that served the home before may hold alerts its new owner lacks: the owner
+    asks for that record, takes them, and sends nothing back."""
+    owner, replica = store(), store()
+    subscribed(owner, replica)
+    sid = SUBS[0]
+    box = replica.subscriptions[sid].mailbox
+    docs = [(f"R{i}", "", "") for i in range(3)]
+    for doc in docs:
+        box.offer(doc)
+    repair = reconcile(owner, replica)
+    assert list(owner.subscriptions[sid].mailbox.queue) == docs
+    assert state(owner, sid) == state(replica, sid)
+    assert repair == pb.Records()
+
+
+def test_an_acknowledgement_overtaking_alerts_leaves_them_known_seen_when_they_come():
+    """A copy acknowledged past alerts it never held does not know their documents seen
+    until they come (late, or from a whole record): until then its summary says so."""
+    owner, replica = store(), store()
+    subscribed(owner, replica)
+    sid = SUBS[0]
+    sub = owner.subscriptions[sid]
+    docs = [(f"N{i}", "", "") for i in range(3)]
+    for doc in docs:
+        sub.mailbox.offer(doc)
+    sub.mailbox.pop(2)
+    replica.put_home(home_record(sub, start=sub.mailbox.next))  # the ack, before the alerts
+    copy = replica.subscriptions[sid].mailbox
+    assert copy.unheld == {0, 1} and "N0" not in copy.seen
+    late = numbered_batch([(sid, i, doc) for i, doc in enumerate(docs)][:1])
+    assert replica.put_alerts(late, lambda key: False) == []
+    assert copy.unheld == {1} and "N0" in copy.seen
+    repair = reconcile(owner, replica)
+    assert [bool(r.token_hash) for r in repair.homes] == [True]  # with its memory of N1
+    assert "N1" in copy.seen and not copy.unheld
