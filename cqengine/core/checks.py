@@ -327,8 +327,9 @@ def _reconcile(settings: Settings, req: pb.ReconcileRequest) -> str | None:
         return f"{wants} records asked for; at most {limits.MAX_BATCH_QUERIES}"
     if wants:  # a second round: no digests
         return None
-    if len(req.entries) != limits.BUCKETS or len(req.homes) != limits.BUCKETS:
-        return f"{len(req.entries)} and {len(req.homes)} digests; {limits.BUCKETS} of each"
+    for n in (len(req.entries), len(req.homes)):
+        if n & (n - 1) or not limits.BUCKETS <= n <= limits.MAX_BUCKETS:
+            return f"{n} digests; a power of two from {limits.BUCKETS} to {limits.MAX_BUCKETS}"
     return None
 
 

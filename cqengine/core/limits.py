@@ -32,7 +32,12 @@ WHOLE = 1 << 63  # a batch's share, divided along its announcement tree (Announc
 # Announcements, resolution requests, reports, alert batches and held copies all name the
 # documents of one batch: 65,536 is far beyond any a working node sends.
 MAX_BATCH_DOCS = 1 << 16
-BUCKETS = 32  # digests per kind of record in a reconciliation request
+# Digests per kind of record in a reconciliation request: a power of two from BUCKETS to
+# MAX_BUCKETS, about one per RECORDS_PER_BUCKET records of the range (a bucket that
+# differs costs its records' summaries; a digest costs 8 bytes whether or not it differs)
+BUCKETS = 32
+MAX_BUCKETS = 4096
+RECORDS_PER_BUCKET = 16
 DELETED_FOREVER = (1 << 64) - 1  # an unsubscribe's tombstone version: beats every entry
 
 # ---- what a node keeps --------------------------------------------------------------------
@@ -44,6 +49,7 @@ MAILBOX_BYTES = 16 << 20  # and their docnos', titles' and snippets' UTF-8 bytes
 # docnos of a subscription's latest alerts acknowledged, kept (on disk and with its copies)
 # so that a document alerted again (its batch announced again after a failure) is known
 SEEN_KEPT = 1024
+KEPT_RANGES = 8  # ranges whose records' summaries a node keeps between rounds
 PEERS = 4096  # node references kept by address, and homes by where they were found
 
 # ---- the protocol's waits and attempts ----------------------------------------------------

@@ -192,6 +192,31 @@ class Subscription:
     key: int = 0  # its home key (replicas > 1); 0: it stays at the node it subscribed through
 
 
+class Subscriptions(dict[int, Subscription]):
+    """A node's subscriptions by id, counting their comings and goings: what is derived
+    from which subscriptions are here (reconciliation's summaries by range) is kept while
+    `generation` stays. A subscription's home key never changes."""
+
+    generation = 0
+
+    def __setitem__(self, key: int, value: Subscription) -> None:
+        self.generation += 1
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: int) -> None:
+        self.generation += 1
+        super().__delitem__(key)
+
+    def pop(self, key: int, *default):
+        self.generation += 1
+        return super().pop(key, *default)
+
+    def _refused(self, *args, **kwargs):
+        raise TypeError("Subscriptions change one at a time: item assignment, del, pop")
+
+    clear = update = setdefault = popitem = __ior__ = _refused
+
+
 def home_record(
     sub: Subscription, start: int | None = None, end: int | None = None
 ) -> pb.HomeRecord:

@@ -185,6 +185,7 @@ class InvertedIndex(SortedKeyStore):
         self._held: np.ndarray | None = (
             None  # the keys with lists, as an array (None: to make again)
         )
+        self.generation = 0  # changes so far: what is derived from the entries is current
 
     def block(self, key: int) -> Block | None:
         """The key's list as a block; None when nothing is indexed under it."""
@@ -270,6 +271,7 @@ class InvertedIndex(SortedKeyStore):
         self.put(key, entry)
 
     def put(self, key: int, value: pb.QueryEntry) -> None:
+        self.generation += 1
         self._held = None
         self._blocks.pop(key, None)
         self._forget_merged()
@@ -305,6 +307,7 @@ class InvertedIndex(SortedKeyStore):
         return items
 
     def _changed(self, key: int) -> None:
+        self.generation += 1
         self._held = None
         self._blocks.pop(key, None)
         self._forget_merged()

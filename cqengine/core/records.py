@@ -44,10 +44,6 @@ from cqengine.core.summaries import Entries, Homes
 from cqengine.proto import cqengine_pb2 as pb
 
 
-def bucket(subscription_id: int) -> int:
-    return subscription_id % limits.BUCKETS
-
-
 def in_range(key: int, lo: int, hi: int) -> bool:
     """key in (lo, hi] clockwise; lo == hi is the whole circle."""
     return lo == hi or in_open_closed(key, lo, hi)
@@ -90,6 +86,7 @@ class RecordStore:
         self.held: OrderedDict[int, pb.HeldBatch] = OrderedDict()  # batch name -> its documents
         self.held_since: dict[int, float] = {}  # batch name -> when its first copy was made
         self.held_documents = 0
+        self._kept: dict[tuple, tuple[int, object]] = {}  # see summaries
 
     # ---- entries -----------------------------------------------------------------------
 
@@ -232,12 +229,8 @@ class RecordStore:
             if in_range(key, lo, hi):
                 yield (key, sub_id, True, 0, 0), None
 
-    def home_records(
-        self, lo: int, hi: int, buckets: set[int] | None = None
-    ) -> Iterator[pb.HomeRecord]:
+    def home_records(self, lo: int, hi: int) -> Iterator[pb.HomeRecord]:
         for (key, sub_id, _, _, _), sub in self.homes_in(lo, hi):
-            if buckets is not None and bucket(sub_id) not in buckets:
-                continue
             if sub is not None:
                 yield home_record(sub)
             else:
@@ -246,22 +239,50 @@ class RecordStore:
     # ---- reconciliation (cqengine.core.summaries) -------------------------------------
 
     def summaries(self, lo: int, hi: int) -> tuple[Entries, Homes]:
-        """The summaries of my entry and home records in (lo, hi], tombstones too."""
-        entries = [(k, s, v, False) for k, s, v in self.index.versions_in(lo, hi)]
-        entries += [
+        """The summaries of my entry and home records in (lo, hi], tombstones too. Which
+        entries and subscriptions lie in a range is kept from one round to the next while
+        none comes or goes (every few seconds a replica and its owner both summarize it):
+        only the mailboxes' numbers are read again."""
+        entries = self._derived(("entries", lo, hi), self.index.generation, self._entries_in)
+        tombs = [
             (k, s, v, True) for (k, s), (v, _) in self.tombstones.items() if in_range(k, lo, hi)
         ]
+        generation = getattr(self.subscriptions, "generation", None)
+        chosen, keys, ids = self._derived(("homes", lo, hi), generation, self._homed_in)
+        boxes = [s.mailbox for s in chosen]
+        n = len(boxes)
+        homes = Homes(
+            keys,
+            ids,
+            np.zeros(n, dtype=bool),
+            np.fromiter((b.first for b in boxes), dtype=np.uint64, count=n),
+            np.fromiter((b.first + len(b.queue) for b in boxes), dtype=np.uint64, count=n),
+            np.fromiter((bool(b.unheld) for b in boxes), dtype=bool, count=n),
+        )
+        gone = [(k, s, True, 0, 0, False) for s, (k, _) in self.gone.items() if in_range(k, lo, hi)]
+        return entries.plus(Entries.of(tombs)), homes.plus(Homes.of(gone))
+
+    def _derived(self, what: tuple, generation: int | None, make: Callable):
+        """make(lo, hi), kept while `generation` stays (None: never kept)."""
+        got = self._kept.get(what)
+        if got is not None and generation is not None and got[0] == generation:
+            return got[1]
+        value = make(*what[1:])
+        if generation is not None:
+            while len(self._kept) >= limits.KEPT_RANGES:
+                del self._kept[next(iter(self._kept))]
+            self._kept[what] = (generation, value)
+        return value
+
+    def _entries_in(self, lo: int, hi: int) -> Entries:
+        return Entries.of([(k, s, v, False) for k, s, v in self.index.versions_in(lo, hi)])
+
+    def _homed_in(self, lo: int, hi: int) -> tuple[list[Subscription], np.ndarray, np.ndarray]:
         subs = list(self.subscriptions.values())
         keys = np.fromiter((s.key for s in subs), dtype=np.uint64, count=len(subs))
-        chosen = [subs[i] for i in np.flatnonzero(summaries.in_range(keys, lo, hi) & (keys > 0))]
-        homes = [
-            (s.key, s.id, False, s.mailbox.first, s.mailbox.next, bool(s.mailbox.unheld))
-            for s in chosen
-        ]
-        homes += [
-            (k, s, True, 0, 0, False) for s, (k, _) in self.gone.items() if in_range(k, lo, hi)
-        ]
-        return Entries.of(entries), Homes.of(homes)
+        at = np.flatnonzero(summaries.in_range(keys, lo, hi) & (keys > 0))
+        chosen = [subs[i] for i in at]
+        return chosen, keys[at], np.fromiter((s.id for s in chosen), dtype=np.uint64)
 
     def digests(self, lo: int, hi: int) -> tuple[list[int], list[int]]:
         """A digest of each bucket of my entry records and of my home records in (lo, hi]."""
@@ -272,20 +293,21 @@ class RecordStore:
         """A replica's answer to an owner's digests: the buckets that differ, and the
         summaries of my records in them."""
         e, h = self.summaries(req.lo, req.hi)
-        eb = summaries.differing(summaries.digests(e.hashes(), e.subs), req.entries)
-        hb = summaries.differing(summaries.digests(h.hashes(), h.subs), req.homes)
+        ne, nh = len(req.entries), len(req.homes)
+        eb = summaries.differing(summaries.digests(e.hashes(), e.subs, ne), req.entries)
+        hb = summaries.differing(summaries.digests(h.hashes(), h.subs, nh), req.homes)
         reply = pb.ReconcileReply(entry_buckets=eb, home_buckets=hb)
         if eb or hb:
-            e = e.where(summaries.in_buckets(e.subs, eb))
-            h = h.where(summaries.in_buckets(h.subs, hb))
+            e = e.where(summaries.in_buckets(e.subs, eb, ne))
+            h = h.where(summaries.in_buckets(h.subs, hb, nh))
             reply.summaries.CopyFrom(summaries.to_message(e, h))
         return reply
 
-    def plan(self, lo: int, hi: int, reply: pb.ReconcileReply) -> summaries.Plan:
-        """What to send a replica that answered so, and what to ask it for."""
-        e, h = self.summaries(lo, hi)
-        e = e.where(summaries.in_buckets(e.subs, reply.entry_buckets))
-        h = h.where(summaries.in_buckets(h.subs, reply.home_buckets))
+    def plan(self, req: pb.ReconcileRequest, reply: pb.ReconcileReply) -> summaries.Plan:
+        """What to send a replica that answered my request so, and what to ask it for."""
+        e, h = self.summaries(req.lo, req.hi)
+        e = e.where(summaries.in_buckets(e.subs, reply.entry_buckets, len(req.entries)))
+        h = h.where(summaries.in_buckets(h.subs, reply.home_buckets, len(req.homes)))
         return summaries.plan((e, h), summaries.of_message(reply.summaries))
 
     def wanted(self, req: pb.ReconcileRequest) -> pb.Records:
@@ -390,22 +412,33 @@ class RecordStore:
 
     def drop_outside(self, ranges: list[tuple[int, int]]) -> int:
         """Drop the records under keys in none of these ranges (no owner counts on me for
-        them any more); how many went."""
+        them any more); how many went. It runs every round and mostly finds nothing to
+        drop: the keys are tested as arrays, not one by one."""
 
-        def kept(key: int) -> bool:
-            return any(in_range(key, lo, hi) for lo, hi in ranges)
+        def outside(keys: Iterable[int]) -> np.ndarray:
+            keys = np.fromiter(keys, dtype=np.uint64)
+            kept = np.zeros(len(keys), dtype=bool)
+            for lo, hi in ranges:
+                kept |= summaries.in_range(keys, lo, hi)
+            return ~kept
 
         gone = 0
-        for key in self.index.keys():
-            if not kept(key):
-                gone += self.index.remove(key, lambda e: True)
-        for key, sub in [k for k in self.tombstones if not kept(k[0])]:
+        keys = self.index.keys()
+        for at in np.flatnonzero(outside(keys)).tolist():
+            gone += self.index.remove(keys[at], lambda e: True)
+        tombs = list(self.tombstones)
+        for at in np.flatnonzero(outside(k for k, _ in tombs)).tolist():
+            key, sub = tombs[at]
             del self.tombstones[(key, sub)]
             if self.journal is not None:
                 self.journal.tombstoned(key, sub, None, 0.0)
-        for name in [n for n, b in self.held.items() if not kept(b.key)]:
-            gone += len(self.release(name).documents)
-        for sub in [s for s in self.subscriptions.values() if s.key and not kept(s.key)]:
+        names = list(self.held)
+        for at in np.flatnonzero(outside(self.held[n].key for n in names)).tolist():
+            gone += len(self.release(names[at]).documents)
+        subs = list(self.subscriptions.values())
+        keys = [s.key for s in subs]
+        for at in np.flatnonzero(outside(keys) & (np.array(keys, dtype=np.uint64) > 0)).tolist():
+            sub = subs[at]
             del self.subscriptions[sub.id]
             gone += 1
             if self.journal is not None:

@@ -163,7 +163,7 @@ class Replication:
             return True
         # a replica of an earlier version sends its records in the buckets that differ
         changed = ctx.store.merge(reply.records, ctx.serves)
-        plan = ctx.store.plan(lo, hi, reply)
+        plan = ctx.store.plan(request, reply)
         wants = list(zip(plan.want_entries, repeat(None))) + [(None, h) for h in plan.want_homes]
         for at in range(0, len(wants), limits.MAX_BATCH_QUERIES):
             ask = pb.ReconcileRequest(lo=lo, hi=hi)
@@ -178,7 +178,7 @@ class Replication:
                 return False
             changed += ctx.store.merge(got.records, ctx.serves)
         if wants:  # what it lacks of mine, now that I hold what it had
-            plan = ctx.store.plan(lo, hi, reply)
+            plan = ctx.store.plan(request, reply)
         lacked = ctx.store.repairs(plan)
         if lacked.entries or lacked.homes:
             yield Call(peer, "Repair", lacked)

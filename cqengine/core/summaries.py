@@ -79,6 +79,14 @@ class Entries:
     def hashes(self) -> np.ndarray:
         return _hash(self.keys, self.subs, self.versions, self.deleted)
 
+    def plus(self, other: "Entries") -> "Entries":
+        if not len(other.keys):
+            return self
+        return Entries(*(np.concatenate(c) for c in zip(self.columns(), other.columns())))
+
+    def columns(self) -> tuple[np.ndarray, ...]:
+        return self.keys, self.subs, self.versions, self.deleted
+
     def where(self, mask: np.ndarray) -> "Entries":
         return Entries(self.keys[mask], self.subs[mask], self.versions[mask], self.deleted[mask])
 
@@ -124,6 +132,11 @@ class Homes:
     def hashes(self) -> np.ndarray:
         return _hash(*self.columns())
 
+    def plus(self, other: "Homes") -> "Homes":
+        if not len(other.keys):
+            return self
+        return Homes(*(np.concatenate(c) for c in zip(self.columns(), other.columns())))
+
     def where(self, mask: np.ndarray) -> "Homes":
         return Homes(*(c[mask] for c in self.columns()))
 
@@ -134,26 +147,31 @@ class Homes:
         return {s: (d, f, n, b) for s, d, f, n, b in rows}
 
 
-def buckets(subs: np.ndarray) -> np.ndarray:
-    return (subs % U64(limits.BUCKETS)).astype(np.intp)
+def bucket_count(records: int) -> int:
+    """Digests for a range of this many records (limits.BUCKETS)."""
+    want = -(-records // limits.RECORDS_PER_BUCKET)
+    return min(limits.MAX_BUCKETS, max(limits.BUCKETS, 1 << max(0, want - 1).bit_length()))
 
 
-def digests(hashes: np.ndarray, subs: np.ndarray) -> list[int]:
-    """The sum (mod 2^64) of the hashes in each bucket: equal sets, equal digests, in
-    whatever order the records are held."""
-    sums = np.zeros(limits.BUCKETS, dtype=U64)
-    np.add.at(sums, buckets(subs), hashes)
+def buckets(subs: np.ndarray, n: int) -> np.ndarray:
+    return (subs % U64(n)).astype(np.intp)
+
+
+def digests(hashes: np.ndarray, subs: np.ndarray, n: int | None = None) -> list[int]:
+    """The sum (mod 2^64) of the hashes in each of n buckets (by default as many as
+    bucket_count gives): equal sets, equal digests, in whatever order they are held."""
+    sums = np.zeros(bucket_count(len(subs)) if n is None else n, dtype=U64)
+    np.add.at(sums, buckets(subs, len(sums)), hashes)
     return sums.tolist()
 
 
 def differing(mine: list[int], theirs: Iterable[int]) -> list[int]:
-    """The buckets whose digests differ (one missing differs)."""
-    theirs = list(theirs)
-    return [b for b in range(limits.BUCKETS) if b >= len(theirs) or mine[b] != theirs[b]]
+    """The buckets whose digests differ."""
+    return [b for b, (m, t) in enumerate(zip(mine, theirs)) if m != t]
 
 
-def in_buckets(subs: np.ndarray, chosen: Iterable[int]) -> np.ndarray:
-    return np.isin(buckets(subs), np.fromiter(chosen, dtype=np.intp))
+def in_buckets(subs: np.ndarray, chosen: Iterable[int], n: int) -> np.ndarray:
+    return np.isin(buckets(subs, n), np.fromiter(chosen, dtype=np.intp))
 
 
 def to_message(entries: Entries, homes: Homes) -> pb.Summaries:

@@ -1087,7 +1087,8 @@ def test_a_malformed_reconcile_reply_is_refused_and_changes_nothing(lie):
     genuine = replica.store.differing
 
     def lying(req):
-        reply = genuine(pb.ReconcileRequest(lo=req.lo, hi=req.hi))  # every bucket differs
+        ones = dict(entries=[1] * len(req.entries), homes=[1] * len(req.homes))
+        reply = genuine(pb.ReconcileRequest(lo=req.lo, hi=req.hi, **ones))  # all differ
         if lie == "summaries":
             del reply.summaries.home_nexts[-1]
             return reply

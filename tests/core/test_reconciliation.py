@@ -4,13 +4,20 @@ copy knows seen every document its subscriber acknowledged lately."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from support.records import reconcile
 
 from cqengine.core import limits
-from cqengine.core.mailboxes import Subscription, home_record, numbered_batch, token_hash
+from cqengine.core.mailboxes import (
+    Subscription,
+    Subscriptions,
+    home_record,
+    numbered_batch,
+    token_hash,
+)
 from cqengine.core.postings import InvertedIndex
 from cqengine.core.records import RecordStore
 from cqengine.proto import cqengine_pb2 as pb
@@ -143,3 +150,55 @@ def test_an_acknowledgement_overtaking_alerts_leaves_them_known_seen_when_they_c
     repair = reconcile(owner, replica)
     assert [bool(r.token_hash) for r in repair.homes] == [True]  # with its memory of N1
     assert "N1" in copy.seen and not copy.unheld
+
+
+changes = st.lists(
+    st.tuples(
+        st.sampled_from(["subscribe", "unsubscribe", "alert", "ack", "index", "unindex", "drop"]),
+        st.integers(1, 6),  # a subscription
+        st.integers(0, 3),  # which quarter of the circle its keys lie in
+    ),
+    max_size=30,
+)
+QUARTER = 1 << 62
+
+
+@hsettings(max_examples=150, deadline=None)
+@given(changes)
+def test_summaries_kept_between_rounds_are_those_made_afresh(steps):
+    """What summaries keep of a range while no entry or subscription comes or goes is
+    never stale: after any changes, a range's digests are those of a store that kept
+    nothing."""
+    s = RecordStore(InvertedIndex(), Subscriptions(), 3, clock=lambda: 100.0)
+    ranges = [(0, 0), (0, 2 * QUARTER), (3 * QUARTER, QUARTER)]  # the last wraps around
+    for n, (what, sid, quarter) in enumerate(steps):
+        key = quarter * QUARTER + sid
+        sub = s.subscriptions.get(sid)
+        if what == "subscribe" and sub is None:
+            s.put_home(home_record(Subscription(sid, b"h" * 32, ["a"], key, "a", key=key)))
+        elif what == "unsubscribe" and sub is not None:
+            s.unsubscribe(sid, sub.key)
+        elif what == "alert" and sub is not None:
+            sub.mailbox.offer((f"D{n}", "", ""))
+        elif what == "ack" and sub is not None:
+            sub.mailbox.pop(min(1, len(sub.mailbox.queue)))
+        elif what == "index":
+            s.put_entry(key, pb.QueryEntry(subscription_id=sid, version=n, index_id=key))
+        elif what == "unindex":
+            s.delete_entry(key, sid, n)
+        elif what == "drop":
+            s.drop_outside([(quarter * QUARTER, (quarter + 2) * QUARTER % (1 << 64))])
+        kept = [s.digests(lo, hi) for lo, hi in ranges]
+        s._kept.clear()  # what the store keeps between rounds, forgotten
+        assert kept == [s.digests(lo, hi) for lo, hi in ranges]
+
+
+def test_subscriptions_change_one_at_a_time_so_none_goes_unnoticed():
+    subs = Subscriptions()
+    for change in (subs.clear, subs.popitem, lambda: subs.update({1: None})):
+        with pytest.raises(TypeError):
+            change()
+    before = subs.generation
+    subs[1] = Subscription(1, b"", [], 0, "")
+    subs.pop(1)
+    assert subs.generation == before + 2
