@@ -7,6 +7,12 @@ per batch: after each request the node handled and each operation it ran
 synchronous=NORMAL: a commit survives the process being killed, not the machine losing
 power; the replicas on other nodes are what survives that.
 
+Alerts are the many writes (hundreds a document, at the home and each replica): they are
+kept as runs, a row per document per commit holding the subscriptions it alerted and each
+one's number as columns, not a row per alert. A run stays while any alert of it is
+waiting or among its subscription's latest SEEN_KEPT acknowledged (known seen); sweeps
+every SWEEP commits find the others as arrays and delete them.
+
 A data directory belongs to one node address (the node's ring id is its address's hash)
 and one ring's engine settings: a node started there at another address, or in a ring
 with other settings, is refused rather than served with state that is not its own.
@@ -18,11 +24,11 @@ import asyncio
 import json
 import sqlite3
 from collections import deque
-from itertools import groupby
 from pathlib import Path
 from typing import Iterable
 
 import mmh3
+import numpy as np
 
 from chord.live import StartupError
 from cqengine.core.limits import MAILBOX, SEEN_KEPT
@@ -30,9 +36,12 @@ from cqengine.core.mailboxes import AlertDoc, Mailbox, Subscription
 from cqengine.proto import cqengine_pb2 as pb
 
 FILE = "node.sqlite"
-SCHEMA = "2"
+SCHEMA = "3"
 MIGRATIONS = {  # from a schema to the next
     "1": "ALTER TABLE subscriptions ADD COLUMN key INTEGER NOT NULL DEFAULT 0",
+    # alert_runs is made with the other tables; an alert kept a row each in `alerts` is
+    # read from there and written again as runs the first time the node loads
+    "2": "ALTER TABLE subscriptions ADD COLUMN since_run INTEGER NOT NULL DEFAULT 0",
 }
 
 TABLES = """
@@ -41,7 +50,10 @@ CREATE TABLE IF NOT EXISTS subscriptions (
     id INTEGER PRIMARY KEY, token_hash BLOB NOT NULL, terms TEXT NOT NULL,
     index_id INTEGER NOT NULL, index_term TEXT NOT NULL,
     first INTEGER NOT NULL DEFAULT 0,  -- the number of its oldest alert not acknowledged
-    key INTEGER NOT NULL DEFAULT 0  -- its home key (0: homed here for good, not replicated)
+    key INTEGER NOT NULL DEFAULT 0,  -- its home key (0: homed here for good, not replicated)
+    -- the first run that may hold its alerts: those before are of an earlier time it was
+    -- here (it left, its alerts were left for a sweep to collect, and it came back)
+    since_run INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS tombstones (  -- entries deleted, kept until every replica has it
     key INTEGER NOT NULL, subscription_id INTEGER NOT NULL, version INTEGER NOT NULL,
@@ -54,15 +66,19 @@ CREATE TABLE IF NOT EXISTS entries (
     key INTEGER NOT NULL, subscription_id INTEGER NOT NULL, entry BLOB NOT NULL,
     PRIMARY KEY (key, subscription_id)
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS alerts (
+CREATE TABLE IF NOT EXISTS alerts (  -- schema 2's alerts, a row each: read once, then runs
     subscription_id INTEGER NOT NULL, seq INTEGER NOT NULL, doc INTEGER NOT NULL,
     PRIMARY KEY (subscription_id, seq)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS alert_runs (  -- a document's alerts of one commit, as columns:
+    id INTEGER PRIMARY KEY, doc INTEGER NOT NULL,  -- the subscriptions (int64) and each
+    subs BLOB NOT NULL, seqs BLOB NOT NULL  -- one's number (int64), little-endian
+);
 CREATE TABLE IF NOT EXISTS alert_docs (
     id INTEGER PRIMARY KEY, docno TEXT NOT NULL, title TEXT NOT NULL, snippet TEXT NOT NULL
 );
 """
-SWEEP = 256  # commits between sweeps of the documents no waiting alert refers to any more
+SWEEP = 256  # commits between sweeps of the alerts and documents no longer needed
 
 
 def signed(x: int) -> int:
@@ -85,9 +101,18 @@ class Storage:
         self.db.executescript(TABLES)
         self.dirty = False
         self._soon = False
-        self._alerts: list[tuple[int, int, int]] = []  # (subscription, seq, document id)
+        # alerts not yet written: document id -> the subscriptions it alerted, their numbers
+        self._runs: dict[int, tuple[list[int], list[int]]] = {}
         self._docs: dict[AlertDoc, int] = {}  # their documents, by id, not yet written
         self._acked: dict[int, int] = {}  # subscription -> its oldest alert not acknowledged
+        # what a sweep needs to know (from load, and as the journal is told): each run on
+        # disk (id -> subscriptions, numbers) and each subscription's oldest alert not
+        # acknowledged: a run goes once none of its alerts is waiting or among the latest
+        # SEEN_KEPT acknowledged
+        self._live: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._first: dict[int, int] = {}
+        (last,) = self.db.execute("SELECT COALESCE(MAX(id), 0) FROM alert_runs").fetchone()
+        self._next_run = last + 1
         self._commits = 0
 
     @classmethod
@@ -138,9 +163,12 @@ class Storage:
         with their mailboxes, the entries held here, the entries' tombstones and the
         subscriptions' (unsubscribed)."""
         subs = {}
-        for sub_id, token_hash, terms, index_id, index_term, first, key in self.db.execute(
-            "SELECT id, token_hash, terms, index_id, index_term, first, key FROM subscriptions"
+        since = {}
+        for sub_id, token_hash, terms, index_id, index_term, first, key, run in self.db.execute(
+            "SELECT id, token_hash, terms, index_id, index_term, first, key, since_run"
+            " FROM subscriptions"
         ):
+            since[unsigned(sub_id)] = run
             subs[sub_id] = Subscription(
                 unsigned(sub_id),
                 bytes(token_hash),
@@ -154,19 +182,19 @@ class Storage:
             i: (docno, title, snippet)
             for i, docno, title, snippet in self.db.execute("SELECT * FROM alert_docs")
         }
-        rows = self.db.execute("SELECT * FROM alerts ORDER BY subscription_id, seq")
-        for sub_id, alerts in groupby(rows, key=lambda row: row[0]):
-            sub = subs.get(sub_id)
+        for sub in subs.values():
+            self._first[sub.id] = sub.mailbox.first
+        for sub_id, rows in self._alerts_by_subscription(since).items():
+            sub = subs.get(signed(sub_id))
             if sub is None:  # alerted while its Subscribe was under way, which then failed
                 continue
             box = sub.mailbox
-            rows = list(alerts)
             # the latest acknowledged, kept to know their documents seen
-            box.saw(docs[doc][0] for _, seq, doc in rows if seq < box.first)
+            box.saw(docs[doc][0] for seq, doc in rows if box.first - SEEN_KEPT <= seq < box.first)
             # the oldest past MAILBOX were dropped when the mailbox overflowed
-            kept = deque((row for row in rows if row[1] >= box.first), maxlen=MAILBOX)
-            box.first = kept[0][1] if kept else box.first
-            box.extend(docs[doc] for _, _, doc in kept)
+            kept = deque(((seq, doc) for seq, doc in rows if seq >= box.first), maxlen=MAILBOX)
+            box.first = kept[0][0] if kept else box.first
+            box.extend(docs[doc] for _, doc in kept)
             box.seen.update(doc[0] for doc in box.queue)
         entries = [
             (unsigned(key), pb.QueryEntry.FromString(entry))
@@ -182,13 +210,35 @@ class Storage:
         ]
         return list(subs.values()), entries, tombstones, gone
 
+    def _alerts_by_subscription(self, since: dict[int, int]) -> dict[int, list[tuple[int, int]]]:
+        """Every alert on disk of a subscription here (`since`: the first run of its time
+        here): subscription -> (number, document id), by number (of two with one number,
+        the later written). Schema 2's rows are written again as runs."""
+        alerts: dict[int, dict[int, int]] = {}
+        legacy = self.db.execute("SELECT subscription_id, seq, doc FROM alerts").fetchall()
+        for sub, seq, doc in legacy:
+            alerts.setdefault(unsigned(sub), {})[seq] = doc
+        for run, doc, subs, seqs in self.db.execute("SELECT * FROM alert_runs ORDER BY id"):
+            columns = np.frombuffer(subs, dtype=np.uint64), np.frombuffer(seqs, dtype=np.int64)
+            self._live[run] = columns
+            for sub, seq in zip(*(c.tolist() for c in columns)):
+                if run >= since.get(sub, run + 1):
+                    alerts.setdefault(sub, {})[seq] = doc
+        if legacy:
+            for sub, seq, doc in legacy:
+                self._put(unsigned(sub), seq, doc)
+            self.db.execute("DELETE FROM alerts")
+            self.dirty = True
+            self.commit()
+        return {sub: sorted(numbered.items()) for sub, numbered in alerts.items()}
+
     # ---- the journal ---------------------------------------------------------------------
 
     def subscribed(self, sub: Subscription) -> None:
         self.db.execute(
             "INSERT OR REPLACE INTO subscriptions"
-            " (id, token_hash, terms, index_id, index_term, first, key)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            " (id, token_hash, terms, index_id, index_term, first, key, since_run)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 signed(sub.id),
                 sub.token_hash,
@@ -197,9 +247,11 @@ class Storage:
                 sub.index_term,
                 sub.mailbox.first,
                 signed(sub.key),
+                self._next_run,  # its alerts from now on, the mailbox's included, go there
             ),
         )
         box = sub.mailbox
+        self._first[sub.id] = box.first
         if box.queue:
             self.alerted([(sub.id, box.first + i, doc) for i, doc in enumerate(box.queue)])
         self._changed()
@@ -207,8 +259,8 @@ class Storage:
     def unsubscribed(self, sub_id: int, key: int, deleted: float) -> None:
         self.commit()  # its alerts gathered so far go with it
         self._acked.pop(sub_id, None)
+        self._first.pop(sub_id, None)  # its alerts go at the next sweep
         self.db.execute("DELETE FROM subscriptions WHERE id = ?", (signed(sub_id),))
-        self.db.execute("DELETE FROM alerts WHERE subscription_id = ?", (signed(sub_id),))
         if deleted:
             self.db.execute(
                 "INSERT OR REPLACE INTO gone VALUES (?, ?, ?)",
@@ -257,8 +309,15 @@ class Storage:
             i = docs.get(doc)
             if i is None:
                 i = docs[doc] = mmh3.hash64("\0".join(doc))[0]  # signed, as SQLite's
-            self._alerts.append((signed(sub), seq, i))
+            self._put(sub, seq, i)
         self._changed()
+
+    def _put(self, sub: int, seq: int, doc: int) -> None:
+        run = self._runs.get(doc)
+        if run is None:
+            run = self._runs[doc] = ([], [])
+        run[0].append(sub)
+        run[1].append(seq)
 
     def acknowledged(self, sub_id: int, first: int) -> None:
         self._acked[sub_id] = first
@@ -275,21 +334,56 @@ class Storage:
                 [(i, *doc) for doc, i in self._docs.items()],
             )
             self._docs = {}
-        if self._alerts:
-            db.executemany("INSERT OR REPLACE INTO alerts VALUES (?, ?, ?)", self._alerts)
-            self._alerts = []
+        if self._runs:
+            rows = []
+            for doc, (subs, seqs) in self._runs.items():
+                columns = np.array(subs, dtype=np.uint64), np.array(seqs, dtype=np.int64)
+                self._live[self._next_run] = columns
+                rows.append((self._next_run, doc, *(c.tobytes() for c in columns)))
+                self._next_run += 1
+            db.executemany("INSERT INTO alert_runs VALUES (?, ?, ?, ?)", rows)
+            self._runs = {}
         if self._acked:
+            self._first.update(self._acked)
             acked = [(first, signed(sub)) for sub, first in self._acked.items()]
             self._acked = {}
             db.executemany("UPDATE subscriptions SET first = ? WHERE id = ?", acked)
-            db.executemany(  # the latest SEEN_KEPT acknowledged stay, as seen
-                "DELETE FROM alerts WHERE seq < ? AND subscription_id = ?",
-                [(first - SEEN_KEPT, sub) for first, sub in acked],
-            )
         self._commits += 1
         if self._commits % SWEEP == 0:
-            db.execute("DELETE FROM alert_docs WHERE id NOT IN (SELECT doc FROM alerts)")
+            self._sweep()
         db.commit()
+
+    def sweep(self) -> int:
+        """Sweep now (as every SWEEP commits do), and commit; how many runs went."""
+        gone = self._sweep()
+        self.db.commit()
+        return gone
+
+    def _sweep(self) -> int:
+        """Delete the runs none of whose alerts is waiting or among its subscription's
+        latest SEEN_KEPT acknowledged (or whose subscriptions all went), and the documents
+        no run names; how many runs went. Tested as arrays: no Python step per alert."""
+        runs = list(self._live)
+        if not runs:
+            return 0
+        subs = np.concatenate([self._live[r][0] for r in runs])
+        seqs = np.concatenate([self._live[r][1] for r in runs])
+        of_run = np.repeat(np.arange(len(runs)), [len(self._live[r][0]) for r in runs])
+        known = np.fromiter(self._first, dtype=np.uint64, count=len(self._first))
+        firsts = np.fromiter(self._first.values(), dtype=np.int64, count=len(self._first))
+        order = np.argsort(known)
+        known, firsts = known[order], firsts[order]
+        at = np.minimum(np.searchsorted(known, subs), max(len(known) - 1, 0))
+        needed = np.zeros(len(subs), dtype=bool)
+        if len(known):
+            needed = (known[at] == subs) & (seqs >= firsts[at] - SEEN_KEPT)
+        alive = np.bincount(of_run, weights=needed, minlength=len(runs)) > 0
+        gone = [runs[i] for i in np.flatnonzero(~alive).tolist()]
+        self.db.executemany("DELETE FROM alert_runs WHERE id = ?", [(r,) for r in gone])
+        for r in gone:
+            del self._live[r]
+        self.db.execute("DELETE FROM alert_docs WHERE id NOT IN (SELECT doc FROM alert_runs)")
+        return len(gone)
 
     def _changed(self) -> None:
         """Commit soon, if nothing commits first (a change made outside a request's handling)."""

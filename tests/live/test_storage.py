@@ -4,18 +4,23 @@ subscriptions exactly as the matcher says."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from support.oracle import assert_exact
 from support.workloads import make_settings, subscribe_all, workload
 
 from chord.live import StartupError
+from cqengine.core import limits
+from cqengine.core.mailboxes import Subscription, Subscriptions, home_record, numbered_batch
 from cqengine.core.postings import InvertedIndex
+from cqengine.core.records import RecordStore
 from cqengine.evaluation.sim import EngineSimulator
+from cqengine.live import storage as storage_module
 from cqengine.live.storage import Storage
 from cqengine.proto import cqengine_pb2 as pb
 
@@ -202,3 +207,147 @@ def test_the_stored_entries_are_the_index_whatever_changes_it(tmp_path_factory, 
     storage.close()
     held = sorted((k, e.subscription_id) for k in index.keys() for e in index.get(k))
     assert sorted((k, e.subscription_id) for k, e in stored) == held
+
+
+# ---- alerts, kept as runs ------------------------------------------------------------------
+
+ALERT_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["subscribe", "alert", "alert all", "ack", "leave", "sweep", "restart"]),
+        st.integers(1, 2),  # a subscription
+        st.integers(1, 4),  # how many alerts, or acknowledged
+    ),
+    max_size=40,
+)
+COMEBACK = [  # a subscription leaves, its alerts on disk in a run another one keeps
+    ("subscribe", 1, 1), ("subscribe", 2, 1), ("alert all", 1, 2), ("leave", 1, 1),
+    ("sweep", 1, 1), ("subscribe", 1, 1), ("restart", 1, 1),
+]  # fmt: skip
+
+
+def restored(storage: Storage) -> dict[int, Subscription]:
+    return {s.id: s for s in storage.load()[0]}
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(ops=ALERT_OPS, every=st.sampled_from([1, 3, 1000]))
+@example(ops=COMEBACK, every=1000)
+def test_restored_mailboxes_are_the_journalled_ones_whatever_was_swept(
+    tmp_path_factory, ops, every
+):
+    """Alerts are kept a run per document, and runs go at sweeps once no alert of theirs is
+    waiting or among the latest SEEN_KEPT acknowledged. Whatever the sweeps took, a
+    restart gives back every mailbox as it was, with its latest acknowledged documents
+    known seen; a subscription that left and came back gets none of its earlier alerts."""
+    path = tmp_path_factory.mktemp("store")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(limits, "SEEN_KEPT", 3)  # sweeps find runs to collect
+        mp.setattr(storage_module, "SEEN_KEPT", 3)
+        mp.setattr(storage_module, "SWEEP", every)  # commits between sweeps
+        storage = Storage.open(path, "n", SETTINGS)
+        store = RecordStore(InvertedIndex(), Subscriptions(), 3, clock=lambda: 100.0)
+        store.journal = storage
+        for n, (op, sid, k) in enumerate(ops):
+            key = sid << 60
+            sub = store.subscriptions.get(sid)
+            if op == "subscribe" and sub is None:
+                store.put_home(home_record(Subscription(sid, b"h" * 32, ["a"], 1, "a", key=key)))
+            elif op.startswith("alert") and sub is not None:
+                docs = [(f"D{n}-{i}", f"title {n}", "") for i in range(k)]
+                alerted = store.subscriptions if op == "alert all" else {sid: sub}
+                numbered = [
+                    (s, a.mailbox.next + i, d)
+                    for s, a in alerted.items()
+                    for i, d in enumerate(docs)
+                ]
+                store.put_alerts(numbered_batch(numbered), lambda key: True)
+            elif op == "ack" and sub is not None:
+                first = min(sub.mailbox.first + k, sub.mailbox.next)
+                store.put_home(pb.HomeRecord(key=key, subscription_id=sid, first=first))
+            elif op == "leave" and sub is not None:  # no owner counts on it here any more
+                store.drop_outside([(key, key - 1)])
+            elif op == "sweep":
+                storage.sweep()
+            elif op == "restart":
+                storage.close()
+                storage = Storage.open(path, "n", SETTINGS)
+                store.journal = storage
+                back = restored(storage)
+                assert set(back) == set(store.subscriptions)
+                for sid, sub in store.subscriptions.items():
+                    box, got = sub.mailbox, back[sid].mailbox
+                    assert (got.first, list(got.queue)) == (box.first, list(box.queue))
+                    assert set(box.acked) <= got.seen
+            storage.commit()
+        storage.close()
+
+
+def test_a_sweep_collects_alerts_acknowledged_long_ago_and_those_of_subscriptions_gone(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(limits, "SEEN_KEPT", 3)
+    monkeypatch.setattr(storage_module, "SEEN_KEPT", 3)
+    storage = Storage.open(tmp_path, "n", SETTINGS)
+    store = RecordStore(InvertedIndex(), Subscriptions(), 3, clock=lambda: 100.0)
+    store.journal = storage
+    store.put_home(home_record(Subscription(1, b"h" * 32, ["a"], 1, "a", key=1 << 60)))
+    store.put_alerts(numbered_batch([(1, i, (f"D{i}", "", "")) for i in range(5)]), lambda k: True)
+    store.put_home(pb.HomeRecord(key=1 << 60, subscription_id=1, first=5))
+    storage.commit()
+
+    def on_disk() -> list[str]:
+        return [
+            d
+            for (d,) in storage.db.execute(
+                "SELECT docno FROM alert_runs JOIN alert_docs ON doc = alert_docs.id"
+            )
+        ]
+
+    assert len(on_disk()) == 5
+    assert storage.sweep() == 2
+    assert sorted(on_disk()) == ["D2", "D3", "D4"]  # the latest 3 acknowledged: known seen
+    store.drop_outside([])  # no owner counts on this node for it any more
+    storage.commit()
+    assert storage.sweep() == 3 and on_disk() == []
+    storage.close()
+
+
+def test_a_data_directory_of_schema_2_keeps_its_alerts_as_runs(tmp_path):
+    """Schema 2 kept a row per alert: a node started on such a directory restores the same
+    mailboxes, and has written them again as runs."""
+    db = sqlite3.connect(tmp_path / "node.sqlite")
+    db.executescript(
+        """
+        CREATE TABLE meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
+        CREATE TABLE subscriptions (
+            id INTEGER PRIMARY KEY, token_hash BLOB NOT NULL, terms TEXT NOT NULL,
+            index_id INTEGER NOT NULL, index_term TEXT NOT NULL,
+            first INTEGER NOT NULL DEFAULT 0, key INTEGER NOT NULL DEFAULT 0);
+        CREATE TABLE alerts (
+            subscription_id INTEGER NOT NULL, seq INTEGER NOT NULL, doc INTEGER NOT NULL,
+            PRIMARY KEY (subscription_id, seq)) WITHOUT ROWID;
+        CREATE TABLE alert_docs (
+            id INTEGER PRIMARY KEY, docno TEXT NOT NULL, title TEXT NOT NULL,
+            snippet TEXT NOT NULL);
+        """
+    )
+    db.executemany(
+        "INSERT INTO meta VALUES (?, ?)",
+        [("schema", "2"), ("address", "n"), ("settings", SETTINGS)],
+    )
+    db.execute("INSERT INTO subscriptions VALUES (-5, x'00', '[\"a\"]', 1, 'a', 1, 7)")
+    db.executemany(
+        "INSERT INTO alert_docs VALUES (?, ?, 't', '')", [(10, "D0"), (11, "D1"), (12, "D2")]
+    )
+    db.executemany("INSERT INTO alerts VALUES (-5, ?, ?)", [(0, 10), (1, 11), (2, 12)])
+    db.commit()
+    db.close()
+    for _ in range(2):  # migrated, then as it was written again
+        storage = Storage.open(tmp_path, "n", SETTINGS)
+        (sub,) = storage.load()[0]
+        assert sub.id == (1 << 64) - 5 and sub.key == 7
+        assert sub.mailbox.first == 1 and [d[0] for d in sub.mailbox.queue] == ["D1", "D2"]
+        assert "D0" in sub.mailbox.seen  # acknowledged: known seen
+        assert storage.db.execute("SELECT COUNT(*) FROM alerts").fetchone() == (0,)
+        assert storage.db.execute("SELECT COUNT(*) FROM alert_runs").fetchone() == (3,)
+        storage.close()
