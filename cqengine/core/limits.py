@@ -49,6 +49,8 @@ MAILBOX_BYTES = 16 << 20  # and their docnos', titles' and snippets' UTF-8 bytes
 # docnos of a subscription's latest alerts acknowledged, kept (on disk and with its copies)
 # so that a document alerted again (its batch announced again after a failure) is known
 SEEN_KEPT = 1024
+# alerts a copy of a mailbox keeps that came before some numbered earlier (at most)
+EARLY_ALERTS = 1024
 KEPT_RANGES = 8  # ranges whose records' summaries a node keeps between rounds
 PEERS = 4096  # node references kept by address, and homes by where they were found
 

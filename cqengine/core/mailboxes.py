@@ -58,6 +58,9 @@ class Mailbox:
     # overtook them, or they were lost): their documents are not known seen here until
     # the alerts come late or a whole record's memory does (reconciliation sends it)
     unheld: set[int] = field(default_factory=set)
+    # alerts copied here before some numbered earlier (a home's copies to one replica may
+    # pass each other): they join on when those come, instead of a whole record asked for
+    early: dict[int, AlertDoc] = field(default_factory=dict)
 
     def offer(self, doc: AlertDoc, limit_bytes: int = limits.MAILBOX_BYTES) -> bool:
         """A new alert (of a document not seen before); the oldest go, counted as dropped,
@@ -146,6 +149,8 @@ class Mailbox:
         self.first = first
         if self.unheld:  # only the latest SEEN_KEPT acknowledged are remembered anyway
             self.unheld = {seq for seq in self.unheld if seq >= first - limits.SEEN_KEPT}
+        if self.early:
+            self._join_early()
         return True
 
     def remembered(self, first: int) -> None:
@@ -158,9 +163,13 @@ class Mailbox:
         """Alerts numbered from `start`, from another copy of this mailbox: None when they
         join on (any this copy has already must agree; where they do not, the serving
         home's numbering wins: `authority` says this copy is it), else the number this
-        copy lacks the alerts from (a gap before them)."""
+        copy lacks the alerts from (a gap before them, when more than EARLY_ALERTS
+        wait for it)."""
         if start > self.next:
-            return self.next
+            if len(self.early) + len(docs) > limits.EARLY_ALERTS:
+                return self.next
+            self.early.update(zip(range(start, start + len(docs)), docs))
+            return None
         for i, doc in enumerate(docs):
             seq = start + i
             if seq < self.first:  # acknowledged before it came: known seen from now on
@@ -178,7 +187,23 @@ class Mailbox:
                 continue
             self.extend([doc])
             self.seen.add(doc[0])
+        if self.early:
+            self._join_early()
         return None
+
+    def _join_early(self) -> None:
+        """Alerts that came early and are next in number join on; those acknowledged
+        meanwhile are known seen (as alerts acknowledged before they came are)."""
+        while self.next in self.early:
+            doc = self.early.pop(self.next)
+            self.extend([doc])
+            self.seen.add(doc[0])
+        for seq in [seq for seq in self.early if seq < self.next]:
+            doc = self.early.pop(seq)
+            if seq in self.unheld:
+                self.unheld.discard(seq)
+                self.seen.add(doc[0])
+                self._remember(doc[0])
 
 
 @dataclass

@@ -21,7 +21,7 @@ from chord.node import PeerUnreachable
 from chord.transport import REPLY
 from cqengine.core import limits
 from cqengine.core.documents import Document
-from cqengine.core.limits import SEEN_KEPT, TOMBSTONE_TTL
+from cqengine.core.limits import EARLY_ALERTS, SEEN_KEPT, TOMBSTONE_TTL
 from cqengine.core.mailboxes import (
     Mailbox,
     alert_batch,
@@ -429,10 +429,19 @@ def test_a_copy_of_a_mailbox_takes_numbered_alerts_or_says_what_it_lacks():
     doc = ("X1", "", "")
     assert store.put_alerts(numbered_batch([(sub_id, start, doc)]), lambda key: False) == []
     assert box.next == start + 1 and box.alerts(start, start + 1) == [doc]
-    # a gap: this copy lacks the alert numbered start + 1
+    # a copy that passed the one before it: kept, and joined on when that one comes
     later = numbered_batch([(sub_id, start + 2, ("X3", "", ""))])
-    assert store.put_alerts(later, lambda key: False) == [(sub_id, start + 1)]
+    assert store.put_alerts(later, lambda key: False) == []
     assert box.next == start + 1
+    between = numbered_batch([(sub_id, start + 1, ("X2", "", ""))])
+    assert store.put_alerts(between, lambda key: False) == []
+    assert box.alerts(start, start + 3) == [doc, ("X2", "", ""), ("X3", "", "")]
+    assert not box.early
+    # a gap more alerts wait for than a copy keeps: it says what it lacks
+    first_missing = box.next
+    far = [(sub_id, first_missing + 1 + i, (f"F{i}", "", "")) for i in range(EARLY_ALERTS + 1)]
+    assert store.put_alerts(numbered_batch(far), lambda key: False) == [(sub_id, first_missing)]
+    assert box.next == first_missing and not box.early
     # a subscription whose record has not come yet: the whole record is asked for
     unknown = numbered_batch([(12345, 0, doc)])
     assert store.put_alerts(unknown, lambda key: False) == [(12345, 0)]
