@@ -310,7 +310,8 @@ def numbered_alerts(batch: pb.AlertBatch) -> dict[int, list[tuple[int, AlertDoc]
             out.setdefault(sub_id, []).append((seq, doc))
         at += c
     for alerts in out.values():
-        alerts.sort(key=lambda a: a[0])
+        if len(alerts) > 1:  # most subscriptions have one alert in a batch
+            alerts.sort(key=lambda a: a[0])
     return out
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Callable, Iterable, Iterator
 
 import numpy as np
@@ -189,8 +190,11 @@ class RecordStore:
         """Merge alerts a home numbered (mailboxes.numbered_batch) into the copies of their
         mailboxes (`serves(key)`: this node serves that home key, so its own numbering
         wins). Returns the subscriptions of which this copy lacks alerts before those,
-        each with the number it lacks from (0: the record itself): send from there."""
+        each with the number it lacks from (0: the record itself): send from there. A
+        copy takes hundreds of alerts a document: those that simply join on (the most)
+        are appended as they are, and the journal is told of all of them at once."""
         behind = []
+        journalled: list[tuple[int, int, AlertDoc]] = []
         for sub_id, alerts in numbered_alerts(batch).items():
             sub = self.subscriptions.get(sub_id)
             if sub is None:
@@ -199,12 +203,23 @@ class RecordStore:
                 continue
             box = sub.mailbox
             before = box.next
+            if alerts[0][0] == before == alerts[-1][0] - len(alerts) + 1 and not box.early:
+                docs = [doc for _, doc in alerts]  # numbered on from my next, no gap
+                box.extend(docs)
+                box.seen.update([doc[0] for doc in docs])
+                journalled += [(sub_id, seq, doc) for seq, doc in alerts]
+                continue
             for start, docs in _runs(alerts):
                 gap = box.put(start, docs, serves(sub.key))
                 if gap is not None:
                     behind.append((sub_id, gap))
                     break
-            self._journal_alerted(sub, before)
+            after = box.next
+            if after != before:
+                numbers = range(before, after)
+                journalled.extend(zip(repeat(sub_id), numbers, box.alerts(before, after)))
+        if journalled and self.journal is not None:
+            self.journal.alerted(journalled)
         return behind
 
     def unsubscribe(self, sub_id: int, key: int) -> bool:
