@@ -134,8 +134,12 @@ class Mailbox:
 
     def alerts(self, start: int, end: int) -> list[AlertDoc]:
         """The alerts numbered start .. end - 1 that are still here."""
-        start = max(start, self.first)
-        return list(islice(self.queue, start - self.first, max(0, end - self.first)))
+        start, end = max(start, self.first), min(end, self.next)
+        if end <= start:
+            return []
+        if end == self.next:  # the newest (just taken): from the right, not walked to
+            return list(islice(reversed(self.queue), end - start))[::-1]
+        return list(islice(self.queue, start - self.first, end - self.first))
 
     def acknowledge(self, first: int) -> bool:
         """Every alert numbered below `first` is acknowledged: they leave; whether any did."""
@@ -172,11 +176,8 @@ class Mailbox:
             return None
         for i, doc in enumerate(docs):
             seq = start + i
-            if seq < self.first:  # acknowledged before it came: known seen from now on
-                if seq in self.unheld:
-                    self.unheld.discard(seq)
-                    self.seen.add(doc[0])
-                    self._remember(doc[0])
+            if seq < self.first:
+                self._came_late(seq, doc[0])
                 continue
             if seq < self.next:
                 at = seq - self.first
@@ -199,11 +200,15 @@ class Mailbox:
             self.extend([doc])
             self.seen.add(doc[0])
         for seq in [seq for seq in self.early if seq < self.next]:
-            doc = self.early.pop(seq)
-            if seq in self.unheld:
-                self.unheld.discard(seq)
-                self.seen.add(doc[0])
-                self._remember(doc[0])
+            self._came_late(seq, self.early.pop(seq)[0])
+
+    def _came_late(self, seq: int, docno: str) -> None:
+        """An alert acknowledged before it came: known seen from now on, if its number
+        was unheld here."""
+        if seq in self.unheld:
+            self.unheld.discard(seq)
+            self.seen.add(docno)
+            self._remember(docno)
 
 
 @dataclass

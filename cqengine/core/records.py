@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from itertools import repeat
 from typing import Callable, Iterable, Iterator
 
 import numpy as np
@@ -177,12 +176,8 @@ class RecordStore:
 
     def _journal_alerted(self, sub: Subscription, before: int) -> None:
         """Tell the journal of the alerts a copy of a mailbox took, numbered from `before`."""
-        box = sub.mailbox
-        if self.journal is not None and box.next != before:
-            numbers = range(before, box.next)
-            self.journal.alerted(
-                [(sub.id, seq, doc) for seq, doc in zip(numbers, box.alerts(before, box.next))]
-            )
+        if self.journal is not None and sub.mailbox.next != before:
+            self.journal.alerted(_taken(sub, before))
 
     def put_alerts(
         self, batch: pb.AlertBatch, serves: Callable[[int], bool]
@@ -204,8 +199,8 @@ class RecordStore:
             box = sub.mailbox
             before = box.next
             if alerts[0][0] == before == alerts[-1][0] - len(alerts) + 1 and not box.early:
-                docs = [doc for _, doc in alerts]  # numbered on from my next, no gap
-                box.extend(docs)
+                docs = [doc for _, doc in alerts]  # numbered on from my next, no gap: the
+                box.extend(docs)  # most, appended as they are (put checks each)
                 box.seen.update([doc[0] for doc in docs])
                 journalled += [(sub_id, seq, doc) for seq, doc in alerts]
                 continue
@@ -214,10 +209,8 @@ class RecordStore:
                 if gap is not None:
                     behind.append((sub_id, gap))
                     break
-            after = box.next
-            if after != before:
-                numbers = range(before, after)
-                journalled.extend(zip(repeat(sub_id), numbers, box.alerts(before, after)))
+            if box.next != before:
+                journalled += _taken(sub, before)
         if journalled and self.journal is not None:
             self.journal.alerted(journalled)
         return behind
@@ -490,6 +483,13 @@ class RecordStore:
 
     def __len__(self) -> int:
         return len(self.index)
+
+
+def _taken(sub: Subscription, before: int) -> list[tuple[int, int, AlertDoc]]:
+    """The alerts a copy of a mailbox took, numbered from `before` (the journal's form)."""
+    box = sub.mailbox
+    numbers = range(before, box.next)
+    return [(sub.id, seq, doc) for seq, doc in zip(numbers, box.alerts(before, box.next))]
 
 
 def _runs(alerts: list[tuple[int, AlertDoc]]) -> Iterator[tuple[int, list[AlertDoc]]]:
