@@ -111,8 +111,14 @@ class Storage:
         # SEEN_KEPT acknowledged
         self._live: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._first: dict[int, int] = {}
+        # run ids are never given twice: a subscription that came back counts its alerts
+        # from its since_run on, and a sweep may have taken the runs numbered up to it
         (last,) = self.db.execute("SELECT COALESCE(MAX(id), 0) FROM alert_runs").fetchone()
-        self._next_run = last + 1
+        try:
+            (since,) = self.db.execute("SELECT MAX(since_run) FROM subscriptions").fetchone()
+        except sqlite3.OperationalError:  # schema 2, opened to be migrated: no since_run
+            since = None
+        self._next_run = max(last + 1, since or 0)
         self._commits = 0
 
     @classmethod
