@@ -37,6 +37,10 @@ class Journal(Protocol):
     def alerted(self, alerts: list[tuple[int, int, AlertDoc]]) -> None:
         """Alerts entered mailboxes: (subscription, its sequence number, the document)."""
 
+    def alerted_runs(self, runs: list[tuple[AlertDoc, list[int], list[int]]]) -> None:
+        """The same, a document at a time: the document, the subscriptions it entered the
+        mailboxes of, and its alert's number in each."""
+
     def acknowledged(self, sub_id: int, first: int) -> None:
         """A subscription's alerts numbered below `first` were acknowledged: they left its
         mailbox."""

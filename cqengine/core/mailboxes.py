@@ -16,7 +16,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import islice
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from cqengine.core import limits
 from cqengine.proto import cqengine_pb2 as pb
@@ -303,17 +303,27 @@ def numbered_batch(alerts: Iterable[tuple[int, int, AlertDoc]]) -> pb.AlertBatch
     return batch
 
 
-def numbered_alerts(batch: pb.AlertBatch) -> dict[int, list[tuple[int, AlertDoc]]]:
-    """A numbered batch's alerts by subscription: (number, document), in order of number."""
+def numbered_documents(
+    batch: pb.AlertBatch,
+) -> Iterator[tuple[AlertDoc, Sequence[int], Sequence[int]]]:
+    """A numbered batch's documents, each with the subscriptions it alerts and their
+    alerts' numbers."""
     n = len(batch.docnos)
     titles, snippets = batch.titles or [""] * n, batch.snippets or [""] * n
     counts = batch.counts or [len(batch.subscription_ids)]
-    out: dict[int, list[tuple[int, AlertDoc]]] = {}
+    subs, seqs = batch.subscription_ids, batch.seqs
     at = 0
     for doc, c in zip(zip(batch.docnos, titles, snippets), counts):
-        for sub_id, seq in zip(batch.subscription_ids[at : at + c], batch.seqs[at : at + c]):
-            out.setdefault(sub_id, []).append((seq, doc))
+        yield doc, subs[at : at + c], seqs[at : at + c]
         at += c
+
+
+def numbered_alerts(batch: pb.AlertBatch) -> dict[int, list[tuple[int, AlertDoc]]]:
+    """A numbered batch's alerts by subscription: (number, document), in order of number."""
+    out: dict[int, list[tuple[int, AlertDoc]]] = {}
+    for doc, subs, seqs in numbered_documents(batch):
+        for sub_id, seq in zip(subs, seqs):
+            out.setdefault(sub_id, []).append((seq, doc))
     for alerts in out.values():
         if len(alerts) > 1:  # most subscriptions have one alert in a batch
             alerts.sort(key=lambda a: a[0])

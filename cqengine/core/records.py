@@ -34,8 +34,9 @@ from cqengine.core.journal import Journal
 from cqengine.core.mailboxes import (
     AlertDoc,
     Subscription,
+    cost,
     home_record,
-    numbered_alerts,
+    numbered_documents,
     record_alerts,
     subscription_of,
 )
@@ -185,35 +186,63 @@ class RecordStore:
         """Merge alerts a home numbered (mailboxes.numbered_batch) into the copies of their
         mailboxes (`serves(key)`: this node serves that home key, so its own numbering
         wins). Returns the subscriptions of which this copy lacks alerts before those,
-        each with the number it lacks from (0: the record itself): send from there. A
-        copy takes hundreds of alerts a document: those that simply join on (the most)
-        are appended as they are, and the journal is told of all of them at once."""
-        behind = []
-        journalled: list[tuple[int, int, AlertDoc]] = []
-        for sub_id, alerts in numbered_alerts(batch).items():
-            sub = self.subscriptions.get(sub_id)
-            if sub is None:
-                if sub_id not in self.gone:
-                    behind.append((sub_id, 0))
-                continue
-            box = sub.mailbox
-            before = box.next
-            if alerts[0][0] == before == alerts[-1][0] - len(alerts) + 1 and not box.early:
-                docs = [doc for _, doc in alerts]  # numbered on from my next, no gap: the
-                box.extend(docs)  # most, appended as they are (put checks each)
-                box.seen.update([doc[0] for doc in docs])
-                journalled += [(sub_id, seq, doc) for seq, doc in alerts]
-                continue
-            for start, docs in _runs(alerts):
-                gap = box.put(start, docs, serves(sub.key))
-                if gap is not None:
-                    behind.append((sub_id, gap))
-                    break
-            if box.next != before:
-                journalled += _taken(sub, before)
-        if journalled and self.journal is not None:
-            self.journal.alerted(journalled)
-        return behind
+        each with the number it lacks from (0: the record itself): send from there.
+
+        A copy takes hundreds of alerts a document, and nearly all simply join on: each is
+        appended where it lands in one pass over the batch's columns, and the journal is
+        told of them a document at a time. A subscription with an alert that does not (a
+        gap, an early copy, one held already) has its alerts of the batch from there on
+        merged in order of number (Mailbox.put)."""
+        behind: dict[int, int] = {}
+        merged: dict[int, list[tuple[int, AlertDoc]]] = {}  # those that do not join on
+        runs: list[tuple[AlertDoc, list[int], list[int]]] = []
+        get = self.subscriptions.get
+        for doc, subs, seqs in numbered_documents(batch):
+            docno, size = doc[0], cost(doc)
+            took, numbers = [], []
+            for sub_id, seq in zip(subs, seqs):
+                if sub_id in merged:
+                    merged[sub_id].append((seq, doc))
+                    continue
+                sub = get(sub_id)
+                if sub is None:
+                    if sub_id not in self.gone:
+                        behind[sub_id] = 0
+                    continue
+                box = sub.mailbox
+                if seq == box.first + len(box.queue) and not box.early:
+                    box.queue.append(doc)
+                    box.size += size
+                    box.seen.add(docno)
+                    took.append(sub_id)
+                    numbers.append(seq)
+                else:
+                    merged[sub_id] = [(seq, doc)]
+            if took:
+                runs.append((doc, took, numbers))
+        if runs and self.journal is not None:
+            self.journal.alerted_runs(runs)
+        for sub_id, alerts in merged.items():
+            gap = self._merge_alerts(self.subscriptions[sub_id], alerts, serves)
+            if gap is not None:
+                behind[sub_id] = gap
+        return list(behind.items())
+
+    def _merge_alerts(
+        self, sub: Subscription, alerts: list[tuple[int, AlertDoc]], serves: Callable[[int], bool]
+    ) -> int | None:
+        """A copy's alerts of one subscription into its mailbox, run by run in order of
+        number; the number it lacks alerts from, if there is a gap before them."""
+        box = sub.mailbox
+        before = box.next
+        alerts.sort(key=lambda a: a[0])
+        gap = None
+        for start, docs in _runs(alerts):
+            gap = box.put(start, docs, serves(sub.key))
+            if gap is not None:
+                break
+        self._journal_alerted(sub, before)
+        return gap
 
     def unsubscribe(self, sub_id: int, key: int) -> bool:
         return self._unsubscribed(sub_id, key, self.clock())

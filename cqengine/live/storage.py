@@ -232,7 +232,9 @@ class Storage:
                     alerts.setdefault(sub, {})[seq] = doc
         if legacy:
             for sub, seq, doc in legacy:
-                self._put(unsigned(sub), seq, doc)
+                run = self._run(doc)
+                run[0].append(unsigned(sub))
+                run[1].append(seq)
             self.db.execute("DELETE FROM alerts")
             self.dirty = True
             self.commit()
@@ -310,20 +312,31 @@ class Storage:
     # commit in a few statements, each document's docno, title and snippet once.
 
     def alerted(self, alerts: list[tuple[int, int, AlertDoc]]) -> None:
-        docs = self._docs
         for sub, seq, doc in alerts:
-            i = docs.get(doc)
-            if i is None:
-                i = docs[doc] = mmh3.hash64("\0".join(doc))[0]  # signed, as SQLite's
-            self._put(sub, seq, i)
+            run = self._run(self._doc_id(doc))
+            run[0].append(sub)
+            run[1].append(seq)
         self._changed()
 
-    def _put(self, sub: int, seq: int, doc: int) -> None:
+    def alerted_runs(self, runs: list[tuple[AlertDoc, list[int], list[int]]]) -> None:
+        for doc, subs, seqs in runs:
+            run = self._run(self._doc_id(doc))
+            run[0].extend(subs)
+            run[1].extend(seqs)
+        self._changed()
+
+    def _doc_id(self, doc: AlertDoc) -> int:
+        i = self._docs.get(doc)
+        if i is None:
+            i = self._docs[doc] = mmh3.hash64("\0".join(doc))[0]  # signed, as SQLite's
+        return i
+
+    def _run(self, doc: int) -> tuple[list[int], list[int]]:
+        """The subscriptions and numbers of a document's alerts since the last commit."""
         run = self._runs.get(doc)
         if run is None:
             run = self._runs[doc] = ([], [])
-        run[0].append(sub)
-        run[1].append(seq)
+        return run
 
     def acknowledged(self, sub_id: int, first: int) -> None:
         self._acked[sub_id] = first
