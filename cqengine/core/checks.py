@@ -198,6 +198,9 @@ def records_problem(settings: Settings, records: pb.Records) -> str | None:
             why = f"{len(a.seqs)} numbers for {len(a.subscription_ids)} alerts copied"
         if why is not None:
             return why
+    acked = records.acknowledged
+    if len(acked.firsts) != len(acked.subscription_ids):
+        return f"{len(acked.firsts)} numbers for {len(acked.subscription_ids)} acknowledgements"
     return None
 
 

@@ -17,7 +17,7 @@ from chord.node import Call, Op, PeerUnreachable
 from chord.proto import chord_pb2 as chord_pb
 from cqengine.core.checks import per_document
 from cqengine.core.context import Context
-from cqengine.core.mailboxes import AlertDoc, Subscription, home_record, numbered_batch
+from cqengine.core.mailboxes import AlertDoc, Subscription, numbered_batch
 from cqengine.proto import cqengine_pb2 as pb
 
 Copy = Callable[[pb.Records], Op]  # records to my replicas (Replication.copy)
@@ -28,6 +28,8 @@ class Home:
     def __init__(self, ctx: Context, copy: Copy) -> None:
         self.ctx, self.copy = ctx, copy
         self.alert_listeners: list[Callable[[list[int]], None]] = []  # told who was alerted
+        self.acked: dict[int, int] = {}  # acknowledgements not yet copied: sub -> first
+        self.copying_acks = False
 
     def on_deliver(self, batch: pb.AlertBatch) -> pb.DeliverReply | Op:
         ctx = self.ctx
@@ -42,18 +44,31 @@ class Home:
         they leave the mailboxes, and the replicas' copies in one message to each (a
         client acknowledges many subscriptions at once)."""
         ctx = self.ctx
-        moved = []
         for sub, next_seq in acks:
             box = sub.mailbox
             n = min(next_seq, box.shown) - box.first
             if n > 0:
                 box.pop(n)
-                moved.append(sub)
                 if ctx.journal is not None:
                     ctx.journal.acknowledged(sub.id, box.first)
-        if moved and ctx.replicated:
-            records = [home_record(sub, start=sub.mailbox.next) for sub in moved]
-            ctx.host.spawn(self.copy(pb.Records(homes=records)))
+                if ctx.replicated:
+                    self.acked[sub.id] = box.first
+        if self.acked and not self.copying_acks:
+            self.copying_acks = True
+            ctx.host.spawn(self._copy_acknowledged())
+
+    def _copy_acknowledged(self) -> Op:
+        """Acknowledgements to my replicas, those gathered while the last copy went in the
+        next: one message a round, as columns, however many clients acknowledge meanwhile.
+        A replica that has not heard yet holds the alerts a little longer, no more: a
+        client that comes back to it says what it has."""
+        try:
+            while self.acked:
+                acked, self.acked = self.acked, {}
+                copy = pb.Acknowledged(subscription_ids=list(acked), firsts=list(acked.values()))
+                yield from self.copy(pb.Records(acknowledged=copy))
+        finally:
+            self.copying_acks = False
 
     def _delivered_if_mine(self, batch: pb.AlertBatch) -> Op:
         """The ring's lookup says the batch's home key is mine, and my predecessor says not.

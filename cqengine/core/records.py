@@ -228,6 +228,20 @@ class RecordStore:
                 behind[sub_id] = gap
         return list(behind.items())
 
+    def put_acknowledged(self, acked: pb.Acknowledged) -> list[int]:
+        """Acknowledgements a home copied: each subscription's alerts numbered below its
+        first are acknowledged. Returns the subscriptions whose records this copy lacks."""
+        lacks = []
+        journal = self.journal
+        for sub_id, first in zip(acked.subscription_ids, acked.firsts):
+            sub = self.subscriptions.get(sub_id)
+            if sub is None:
+                if sub_id not in self.gone:
+                    lacks.append(sub_id)
+            elif sub.mailbox.acknowledge(first) and journal is not None:
+                journal.acknowledged(sub_id, sub.mailbox.first)
+        return lacks
+
     def _merge_alerts(
         self, sub: Subscription, alerts: list[tuple[int, AlertDoc]], serves: Callable[[int], bool]
     ) -> int | None:

@@ -93,6 +93,9 @@ class Replication:
             for sub_id, since in ctx.store.put_alerts(batch, ctx.serves):
                 reply.behind.append(sub_id)
                 reply.since.append(since)
+        for sub_id in ctx.store.put_acknowledged(records.acknowledged):
+            reply.behind.append(sub_id)
+            reply.since.append(0)
         region = ctx.region()
         for b in records.batches:
             if ctx.store.hold(b):

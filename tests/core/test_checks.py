@@ -616,7 +616,18 @@ def _record_breaks(method: str) -> None:
         h.deleted = draw(st.sampled_from([math.inf, math.nan, -5.0]))
 
     if method != "Replicate":
-        return  # a Repair carries no held batch
+        return  # a Repair carries no held batch, nor acknowledgements
+
+    @breaks(method, "acknowledgements: numbers not one per subscription")
+    def _(m, node, draw):
+        acked = m.acknowledged
+        if not acked.subscription_ids:
+            return False
+        if draw(st.booleans()):
+            acked.firsts.append(1)
+        else:
+            del acked.firsts[-1]
+        return True
 
     def batch(m, draw):
         return pick(draw, list(m.batches))
