@@ -17,19 +17,18 @@ from chord.node import Call, Op, PeerUnreachable
 from chord.proto import chord_pb2 as chord_pb
 from cqengine.core.checks import per_document
 from cqengine.core.context import Context
-from cqengine.core.mailboxes import AlertDoc, Subscription, numbered_batch
+from cqengine.core.mailboxes import AlertDoc, Subscription, numbered_runs
 from cqengine.proto import cqengine_pb2 as pb
 
 Copy = Callable[[pb.Records], Op]  # records to my replicas (Replication.copy)
-Kept = list[tuple[int, int, AlertDoc]]  # (subscription, its alert's number, document)
+# alerts a document at a time: the document, the subscriptions it alerts, each one's number
+Runs = list[tuple[AlertDoc, list[int], list[int]]]
 
 
 class Home:
     def __init__(self, ctx: Context, copy: Copy) -> None:
         self.ctx, self.copy = ctx, copy
         self.alert_listeners: list[Callable[[list[int]], None]] = []  # told who was alerted
-        self.acked: dict[int, int] = {}  # acknowledgements not yet copied: sub -> first
-        self.copying_acks = False
 
     def on_deliver(self, batch: pb.AlertBatch) -> pb.DeliverReply | Op:
         ctx = self.ctx
@@ -44,31 +43,19 @@ class Home:
         they leave the mailboxes, and the replicas' copies in one message to each (a
         client acknowledges many subscriptions at once)."""
         ctx = self.ctx
+        subs, firsts = [], []
         for sub, next_seq in acks:
             box = sub.mailbox
             n = min(next_seq, box.shown) - box.first
             if n > 0:
                 box.pop(n)
+                subs.append(sub.id)
+                firsts.append(box.first)
                 if ctx.journal is not None:
                     ctx.journal.acknowledged(sub.id, box.first)
-                if ctx.replicated:
-                    self.acked[sub.id] = box.first
-        if self.acked and not self.copying_acks:
-            self.copying_acks = True
-            ctx.host.spawn(self._copy_acknowledged())
-
-    def _copy_acknowledged(self) -> Op:
-        """Acknowledgements to my replicas, those gathered while the last copy went in the
-        next: one message a round, as columns, however many clients acknowledge meanwhile.
-        A replica that has not heard yet holds the alerts a little longer, no more: a
-        client that comes back to it says what it has."""
-        try:
-            while self.acked:
-                acked, self.acked = self.acked, {}
-                copy = pb.Acknowledged(subscription_ids=list(acked), firsts=list(acked.values()))
-                yield from self.copy(pb.Records(acknowledged=copy))
-        finally:
-            self.copying_acks = False
+        if subs and ctx.replicated:
+            acked = pb.Acknowledged(subscription_ids=subs, firsts=firsts)
+            ctx.host.spawn(self.copy(pb.Records(acknowledged=acked)))
 
     def _delivered_if_mine(self, batch: pb.AlertBatch) -> Op:
         """The ring's lookup says the batch's home key is mine, and my predecessor says not.
@@ -110,50 +97,69 @@ class Home:
         start = 0
         subscriptions = ctx.subscriptions
         limit = ctx.settings.mailbox_bytes
-        kept: Kept = []
+        runs: Runs = []
         unknown = False  # a subscription whose record has not reached me yet
         for doc, c in zip(zip(batch.docnos, titles, snippets), counts):
+            took, numbers = [], []
             for sub_id in subs[start : start + c]:
                 sub = subscriptions.get(sub_id)  # None: unsubscribed meanwhile, or not here yet
                 if sub is not None:
-                    if sub.mailbox.offer(doc, limit):
-                        kept.append((sub_id, sub.mailbox.next - 1, doc))
+                    box = sub.mailbox
+                    if box.offer(doc, limit):
+                        took.append(sub_id)
+                        numbers.append(box.next - 1)
                 elif batch.home_id and sub_id not in ctx.store.gone:
                     unknown = True
+            if took:
+                runs.append((doc, took, numbers))
             start += c
         # the DN tries the batch again later (those taken now it finds seen), while
         # reconciliation brings me the records of my region that I lack
         reply = pb.DeliverReply(moved=unknown)
-        if kept and ctx.replicated:
-            return self._shown_once_copied(kept, reply)
-        self._alerted(kept)
+        if runs and ctx.replicated:
+            return self._shown_once_copied(runs, reply)
+        self._alerted(runs)
         return reply
 
-    def _shown_once_copied(self, kept: Kept, reply: pb.DeliverReply) -> Op:
+    def _shown_once_copied(self, runs: Runs, reply: pb.DeliverReply) -> Op:
         """New alerts go to the replicas of their homes first, and only then on a stream
         (and into the journal): whichever replica serves next knows every alert numbered.
         They go as a stream shows them, each document once: a copy costs what a Deliver
         did, not a whole alert per subscription."""
-        ctx = self.ctx
-        subs = {sub_id: ctx.subscriptions[sub_id] for sub_id, _, _ in kept}
-        for sub_id, seq, _ in kept:
-            subs[sub_id].mailbox.pending.add(seq)
+        subscriptions = self.ctx.subscriptions
+        subs: dict[int, Subscription] = {}
+        for _, took, numbers in runs:
+            for sub_id, seq in zip(took, numbers):
+                sub = subs[sub_id] = subscriptions[sub_id]
+                sub.mailbox.pending.add(seq)
         try:
-            yield from self.copy(pb.Records(alerts=[numbered_batch(kept)]))
+            yield from self.copy(pb.Records(alerts=[numbered_runs(runs)]))
         finally:  # however it ends: alerts held back for good would block their streams
-            for sub_id, seq, _ in kept:
-                subs[sub_id].mailbox.pending.discard(seq)
+            for _, took, numbers in runs:
+                for sub_id, seq in zip(took, numbers):
+                    subs[sub_id].mailbox.pending.discard(seq)
             # not those unsubscribed or handed over meanwhile
-            self._alerted([a for a in kept if ctx.subscriptions.get(a[0]) is subs[a[0]]])
+            gone = {s for s, sub in subs.items() if subscriptions.get(s) is not sub}
+            self._alerted(runs if not gone else _without(runs, gone))
         return reply
 
-    def _alerted(self, kept: Kept) -> None:
-        if not kept:
+    def _alerted(self, runs: Runs) -> None:
+        if not runs:
             return
         ctx = self.ctx
         if ctx.journal is not None:
-            ctx.journal.alerted(kept)
-        alerted = [sub_id for sub_id, _, _ in kept]
+            ctx.journal.alerted_runs(runs)
+        alerted = [sub_id for _, took, _ in runs for sub_id in took]
         ctx.count("alerts_delivered", len(alerted))
         for listener in self.alert_listeners:
             listener(alerted)
+
+
+def _without(runs: Runs, gone: set[int]) -> Runs:
+    """The runs' alerts but those of these subscriptions."""
+    out = []
+    for doc, took, numbers in runs:
+        kept = [(s, q) for s, q in zip(took, numbers) if s not in gone]
+        if kept:
+            out.append((doc, [s for s, _ in kept], [q for _, q in kept]))
+    return out

@@ -75,7 +75,8 @@ class Mailbox:
             self._remember(dropped[0])  # known seen as long as an acknowledged one: no longer
             self.first += 1
             self.dropped += 1
-        self.extend([doc])
+        self.queue.append(doc)
+        self.size += size
         return True
 
     def extend(self, docs: Iterable[AlertDoc]) -> None:
@@ -295,11 +296,19 @@ def numbered_batch(alerts: Iterable[tuple[int, int, AlertDoc]]) -> pb.AlertBatch
     """Numbered alerts ((subscription, number, document)) as one message: each document
     once with the subscriptions it alerts, each alert's number in `seqs` (a stream's
     message, and a home's copy to its replicas)."""
-    by_doc: dict[AlertDoc, list[tuple[int, int]]] = {}
+    by_doc: dict[AlertDoc, tuple[list[int], list[int]]] = {}
     for sub_id, seq, doc in alerts:
-        by_doc.setdefault(doc, []).append((sub_id, seq))
-    batch = alert_batch([(doc, [s for s, _ in subs]) for doc, subs in by_doc.items()])
-    batch.seqs.extend(seq for subs in by_doc.values() for _, seq in subs)
+        subs, seqs = by_doc.setdefault(doc, ([], []))
+        subs.append(sub_id)
+        seqs.append(seq)
+    return numbered_runs([(doc, subs, seqs) for doc, (subs, seqs) in by_doc.items()])
+
+
+def numbered_runs(runs: Sequence[tuple[AlertDoc, Sequence[int], Sequence[int]]]) -> pb.AlertBatch:
+    """numbered_batch, of alerts a document at a time: (document, subscriptions, numbers)."""
+    batch = alert_batch([(doc, subs) for doc, subs, _ in runs])
+    for _, _, seqs in runs:
+        batch.seqs.extend(seqs)
     return batch
 
 
