@@ -11,7 +11,12 @@ Alerts are the many writes (hundreds a document, at the home and each replica): 
 kept as runs, a row per document per commit holding the subscriptions it alerted and each
 one's number as columns, not a row per alert. A run stays while any alert of it is
 waiting or among its subscription's latest SEEN_KEPT acknowledged (known seen); sweeps
-every SWEEP commits find the others as arrays and delete them.
+every SWEEP commits find the others as arrays and delete them. Acknowledgements are as
+many (each alerted subscription's, at each copy), and an UPDATE of a subscription's row
+writes a page of the database a subscription: they are kept as runs too, a row per commit
+holding each subscription acknowledged and its oldest alert still wanted; the latest run
+naming a subscription wins. Sweeps write every subscription's as one run and delete the
+others.
 
 A data directory belongs to one node address (the node's ring id is its address's hash)
 and one ring's engine settings: a node started there at another address, or in a ring
@@ -36,12 +41,14 @@ from cqengine.core.mailboxes import AlertDoc, Mailbox, Subscription
 from cqengine.proto import cqengine_pb2 as pb
 
 FILE = "node.sqlite"
-SCHEMA = "3"
+SCHEMA = "4"
 MIGRATIONS = {  # from a schema to the next
     "1": "ALTER TABLE subscriptions ADD COLUMN key INTEGER NOT NULL DEFAULT 0",
     # alert_runs is made with the other tables; an alert kept a row each in `alerts` is
     # read from there and written again as runs the first time the node loads
     "2": "ALTER TABLE subscriptions ADD COLUMN since_run INTEGER NOT NULL DEFAULT 0",
+    # ack_runs is made with the other tables; `first` in subscriptions holds on
+    "3": "SELECT 1",
 }
 
 TABLES = """
@@ -74,6 +81,10 @@ CREATE TABLE IF NOT EXISTS alert_runs (  -- a document's alerts of one commit, a
     id INTEGER PRIMARY KEY, doc INTEGER NOT NULL,  -- the subscriptions (int64) and each
     subs BLOB NOT NULL, seqs BLOB NOT NULL  -- one's number (int64), little-endian
 );
+CREATE TABLE IF NOT EXISTS ack_runs (  -- acknowledgements of one commit, as columns: the
+    id INTEGER PRIMARY KEY,  -- subscriptions (int64) and the number of each one's oldest
+    subs BLOB NOT NULL, firsts BLOB NOT NULL  -- alert not acknowledged (int64); the run of
+);  -- the highest id naming a subscription wins over its row's `first`
 CREATE TABLE IF NOT EXISTS alert_docs (
     id INTEGER PRIMARY KEY, docno TEXT NOT NULL, title TEXT NOT NULL, snippet TEXT NOT NULL
 );
@@ -170,6 +181,7 @@ class Storage:
         subscriptions' (unsubscribed)."""
         subs = {}
         since = {}
+        acked = self._acknowledged()
         for sub_id, token_hash, terms, index_id, index_term, first, key, run in self.db.execute(
             "SELECT id, token_hash, terms, index_id, index_term, first, key, since_run"
             " FROM subscriptions"
@@ -181,7 +193,7 @@ class Storage:
                 json.loads(terms),
                 unsigned(index_id),
                 index_term,
-                Mailbox(first=first),
+                Mailbox(first=acked.get(unsigned(sub_id), first)),
                 unsigned(key),
             )
         docs = {
@@ -240,6 +252,21 @@ class Storage:
             self.commit()
         return {sub: sorted(numbered.items()) for sub, numbered in alerts.items()}
 
+    def _acknowledged(self) -> dict[int, int]:
+        """Each subscription's oldest alert not acknowledged, as the latest ack run naming
+        it has it."""
+        rows = self.db.execute("SELECT subs, firsts FROM ack_runs ORDER BY id").fetchall()
+        if not rows:
+            return {}
+        subs = np.concatenate([np.frombuffer(s, dtype=np.uint64) for s, _ in rows])
+        firsts = np.concatenate([np.frombuffer(f, dtype=np.int64) for _, f in rows])
+        # by subscription, the newest (the latest written) first
+        order = np.lexsort((-np.arange(len(subs)), subs))
+        subs, firsts = subs[order], firsts[order]
+        first_of_each = np.ones(len(subs), dtype=bool)
+        first_of_each[1:] = subs[1:] != subs[:-1]
+        return dict(zip(subs[first_of_each].tolist(), firsts[first_of_each].tolist()))
+
     # ---- the journal ---------------------------------------------------------------------
 
     def subscribed(self, sub: Subscription) -> None:
@@ -260,6 +287,7 @@ class Storage:
         )
         box = sub.mailbox
         self._first[sub.id] = box.first
+        self._acked[sub.id] = box.first  # over any ack run of an earlier time it was here
         if box.queue:
             self.alerted([(sub.id, box.first + i, doc) for i, doc in enumerate(box.queue)])
         self._changed()
@@ -364,13 +392,23 @@ class Storage:
             self._runs = {}
         if self._acked:
             self._first.update(self._acked)
-            acked = [(first, signed(sub)) for sub, first in self._acked.items()]
+            self._write_acks(self._acked)
             self._acked = {}
-            db.executemany("UPDATE subscriptions SET first = ? WHERE id = ?", acked)
         self._commits += 1
         if self._commits % SWEEP == 0:
             self._sweep()
         db.commit()
+
+    def _write_acks(self, acked: dict[int, int]) -> int:
+        """An ack run of these subscriptions' oldest alerts not acknowledged; its id."""
+        columns = (
+            np.fromiter(acked, dtype=np.uint64, count=len(acked)),
+            np.fromiter(acked.values(), dtype=np.int64, count=len(acked)),
+        )
+        cursor = self.db.execute(
+            "INSERT INTO ack_runs (subs, firsts) VALUES (?, ?)", [c.tobytes() for c in columns]
+        )
+        return cursor.lastrowid
 
     def sweep(self) -> int:
         """Sweep now (as every SWEEP commits do), and commit; how many runs went."""
@@ -381,7 +419,10 @@ class Storage:
     def _sweep(self) -> int:
         """Delete the runs none of whose alerts is waiting or among its subscription's
         latest SEEN_KEPT acknowledged (or whose subscriptions all went), and the documents
-        no run names; how many runs went. Tested as arrays: no Python step per alert."""
+        no run names; how many runs went. Tested as arrays: no Python step per alert.
+        Every subscription's acknowledgements go in one run, and the ack runs before it."""
+        kept = self._write_acks(self._first)
+        self.db.execute("DELETE FROM ack_runs WHERE id < ?", (kept,))
         runs = list(self._live)
         if not runs:
             return 0

@@ -356,3 +356,34 @@ def test_a_data_directory_of_schema_2_keeps_its_alerts_as_runs(tmp_path):
         assert storage.db.execute("SELECT COUNT(*) FROM alerts").fetchone() == (0,)
         assert storage.db.execute("SELECT COUNT(*) FROM alert_runs").fetchone() == (3,)
         storage.close()
+
+
+def test_acknowledgements_are_a_row_a_commit_until_a_sweep_makes_them_one(tmp_path):
+    """An acknowledgement rewrites no subscription's row (a page of the database each): the
+    commit's acknowledgements are one row, the latest naming a subscription wins, and a
+    sweep writes them all as one. A restart gives each mailbox its latest first."""
+    storage = Storage.open(tmp_path, "n", SETTINGS)
+    store = RecordStore(InvertedIndex(), Subscriptions(), 3, clock=lambda: 100.0)
+    store.journal = storage
+    for sid in (1, 2, 3):
+        store.put_home(home_record(Subscription(sid, b"h" * 32, ["a"], 1, "a", key=sid << 60)))
+    alerts = [(s, i, (f"D{i}", "", "")) for s in (1, 2, 3) for i in range(6)]
+    store.put_alerts(numbered_batch(alerts), lambda key: True)
+    storage.commit()
+    for first in range(1, 6):
+        store.put_acknowledged(pb.Acknowledged(subscription_ids=[1, 2], firsts=[first, first]))
+        storage.commit()
+
+    def rows(sql: str) -> list:
+        return storage.db.execute(sql).fetchall()
+
+    assert rows("SELECT COUNT(*) FROM ack_runs") == [(6,)]  # the subscriptions', then 5
+    assert rows("SELECT DISTINCT first FROM subscriptions") == [(0,)]
+    storage.sweep()
+    assert rows("SELECT COUNT(*) FROM ack_runs") == [(1,)]
+    store.put_acknowledged(pb.Acknowledged(subscription_ids=[3], firsts=[2]))
+    storage.close()
+    back = restored(Storage.open(tmp_path, "n", SETTINGS))
+    assert {s: b.mailbox.first for s, b in back.items()} == {1: 5, 2: 5, 3: 2}
+    assert [d[0] for d in back[1].mailbox.queue] == ["D5"]
+    assert [d[0] for d in back[3].mailbox.queue] == [f"D{i}" for i in range(2, 6)]
