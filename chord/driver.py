@@ -1,7 +1,10 @@
 """The one place that drives an operation: a generator of Calls (chord.node.Op).
 
 An operation yields a Call and is resumed with its reply, or has PeerUnreachable thrown
-into it when the peer does not answer; its return value is the operation's result. Every
+into it when the peer does not answer; its return value is the operation's result. It may
+yield a Fanout of calls instead, made at once on a live node (one after the other in the
+simulator), and is resumed with the list of their replies, a PeerUnreachable in place of
+each that did not answer. Every
 shell runs operations through these two loops, which differ only in whether making a call
 is awaited: synchronously in the simulator (chord.transport), with asyncio on a live node
 (chord.grpc_transport). Any other exception a call raises ends the operation: it is closed
@@ -11,12 +14,13 @@ on to whoever drove it.
 
 from __future__ import annotations
 
+import asyncio
 from functools import partial
 from inspect import isawaitable
 from typing import Any, Callable
 
 from chord.meter import Meter, charged
-from chord.node import Call, Op, PeerUnreachable
+from chord.node import Call, Fanout, Op, PeerUnreachable
 
 
 def _next(op: Op, reply: Any, error: PeerUnreachable | None) -> tuple[bool, Any]:
@@ -33,7 +37,7 @@ def drive(op: Op, call: Callable[[Call], Any]) -> Any:
     while not done:
         reply, error = None, None
         try:
-            reply = call(out)
+            reply = _each(call, out.calls) if isinstance(out, Fanout) else call(out)
         except PeerUnreachable as e:
             error = e
         except BaseException:
@@ -53,9 +57,12 @@ async def drive_async(op: Op, call: Callable[[Call], Any], meter: Meter | None =
     while not done:
         reply, error = None, None
         try:
-            reply = call(out)
-            if isawaitable(reply):
-                reply = await reply
+            if isinstance(out, Fanout):
+                reply = await asyncio.gather(*(_answer(call, c) for c in out.calls))
+            else:
+                reply = call(out)
+                if isawaitable(reply):
+                    reply = await reply
         except PeerUnreachable as e:
             error = e
         except BaseException:  # cancelled, say: the operation's clean-up runs now
@@ -63,3 +70,23 @@ async def drive_async(op: Op, call: Callable[[Call], Any], meter: Meter | None =
             raise
         done, out = step(op, reply, error)
     return out
+
+
+def _each(call: Callable[[Call], Any], calls: tuple[Call, ...]) -> list[Any]:
+    """A fanout's calls one after the other: each one's reply, or its PeerUnreachable."""
+    replies: list[Any] = []
+    for c in calls:
+        try:
+            replies.append(call(c))
+        except PeerUnreachable as e:
+            replies.append(e)
+    return replies
+
+
+async def _answer(call: Callable[[Call], Any], c: Call) -> Any:
+    """One call of a fanout, on a live node: its reply, or its PeerUnreachable."""
+    try:
+        reply = call(c)
+        return (await reply) if isawaitable(reply) else reply
+    except PeerUnreachable as e:
+        return e

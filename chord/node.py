@@ -51,7 +51,14 @@ class Call(NamedTuple):
     request: Any
 
 
-Op = Generator[Call, Any, Any]
+class Fanout(NamedTuple):
+    """Calls an operation makes at once (a copy to each replica, say): it is resumed with
+    their replies in order, a PeerUnreachable in place of each that did not answer."""
+
+    calls: tuple[Call, ...]
+
+
+Op = Generator[Call | Fanout, Any, Any]
 RegionListener = Callable[[NodeRef | None, NodeRef | None], None]
 
 

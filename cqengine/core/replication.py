@@ -17,7 +17,7 @@ import logging
 from itertools import repeat
 from typing import Callable
 
-from chord.node import Call, Op, PeerUnreachable
+from chord.node import Call, Fanout, Op, PeerUnreachable
 from chord.routing import NodeRef
 from cqengine.core import checks, limits, summaries
 from cqengine.core.context import Context
@@ -50,14 +50,17 @@ class Replication:
         ctx.chord.successor_listeners.append(self._successors_changed)
 
     def copy(self, records: pb.Records) -> Op:
-        """Records I changed, to every node of my replica set (a replica that does not
-        answer is repaired by reconciliation); where each was copied. A replica that lacks
+        """Records I changed, to every node of my replica set at once (a replica that does
+        not answer is repaired by reconciliation); where each was copied. A replica that lacks
         alerts before those sent (or the subscription) is sent what it lacks."""
         ctx = self.ctx
+        peers = ctx.replica_set()
+        replies = yield Fanout(tuple(Call(peer, "Replicate", records) for peer in peers))
         done = []
-        for peer in ctx.replica_set():
+        for peer, reply in zip(peers, replies):
             try:
-                reply = yield Call(peer, "Replicate", records)
+                if isinstance(reply, PeerUnreachable):
+                    raise reply
                 for sub_id, since in zip(reply.behind, reply.since):
                     sub = ctx.subscriptions.get(sub_id)
                     if sub is not None:
