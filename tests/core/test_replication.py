@@ -341,6 +341,26 @@ def test_a_delivery_abandoned_while_its_alerts_are_copied_still_shows_them():
     assert box.shown == box.next and [d[0] for d in box.alerts(box.first, box.next)] == ["D1", "D2"]
 
 
+def test_alerts_of_a_subscription_gone_while_they_are_copied_are_not_shown():
+    """A subscription unsubscribed (or handed over) while its alerts are copied to the
+    replicas: its alerts are not told to the streams; the others' are."""
+    wl = workload(1)
+    sim = replicated(wl)
+    subscribe_all(sim, wl)
+    home = next(e for e in sim.engines.values() if len(e.subscriptions) > 1)
+    stay, leave = [s for s, sub in home.subscriptions.items() if home.serves(sub.key)][:2]
+    batch = alert_batch([(("D1", "", ""), [stay, leave]), (("D2", "", ""), [leave])])
+    batch.home_id = home.subscriptions[stay].key
+    told = []
+    home.home.alert_listeners.append(told.extend)
+    op = home.home.on_deliver(batch)
+    copies = next(op)  # the copies to the replicas are on their way
+    home.subscriptions.pop(leave)  # and it leaves meanwhile
+    with pytest.raises(StopIteration):
+        op.send([pb.ReplicateReply() for _ in copies.calls])
+    assert told == [stay]
+
+
 def test_a_home_lacking_a_subscription_record_makes_its_dn_try_again():
     """A node serving a home key before the record of one of its subscriptions reached it
     (a leaver's keys still on their way) must not drop that subscription's alerts: it
