@@ -335,9 +335,12 @@ class RecordStore:
         chosen = [subs[i] for i in at]
         return chosen, keys[at], np.fromiter((s.id for s in chosen), dtype=np.uint64)
 
-    def digests(self, lo: int, hi: int) -> tuple[list[int], list[int]]:
-        """A digest of each bucket of my entry records and of my home records in (lo, hi]."""
-        e, h = self.summaries(lo, hi)
+    def digests(
+        self, lo: int, hi: int, summarized: tuple[Entries, Homes] | None = None
+    ) -> tuple[list[int], list[int]]:
+        """A digest of each bucket of my entry records and of my home records in (lo, hi]
+        (of `summarized`, their summaries made before; by default as they are now)."""
+        e, h = summarized or self.summaries(lo, hi)
         return summaries.digests(e.hashes(), e.subs), summaries.digests(h.hashes(), h.subs)
 
     def differing(self, req: pb.ReconcileRequest) -> pb.ReconcileReply:
@@ -354,9 +357,15 @@ class RecordStore:
             reply.summaries.CopyFrom(summaries.to_message(e, h))
         return reply
 
-    def plan(self, req: pb.ReconcileRequest, reply: pb.ReconcileReply) -> summaries.Plan:
-        """What to send a replica that answered my request so, and what to ask it for."""
-        e, h = self.summaries(req.lo, req.hi)
+    def plan(
+        self,
+        req: pb.ReconcileRequest,
+        reply: pb.ReconcileReply,
+        summarized: tuple[Entries, Homes] | None = None,
+    ) -> summaries.Plan:
+        """What to send a replica that answered my request so, and what to ask it for
+        (from `summarized`, my summaries as the request was made; by default as now)."""
+        e, h = summarized or self.summaries(req.lo, req.hi)
         e = e.where(summaries.in_buckets(e.subs, reply.entry_buckets, len(req.entries)))
         h = h.where(summaries.in_buckets(h.subs, reply.home_buckets, len(req.homes)))
         return summaries.plan((e, h), summaries.of_message(reply.summaries))

@@ -226,6 +226,17 @@ class Plan:
     send_homes: list[tuple[int, int | None]]  # (subscription, its next there; None: whole)
     want_homes: list[int]
 
+    def with_wanted(self, again: "Plan") -> "Plan":
+        """This plan and what `again` (made once the records wanted were merged) sends of
+        those records: the replica may lack something of them still."""
+        entries, homes = set(self.want_entries), set(self.want_homes)
+        return Plan(
+            self.send_entries + [k for k in again.send_entries if k in entries],
+            [],
+            self.send_homes + [h for h in again.send_homes if h[0] in homes],
+            [],
+        )
+
 
 def plan(mine: tuple[Entries, Homes], theirs: tuple[Entries, Homes]) -> Plan:
     """Compare my summaries with a replica's (both of the buckets that differ)."""

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
-from support.records import reconcile
+from support.records import ask, finish, reconcile
 
 from cqengine.core import limits
 from cqengine.core.mailboxes import (
@@ -112,6 +112,26 @@ def test_copies_of_mailboxes_end_equal_and_a_replica_gets_only_what_it_lacks(ste
         if not whole:
             assert r.start == was[1] and len(r.docnos) == box.next - was[1]
     assert reconcile(owner, replica) == pb.Records()  # and then nothing is sent
+
+
+def test_what_the_owner_did_after_its_request_is_on_its_way_not_missing():
+    """Under load an owner numbers and sees acknowledged more alerts while its request is
+    answered: those copies are on their way. It compares the replica's summaries with its
+    own as the request was made, so it sends the alerts a replica really lacks, and no
+    whole record for what has moved on since (a whole record carries the mailbox's memory
+    of 1,024 documents)."""
+    owner, replica = store(), store()
+    subscribed(owner, replica)
+    lacking, busy = SUBS[0], SUBS[-1]  # one bucket: both summarized
+    owner.subscriptions[lacking].mailbox.offer(("L0", "", ""))  # its copy was lost
+    request, summarized, reply = ask(owner, replica)
+    box = owner.subscriptions[busy].mailbox  # meanwhile: two alerts, both acknowledged
+    for doc in (("B0", "", ""), ("B1", "", "")):
+        box.offer(doc)
+    box.pop(2)
+    repair = finish(owner, replica, request, summarized, reply)
+    assert [(r.subscription_id, bool(r.token_hash)) for r in repair.homes] == [(lacking, False)]
+    assert state(replica, lacking) == state(owner, lacking)
 
 
 def test_an_owner_asks_a_replica_for_the_alerts_it_lacks_and_gets_them():

@@ -14,17 +14,29 @@ def wire(message):
 def reconcile(owner: RecordStore, replica: RecordStore, lo: int = 0, hi: int = 0) -> pb.Records:
     """The owner's digests, the replica's summaries where they differ, the records the
     owner lacks asked for, and what the replica lacks sent back: that repair."""
-    entries, homes = owner.digests(lo, hi)
+    return finish(owner, replica, *ask(owner, replica, lo, hi))
+
+
+def ask(owner: RecordStore, replica: RecordStore, lo: int = 0, hi: int = 0) -> tuple:
+    """The first round: the owner's request (with the summaries it was made of), and the
+    replica's reply."""
+    summarized = owner.summaries(lo, hi)
+    entries, homes = owner.digests(lo, hi, summarized)
     request = pb.ReconcileRequest(lo=lo, hi=hi, entries=entries, homes=homes)
-    reply = wire(replica.differing(wire(request)))
-    plan = owner.plan(request, reply)
+    return request, summarized, wire(replica.differing(wire(request)))
+
+
+def finish(owner: RecordStore, replica: RecordStore, request, summarized, reply) -> pb.Records:
+    """The owner's plan from the reply, the second round, and the repair sent."""
+    lo, hi = request.lo, request.hi
+    plan = owner.plan(request, reply, summarized)
     if plan.want_entries or plan.want_homes:
-        ask = pb.ReconcileRequest(lo=lo, hi=hi, want_homes=plan.want_homes)
+        more = pb.ReconcileRequest(lo=lo, hi=hi, want_homes=plan.want_homes)
         for key, sub in plan.want_entries:
-            ask.want_entry_keys.append(key)
-            ask.want_entry_subs.append(sub)
-        owner.merge(wire(replica.wanted(wire(ask))), lambda key: True)
-        plan = owner.plan(request, reply)
+            more.want_entry_keys.append(key)
+            more.want_entry_subs.append(sub)
+        owner.merge(wire(replica.wanted(wire(more))), lambda key: True)
+        plan = plan.with_wanted(owner.plan(request, reply))
     repair = wire(owner.repairs(plan))
     replica.merge(repair)
     return repair
