@@ -17,7 +17,7 @@ from chord.node import Call, Op, PeerUnreachable
 from chord.proto import chord_pb2 as chord_pb
 from cqengine.core.checks import per_document
 from cqengine.core.context import Context
-from cqengine.core.mailboxes import AlertDoc, Subscription, numbered_runs
+from cqengine.core.mailboxes import AlertDoc, Mailbox, Subscription, numbered_runs
 from cqengine.proto import cqengine_pb2 as pb
 
 Copy = Callable[[pb.Records], Op]  # records to my replicas (Replication.copy)
@@ -43,19 +43,32 @@ class Home:
         they leave the mailboxes, and the replicas' copies in one message to each (a
         client acknowledges many subscriptions at once)."""
         ctx = self.ctx
-        subs, firsts = [], []
+        boxes, subs, firsts = [], [], []
         for sub, next_seq in acks:
             box = sub.mailbox
             n = min(next_seq, box.shown) - box.first
             if n > 0:
+                if ctx.replicated and box.told is None:
+                    box.told = box.first  # what the replicas know, until the copy is through
                 box.pop(n)
+                boxes.append(box)
                 subs.append(sub.id)
                 firsts.append(box.first)
                 if ctx.journal is not None:
                     ctx.journal.acknowledged(sub.id, box.first)
         if subs and ctx.replicated:
             acked = pb.Acknowledged(subscription_ids=subs, firsts=firsts)
-            ctx.host.spawn(self.copy(pb.Records(acknowledged=acked)))
+            ctx.host.spawn(self._acknowledgements_copied(boxes, acked))
+
+    def _acknowledgements_copied(self, boxes: list[Mailbox], acked: pb.Acknowledged) -> Op:
+        """Acknowledgements to my replicas; until they are through, reconciliation does
+        not count them missing there (Mailbox.settled)."""
+        try:
+            yield from self.copy(pb.Records(acknowledged=acked))
+        finally:  # on their way no more: a replica that missed them is repaired
+            for box, first in zip(boxes, acked.firsts):
+                if box.told is not None:
+                    box.told = None if max(box.told, first) >= box.first else max(box.told, first)
 
     def _delivered_if_mine(self, batch: pb.AlertBatch) -> Op:
         """The ring's lookup says the batch's home key is mine, and my predecessor says not.

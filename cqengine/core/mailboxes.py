@@ -61,6 +61,9 @@ class Mailbox:
     # alerts copied here before some numbered earlier (a home's copies to one replica may
     # pass each other): they join on when those come, instead of a whole record asked for
     early: dict[int, AlertDoc] = field(default_factory=dict)
+    # at the serving home, while copies of acknowledgements are on their way: the first
+    # number every replica has been told of (None: first, nothing on its way)
+    told: int | None = None
 
     def offer(self, doc: AlertDoc, limit_bytes: int = limits.MAILBOX_BYTES) -> bool:
         """A new alert (of a document not seen before); the oldest go, counted as dropped,
@@ -132,6 +135,12 @@ class Mailbox:
     def shown(self) -> int:
         """The number of the first alert a stream may not send yet (not on every replica)."""
         return min(self.pending) if self.pending else self.next
+
+    @property
+    def settled(self) -> tuple[int, int]:
+        """(first, next) as every replica holds them unless a copy was lost: without the
+        acknowledgements and the alerts whose copies are on their way."""
+        return (self.first if self.told is None else min(self.first, self.told)), self.shown
 
     def alerts(self, start: int, end: int) -> list[AlertDoc]:
         """The alerts numbered start .. end - 1 that are still here."""

@@ -289,11 +289,12 @@ class RecordStore:
 
     # ---- reconciliation (cqengine.core.summaries) -------------------------------------
 
-    def summaries(self, lo: int, hi: int) -> tuple[Entries, Homes]:
+    def summaries(self, lo: int, hi: int, settled: bool = False) -> tuple[Entries, Homes]:
         """The summaries of my entry and home records in (lo, hi], tombstones too. Which
         entries and subscriptions lie in a range is kept from one round to the next while
         none comes or goes (every few seconds a replica and its owner both summarize it):
-        only the mailboxes' numbers are read again."""
+        only the mailboxes' numbers are read again. `settled`: the mailboxes' numbers as
+        every replica holds them unless a copy was lost (Mailbox.settled)."""
         entries = self._derived(("entries", lo, hi), self.index.generation, self._entries_in)
         tombs = [
             (k, s, v, True) for (k, s), (v, _) in self.tombstones.items() if in_range(k, lo, hi)
@@ -302,12 +303,18 @@ class RecordStore:
         chosen, keys, ids = self._derived(("homes", lo, hi), generation, self._homed_in)
         boxes = [s.mailbox for s in chosen]
         n = len(boxes)
+        if settled:
+            numbers = np.array([b.settled for b in boxes], dtype=np.uint64).reshape(n, 2)
+            firsts, nexts = numbers[:, 0], numbers[:, 1]
+        else:
+            firsts = np.fromiter((b.first for b in boxes), dtype=np.uint64, count=n)
+            nexts = np.fromiter((b.first + len(b.queue) for b in boxes), dtype=np.uint64, count=n)
         homes = Homes(
             keys,
             ids,
             np.zeros(n, dtype=bool),
-            np.fromiter((b.first for b in boxes), dtype=np.uint64, count=n),
-            np.fromiter((b.first + len(b.queue) for b in boxes), dtype=np.uint64, count=n),
+            firsts,
+            nexts,
             np.fromiter((bool(b.unheld) for b in boxes), dtype=bool, count=n),
         )
         gone = [(k, s, True, 0, 0, False) for s, (k, _) in self.gone.items() if in_range(k, lo, hi)]
@@ -362,13 +369,17 @@ class RecordStore:
         req: pb.ReconcileRequest,
         reply: pb.ReconcileReply,
         summarized: tuple[Entries, Homes] | None = None,
+        settled: Homes | None = None,
     ) -> summaries.Plan:
         """What to send a replica that answered my request so, and what to ask it for
-        (from `summarized`, my summaries as the request was made; by default as now)."""
+        (from `summarized`, my summaries as the request was made, by default as now; and
+        `settled`, my home records' then, without what was on its way to the replicas)."""
         e, h = summarized or self.summaries(req.lo, req.hi)
+        chosen = summaries.in_buckets(h.subs, reply.home_buckets, len(req.homes))
         e = e.where(summaries.in_buckets(e.subs, reply.entry_buckets, len(req.entries)))
-        h = h.where(summaries.in_buckets(h.subs, reply.home_buckets, len(req.homes)))
-        return summaries.plan((e, h), summaries.of_message(reply.summaries))
+        theirs = summaries.of_message(reply.summaries)
+        s = None if settled is None else settled.where(chosen)
+        return summaries.plan((e, h.where(chosen)), theirs, s)
 
     def wanted(self, req: pb.ReconcileRequest) -> pb.Records:
         """The records an owner asks me for (a second round)."""

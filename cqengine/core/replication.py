@@ -162,6 +162,7 @@ class Replication:
         under load that is most of what differs by the time it answers."""
         ctx = self.ctx
         summarized = ctx.store.summaries(lo, hi)
+        _, settled = ctx.store.summaries(lo, hi, settled=True)
         entries, homes = ctx.store.digests(lo, hi, summarized)
         request = pb.ReconcileRequest(
             lo=lo, hi=hi, entries=entries, homes=homes, batches=self.own()
@@ -173,7 +174,7 @@ class Replication:
             return True
         # a replica of an earlier version sends its records in the buckets that differ
         changed = ctx.store.merge(reply.records, ctx.serves)
-        plan = ctx.store.plan(request, reply, summarized)
+        plan = ctx.store.plan(request, reply, summarized, settled)
         wants = list(zip(plan.want_entries, repeat(None))) + [(None, h) for h in plan.want_homes]
         for at in range(0, len(wants), limits.MAX_BATCH_QUERIES):
             ask = pb.ReconcileRequest(lo=lo, hi=hi)

@@ -238,15 +238,19 @@ class Plan:
         )
 
 
-def plan(mine: tuple[Entries, Homes], theirs: tuple[Entries, Homes]) -> Plan:
-    """Compare my summaries with a replica's (both of the buckets that differ)."""
+def plan(
+    mine: tuple[Entries, Homes], theirs: tuple[Entries, Homes], settled: Homes | None = None
+) -> Plan:
+    """Compare my summaries with a replica's (both of the buckets that differ); `settled`:
+    my home records' without what is on its way to the replicas (by default as mine)."""
     out = Plan([], [], [], [])
     m, t = mine[0].ranks(), theirs[0].ranks()
     out.send_entries = [k for k, rank in m.items() if k not in t or t[k] < rank]
     out.want_entries = [k for k, rank in t.items() if k not in m or m[k] < rank]
     mh, th = mine[1].states(), theirs[1].states()
+    sh = mh if settled is None else settled.states()
     for sub, state in mh.items():
-        send = needs(th.get(sub), state)
+        send = needs(th.get(sub), state, sh.get(sub, state))
         if send is not False:
             out.send_homes.append((sub, send))
     out.want_homes = [sub for sub, state in th.items() if sub not in mh or lacks(mh[sub], state)]
@@ -260,13 +264,14 @@ def lacks(a: State, b: State) -> bool:
     return b[0] or b[1] > a[1] or b[2] > a[2] or (a[3] and not b[3])
 
 
-def needs(theirs: State | None, mine: State) -> int | None | bool:
+def needs(theirs: State | None, mine: State, settled: State | None = None) -> int | None | bool:
     """What a copy summarized `theirs` needs of mine: None my whole record (or my
     tombstone), a number: my alerts from it and my acknowledgement, False nothing I can
-    send (it lacks nothing of mine, or it holds something I lack: I ask for that first)."""
+    send (it lacks nothing of mine but what is on its way to it (`settled`: mine without
+    that), or it holds something I lack: I ask for that first)."""
     if theirs is None:
         return None
-    if not lacks(theirs, mine) or lacks(mine, theirs):
+    if not lacks(theirs, mine if settled is None else settled) or lacks(mine, theirs):
         return False
     if mine[0] or theirs[3] or theirs[2] < mine[1]:
         # a tombstone; or it lacks what was acknowledged, whose documents a copy must know

@@ -134,6 +134,33 @@ def test_what_the_owner_did_after_its_request_is_on_its_way_not_missing():
     assert state(replica, lacking) == state(owner, lacking)
 
 
+def test_what_is_on_its_way_to_a_replica_is_repaired_only_if_it_never_gets_there():
+    """Acknowledgements and alerts whose copies are on their way are not a replica's loss:
+    reconciliation sends nothing for them (under load it caught thousands a round, each
+    sent again). Once their copies are through and the replica still lacks them (a copy
+    lost), it is sent just those: the alerts and the acknowledgement, not the record."""
+    owner, replica = store(), store()
+    subscribed(owner, replica)
+    sid = SUBS[0]
+    box = owner.subscriptions[sid].mailbox
+    docs = [(f"D{i}", "", "") for i in range(4)]
+    for doc in docs[:3]:
+        box.offer(doc)
+        replica.put_alerts(numbered_batch([(sid, box.next - 1, doc)]), lambda key: False)
+    box.told = box.first  # its subscriber acknowledged two (Home.acknowledge)
+    box.pop(2)
+    box.offer(docs[3])  # and a fourth is numbered: both copies on their way
+    box.pending.add(3)
+    assert reconcile(owner, replica) == pb.Records()
+    box.told = None  # both copies through, and both lost on the way to this replica
+    box.pending.discard(3)
+    repair = reconcile(owner, replica)
+    assert [
+        (r.subscription_id, bool(r.token_hash), r.first, list(r.docnos)) for r in repair.homes
+    ] == [(sid, False, 2, ["D3"])]
+    assert state(replica, sid) == state(owner, sid)
+
+
 def test_an_owner_asks_a_replica_for_the_alerts_it_lacks_and_gets_them():
     """A replica that served the home before may hold alerts its new owner lacks: the owner
     asks for that record, takes them, and sends nothing back."""

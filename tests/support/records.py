@@ -21,7 +21,8 @@ def ask(owner: RecordStore, replica: RecordStore, lo: int = 0, hi: int = 0) -> t
     """The first round: the owner's request (with the summaries it was made of), and the
     replica's reply."""
     summarized = owner.summaries(lo, hi)
-    entries, homes = owner.digests(lo, hi, summarized)
+    summarized = (*summarized, owner.summaries(lo, hi, settled=True)[1])
+    entries, homes = owner.digests(lo, hi, summarized[:2])
     request = pb.ReconcileRequest(lo=lo, hi=hi, entries=entries, homes=homes)
     return request, summarized, wire(replica.differing(wire(request)))
 
@@ -29,7 +30,7 @@ def ask(owner: RecordStore, replica: RecordStore, lo: int = 0, hi: int = 0) -> t
 def finish(owner: RecordStore, replica: RecordStore, request, summarized, reply) -> pb.Records:
     """The owner's plan from the reply, the second round, and the repair sent."""
     lo, hi = request.lo, request.hi
-    plan = owner.plan(request, reply, summarized)
+    plan = owner.plan(request, reply, summarized[:2], summarized[2])
     if plan.want_entries or plan.want_homes:
         more = pb.ReconcileRequest(lo=lo, hi=hi, want_homes=plan.want_homes)
         for key, sub in plan.want_entries:
