@@ -88,6 +88,9 @@ class RecordStore:
         self.held_since: dict[int, float] = {}  # batch name -> when its first copy was made
         self.held_documents = 0
         self._kept: dict[tuple, tuple[int, object]] = {}  # see summaries
+        # subscriptions served here with copies on their way to the replicas (alerts or
+        # acknowledgements; cqengine.core.home): how many copies each
+        self.copying: dict[int, int] = {}
 
     # ---- entries -----------------------------------------------------------------------
 
@@ -289,12 +292,11 @@ class RecordStore:
 
     # ---- reconciliation (cqengine.core.summaries) -------------------------------------
 
-    def summaries(self, lo: int, hi: int, settled: bool = False) -> tuple[Entries, Homes]:
+    def summaries(self, lo: int, hi: int) -> tuple[Entries, Homes]:
         """The summaries of my entry and home records in (lo, hi], tombstones too. Which
         entries and subscriptions lie in a range is kept from one round to the next while
         none comes or goes (every few seconds a replica and its owner both summarize it):
-        only the mailboxes' numbers are read again. `settled`: the mailboxes' numbers as
-        every replica holds them unless a copy was lost (Mailbox.settled)."""
+        only the mailboxes' numbers are read again."""
         entries = self._derived(("entries", lo, hi), self.index.generation, self._entries_in)
         tombs = [
             (k, s, v, True) for (k, s), (v, _) in self.tombstones.items() if in_range(k, lo, hi)
@@ -303,18 +305,12 @@ class RecordStore:
         chosen, keys, ids = self._derived(("homes", lo, hi), generation, self._homed_in)
         boxes = [s.mailbox for s in chosen]
         n = len(boxes)
-        if settled:
-            numbers = np.array([b.settled for b in boxes], dtype=np.uint64).reshape(n, 2)
-            firsts, nexts = numbers[:, 0], numbers[:, 1]
-        else:
-            firsts = np.fromiter((b.first for b in boxes), dtype=np.uint64, count=n)
-            nexts = np.fromiter((b.first + len(b.queue) for b in boxes), dtype=np.uint64, count=n)
         homes = Homes(
             keys,
             ids,
             np.zeros(n, dtype=bool),
-            firsts,
-            nexts,
+            np.fromiter((b.first for b in boxes), dtype=np.uint64, count=n),
+            np.fromiter((b.first + len(b.queue) for b in boxes), dtype=np.uint64, count=n),
             np.fromiter((bool(b.unheld) for b in boxes), dtype=bool, count=n),
         )
         gone = [(k, s, True, 0, 0, False) for s, (k, _) in self.gone.items() if in_range(k, lo, hi)]
@@ -341,6 +337,24 @@ class RecordStore:
         at = np.flatnonzero(summaries.in_range(keys, lo, hi) & (keys > 0))
         chosen = [subs[i] for i in at]
         return chosen, keys[at], np.fromiter((s.id for s in chosen), dtype=np.uint64)
+
+    def settled(self) -> dict[int, tuple[int, int]]:
+        """The (first, next) of each mailbox with copies on their way to the replicas, as
+        every replica holds it unless a copy is lost (Mailbox.settled); the others are as
+        they are."""
+        subs = self.subscriptions
+        return {s: subs[s].mailbox.settled for s in self.copying if s in subs}
+
+    def copies_begin(self, subs: Iterable[int], n: int = 1) -> None:
+        """Copies of these subscriptions' alerts or acknowledgements began (n = 1) or
+        ended (n = -1)."""
+        copying = self.copying
+        for s in subs:
+            left = copying.get(s, 0) + n
+            if left > 0:
+                copying[s] = left
+            else:
+                copying.pop(s, None)
 
     def digests(
         self, lo: int, hi: int, summarized: tuple[Entries, Homes] | None = None
@@ -369,17 +383,16 @@ class RecordStore:
         req: pb.ReconcileRequest,
         reply: pb.ReconcileReply,
         summarized: tuple[Entries, Homes] | None = None,
-        settled: Homes | None = None,
+        settled: dict[int, tuple[int, int]] | None = None,
     ) -> summaries.Plan:
         """What to send a replica that answered my request so, and what to ask it for
         (from `summarized`, my summaries as the request was made, by default as now; and
-        `settled`, my home records' then, without what was on its way to the replicas)."""
+        `settled`, what I had on its way to the replicas then: RecordStore.settled)."""
         e, h = summarized or self.summaries(req.lo, req.hi)
         chosen = summaries.in_buckets(h.subs, reply.home_buckets, len(req.homes))
         e = e.where(summaries.in_buckets(e.subs, reply.entry_buckets, len(req.entries)))
         theirs = summaries.of_message(reply.summaries)
-        s = None if settled is None else settled.where(chosen)
-        return summaries.plan((e, h.where(chosen)), theirs, s)
+        return summaries.plan((e, h.where(chosen)), theirs, settled)
 
     def wanted(self, req: pb.ReconcileRequest) -> pb.Records:
         """The records an owner asks me for (a second round)."""

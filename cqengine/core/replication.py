@@ -162,7 +162,7 @@ class Replication:
         under load that is most of what differs by the time it answers."""
         ctx = self.ctx
         summarized = ctx.store.summaries(lo, hi)
-        _, settled = ctx.store.summaries(lo, hi, settled=True)
+        settled = ctx.store.settled()
         entries, homes = ctx.store.digests(lo, hi, summarized)
         request = pb.ReconcileRequest(
             lo=lo, hi=hi, entries=entries, homes=homes, batches=self.own()

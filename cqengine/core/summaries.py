@@ -239,18 +239,23 @@ class Plan:
 
 
 def plan(
-    mine: tuple[Entries, Homes], theirs: tuple[Entries, Homes], settled: Homes | None = None
+    mine: tuple[Entries, Homes],
+    theirs: tuple[Entries, Homes],
+    settled: dict[int, tuple[int, int]] | None = None,
 ) -> Plan:
     """Compare my summaries with a replica's (both of the buckets that differ); `settled`:
-    my home records' without what is on its way to the replicas (by default as mine)."""
+    the (first, next) of my mailboxes with copies on their way to the replicas, without
+    what is on its way (the others as mine)."""
     out = Plan([], [], [], [])
     m, t = mine[0].ranks(), theirs[0].ranks()
     out.send_entries = [k for k, rank in m.items() if k not in t or t[k] < rank]
     out.want_entries = [k for k, rank in t.items() if k not in m or m[k] < rank]
     mh, th = mine[1].states(), theirs[1].states()
-    sh = mh if settled is None else settled.states()
+    settled = settled or {}
     for sub, state in mh.items():
-        send = needs(th.get(sub), state, sh.get(sub, state))
+        now = settled.get(sub)
+        sure = state if now is None else (state[0], min(now[0], state[1]), now[1], state[3])
+        send = needs(th.get(sub), state, sure)
         if send is not False:
             out.send_homes.append((sub, send))
     out.want_homes = [sub for sub, state in th.items() if sub not in mh or lacks(mh[sub], state)]

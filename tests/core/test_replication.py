@@ -407,8 +407,10 @@ def test_acknowledgements_of_many_subscriptions_reach_each_replica_in_one_messag
     before = sim.ring.ledger.snapshot()["Replicate"].messages
     e.home.acknowledge(acks)
     assert all(s.mailbox.told is not None for s, _ in acks)  # on their way to the replicas
+    assert set(e.store.settled()) >= {s.id for s, _ in acks}
     sim.settle()
     assert all(s.mailbox.told is None for s, _ in acks)  # through
+    assert not e.store.copying
     assert sim.ring.ledger.snapshot()["Replicate"].messages - before == R - 1
     for sub_id in subs:
         boxes = [

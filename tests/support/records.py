@@ -20,8 +20,7 @@ def reconcile(owner: RecordStore, replica: RecordStore, lo: int = 0, hi: int = 0
 def ask(owner: RecordStore, replica: RecordStore, lo: int = 0, hi: int = 0) -> tuple:
     """The first round: the owner's request (with the summaries it was made of), and the
     replica's reply."""
-    summarized = owner.summaries(lo, hi)
-    summarized = (*summarized, owner.summaries(lo, hi, settled=True)[1])
+    summarized = (*owner.summaries(lo, hi), owner.settled())
     entries, homes = owner.digests(lo, hi, summarized[:2])
     request = pb.ReconcileRequest(lo=lo, hi=hi, entries=entries, homes=homes)
     return request, summarized, wire(replica.differing(wire(request)))
