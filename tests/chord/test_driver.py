@@ -47,11 +47,13 @@ def test_a_fanout_in_the_simulator_gives_every_reply_in_order():
 
 def test_a_fanout_on_a_live_node_makes_its_calls_at_once():
     waiting = []
+    all_sent = asyncio.Event()
 
     async def answer(c: Call):
         waiting.append(c.peer)
-        while len(waiting) < len(PEERS):  # every call is on its way before any is answered
-            await asyncio.sleep(0)
+        if len(waiting) == len(PEERS):
+            all_sent.set()
+        await all_sent.wait()  # every call is on its way before any is answered
         if c.peer == DOWN:
             raise PeerUnreachable(c.peer, "UNAVAILABLE")
         return c.request * 10
