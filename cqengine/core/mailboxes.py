@@ -82,6 +82,13 @@ class Mailbox:
         self.size += size
         return True
 
+    def join(self, doc: AlertDoc, size: int) -> None:
+        """An alert numbered next, copied from another copy of this mailbox (`size`: its
+        cost): kept, and its document known seen."""
+        self.queue.append(doc)
+        self.size += size
+        self.seen.add(doc[0])
+
     def extend(self, docs: Iterable[AlertDoc]) -> None:
         """Alerts numbered on from `next` (as they were numbered elsewhere)."""
         for doc in docs:
@@ -196,8 +203,7 @@ class Mailbox:
                     self.queue[at] = doc
                     self.seen.add(doc[0])
                 continue
-            self.extend([doc])
-            self.seen.add(doc[0])
+            self.join(doc, cost(doc))
         if self.early:
             self._join_early()
         return None
@@ -207,8 +213,7 @@ class Mailbox:
         meanwhile are known seen (as alerts acknowledged before they came are)."""
         while self.next in self.early:
             doc = self.early.pop(self.next)
-            self.extend([doc])
-            self.seen.add(doc[0])
+            self.join(doc, cost(doc))
         for seq in [seq for seq in self.early if seq < self.next]:
             self._came_late(seq, self.early.pop(seq)[0])
 

@@ -201,7 +201,7 @@ class RecordStore:
         runs: list[tuple[AlertDoc, list[int], list[int]]] = []
         get = self.subscriptions.get
         for doc, subs, seqs in numbered_documents(batch):
-            docno, size = doc[0], cost(doc)
+            size = cost(doc)
             took, numbers = [], []
             for sub_id, seq in zip(subs, seqs):
                 if sub_id in merged:
@@ -214,9 +214,7 @@ class RecordStore:
                     continue
                 box = sub.mailbox
                 if seq == box.first + len(box.queue) and not box.early:
-                    box.queue.append(doc)
-                    box.size += size
-                    box.seen.add(docno)
+                    box.join(doc, size)
                     took.append(sub_id)
                     numbers.append(seq)
                 else:
@@ -345,9 +343,9 @@ class RecordStore:
         subs = self.subscriptions
         return {s: subs[s].mailbox.settled for s in self.copying if s in subs}
 
-    def copies_begin(self, subs: Iterable[int], n: int = 1) -> None:
-        """Copies of these subscriptions' alerts or acknowledgements began (n = 1) or
-        ended (n = -1)."""
+    def count_copies(self, subs: Iterable[int], n: int = 1) -> None:
+        """n more copies of these subscriptions' alerts or acknowledgements on their way
+        (1: one began; -1: one ended)."""
         copying = self.copying
         for s in subs:
             left = copying.get(s, 0) + n
@@ -389,10 +387,9 @@ class RecordStore:
         (from `summarized`, my summaries as the request was made, by default as now; and
         `settled`, what I had on its way to the replicas then: RecordStore.settled)."""
         e, h = summarized or self.summaries(req.lo, req.hi)
-        chosen = summaries.in_buckets(h.subs, reply.home_buckets, len(req.homes))
         e = e.where(summaries.in_buckets(e.subs, reply.entry_buckets, len(req.entries)))
-        theirs = summaries.of_message(reply.summaries)
-        return summaries.plan((e, h.where(chosen)), theirs, settled)
+        h = h.where(summaries.in_buckets(h.subs, reply.home_buckets, len(req.homes)))
+        return summaries.plan((e, h), summaries.of_message(reply.summaries), settled)
 
     def wanted(self, req: pb.ReconcileRequest) -> pb.Records:
         """The records an owner asks me for (a second round)."""

@@ -151,11 +151,11 @@ def test_what_is_on_its_way_to_a_replica_is_repaired_only_if_it_never_gets_there
     box.pop(2)
     box.offer(docs[3])  # and a fourth is numbered: both copies on their way
     box.pending.add(3)
-    owner.copies_begin([sid], 2)
+    owner.count_copies([sid], 2)
     assert reconcile(owner, replica) == pb.Records()
     box.told = None  # both copies through, and both lost on the way to this replica
     box.pending.discard(3)
-    owner.copies_begin([sid], -2)
+    owner.count_copies([sid], -2)
     repair = reconcile(owner, replica)
     assert [
         (r.subscription_id, bool(r.token_hash), r.first, list(r.docnos)) for r in repair.homes
