@@ -75,7 +75,7 @@ def place(frames: list[str]) -> str:
 
 def summarize(raw: str, top: int = 15) -> dict:
     """Shares of the samples by place, and the functions most often innermost."""
-    places, leaves, n = Counter(), Counter(), 0
+    places, leaves, inside, n = Counter(), Counter(), Counter(), 0
     for line in raw.splitlines():
         stack, _, count = line.rstrip().rpartition(" ")
         if not stack or not count.isdigit():
@@ -83,11 +83,15 @@ def summarize(raw: str, top: int = 15) -> dict:
         frames, k = stack.split(";"), int(count)
         places[place(frames)] += k
         leaves[frames[-1]] += k
+        for function in {f.rpartition(":")[0] + ")" for f in frames}:
+            inside[function] += k  # once a sample, however deep it recurs
         n += k
     return {
         "samples": n,
         "share_by_place": {p: places[p] / n for p in PLACES if places[p]} if n else {},
         "innermost": [{"frame": f, "share": c / n} for f, c in leaves.most_common(top)],
+        # the functions whose calls, callees included, held the most samples
+        "inclusive": [{"function": f, "share": c / n} for f, c in inside.most_common(2 * top)],
     }
 
 
