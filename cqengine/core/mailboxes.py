@@ -15,7 +15,7 @@ import hashlib
 from collections import deque
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import islice
+from itertools import chain, islice
 from typing import Iterable, Iterator, Sequence
 
 from cqengine.core import limits
@@ -101,11 +101,24 @@ class Mailbox:
         return out
 
     def pop(self, n: int) -> None:
-        """The first n alerts left (the subscriber acknowledged them)."""
-        for _ in range(n):
-            doc = self.queue.popleft()
+        """The first n alerts left (the subscriber acknowledged them), remembered as
+        `_remember` does one by one. Every copy of a mailbox pops each alert it held: in
+        one step for the usual one, and a few list operations for many."""
+        queue, acked = self.queue, self.acked
+        if n == 1:
+            doc = queue.popleft()
             self.size -= cost(doc)
-            self._remember(doc[0])
+            if len(acked) == limits.SEEN_KEPT:
+                self.seen.discard(acked[0])  # pushed out by the append (maxlen)
+            acked.append(doc[0])
+        elif n > 1:
+            docs = [queue.popleft() for _ in range(n)]
+            self.size -= sum(map(cost, docs))
+            docnos = [doc[0] for doc in docs]
+            over = len(acked) + n - limits.SEEN_KEPT  # pushed out: the oldest of both
+            if over > 0:
+                self.seen.difference_update(islice(chain(acked, docnos), over))
+            acked.extend(docnos)
         self.first += n
 
     def saw(self, docnos: Iterable[str], first: int | None = None) -> None:
@@ -160,14 +173,16 @@ class Mailbox:
 
     def acknowledge(self, first: int) -> bool:
         """Every alert numbered below `first` is acknowledged: they leave; whether any did."""
-        if first <= self.first:
+        have = self.first
+        if first <= have:
             return False
-        end = self.next
-        n = min(first - self.first, len(self.queue))
-        self.pop(n)
-        if first > end:  # past the end: alerts this copy never held were acknowledged
-            self.unheld.update(range(max(end, first - limits.SEEN_KEPT), first))
-        self.first = first
+        held = len(self.queue)
+        if first - have <= held:
+            self.pop(first - have)
+        else:  # past the end: alerts this copy never held were acknowledged
+            self.pop(held)
+            self.unheld.update(range(max(have + held, first - limits.SEEN_KEPT), first))
+            self.first = first
         if self.unheld:  # only the latest SEEN_KEPT acknowledged are remembered anyway
             self.unheld = {seq for seq in self.unheld if seq >= first - limits.SEEN_KEPT}
         if self.early:
