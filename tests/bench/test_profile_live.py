@@ -37,3 +37,8 @@ def test_samples_are_placed_by_thread_and_innermost_frame():
     }
     assert abs(sum(got["share_by_place"].values()) - 1) < 1e-12
     assert [x["share"] for x in got["innermost"]] == [6 / 25, 5 / 25]
+    # callees included: a function counts once a sample, however deep its frames
+    inclusive = {x["function"]: x["share"] for x in got["inclusive"]}
+    assert inclusive["BaseEventLoop._run_once (asyncio/base_events.py)"] == 21 / 25
+    assert inclusive["run_async (chord/grpc_transport.py)"] == 9 / 25
+    assert got["inclusive"][0]["function"].startswith("BaseEventLoop._run_once")
