@@ -32,6 +32,7 @@ bench: $(STAMP)
 	$(PY) experiments/bench_routing.py
 	$(PY) experiments/bench_live.py
 	$(PY) experiments/bench_subscribe.py
+	$(PY) experiments/bench_replica_intake.py
 	$(PY) experiments/bench_prep.py
 	$(PY) experiments/bench_synopsis.py
 	$(PY) experiments/bench_sim.py

@@ -1,0 +1,117 @@
+"""What a replica pays per alert to keep its copies of mailboxes: taking a home's copy of
+numbered alerts (RecordStore.put_alerts) and its copy of their acknowledgements
+(RecordStore.put_acknowledged), in process, without I/O.
+
+A store holds --subscriptions subscriptions (replicated here, served elsewhere). Each round
+a copy of --docs documents, each alerting --per-doc random subscriptions numbered as a
+home numbers them, is taken, then every one of those alerts is acknowledged (one
+acknowledgement per subscription, as a client acknowledges what it was streamed). The
+best of --repeat passes, in microseconds per alert: the replication row of the live ring's
+cost table is twice this at R = 3, once per replica.
+
+    python experiments/bench_replica_intake.py [--subscriptions 100000] [--docs 64]
+        [--per-doc 520] [--rounds 6] [--repeat 3] [--name bench_replica_intake]
+
+Writes experiments/results/NAME.json. Compare commits side by side in one sitting (run
+with PYTHONPATH set to each): this machine's speed varies from hour to hour.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from cqengine.core import records
+from cqengine.core.mailboxes import Subscription, Subscriptions, numbered_runs
+from cqengine.core.postings import InvertedIndex
+from cqengine.core.records import RecordStore
+from cqengine.proto import cqengine_pb2 as pb
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def copies(args, rng: random.Random) -> list[tuple[pb.AlertBatch, pb.Acknowledged]]:
+    """Each round's copy of alerts, numbered on from the last, and its acknowledgements."""
+    next_of: dict[int, int] = {}
+    out = []
+    for r in range(args.rounds):
+        runs, acked = [], {}
+        for d in range(args.docs):
+            subs = rng.sample(range(1, args.subscriptions + 1), args.per_doc)
+            seqs = [next_of.get(s, 0) for s in subs]
+            for s, q in zip(subs, seqs):
+                next_of[s] = acked[s] = q + 1
+            runs.append(((f"D{r}-{d}", f"title {d}", "snippet"), subs, seqs))
+        ack = pb.Acknowledged(subscription_ids=list(acked), firsts=list(acked.values()))
+        out.append((numbered_runs(runs), ack))
+    return out
+
+
+def one_pass(args, rounds) -> tuple[float, float]:
+    """Seconds taking the copies and their acknowledgements, over every round."""
+    subs = Subscriptions()
+    for s in range(1, args.subscriptions + 1):
+        subs[s] = Subscription(s, b"h" * 32, ["a"], 1, "a", key=s)
+    store = RecordStore(InvertedIndex(), subs, 3, time.time)
+    took = acked = 0.0
+    for batch, ack in rounds:
+        t = time.perf_counter()
+        if store.put_alerts(batch, lambda key: False):
+            raise SystemExit("a copy was taken with a gap: the workload is wrong")
+        took += time.perf_counter() - t
+        t = time.perf_counter()
+        if store.put_acknowledged(ack):
+            raise SystemExit("an acknowledgement of an unknown subscription")
+        acked += time.perf_counter() - t
+    if any(sub.mailbox.queue for sub in subs.values()):
+        raise SystemExit("alerts left in a mailbox after every one was acknowledged")
+    return took, acked
+
+
+def commit() -> str:
+    """The commit of the code measured (PYTHONPATH's, when set), not of this script."""
+    here = Path(records.__file__).resolve().parent
+    got = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True)
+    return got.stdout.decode().strip() or "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--subscriptions", type=int, default=100_000)
+    p.add_argument("--docs", type=int, default=64, help="documents a copy")
+    p.add_argument("--per-doc", type=int, default=520, help="alerts a document")
+    p.add_argument("--rounds", type=int, default=6, help="copies taken a pass")
+    p.add_argument("--repeat", type=int, default=3, help="passes; the best is kept")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--name", default="bench_replica_intake")
+    p.add_argument("--out", type=Path, default=RESULTS)
+    args = p.parse_args(argv)
+    rounds = copies(args, random.Random(args.seed))
+    alerts = args.rounds * args.docs * args.per_doc
+    passes = [one_pass(args, rounds) for _ in range(args.repeat)]
+    took, acked = min(t for t, _ in passes), min(a for _, a in passes)
+    result = {
+        "benchmark": "bench_replica_intake",
+        "command": " ".join(["python", "experiments/bench_replica_intake.py", *sys.argv[1:]]),
+        "commit": commit(),
+        "subscriptions": args.subscriptions,
+        "alerts": alerts,
+        "us_per_alert_taken": 1e6 * took / alerts,
+        "us_per_alert_acknowledged": 1e6 * acked / alerts,
+    }
+    print(
+        f"{result['commit']}: {result['us_per_alert_taken']:.2f} us an alert taken, "
+        f"{result['us_per_alert_acknowledged']:.2f} us an alert acknowledged ({alerts} alerts)"
+    )
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
