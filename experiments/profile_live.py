@@ -73,8 +73,16 @@ def place(frames: list[str]) -> str:
     return "other"
 
 
+def function_of(frame: str) -> str:
+    """A frame's function and file, without its line: "f (file.py:12)" is "f (file.py)"; a
+    frame of native code ("f (lib.so)") has no line."""
+    name, colon, line = frame.rpartition(":")
+    return name + ")" if colon and line.rstrip(")").isdigit() else frame
+
+
 def summarize(raw: str, top: int = 15) -> dict:
-    """Shares of the samples by place, and the functions most often innermost."""
+    """Shares of the samples by place, the functions most often innermost, and those
+    whose calls held the most samples, callees included."""
     places, leaves, inside, n = Counter(), Counter(), Counter(), 0
     for line in raw.splitlines():
         stack, _, count = line.rstrip().rpartition(" ")
@@ -83,7 +91,7 @@ def summarize(raw: str, top: int = 15) -> dict:
         frames, k = stack.split(";"), int(count)
         places[place(frames)] += k
         leaves[frames[-1]] += k
-        for function in {f.rpartition(":")[0] + ")" for f in frames}:
+        for function in {function_of(f) for f in frames}:
             inside[function] += k  # once a sample, however deep it recurs
         n += k
     return {

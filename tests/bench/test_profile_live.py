@@ -42,3 +42,6 @@ def test_samples_are_placed_by_thread_and_innermost_frame():
     assert inclusive["BaseEventLoop._run_once (asyncio/base_events.py)"] == 21 / 25
     assert inclusive["run_async (chord/grpc_transport.py)"] == 9 / 25
     assert got["inclusive"][0]["function"].startswith("BaseEventLoop._run_once")
+    every = {x["function"]: x["share"] for x in profile.summarize(raw, top=20)["inclusive"]}
+    assert every["PyUpb_Message (_message.so)"] == 1 / 25  # native code: no line to strip
+    assert ")" not in every
