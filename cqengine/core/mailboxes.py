@@ -16,7 +16,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import chain, islice
-from typing import Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from cqengine.core import limits
 from cqengine.proto import cqengine_pb2 as pb
@@ -119,6 +119,18 @@ class Mailbox:
             if over > 0:
                 self.seen.difference_update(islice(chain(acked, docnos), over))
             acked.extend(docnos)
+        self.first += n
+
+    def passed(self, docnos: list[str]) -> None:
+        """Alerts numbered on from next, of these documents, acknowledged before this copy
+        of an empty mailbox held them (a replica folding copies it kept as columns): they
+        are remembered as pop leaves them, never queued."""
+        n, acked = len(docnos), self.acked
+        self.seen.update(docnos)
+        over = len(acked) + n - limits.SEEN_KEPT  # pushed out: the oldest of both
+        if over > 0:
+            self.seen.difference_update(islice(chain(acked, docnos), over))
+        acked.extend(docnos)
         self.first += n
 
     def saw(self, docnos: Iterable[str], first: int | None = None) -> None:
@@ -248,8 +260,19 @@ class Subscription:
     terms: list[str]
     index_id: int
     index_term: str
-    mailbox: Mailbox = field(default_factory=Mailbox)
+    box: Mailbox = field(default_factory=Mailbox)  # read it as `mailbox`
     key: int = 0  # its home key (replicas > 1); 0: it stays at the node it subscribed through
+    # a replica's copies of its alerts kept as columns, not yet in its mailbox
+    # (cqengine.core.copies), and its place there
+    copies: Any = field(default=None, repr=False, compare=False)
+    at: int = field(default=-1, repr=False, compare=False)
+
+    @property
+    def mailbox(self) -> Mailbox:
+        """Its mailbox, with every copy kept for it folded in first."""
+        if self.copies is not None:
+            self.copies.release(self)
+        return self.box
 
 
 class Subscriptions(dict[int, Subscription]):
@@ -258,18 +281,31 @@ class Subscriptions(dict[int, Subscription]):
     `generation` stays. A subscription's home key never changes."""
 
     generation = 0
+    removals = 0  # subscriptions that left (or were replaced)
 
     def __setitem__(self, key: int, value: Subscription) -> None:
         self.generation += 1
+        self._leaving(key)
         super().__setitem__(key, value)
 
     def __delitem__(self, key: int) -> None:
         self.generation += 1
+        self._leaving(key)
         super().__delitem__(key)
 
     def pop(self, key: int, *default):
         self.generation += 1
+        self._leaving(key)
         return super().pop(key, *default)
+
+    def _leaving(self, key: int) -> None:
+        """A subscription leaves: its copies kept as columns (if any) are folded, and no
+        more copies are kept for it."""
+        sub = self.get(key)
+        if sub is not None:
+            self.removals += 1
+            if sub.copies is not None:
+                sub.copies.release(sub)
 
     def _refused(self, *args, **kwargs):
         raise TypeError("Subscriptions change one at a time: item assignment, del, pop")

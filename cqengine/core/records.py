@@ -30,12 +30,14 @@ import numpy as np
 
 from chord.ids import in_open_closed
 from cqengine.core import limits, summaries
+from cqengine.core.copies import Copies, numbers
 from cqengine.core.journal import Journal
 from cqengine.core.mailboxes import (
     AlertDoc,
     Subscription,
     cost,
     home_record,
+    numbered_batch,
     numbered_documents,
     record_alerts,
     subscription_of,
@@ -91,6 +93,8 @@ class RecordStore:
         # subscriptions served here with copies on their way to the replicas (alerts or
         # acknowledgements; cqengine.core.home): how many copies each
         self.copying: dict[int, int] = {}
+        # alerts and acknowledgements copied here, kept as columns until a mailbox is read
+        self.copied: Copies | None = Copies(subscriptions) if replicas > 1 else None
 
     # ---- entries -----------------------------------------------------------------------
 
@@ -191,11 +195,22 @@ class RecordStore:
         wins). Returns the subscriptions of which this copy lacks alerts before those,
         each with the number it lacks from (0: the record itself): send from there.
 
-        A copy takes hundreds of alerts a document, and nearly all simply join on: each is
-        appended where it lands in one pass over the batch's columns, and the journal is
-        told of them a document at a time. A subscription with an alert that does not (a
-        gap, an early copy, one held already) has its alerts of the batch from there on
-        merged in order of number (Mailbox.put)."""
+        Nearly every alert simply joins on, and is acknowledged before anyone reads this
+        copy: those are kept as columns (cqengine.core.copies), told to the journal a
+        document at a time. The others (a gap, an early copy, one held already, a
+        subscription served here) are merged the old way."""
+        if self.copied is None:
+            return self._merged(batch, serves)
+        runs, rest = self.copied.take_alerts(batch, serves)
+        if runs and self.journal is not None:
+            self.journal.alerted_runs(runs)
+        return self._merged(numbered_batch(rest), serves) if rest else []
+
+    def _merged(self, batch: pb.AlertBatch, serves: Callable[[int], bool]) -> list[tuple[int, int]]:
+        """put_alerts, a mailbox at a time: each alert that joins on is appended where it
+        lands in one pass over the batch's columns; a subscription with an alert that
+        does not has its alerts of the batch from there on merged in order of number
+        (Mailbox.put)."""
         behind: dict[int, int] = {}
         merged: dict[int, list[tuple[int, AlertDoc]]] = {}  # those that do not join on
         runs: list[tuple[AlertDoc, list[int], list[int]]] = []
@@ -232,9 +247,16 @@ class RecordStore:
     def put_acknowledged(self, acked: pb.Acknowledged) -> list[int]:
         """Acknowledgements a home copied: each subscription's alerts numbered below its
         first are acknowledged. Returns the subscriptions whose records this copy lacks."""
-        lacks = []
         journal = self.journal
-        for sub_id, first in zip(acked.subscription_ids, acked.firsts):
+        if self.copied is None:
+            rest = zip(acked.subscription_ids, acked.firsts)
+        else:
+            kept, rest = self.copied.take_acknowledged(acked)
+            if journal is not None:
+                for sub_id, first in kept:
+                    journal.acknowledged(sub_id, first)
+        lacks = []
+        for sub_id, first in rest:
             sub = self.subscriptions.get(sub_id)
             if sub is None:
                 if sub_id not in self.gone:
@@ -301,15 +323,15 @@ class RecordStore:
         ]
         generation = getattr(self.subscriptions, "generation", None)
         chosen, keys, ids = self._derived(("homes", lo, hi), generation, self._homed_in)
-        boxes = [s.mailbox for s in chosen]
-        n = len(boxes)
+        firsts, nexts = numbers(chosen, self.copied)
+        n = len(chosen)
         homes = Homes(
             keys,
             ids,
             np.zeros(n, dtype=bool),
-            np.fromiter((b.first for b in boxes), dtype=np.uint64, count=n),
-            np.fromiter((b.first + len(b.queue) for b in boxes), dtype=np.uint64, count=n),
-            np.fromiter((bool(b.unheld) for b in boxes), dtype=bool, count=n),
+            firsts.astype(np.uint64),
+            nexts.astype(np.uint64),
+            np.fromiter((bool(s.box.unheld) for s in chosen), dtype=bool, count=n),
         )
         gone = [(k, s, True, 0, 0, False) for s, (k, _) in self.gone.items() if in_range(k, lo, hi)]
         return entries.plus(Entries.of(tombs)), homes.plus(Homes.of(gone))

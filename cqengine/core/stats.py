@@ -8,6 +8,7 @@ from typing import Callable
 import mmh3
 
 from cqengine.core.context import Context
+from cqengine.core.copies import numbers
 from cqengine.core.synopsis import Synopsis
 from cqengine.proto import cqengine_pb2 as pb
 
@@ -39,7 +40,7 @@ class Stats:
         c = ctx.counters
         dropped = {why: c[f"dropped:{why}"] for why in DROP_REASONS if c[f"dropped:{why}"]}
         subs = ctx.subscriptions.values()
-        full = sum(s.mailbox.dropped for s in subs)
+        full = sum(s.box.dropped for s in subs)  # not s.mailbox: a replica's copies stay kept
         if full:
             dropped["mailbox_full"] = full
         replica_homes = sum(1 for s in subs if s.key and not ctx.serves(s.key))
@@ -91,7 +92,9 @@ class Stats:
         ctx = self.ctx
         t = ctx.chord.table
         whole = ctx.store.digests(ctx.me.id, ctx.me.id)  # lo == hi: the whole circle
-        boxes = sorted((s.id, s.mailbox.first, s.mailbox.next) for s in ctx.subscriptions.values())
+        subs = list(ctx.subscriptions.values())
+        firsts, nexts = numbers(subs, ctx.store.copied)  # not folding a replica's copies
+        boxes = sorted(zip((s.id for s in subs), firsts.tolist(), nexts.tolist()))
         held = sorted(ctx.store.held)
         parts = (whole, boxes, held, len(ctx.index), t.predecessor, t.successors)
         return mmh3.hash64(repr(parts).encode(), signed=False)[0]

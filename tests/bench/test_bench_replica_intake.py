@@ -13,3 +13,5 @@ def test_bench_replica_intake_small(tmp_path):
     r = json.loads((tmp_path / "bench_replica_intake.json").read_text())
     assert r["alerts"] == 3 * 8 * 40
     assert r["us_per_alert_taken"] > 0 and r["us_per_alert_acknowledged"] > 0
+    parts = r["us_per_alert_taken"] + r["us_per_alert_acknowledged"] + r["us_per_alert_folded"]
+    assert abs(r["us_per_alert"] - parts) < 1e-9

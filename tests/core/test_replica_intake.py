@@ -115,4 +115,4 @@ def test_a_copy_with_more_early_alerts_than_kept_says_what_it_lacks():
     joined = numbered_batch([(11, 0, ("A", "", "")), (12, 0, ("A", "", ""))])
     assert s.put_alerts(joined, lambda key: False) == []
     assert sorted(s.journal.alerts) == [(11, 0, ("A", "", "")), (12, 0, ("A", "", ""))]
-    assert copy.copy(box.seen) == {"A"}
+    assert copy.copy(s.subscriptions[11].mailbox.seen) == {"A"}
