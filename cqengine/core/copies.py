@@ -30,6 +30,10 @@ from cqengine.core.mailboxes import AlertDoc, Subscription, cost
 from cqengine.proto import cqengine_pb2 as pb
 
 Runs = list[tuple[AlertDoc, list[int], list[int]]]
+# subscriptions whose copies are taken out of the columns alone (an array pass each) before
+# a reader's release folds everyone's (a pass in Python): a gap now and then costs little,
+# a reconciliation that reads thousands of mailboxes one fold
+FOLD_AFTER = 16
 Rest = list[tuple[int, int, AlertDoc]]
 
 
@@ -55,6 +59,7 @@ class Copies:
         self.columns: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # row, seq, doc
         self.alerts = 0  # in the columns
         self.acked: list[np.ndarray] = []  # rows whose first moved on
+        self.released = 0  # subscriptions whose copies were folded alone since
 
     # ---- taking copies ---------------------------------------------------------------
 
@@ -157,10 +162,16 @@ class Copies:
             objs[r].copies, objs[r].at = self, r
 
     def release(self, sub: Subscription) -> None:
-        """Someone reads this subscription's mailbox, and may change it: every copy kept
-        goes into the mailboxes, and it is tracked no more."""
-        self.fold()
-        self.tracked[sub.at] = False
+        """Someone reads this subscription's mailbox, and may change it: its copies kept
+        go into it, and it is tracked no more. Its own are taken out of the columns (an
+        array pass); after FOLD_AFTER releases, everyone's are folded instead."""
+        row = sub.at
+        if self.released < FOLD_AFTER:
+            self._fold_row(row)
+            self.released += 1
+        else:
+            self.fold()
+        self.tracked[row] = False
         sub.copies, sub.at = None, -1
 
     def _joining(self, rows: np.ndarray, seqs: np.ndarray) -> np.ndarray:
@@ -212,38 +223,66 @@ class Copies:
         if not self.columns and not self.acked:
             return
         if self.columns:
-            self._fold_alerts()
-        for row in np.unique(np.concatenate(self.acked)).tolist() if self.acked else ():
-            box = self.objs[row].box  # acknowledged, with no alert kept since a fold
-            if self.first[row] > box.first:
-                box.pop(int(self.first[row]) - box.first)
+            rows, seqs, which = self._columns()
+            order = np.lexsort((seqs, rows))
+            self._apply(rows[order], which[order])
+        acked = np.unique(np.concatenate(self.acked)) if self.acked else np.zeros(0, np.int64)
+        for row, first in zip(acked.tolist(), self.first[acked].tolist()):
+            _acknowledged(self.objs[row].box, first)  # with no alert kept since a fold
         self._empty()
         self.folds += 1
 
-    def _fold_alerts(self) -> None:
-        rows, seqs, which = (np.concatenate(c) for c in zip(*self.columns))
-        order = np.lexsort((seqs, rows))
-        rows, which = rows[order], which[order]
+    def _fold_row(self, row: int) -> None:
+        """One subscription's copies kept into its mailbox, and out of the columns."""
+        if self.columns:
+            rows, seqs, which = self._columns()
+            mine = rows == row
+            if mine.any():
+                at = np.flatnonzero(mine)
+                at = at[np.argsort(seqs[at], kind="stable")]
+                self._apply(rows[at], which[at])
+                self.alerts -= len(at)
+                left = (rows[~mine], seqs[~mine], which[~mine])
+                self.columns = [left] if self.alerts else []
+        _acknowledged(self.objs[row].box, int(self.first[row]))
+
+    def _columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The columns kept, as one chunk."""
+        if len(self.columns) > 1:
+            self.columns = [tuple(np.concatenate(c) for c in zip(*self.columns))]
+        return self.columns[0]
+
+    def _apply(self, rows: np.ndarray, which: np.ndarray) -> None:
+        """Alerts kept (their rows and documents, by row and number) into the mailboxes,
+        those each row's first says acknowledged leaving at once."""
         starts = np.flatnonzero(np.concatenate(([True], rows[1:] != rows[:-1])))
         ends = np.append(starts[1:], len(rows)).tolist()
         docs = np.empty(len(self.docs), dtype=object)
         docs[:] = self.docs
         docnos = np.array([d[0] for d in self.docs], dtype=object)
         alerted, named = docs[which].tolist(), docnos[which].tolist()
-        sizes = np.add.reduceat(np.array(self.sizes, dtype=np.int64)[which], starts).tolist()
+        weight = np.concatenate(([0], np.cumsum(np.array(self.sizes, dtype=np.int64)[which])))
+        weight = weight.tolist()  # weight[j]: what the alerts before the jth weigh
         grouped = rows[starts]
         objs = self.objs
         firsts = self.first[grouped].tolist()
-        for row, s, e, size, first in zip(grouped.tolist(), starts.tolist(), ends, sizes, firsts):
+        for row, s, e, first in zip(grouped.tolist(), starts.tolist(), ends, firsts):
+            # of the new alerts s .. e - 1, those before `kept` were acknowledged already
             box = objs[row].box
-            if not box.queue and first == box.first + e - s:  # all acknowledged: the usual
-                box.passed(named[s:e])
-                continue
-            box.queue.extend(alerted[s:e])
-            box.size += size
-            box.seen.update(named[s:e])
+            kept = s + max(0, first - box.first - len(box.queue))
             if first > box.first:
-                box.pop(first - box.first)
+                box.pop(min(first - box.first, len(box.queue)))
+            if kept > s:
+                box.passed(named[s:kept])
+            if kept < e:
+                box.queue.extend(alerted[kept:e])
+                box.size += weight[e] - weight[kept]
+                box.seen.update(named[kept:e])
+
+
+def _acknowledged(box, first: int) -> None:
+    if first > box.first:
+        box.pop(first - box.first)
 
 
 def _plain(sub: Subscription, serves: Callable[[int], bool]) -> bool:

@@ -112,7 +112,11 @@ class Mailbox:
                 self.seen.discard(acked[0])  # pushed out by the append (maxlen)
             acked.append(doc[0])
         elif n > 1:
-            docs = [queue.popleft() for _ in range(n)]
+            if n == len(queue):  # all of them: the usual at a replica folding its copies
+                docs = list(queue)
+                queue.clear()
+            else:
+                docs = [queue.popleft() for _ in range(n)]
             self.size -= sum(map(cost, docs))
             docnos = [doc[0] for doc in docs]
             over = len(acked) + n - limits.SEEN_KEPT  # pushed out: the oldest of both
@@ -124,7 +128,7 @@ class Mailbox:
     def passed(self, docnos: list[str]) -> None:
         """Alerts numbered on from next, of these documents, acknowledged before this copy
         of an empty mailbox held them (a replica folding copies it kept as columns): they
-        are remembered as pop leaves them, never queued."""
+        are remembered as pop would leave them, never queued."""
         n, acked = len(docnos), self.acked
         self.seen.update(docnos)
         over = len(acked) + n - limits.SEEN_KEPT  # pushed out: the oldest of both

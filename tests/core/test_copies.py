@@ -11,6 +11,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from cqengine.core import limits
+from cqengine.core.copies import FOLD_AFTER
 from cqengine.core.mailboxes import Subscription, Subscriptions, numbered_batch
 from cqengine.core.postings import InvertedIndex
 from cqengine.core.records import RecordStore
@@ -118,7 +119,7 @@ def test_copies_kept_as_columns_end_where_taking_each_at_once_ends(steps, kept):
         assert sorted(columns.journal.alerts) == sorted(oracle.journal.alerts)
         assert columns.journal.firsts == oracle.journal.firsts
         kept = columns.copied  # every mailbox was read: nothing left kept or tracked
-        assert not kept.columns and not kept.acked and not kept.tracked.any()
+        assert kept.alerts == 0 and not kept.columns and not kept.tracked.any()
     finally:
         limits.COPIES_KEPT, limits.SEEN_KEPT = before
 
@@ -134,10 +135,15 @@ def test_a_replica_keeps_plain_copies_as_columns_until_a_mailbox_is_read():
     assert kept.alerts == 10 and kept.tracked.sum() == 2 and kept.folds == 0
     assert s.subscriptions[12].box.next == 0  # nothing in the mailbox itself yet
     assert numbers(s)[3] == [0, 4, 5, 0, 0]  # firsts: 11, 12, 13, 14, and GONE's tombstone
-    box = s.subscriptions[12].mailbox  # read: folded
-    assert kept.folds == 1 and kept.alerts == 0 and kept.tracked.sum() == 1  # 13 still
+    box = s.subscriptions[12].mailbox  # read: its copies folded, and only its
+    assert kept.alerts == 5 and kept.tracked.sum() == 1 and kept.folds == 0
     assert box.first == 4 and [d[0] for d in box.queue] == ["D4"]
     assert box.seen == {f"D{i}" for i in range(5)} and list(box.acked) == ["D0", "D1", "D2", "D3"]
+    assert s.subscriptions[13].box.first == 0  # 13's still kept
+    for _ in range(FOLD_AFTER):  # read again and again: a release at last folds everyone's
+        s.put_alerts(numbered_batch([(14, s.subscriptions[14].box.next, ("E", "", ""))]), serves)
+        assert s.subscriptions[14].mailbox
+    assert kept.folds == 1 and kept.alerts == 0
     assert s.subscriptions[13].box.first == 5 and not s.subscriptions[13].box.queue
 
 
@@ -199,3 +205,12 @@ def test_a_replica_keeping_a_rings_usual_copies_ends_where_the_oracle_does(steps
         assert columns.journal.firsts == oracle.journal.firsts
     finally:
         limits.COPIES_KEPT, limits.SEEN_KEPT = before
+
+
+def test_a_copy_numbering_a_subscriptions_alerts_out_of_document_order_is_kept_in_order():
+    s = store(True)
+    assert s.put_alerts(numbered_batch([(12, 0, ("W", "", ""))]), serves) == []  # tracked
+    out_of_order = numbered_batch([(12, 2, ("A", "", "")), (12, 1, ("B", "", ""))])
+    assert s.put_alerts(out_of_order, serves) == []
+    assert s.copied.alerts == 3
+    assert [d[0] for d in s.subscriptions[12].mailbox.queue] == ["W", "B", "A"]
