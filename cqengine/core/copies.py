@@ -6,14 +6,16 @@ replica's copy of their mailbox: it is read only when the replica starts serving
 subscription, answers for its record, or is asked what it holds. So a replica does not put
 each alert into a mailbox and take it out again. It keeps the copies as columns
 (subscription, number, document) beside each subscription's first and next number as
-arrays, and folds them into the mailboxes in one pass when a mailbox is read
-(Subscription.mailbox) or the columns grow past limits.COPIES_KEPT alerts.
+arrays, and folds them into the mailboxes when the columns grow past limits.COPIES_KEPT
+alerts, an eighth of the subscriptions at a time. Reconciliation's summaries and the state
+digest read the numbers from the arrays (`numbers`).
 
 A subscription is *tracked* here while its mailbox is plain (served elsewhere, waiting for
-nothing numbered earlier, with no number acknowledged that it never held); reading its
-mailbox stops that, since the reader may change it. A copy that does not simply join on (a
-gap, a repeat, an acknowledgement ahead of its alerts) is merged the old way
-(cqengine.core.records), its mailbox read and so folded first.
+nothing numbered earlier, with no number acknowledged that it never held). Reading its
+mailbox (Subscription.mailbox) takes its copies out of the columns into it, and stops the
+tracking, since the reader may change it. A copy that does not simply join on (a gap, a
+repeat, an acknowledgement ahead of its alerts) is merged the old way
+(cqengine.core.records), its mailbox read first.
 
 What a fold ends with is exactly what taking the copies one by one ends with: the same
 mailboxes, the same memory of documents seen (tests/core/test_copies.py holds it to that).
@@ -34,6 +36,7 @@ Runs = list[tuple[AlertDoc, list[int], list[int]]]
 # a reader's release folds everyone's (a pass in Python): a gap now and then costs little,
 # a reconciliation that reads thousands of mailboxes one fold
 FOLD_AFTER = 16
+SLICES = 8  # a fold of the columns grown past limits.COPIES_KEPT takes this many steps
 Rest = list[tuple[int, int, AlertDoc]]
 
 
@@ -49,6 +52,8 @@ class Copies:
         self.first = np.zeros(0, dtype=np.int64)  # a tracked one's first, its copies counted
         self.next = np.zeros(0, dtype=np.int64)  # and its next
         self.missed = 0  # alerts of subscriptions not in the table since it was made
+        self.cursor = 0  # the first row of the next slice to fold
+        self.slices = 0
         self.removals = 0  # the subscriptions' removals when it was made
         self.folds = 0
         self._empty()
@@ -143,7 +148,7 @@ class Copies:
         self.tracked = np.zeros(n, dtype=bool)
         self.first = np.zeros(n, dtype=np.int64)
         self.next = np.zeros(n, dtype=np.int64)
-        self.missed = 0
+        self.missed, self.cursor = 0, 0
         self.removals = getattr(self.subscriptions, "removals", 0)
 
     def _track(self, rows: list[int], serves: Callable[[int], bool]) -> None:
@@ -211,7 +216,7 @@ class Copies:
                 runs.append((titled[d], subs.tolist(), numbers.tolist()))
             start = end
         if self.alerts >= limits.COPIES_KEPT:
-            self.fold()
+            self._fold_slice()
         return runs
 
     # ---- folding ---------------------------------------------------------------------
@@ -222,7 +227,7 @@ class Copies:
         tracked: their mailboxes are as the table has them."""
         if not self.columns and not self.acked:
             return
-        if self.columns:
+        if self.alerts:
             rows, seqs, which = self._columns()
             order = np.lexsort((seqs, rows))
             self._apply(rows[order], which[order])
@@ -231,6 +236,45 @@ class Copies:
             _acknowledged(self.objs[row].box, first)  # with no alert kept since a fold
         self._empty()
         self.folds += 1
+
+    def _fold_slice(self) -> None:
+        """The copies kept of the next SLICES-th of the table's rows into their mailboxes
+        (round the table, a slice at a time): a fold holds the event loop for a slice's
+        alerts, not for all of them (a node that stops answering for half a second looks
+        gone to its neighbours)."""
+        n = len(self.ids)
+        lo = self.cursor
+        hi = min(n, lo + -(-n // SLICES))
+        self.cursor = hi % n if n else 0
+        if self.columns:
+            rows, seqs, which = self._columns()
+            inside = (rows >= lo) & (rows < hi)
+            at = np.flatnonzero(inside)
+            if len(at):
+                order = at[np.lexsort((seqs[at], rows[at]))]
+                self._apply(rows[order], which[order])
+                self.alerts -= len(at)
+                left = (rows[~inside], seqs[~inside], which[~inside])
+                self.columns = [left] if self.alerts else []
+        if self.acked:
+            acked = np.unique(np.concatenate(self.acked))
+            inside = (acked >= lo) & (acked < hi)
+            for row, first in zip(acked[inside].tolist(), self.first[acked[inside]].tolist()):
+                _acknowledged(self.objs[row].box, first)
+            self.acked = [acked[~inside]]
+        if self.cursor == 0:  # round the table: the documents no copy kept names go
+            self._compact()
+        self.slices += 1
+
+    def _compact(self) -> None:
+        if not self.alerts:
+            self.docs, self.sizes, self.columns = [], [], []
+            return
+        rows, seqs, which = self._columns()
+        used, which = np.unique(which, return_inverse=True)
+        self.docs = [self.docs[i] for i in used.tolist()]
+        self.sizes = [self.sizes[i] for i in used.tolist()]
+        self.columns = [(rows, seqs, which.astype(np.int64))]
 
     def _fold_row(self, row: int) -> None:
         """One subscription's copies kept into its mailbox, and out of the columns."""
@@ -298,13 +342,22 @@ def _documents(batch: pb.AlertBatch) -> list[AlertDoc]:
     return list(zip(batch.docnos, titles, snippets))
 
 
-def numbers(subs: list[Subscription], kept: Copies | None) -> tuple[np.ndarray, np.ndarray]:
-    """Each subscription's first and next number, the copies `kept` for it counted but not
-    folded, as reading its mailbox would."""
+def numbers(
+    subs: list[Subscription], kept: Copies | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each subscription's first and next number and whether some acknowledged alerts'
+    documents are not known seen (unheld), the copies `kept` for it counted but not
+    folded, as reading its mailbox would. A tracked one's are read from the table."""
     n = len(subs)
-    firsts = np.fromiter((s.box.first for s in subs), dtype=np.int64, count=n)
-    nexts = np.fromiter((s.box.first + len(s.box.queue) for s in subs), np.int64, n)
+    at = np.fromiter((s.at for s in subs), np.int64, n) if kept is not None else np.full(n, -1)
+    tracked = at >= 0
+    firsts, nexts = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
     if kept is not None:
-        at = np.fromiter((s.at if s.copies is kept else -1 for s in subs), np.int64, n)
-        firsts[at >= 0], nexts[at >= 0] = kept.first[at[at >= 0]], kept.next[at[at >= 0]]
-    return firsts, nexts
+        firsts[tracked], nexts[tracked] = kept.first[at[tracked]], kept.next[at[tracked]]
+    rest = np.flatnonzero(~tracked)
+    boxes = [subs[i].box for i in rest.tolist()]
+    firsts[rest] = [b.first for b in boxes]
+    nexts[rest] = [b.first + len(b.queue) for b in boxes]
+    blind = np.zeros(n, dtype=bool)  # a tracked one has none unheld
+    blind[rest] = [bool(b.unheld) for b in boxes]
+    return firsts, nexts, blind

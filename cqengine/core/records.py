@@ -323,7 +323,7 @@ class RecordStore:
         ]
         generation = getattr(self.subscriptions, "generation", None)
         chosen, keys, ids = self._derived(("homes", lo, hi), generation, self._homed_in)
-        firsts, nexts = numbers(chosen, self.copied)
+        firsts, nexts, blind = numbers(chosen, self.copied)
         n = len(chosen)
         homes = Homes(
             keys,
@@ -331,7 +331,7 @@ class RecordStore:
             np.zeros(n, dtype=bool),
             firsts.astype(np.uint64),
             nexts.astype(np.uint64),
-            np.fromiter((bool(s.box.unheld) for s in chosen), dtype=bool, count=n),
+            blind,
         )
         gone = [(k, s, True, 0, 0, False) for s, (k, _) in self.gone.items() if in_range(k, lo, hi)]
         return entries.plus(Entries.of(tombs)), homes.plus(Homes.of(gone))

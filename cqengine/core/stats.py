@@ -93,7 +93,7 @@ class Stats:
         t = ctx.chord.table
         whole = ctx.store.digests(ctx.me.id, ctx.me.id)  # lo == hi: the whole circle
         subs = list(ctx.subscriptions.values())
-        firsts, nexts = numbers(subs, ctx.store.copied)  # not folding a replica's copies
+        firsts, nexts, _ = numbers(subs, ctx.store.copied)  # not folding a replica's copies
         boxes = sorted(zip((s.id for s in subs), firsts.tolist(), nexts.tolist()))
         held = sorted(ctx.store.held)
         parts = (whole, boxes, held, len(ctx.index), t.predecessor, t.successors)

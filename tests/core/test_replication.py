@@ -145,6 +145,8 @@ def test_r_minus_1_consecutive_nodes_failing_lose_no_alert_nor_repeat_one(resolu
     owned = [k for k, _ in entry_holders(sim) if oracle.owner(k).address in failed]
     waiting = [s for s in sim.engines[vias[1]].subscriptions.values() if s.mailbox.queue]
     assert owned and waiting  # the failures take both entries and alerts with them
+    survivors = [e for a, e in sim.engines.items() if a not in failed]
+    assert any(e.store.copied.alerts for e in survivors)  # kept as columns, then taken over
     sim.fail(failed)
     assert sim.ring.problems() == []
     for d in wl.docs[half:]:
