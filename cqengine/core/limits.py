@@ -51,8 +51,8 @@ MAILBOX_BYTES = 16 << 20  # and their docnos', titles' and snippets' UTF-8 bytes
 SEEN_KEPT = 1024
 # alerts a copy of a mailbox keeps that came before some numbered earlier (at most)
 EARLY_ALERTS = 1024
-# alerts a replica keeps as columns before it folds them into its mailboxes (copies):
-# about 20 bytes each; a fold of this many holds the event loop for about 0.1 s
+# alerts a replica keeps as columns (about 20 bytes each) before it folds them into its
+# mailboxes, an eighth of its subscriptions at a time (cqengine.core.copies)
 COPIES_KEPT = 1 << 17
 KEPT_RANGES = 8  # ranges whose records' summaries a node keeps between rounds
 PEERS = 4096  # node references kept by address, and homes by where they were found

@@ -35,6 +35,7 @@ from cqengine.core.journal import Journal
 from cqengine.core.mailboxes import (
     AlertDoc,
     Subscription,
+    Subscriptions,
     cost,
     home_record,
     numbered_batch,
@@ -93,8 +94,9 @@ class RecordStore:
         # subscriptions served here with copies on their way to the replicas (alerts or
         # acknowledgements; cqengine.core.home): how many copies each
         self.copying: dict[int, int] = {}
-        # alerts and acknowledgements copied here, kept as columns until a mailbox is read
-        self.copied: Copies | None = Copies(subscriptions) if replicas > 1 else None
+        # copies kept as columns until a mailbox is read (a plain dict tells no departures)
+        columns = replicas > 1 and isinstance(subscriptions, Subscriptions)
+        self.copied: Copies | None = Copies(subscriptions) if columns else None
 
     # ---- entries -----------------------------------------------------------------------
 
