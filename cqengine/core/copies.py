@@ -28,7 +28,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from cqengine.core import limits
-from cqengine.core.mailboxes import AlertDoc, Subscription, cost
+from cqengine.core.mailboxes import AlertDoc, Subscription, batch_documents, cost
 from cqengine.proto import cqengine_pb2 as pb
 
 Runs = list[tuple[AlertDoc, list[int], list[int]]]
@@ -78,8 +78,8 @@ class Copies:
         counts = np.array(batch.counts or [len(ids)], dtype=np.int64)
         docs = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
         ok = self._joining(rows, seqs)
-        titled = _documents(batch)
-        runs = self._keep(titled, ids, rows, seqs, docs, ok) if ok.any() else []
+        titled = batch_documents(batch)
+        runs = self._keep(titled, ids, rows, seqs, docs, counts, ok) if ok.any() else []
         rest = np.flatnonzero(~ok).tolist()
         if not rest:
             return runs, []
@@ -198,7 +198,7 @@ class Copies:
         ok[order] = whole[group]
         return ok
 
-    def _keep(self, titled, ids, rows, seqs, docs, ok) -> Runs:
+    def _keep(self, titled, ids, rows, seqs, docs, counts, ok) -> Runs:
         """The alerts that join on, into the columns; the journal's runs of them."""
         base = len(self.docs)
         self.docs.extend(titled)
@@ -207,7 +207,7 @@ class Copies:
         self.alerts += int(ok.sum())
         np.add.at(self.next, rows[ok], 1)
         runs = []
-        ends = np.cumsum(np.bincount(docs, minlength=len(titled))).tolist()
+        ends = np.cumsum(counts).tolist()
         start = 0
         for d, end in enumerate(ends):
             took = ok[start:end]
@@ -227,13 +227,7 @@ class Copies:
         tracked: their mailboxes are as the table has them."""
         if not self.columns and not self.acked:
             return
-        if self.alerts:
-            rows, seqs, which = self._columns()
-            order = np.lexsort((seqs, rows))
-            self._apply(rows[order], which[order])
-        acked = np.unique(np.concatenate(self.acked)) if self.acked else np.zeros(0, np.int64)
-        for row, first in zip(acked.tolist(), self.first[acked].tolist()):
-            _acknowledged(self.objs[row].box, first)  # with no alert kept since a fold
+        self._fold(lambda rows: np.ones(len(rows), dtype=bool))
         self._empty()
         self.folds += 1
 
@@ -246,25 +240,35 @@ class Copies:
         lo = self.cursor
         hi = min(n, lo + -(-n // SLICES))
         self.cursor = hi % n if n else 0
-        if self.columns:
+        self._fold(lambda rows: (rows >= lo) & (rows < hi))
+        if self.cursor == 0:  # round the table: the documents no copy kept names go
+            self._compact()
+        self.slices += 1
+
+    def _fold_row(self, row: int) -> None:
+        """One subscription's copies kept into its mailbox."""
+        self._fold(lambda rows: rows == row)
+
+    def _fold(self, chosen: Callable[[np.ndarray], np.ndarray]) -> None:
+        """The copies kept of the rows `chosen` picks (a mask of an array of rows) into
+        their mailboxes, and out of the columns: alerts by row and number, then the
+        acknowledgements of rows with no alert kept."""
+        if self.alerts:
             rows, seqs, which = self._columns()
-            inside = (rows >= lo) & (rows < hi)
-            at = np.flatnonzero(inside)
+            mine = chosen(rows)
+            at = np.flatnonzero(mine)
             if len(at):
                 order = at[np.lexsort((seqs[at], rows[at]))]
                 self._apply(rows[order], which[order])
                 self.alerts -= len(at)
-                left = (rows[~inside], seqs[~inside], which[~inside])
+                left = (rows[~mine], seqs[~mine], which[~mine])
                 self.columns = [left] if self.alerts else []
         if self.acked:
             acked = np.unique(np.concatenate(self.acked))
-            inside = (acked >= lo) & (acked < hi)
-            for row, first in zip(acked[inside].tolist(), self.first[acked[inside]].tolist()):
-                _acknowledged(self.objs[row].box, first)
-            self.acked = [acked[~inside]]
-        if self.cursor == 0:  # round the table: the documents no copy kept names go
-            self._compact()
-        self.slices += 1
+            mine = chosen(acked)
+            for row, first in zip(acked[mine].tolist(), self.first[acked[mine]].tolist()):
+                self.objs[row].box.acknowledge(first)  # only alerts held: no unheld
+            self.acked = [acked[~mine]]
 
     def _compact(self) -> None:
         if not self.alerts:
@@ -275,20 +279,6 @@ class Copies:
         self.docs = [self.docs[i] for i in used.tolist()]
         self.sizes = [self.sizes[i] for i in used.tolist()]
         self.columns = [(rows, seqs, which.astype(np.int64))]
-
-    def _fold_row(self, row: int) -> None:
-        """One subscription's copies kept into its mailbox, and out of the columns."""
-        if self.columns:
-            rows, seqs, which = self._columns()
-            mine = rows == row
-            if mine.any():
-                at = np.flatnonzero(mine)
-                at = at[np.argsort(seqs[at], kind="stable")]
-                self._apply(rows[at], which[at])
-                self.alerts -= len(at)
-                left = (rows[~mine], seqs[~mine], which[~mine])
-                self.columns = [left] if self.alerts else []
-        _acknowledged(self.objs[row].box, int(self.first[row]))
 
     def _columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The columns kept, as one chunk."""
@@ -324,22 +314,11 @@ class Copies:
                 box.seen.update(named[kept:e])
 
 
-def _acknowledged(box, first: int) -> None:
-    if first > box.first:
-        box.pop(first - box.first)
-
-
 def _plain(sub: Subscription, serves: Callable[[int], bool]) -> bool:
     box = sub.box
     if not sub.key or box.early or box.unheld or box.pending or box.told is not None:
         return False
     return not serves(sub.key)
-
-
-def _documents(batch: pb.AlertBatch) -> list[AlertDoc]:
-    n = len(batch.docnos)
-    titles, snippets = batch.titles or [""] * n, batch.snippets or [""] * n
-    return list(zip(batch.docnos, titles, snippets))
 
 
 def numbers(

@@ -17,7 +17,7 @@ from chord.node import Call, Op, PeerUnreachable
 from chord.proto import chord_pb2 as chord_pb
 from cqengine.core.checks import per_document
 from cqengine.core.context import Context
-from cqengine.core.mailboxes import AlertDoc, Mailbox, Subscription, numbered_runs
+from cqengine.core.mailboxes import AlertDoc, Mailbox, Subscription, batch_documents, numbered_runs
 from cqengine.proto import cqengine_pb2 as pb
 
 Copy = Callable[[pb.Records], Op]  # records to my replicas (Replication.copy)
@@ -106,15 +106,13 @@ class Home:
         """The batch's alerts into the mailboxes of the subscriptions I serve."""
         ctx = self.ctx
         subs = batch.subscription_ids
-        n = len(batch.docnos)
         counts = per_document(batch.counts, len(subs))
-        titles, snippets = batch.titles or [""] * n, batch.snippets or [""] * n
         start = 0
         subscriptions = ctx.subscriptions
         limit = ctx.settings.mailbox_bytes
         runs: Runs = []
         unknown = False  # a subscription whose record has not reached me yet
-        for doc, c in zip(zip(batch.docnos, titles, snippets), counts):
+        for doc, c in zip(batch_documents(batch), counts):
             took, numbers = [], []
             for sub_id in subs[start : start + c]:
                 sub = subscriptions.get(sub_id)  # None: unsubscribed meanwhile, or not here yet

@@ -118,24 +118,25 @@ class Mailbox:
             else:
                 docs = [queue.popleft() for _ in range(n)]
             self.size -= sum(map(cost, docs))
-            docnos = [doc[0] for doc in docs]
-            over = len(acked) + n - limits.SEEN_KEPT  # pushed out: the oldest of both
-            if over > 0:
-                self.seen.difference_update(islice(chain(acked, docnos), over))
-            acked.extend(docnos)
+            self._remember_all([doc[0] for doc in docs])
         self.first += n
 
     def passed(self, docnos: list[str]) -> None:
         """Alerts numbered on from next, of these documents, acknowledged before this copy
         of an empty mailbox held them (a replica folding copies it kept as columns): they
         are remembered as pop would leave them, never queued."""
-        n, acked = len(docnos), self.acked
         self.seen.update(docnos)
-        over = len(acked) + n - limits.SEEN_KEPT  # pushed out: the oldest of both
+        self._remember_all(docnos)
+        self.first += len(docnos)
+
+    def _remember_all(self, docnos: list[str]) -> None:
+        """Documents acknowledged, in order of number, remembered as `_remember` does one
+        by one: those pushed out of the memory (the oldest of both) are no longer seen."""
+        acked = self.acked
+        over = len(acked) + len(docnos) - limits.SEEN_KEPT
         if over > 0:
             self.seen.difference_update(islice(chain(acked, docnos), over))
         acked.extend(docnos)
-        self.first += n
 
     def saw(self, docnos: Iterable[str], first: int | None = None) -> None:
         """Another copy's latest acknowledged, numbered up to `first` - 1 (None: as mine
@@ -381,17 +382,23 @@ def numbered_runs(runs: Sequence[tuple[AlertDoc, Sequence[int], Sequence[int]]])
     return batch
 
 
+def batch_documents(batch: pb.AlertBatch) -> list[AlertDoc]:
+    """An alert batch's documents, as its alerts say them (no titles or snippets sent:
+    empty ones)."""
+    n = len(batch.docnos)
+    titles, snippets = batch.titles or [""] * n, batch.snippets or [""] * n
+    return list(zip(batch.docnos, titles, snippets))
+
+
 def numbered_documents(
     batch: pb.AlertBatch,
 ) -> Iterator[tuple[AlertDoc, Sequence[int], Sequence[int]]]:
     """A numbered batch's documents, each with the subscriptions it alerts and their
     alerts' numbers."""
-    n = len(batch.docnos)
-    titles, snippets = batch.titles or [""] * n, batch.snippets or [""] * n
     counts = batch.counts or [len(batch.subscription_ids)]
     subs, seqs = batch.subscription_ids, batch.seqs
     at = 0
-    for doc, c in zip(zip(batch.docnos, titles, snippets), counts):
+    for doc, c in zip(batch_documents(batch), counts):
         yield doc, subs[at : at + c], seqs[at : at + c]
         at += c
 
