@@ -185,6 +185,11 @@ ENGINE_FLAGS = {  # option -> (Settings field, type, help; engine_options states
         count,
         "longest query text accepted, checked before it is analyzed",
     ),
+    "--max-alternatives": (
+        "max_alternatives",
+        count,
+        "alternatives a query may expand to (its OR groups multiplied out)",
+    ),
     "--mailbox-bytes": (
         "mailbox_bytes",
         count,

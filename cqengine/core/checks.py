@@ -272,7 +272,13 @@ def _get_bloom(settings: Settings, req: pb.BloomRequest) -> str | None:
 
 def _term_dialogue(settings: Settings, req: pb.DialogueRequest) -> str | None:
     n = len(req.doc_keys)
-    return documents_problem(n) or split_problem(req.counts, len(req.ids), n, "ids")
+    lengths, docs = req.phrase_lengths, req.phrase_docs
+    phrased = sum(lengths)
+    if len(docs) != len(lengths) or phrased > len(req.ids):
+        return f"{len(lengths)} phrases of {phrased} ids do not fit {len(docs)} documents named"
+    if lengths and (min(lengths) < 2 or max(docs) >= n):
+        return "a phrase of fewer than 2 ids, or of a document not asked about"
+    return documents_problem(n) or split_problem(req.counts, len(req.ids) - phrased, n, "ids")
 
 
 def _matched(settings: Settings, req: pb.MatchedRequest) -> str | None:

@@ -86,13 +86,17 @@ class DN:
     def publish(self, docno: str, text: bytes, title: str = "") -> Op:
         """Analyze and publish one document, a batch of one; EngineError if refused."""
         doc = prepare(docno, text, title, self.ctx.settings.max_document_bytes)
-        return (yield from self.publish_terms(doc.docno, doc.terms, doc.title, doc.snippet))
+        return (yield from self.publish_one(doc))
 
     def publish_terms(
         self, docno: str, terms: Sequence[str], title: str = "", snippet: str = ""
     ) -> Op:
         """Publish one document already analyzed (by `analyze`, here or in a Spark job)."""
-        (reply,) = yield from self.publish_batch([Document(docno, terms, title, snippet)])
+        return (yield from self.publish_one(Document(docno, terms, title, snippet)))
+
+    def publish_one(self, doc: Document) -> Op:
+        """A batch of one; EngineError if refused."""
+        (reply,) = yield from self.publish_batch([doc])
         if isinstance(reply, EngineError):
             raise reply
         return reply
@@ -148,7 +152,8 @@ class DN:
                     docno=doc.docno,
                     title=doc.title,
                     snippet=doc.snippet,
-                    ids=sorted(doc.ids),
+                    ids=doc.sorted_ids().tolist(),
+                    sequence=doc.held_sequence(),  # for phrase questions, if it takes over
                 )
             took = yield from self._copied(held)
             if not took and not ctx.chord.table.alone():

@@ -24,19 +24,21 @@ from cqengine.core.postings import FEW, member
 from cqengine.core.resolution import pack_bits
 from cqengine.core.settings import Settings
 from cqengine.proto import cqengine_pb2 as pb
-from cqengine.text.analysis import analyze, term_id
+from cqengine.text.analysis import analyze_sequence, term_id
 
 
 @dataclass(frozen=True)
 class Document:
     """A document ready to publish: its docno, its analyzed terms (and their ids, if known
-    already), and what its alerts carry."""
+    already), what its alerts carry, and its term sequence (what phrases match; None:
+    its terms, in their order)."""
 
     docno: str
     terms: Sequence[str]
     title: str = ""
     snippet: str = ""
     ids: frozenset[int] | None = None
+    sequence: Sequence[str] | None = None
 
 
 def prepare(docno: str, text: bytes, title: str, limit: int) -> Document:
@@ -53,8 +55,10 @@ def prepare(docno: str, text: bytes, title: str, limit: int) -> Document:
         raise EngineError(
             "INVALID_ARGUMENT", f"document {docno} is not UTF-8 (bad byte at offset {e.start})"
         ) from None
-    terms = analyze(f"{title}\n{body}")
-    return Document(docno, terms, title, snippet(body), frozenset(map(term_id, terms)))
+    sequence = analyze_sequence(f"{title}\n{body}")
+    terms = list(dict.fromkeys(sequence))
+    ids = frozenset(map(term_id, terms))
+    return Document(docno, terms, title, snippet(body), ids, sequence)
 
 
 def snippet(body: str) -> str:
@@ -78,6 +82,7 @@ class PublishedDoc:
     title: str
     snippet: str
     ids: frozenset[int]
+    sequence: np.ndarray | None = None  # its term ids in order (uint64); None: unknown
     _bloom: bytes | None = None
     _sorted: np.ndarray | None = None
 
@@ -94,9 +99,28 @@ class PublishedDoc:
         """Which of these ids the document has (Term Dialogue's answer)."""
         if len(ids) <= FEW:
             return [y in self.ids for y in ids]
+        return member(np.array(ids, dtype=np.uint64), self.sorted_ids())
+
+    def sorted_ids(self) -> np.ndarray:
         if self._sorted is None:
             self._sorted = np.array(sorted(self.ids), dtype=np.uint64)
-        return member(np.array(ids, dtype=np.uint64), self._sorted)
+        return self._sorted
+
+    def has_phrase(self, ids: Sequence[int]) -> bool:
+        """Do these term ids stand in a row in its term sequence?"""
+        seq, n = self.sequence, len(ids)
+        if seq is None or n > len(seq):
+            return False
+        at = np.flatnonzero(seq[: len(seq) - n + 1] == np.uint64(ids[0]))
+        for j in range(1, n):
+            at = at[seq[at + j] == np.uint64(ids[j])]
+        return len(at) > 0
+
+    def held_sequence(self) -> list[int]:
+        """Its term sequence as places in its sorted ids (a held copy's)."""
+        if self.sequence is None:
+            return []
+        return self.sorted_ids().searchsorted(self.sequence).tolist()
 
 
 class Documents:
@@ -123,7 +147,9 @@ class Documents:
                 "INVALID_ARGUMENT", f"a document needs a docno of 1-{limits.MAX_DOCNO} characters"
             )
         ids = doc.ids if doc.ids is not None else frozenset(map(term_id, doc.terms))
-        kept = PublishedDoc(self.new_id(), docno, doc.title, doc.snippet, ids)
+        terms = doc.terms if doc.sequence is None else doc.sequence
+        sequence = np.fromiter(map(term_id, terms), dtype=np.uint64, count=len(terms))
+        kept = PublishedDoc(self.new_id(), docno, doc.title, doc.snippet, ids, sequence)
         self._add(kept)
         return kept
 
@@ -132,6 +158,8 @@ class Documents:
         doc = self.docs.get(d.key)
         if doc is None:
             doc = PublishedDoc(d.key, d.docno, d.title, d.snippet, frozenset(d.ids))
+            if d.sequence:
+                doc.sequence = np.array(d.ids, dtype=np.uint64)[list(d.sequence)]
             self._add(doc)
         return doc
 
@@ -151,8 +179,15 @@ class Documents:
         )
 
     def on_term_dialogue(self, req: pb.DialogueRequest) -> pb.DialogueReply:
-        keys, ids = req.doc_keys, req.ids
-        docs = [self.docs.get(key) for key in keys]
+        docs = [self.docs.get(key) for key in req.doc_keys]
+        if req.phrase_lengths:
+            return _with_phrases(req, docs)
+        return self.terms_present(req, docs)
+
+    @staticmethod
+    def terms_present(req: pb.DialogueRequest, docs: list[PublishedDoc | None]) -> pb.DialogueReply:
+        """Which of its ids each document holds."""
+        ids = req.ids
         found = [doc is not None for doc in docs]
         if len(docs) == 1:
             doc = docs[0]
@@ -168,3 +203,18 @@ class Documents:
             start += n
         flat = np.concatenate(flags) if flags else np.zeros(0, dtype=bool)
         return pb.DialogueReply(found=found, present=np.packbits(flat, bitorder="little").tobytes())
+
+
+def _with_phrases(req: pb.DialogueRequest, docs: list[PublishedDoc | None]) -> pb.DialogueReply:
+    """A Term Dialogue request with phrase questions after its ids (the last round:
+    cqengine.core.conditions): which ids each document holds, which phrases."""
+    n = len(req.ids) - sum(req.phrase_lengths)  # checked (cqengine.core.checks)
+    flags, at = [], n
+    for d, length in zip(req.phrase_docs, req.phrase_lengths):
+        doc = docs[d]
+        flags.append(doc is not None and doc.has_phrase(req.ids[at : at + length]))
+        at += length
+    terms = pb.DialogueRequest(doc_keys=req.doc_keys, ids=req.ids[:n], counts=req.counts)
+    reply = Documents.terms_present(terms, docs)
+    reply.phrases = pack_bits(flags)
+    return reply

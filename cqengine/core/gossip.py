@@ -18,6 +18,7 @@ from chord.routing import NodeRef
 from cqengine.core.context import Context
 from cqengine.core.errors import EngineError
 from cqengine.core.placement import Placement
+from cqengine.core.queries import entry_slot
 from cqengine.core.synopsis import Synopsis
 from cqengine.proto import cqengine_pb2 as pb
 
@@ -80,7 +81,7 @@ class Gossip:
                 if id(e) in leaving:
                     continue
                 pairs = list(zip(e.term_ids, e.terms))
-                new_key = pairs[self.placement.choose(pairs, e.subscription_id)][0]
+                new_key = pairs[self.placement.choose(pairs, entry_slot(e))][0]
                 if new_key == key:
                     continue
                 moved = pb.QueryEntry()
@@ -109,8 +110,8 @@ class Gossip:
                 keep.append((until, key, e))
             elif not ctx.replicated:
                 ctx.index.remove(key, lambda old, e=e: old is e)
-            elif ctx.store.delete_entry(key, e.subscription_id, e.version):
-                tomb = pb.QueryEntry(subscription_id=e.subscription_id, version=e.version)
+            elif ctx.store.delete_entry(key, entry_slot(e), e.version):
+                tomb = pb.QueryEntry(subscription_id=entry_slot(e), version=e.version)
                 gone.entries.add(key=key, entry=tomb, deleted=ctx.store.clock())
         self.retiring = keep
         if gone.entries:

@@ -271,6 +271,14 @@ class Subscription:
     # (cqengine.core.copies), and its place there
     copies: Any = field(default=None, repr=False, compare=False)
     at: int = field(default=-1, repr=False, compare=False)
+    # its query in the query language, and where each alternative is indexed; "" and ():
+    # a conjunction of `terms`, indexed under `index_id` (cqengine.core.queries)
+    query: str = ""
+    index_ids: tuple[int, ...] = ()
+
+    def indexed(self) -> list[tuple[int, int]]:
+        """(alternative, its index key) of each of its entries."""
+        return list(enumerate(self.index_ids)) if self.index_ids else [(0, self.index_id)]
 
     @property
     def mailbox(self) -> Mailbox:
@@ -334,6 +342,8 @@ def home_record(
         record.index_id = sub.index_id
         record.index_term = sub.index_term
         record.seen.extend(box.acked)
+        record.query = sub.query
+        record.index_ids.extend(sub.index_ids)
     record.docnos.extend(d[0] for d in docs)
     if any(d[1] for d in docs):
         record.titles.extend(d[1] for d in docs)
@@ -359,6 +369,8 @@ def subscription_of(record: pb.HomeRecord) -> Subscription:
         record.index_term,
         Mailbox(first=record.first),
         record.key,
+        query=record.query,
+        index_ids=tuple(record.index_ids),
     )
 
 

@@ -25,27 +25,35 @@ from cqengine.core.context import Context
 from cqengine.core.errors import LEAVING, EngineError
 from cqengine.core.indexing import chooser
 from cqengine.core.mailboxes import Subscription, home_record, token_hash
+from cqengine.core.queries import (
+    Query,
+    analyze_query,
+    conjunction,
+    entry_of,
+    entry_slot,
+    slot,
+)
 from cqengine.core.settings import Settings
 from cqengine.proto import cqengine_pb2 as pb
-from cqengine.text.analysis import analyze, term_id
+from cqengine.text.analysis import term_id
 
 NO_TOKEN = bytes(32)  # compared with when no subscription has the id: no token hashes to it
 MOVING = "the ring's ownership kept changing; try again"
 Copy = Callable[[pb.Records], Op]  # records to my replicas (Replication.copy)
-Analyzed = list[str] | EngineError  # a query's terms, or why it was refused before analysis
+Analyzed = Query | EngineError  # a query analyzed, or why it was refused
 
 
-def analyzed(settings: Settings, text: str) -> list[str]:
-    """A query's terms; refused before the work of analyzing it if its text is too long."""
+def analyzed(settings: Settings, text: str) -> Query:
+    """A query analyzed; refused before the work of analyzing it if its text is too long."""
     size = len(text.encode("utf-8"))
     limit = settings.max_query_bytes
     if size > limit:
         raise EngineError("INVALID_ARGUMENT", f"the query has {size} bytes; the limit is {limit}")
-    return analyze(text)
+    return analyze_query(text, settings.max_alternatives)
 
 
 def analyze_all(settings: Settings, texts: Sequence[str]) -> list[Analyzed]:
-    """Each query's terms, or why it is refused: what `subscribe_analyzed` takes (touching
+    """Each query analyzed, or why it is refused: what `subscribe_analyzed` takes (touching
     no node, so a live node runs it in a worker thread)."""
     out: list[Analyzed] = []
     for text in texts:
@@ -95,27 +103,38 @@ class Placement:
     # ---- a subscriber's requests ---------------------------------------------------------
 
     def subscribe(self, text: str) -> Op:
-        return (yield from self.subscribe_terms(analyzed(self.ctx.settings, text)))
+        return (yield from self.subscribe_query(analyzed(self.ctx.settings, text)))
 
     def subscribe_terms(self, terms: list[str]) -> Op:
-        """Subscribe a query already analyzed (by `analyze`, here or in a Spark job)."""
-        ctx = self.ctx
-        if ctx.stopping:
-            raise EngineError("UNAVAILABLE", LEAVING)
+        """Subscribe a conjunction of terms already analyzed (by `analyze`, here or in a
+        Spark job)."""
         why = terms_problem(terms)
         if why is not None:
             raise why
-        sub, entry, token = self._new(terms)  # homed before placing: an alert may come at once
+        return (yield from self.subscribe_query(conjunction(terms)))
+
+    def subscribe_query(self, query: Query) -> Op:
+        """Subscribe a query analyzed (`analyzed`): each of its alternatives indexed."""
+        ctx = self.ctx
+        if ctx.stopping:
+            raise EngineError("UNAVAILABLE", LEAVING)
+        sub, entries, token = self._new(query)  # homed before placing: an alert may come at once
         try:
-            yield from self.at_owner(entry.index_id, "Index", pb.IndexRequest(entry=entry))
+            if len(entries) == 1:
+                request = pb.IndexRequest(entry=entries[0])
+                yield from self.at_owner(entries[0].index_id, "Index", request)
+            elif (yield from self.at_owners(entries)):
+                raise EngineError("UNAVAILABLE", MOVING)
         except BaseException:
             del ctx.subscriptions[sub.id]
+            if len(entries) > 1:  # those placed go again
+                ctx.host.spawn(self._unindexed(sub))
             raise
         if ctx.replicated:  # the home's replicas take over if it fails
             yield from self.copy(pb.Records(homes=[home_record(sub)]))
         if ctx.journal is not None:  # placed: from now on it must outlive the process
             ctx.journal.subscribed(sub)
-        return self._reply(sub, token, self._contacts())
+        return self._reply(sub, query, token, self._contacts())
 
     def subscribe_many(self, texts: Sequence[str]) -> Op:
         """Subscribe a batch of queries (`subscribe_analyzed`, analyzing them here)."""
@@ -132,64 +151,71 @@ class Placement:
             raise EngineError("UNAVAILABLE", LEAVING)
         check_batch(len(queries))
         results: list[pb.SubscribeReply | EngineError | None] = []
-        new: dict[int, tuple[int, Subscription, pb.QueryEntry, str]] = {}
-        for i, terms in enumerate(queries):
-            why = terms if isinstance(terms, EngineError) else terms_problem(terms)
-            results.append(why)  # a placeholder while the query is placed
-            if why is None:
-                sub, entry, token = self._new(terms)
-                new[sub.id] = (i, sub, entry, token)
+        new: dict[int, tuple[int, Subscription, list[pb.QueryEntry], str, Query]] = {}
+        for i, query in enumerate(queries):
+            results.append(query if isinstance(query, EngineError) else None)  # placeholders
+            if isinstance(query, Query):
+                sub, entries, token = self._new(query)
+                new[sub.id] = (i, sub, entries, token, query)
         try:
-            unplaced = yield from self.at_owners([entry for _, _, entry, _ in new.values()])
+            unplaced = yield from self.at_owners([e for n in new.values() for e in n[2]])
         except BaseException:
             for sub_id in new:
                 del ctx.subscriptions[sub_id]
             raise
-        for sub_id in unplaced:
-            results[new.pop(sub_id)[0]] = EngineError("UNAVAILABLE", MOVING)
+        for sub_id in dict.fromkeys(unplaced):
+            i, sub, entries, _, _ = new.pop(sub_id)
+            results[i] = EngineError("UNAVAILABLE", MOVING)
             del ctx.subscriptions[sub_id]
-        placed = [sub for _, sub, _, _ in new.values()]
+            if len(entries) > 1:  # those placed go again
+                ctx.host.spawn(self._unindexed(sub))
+        placed = [n[1] for n in new.values()]
         if ctx.replicated and placed:
             yield from self.copy(pb.Records(homes=[home_record(sub) for sub in placed]))
         if ctx.journal is not None:
             for sub in placed:
                 ctx.journal.subscribed(sub)
         contacts = self._contacts()
-        for i, sub, _, token in new.values():
-            results[i] = self._reply(sub, token, contacts)
+        for i, sub, _, token, query in new.values():
+            results[i] = self._reply(sub, query, token, contacts)
         return results
 
-    def _new(self, terms: list[str]) -> tuple[Subscription, pb.QueryEntry, str]:
-        """A new subscription of these (checked) terms, homed here; its index entry and
-        token."""
+    def _new(self, query: Query) -> tuple[Subscription, list[pb.QueryEntry], str]:
+        """A new subscription of this (checked) query, homed here; its index entries (one
+        per alternative) and token."""
         ctx = self.ctx
-        pairs = sorted((term_id(t), t) for t in terms)
         sub_id = ctx.host.new_id()
         while sub_id in ctx.subscriptions:  # never two alike here (64 random bits: never)
             sub_id = ctx.host.new_id()
-        x, index_term = pairs[self.choose(pairs, sub_id)]
         key = ctx.me.id if ctx.replicated else 0  # its home key: mine
-        entry = pb.QueryEntry(
-            subscription_id=sub_id,
-            term_ids=[p[0] for p in pairs],
-            terms=[p[1] for p in pairs],
-            index_id=x,
-            home=ctx.me.address,
-            home_id=key,
-        )
+        entries = []
+        for i, alt in enumerate(query.alternatives):
+            entry = entry_of(alt, i)
+            pairs = list(zip(entry.term_ids, entry.terms))
+            entry.index_id = pairs[self.choose(pairs, slot(sub_id, i))][0]
+            entry.subscription_id, entry.home, entry.home_id = sub_id, ctx.me.address, key
+            entries.append(entry)
+        first = entries[0]
         token = secrets.token_hex(16)
-        sub = Subscription(sub_id, token_hash(token), terms, x, index_term, key=key)
+        sub = Subscription(
+            sub_id, token_hash(token), list(query.terms), first.index_id, "", key=key
+        )
+        sub.index_term = first.terms[list(first.term_ids).index(first.index_id)]
+        if not query.plain:
+            sub.query, sub.index_ids = query.text, tuple(e.index_id for e in entries)
         ctx.subscriptions[sub_id] = sub
-        return sub, entry, token
+        return sub, entries, token
 
     def _contacts(self) -> list[str]:
         """My successors: where a subscriber asks when I am gone."""
         me = self.ctx.me
         return [s.address for s in self.ctx.chord.table.successors if s != me]
 
-    def _reply(self, sub: Subscription, token: str, contacts: list[str]) -> pb.SubscribeReply:
+    def _reply(
+        self, sub: Subscription, query: Query, token: str, contacts: list[str]
+    ) -> pb.SubscribeReply:
         ctx = self.ctx
-        return pb.SubscribeReply(
+        reply = pb.SubscribeReply(
             subscription_id=sub.id,
             token=token,
             terms=sub.terms,
@@ -197,7 +223,13 @@ class Placement:
             home=ctx.me.address,
             home_id=sub.key,
             contacts=contacts,
+            query=query.text,
+            dropped=query.dropped,
         )
+        for alt, (_, key) in zip(query.alternatives, sub.indexed()):
+            index_term = next(t for t in alt.terms if term_id(t) == key)
+            reply.alternatives.add(query=alt.show(), index_term=index_term)
+        return reply
 
     def unsubscribe(self, sub_id: int, token: str) -> Op:
         ctx = self.ctx
@@ -211,14 +243,25 @@ class Placement:
             del ctx.subscriptions[sub_id]  # no alert reaches it from now on
             if ctx.journal is not None:
                 ctx.journal.unsubscribed(sub_id, 0, 0.0)
-        # a gossiped synopsis may have moved the entry under any of the query's terms
-        gossiped = ctx.settings.gossiped
-        keys = sorted({term_id(t) for t in sub.terms}) if gossiped else [sub.index_id]
-        for key in keys:
-            yield from self.at_owner(
-                key, "Unindex", pb.UnindexRequest(index_id=key, subscription_id=sub_id)
-            )
+        yield from self._unindexed(sub)
         return pb.UnsubscribeReply()
+
+    def _unindexed(self, sub: Subscription) -> Op:
+        """Every entry of the subscription removed (tombstoned, replicated), one request
+        per key."""
+        by_key: dict[int, list[int]] = {}
+        if self.ctx.settings.gossiped:  # a gossiped synopsis may have moved an entry under
+            every = [i for i, _ in sub.indexed()]  # any of its query's terms
+            for t in sub.terms:
+                by_key[term_id(t)] = every
+        else:
+            for i, key in sub.indexed():
+                by_key.setdefault(key, []).append(i)
+        for key, alternatives in sorted(by_key.items()):
+            request = pb.UnindexRequest(index_id=key, subscription_id=sub.id)
+            if alternatives != [0]:
+                request.alternatives.extend(alternatives)
+            yield from self.at_owner(key, "Unindex", request)
 
     def authorized(self, sub_id: int, token: str) -> Subscription:
         """The subscription, if its token is right and I serve it (its home, not a replica).
@@ -319,15 +362,22 @@ class Placement:
         ctx = self.ctx
         if not ctx.chord.table.owns(req.index_id):
             return pb.IndexReply(owner=False)
-        if ctx.replicated:  # a tombstone that beats every version of the entry
-            gone = pb.QueryEntry(
-                subscription_id=req.subscription_id, version=limits.DELETED_FOREVER
-            )
+        slots = [slot(req.subscription_id, i) for i in req.alternatives or [0]]
+        if ctx.replicated:  # tombstones that beat every version of the entries
+            when = ctx.store.clock()
             return self._placed(
-                [pb.EntryRecord(key=req.index_id, entry=gone, deleted=ctx.store.clock())]
+                [
+                    pb.EntryRecord(
+                        key=req.index_id,
+                        entry=pb.QueryEntry(subscription_id=s, version=limits.DELETED_FOREVER),
+                        deleted=when,
+                    )
+                    for s in slots
+                ]
             )
-        if ctx.index.holds(req.index_id, req.subscription_id):
-            ctx.index.remove(req.index_id, lambda e: e.subscription_id == req.subscription_id)
+        for s in slots:
+            if ctx.index.holds(req.index_id, s):
+                ctx.index.remove(req.index_id, lambda e, s=s: entry_slot(e) == s)
         return pb.IndexReply(owner=True)
 
     def _placed(self, records: list[pb.EntryRecord], moved: Sequence[int] = ()) -> Op:

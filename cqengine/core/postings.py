@@ -27,6 +27,7 @@ import numpy as np
 from chord.store import SortedKeyStore
 from cqengine.core.bloom import positions_array
 from cqengine.core.journal import Journal
+from cqengine.core.queries import entry_slot
 from cqengine.proto import cqengine_pb2 as pb
 
 Rarity = Callable[[int, str], float]  # (term id, term) -> document frequency
@@ -87,7 +88,7 @@ class Block:
         same order, so there blocks holding the same queries are the same."""
         if self._subscriptions is None:
             self._subscriptions = np.fromiter(
-                (e.subscription_id for e in self.entries), dtype=np.uint64, count=len(self.entries)
+                map(entry_slot, self.entries), dtype=np.uint64, count=len(self.entries)
             ).tobytes()
         return self._subscriptions
 
@@ -252,22 +253,23 @@ class InvertedIndex(SortedKeyStore):
             raise ValueError(f"a block of {len(block)} queries for a list of {held} at {key}")
         self._blocks[key] = block
 
-    def holds(self, key: int, subscription_id: int) -> bool:
-        return subscription_id in self._subs.get(key, ())
+    def holds(self, key: int, slot: int) -> bool:
+        return slot in self._subs.get(key, ())
 
-    def entry(self, key: int, subscription_id: int) -> pb.QueryEntry | None:
-        return self._subs.get(key, {}).get(subscription_id)
+    def entry(self, key: int, slot: int) -> pb.QueryEntry | None:
+        return self._subs.get(key, {}).get(slot)
 
     def versions_in(self, lo: int, hi: int) -> Iterator[tuple[int, int, int]]:
-        """(key, subscription, version) of each entry under keys in (lo, hi]."""
+        """(key, slot, version) of each entry under keys in (lo, hi]."""
         for key in self.keys_in(lo, hi):
             for sub, e in self._subs.get(key, {}).items():
                 yield key, sub, e.version
 
     def replace(self, key: int, entry: pb.QueryEntry) -> None:
-        """Index the entry under key, instead of any entry of its subscription there."""
-        if self.holds(key, entry.subscription_id):
-            self.remove(key, lambda old: old.subscription_id == entry.subscription_id)
+        """Index the entry under key, instead of any entry of its slot there."""
+        at = entry_slot(entry)
+        if self.holds(key, at):
+            self.remove(key, lambda old: entry_slot(old) == at)
         self.put(key, entry)
 
     def put(self, key: int, value: pb.QueryEntry) -> None:
@@ -275,7 +277,7 @@ class InvertedIndex(SortedKeyStore):
         self._held = None
         self._blocks.pop(key, None)
         self._forget_merged()
-        self._subs.setdefault(key, {})[value.subscription_id] = value
+        self._subs.setdefault(key, {})[entry_slot(value)] = value
         super().put(key, value)
         if self.journal is not None:
             self.journal.indexed(key, value)
@@ -287,14 +289,14 @@ class InvertedIndex(SortedKeyStore):
 
     def remove(self, key: int, match) -> int:
         subs = (
-            {e.subscription_id for e in self._values.get(key, ()) if match(e)}
+            {entry_slot(e) for e in self._values.get(key, ()) if match(e)}
             if self.journal is not None
             else None
         )
         gone = super().remove(key, match)
         if gone:
             self._changed(key)
-            if subs is not None:  # an entry of the same subscription may stay (re-indexing)
+            if subs is not None:  # an entry of the same slot may stay (re-indexing)
                 self.journal.unindexed(key, subs - self._subs.get(key, {}).keys())
         return gone
 
@@ -313,7 +315,7 @@ class InvertedIndex(SortedKeyStore):
         self._forget_merged()
         left = self._values.get(key)
         if left:
-            self._subs[key] = {e.subscription_id: e for e in left}
+            self._subs[key] = {entry_slot(e): e for e in left}
         else:
             self._subs.pop(key, None)
 

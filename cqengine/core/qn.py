@@ -21,6 +21,8 @@ import numpy as np
 
 from chord.node import Call, Op, PeerUnreachable
 from cqengine.core.bloom import BloomFilter, received_filter
+from cqengine.core.conditions import Conditions
+from cqengine.core.conditions import request as request_of
 from cqengine.core.context import Context
 from cqengine.core.knowledge import Knowledge, knowledge
 from cqengine.core.resolution import Resolver, unpack_many
@@ -81,7 +83,7 @@ class QN:
         ctx = self.ctx
         if ctx.observer is not None:
             ctx.observer.on_matched(ctx, h, matched)
-        found = [(d, entries) for d, entries in enumerate(matched) if entries]
+        found = [(d, _one_each(entries)) for d, entries in enumerate(matched) if entries]
         if not found and not h.share:
             return
         n = sum(len(entries) for _, entries in found)
@@ -115,6 +117,14 @@ class QN:
             return None
 
 
+def _one_each(entries: list[pb.QueryEntry]) -> list[pb.QueryEntry]:
+    """One entry per subscription: a document that matches two alternatives of a query is
+    one alert (a home also takes each document once)."""
+    if len(entries) < 2 or len({e.subscription_id for e in entries}) == len(entries):
+        return entries
+    return list({e.subscription_id: e for e in entries}.values())
+
+
 @dataclass
 class Ask:
     """A request of a round: one QN's to the DN of one announcement it heard, about those
@@ -127,6 +137,7 @@ class Ask:
     request: Any
     reply: Any = None  # None: not answered yet, or the DN failed
     answered: bool = False
+    conditions: bool = False  # the last round's: negated terms and phrases
 
 
 class Resolution:
@@ -147,6 +158,9 @@ class Resolution:
                 if lists:
                     self.parts.append((g, d))
                     inputs.append((lists, qn.knowledge(doc)))
+        self.knows = [know for _, know in inputs]
+        self.filters: dict[int, BloomFilter | None] = {}  # per part, the DN's (by filter)
+        self.conditions: Conditions | None = None  # once every part's terms are settled
         self.settings = self.heard[0][0].ctx.settings if self.heard else None  # the ring's
         self.step: Resolver | None = None
         if self.parts:
@@ -176,6 +190,8 @@ class Resolution:
                 return asks
             step.rule_out(step.passes([]))  # none to ask: none ruled out
         self._asked = asked = step.questions()  # (part, where its ids are among the terms, ids)
+        if not asked:
+            return self._condition_asks()
         asks = []
         for run in self._by_announcement(range(len(asked))):
             ps = [asked[i][0] for i in run]
@@ -210,8 +226,31 @@ class Resolution:
             for p, found in enumerate(self.step.matched()):
                 if not self.failed[p]:
                     g, d = self.parts[p]
-                    out[g][d] = found
+                    out[g][d] = found if self.conditions is None else self.conditions.kept(p, found)
         return out
+
+    def _condition_asks(self) -> list[Ask]:
+        """The last round, once: the negated terms and phrases of the entries matched that
+        have any, asked where not known (cqengine.core.conditions)."""
+        if self.conditions is not None:
+            return []
+        found = [[] if failed else f for f, failed in zip(self.step.matched(), self.failed)]
+        self.conditions = conditions = Conditions(found, self.knows, self.filters)
+        asked = {p: (ids, phrases) for p, ids, phrases in conditions.questions()}
+        asks = []
+        for run in self._by_announcement(sorted(asked)):
+            ask = self._ask(
+                run,
+                "TermDialogue",
+                request_of([self._key(p) for p in run], [asked[p] for p in run]),
+            )
+            ask.conditions = True
+            ctx = ask.qn.ctx
+            ctx.count("asked:negated", sum(len(asked[p][0]) for p in run))
+            ctx.count("asked:phrases", sum(len(asked[p][1]) for p in run))
+            asks.append(ask)
+        self._round = asks
+        return asks
 
     def _learn(self) -> None:
         """What the last round's answers decide, for every part at once."""
@@ -221,6 +260,11 @@ class Resolution:
         if not all(ask.answered for ask in round_):
             raise RuntimeError("a resolution went on with requests of its round unanswered")
         step = self.step
+        if round_[0].conditions:
+            for ask in round_:
+                if ask.reply is not None:
+                    self._conditions_answered(ask)
+            return
         if round_[0].rpc == "GetBloom":
             step.rule_out(step.passes(self._received(round_)))
             return
@@ -230,6 +274,20 @@ class Resolution:
         ]
         counts = [len(ask.request.ids) for ask in round_]
         step.learn(np.concatenate([at for _, at, _ in self._asked]), unpack_many(vectors, counts))
+
+    def _conditions_answered(self, ask: Ask) -> None:
+        """A conditions round's reply: each part's share of its ids and phrases."""
+        req, reply = ask.request, ask.reply
+        phrases = len(req.phrase_lengths)
+        n = len(req.ids) - sum(req.phrase_lengths)
+        present = unpack_many([reply.present], [n]) if n else np.zeros(0, dtype=bool)
+        found = unpack_many([reply.phrases], [phrases]) if phrases else np.zeros(0, dtype=bool)
+        at = pat = 0
+        for p in ask.parts:
+            a = self.conditions.asking[p]
+            k, m = len(a.ids), len(a.phrases)
+            self.conditions.answer(p, present[at : at + k].tolist(), found[pat : pat + m].tolist())
+            at, pat = at + k, pat + m
 
     def _received(self, round_: list[Ask]) -> list[tuple[int, BloomFilter | None]]:
         """Each asking part's filter as its DN sent it; None where none came (its DN failed:
@@ -245,6 +303,7 @@ class Resolution:
                 filters.append(
                     (p, received_filter(s.bloom_bits, s.bloom_hashes, bits) if got else None)
                 )
+                self.filters[p] = filters[-1][1]
                 at += width if got else 0
         return filters
 

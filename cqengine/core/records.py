@@ -44,6 +44,7 @@ from cqengine.core.mailboxes import (
     subscription_of,
 )
 from cqengine.core.postings import InvertedIndex
+from cqengine.core.queries import entry_slot
 from cqengine.core.summaries import Entries, Homes
 from cqengine.proto import cqengine_pb2 as pb
 
@@ -83,9 +84,7 @@ class RecordStore:
         self.replicas = replicas
         self.clock = clock
         self.journal: Journal | None = None
-        self.tombstones: dict[
-            tuple[int, int], tuple[int, float]
-        ] = {}  # (key, sub) -> version, when
+        self.tombstones: dict[tuple[int, int], tuple[int, float]] = {}  # (key, slot): version, when
         self.gone: dict[int, tuple[int, float]] = {}  # unsubscribed: sub -> home key, when
         self.held: OrderedDict[int, pb.HeldBatch] = OrderedDict()  # batch name -> its documents
         self.held_since: dict[int, float] = {}  # batch name -> when its first copy was made
@@ -110,14 +109,14 @@ class RecordStore:
     def put_entry(self, key: int, entry: pb.QueryEntry, deleted: float = 0.0) -> bool:
         """Merge an entry record (a tombstone when `deleted`, the time it was made); whether
         it changed what is held."""
-        sub = entry.subscription_id
+        sub = entry_slot(entry)  # tombstones carry the slot as their subscription
         new = Rank(entry.version, deleted > 0)
         old = self.rank(key, sub)
         if old is not None and not old < new:
             return False
         if deleted:
             if self.index.holds(key, sub):
-                self.index.remove(key, lambda e: e.subscription_id == sub)
+                self.index.remove(key, lambda e: entry_slot(e) == sub)
             if self.clock() - deleted < limits.TOMBSTONE_TTL:
                 self.tombstones[(key, sub)] = (entry.version, deleted)
                 if self.journal is not None:

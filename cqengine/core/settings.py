@@ -17,6 +17,7 @@ from cqengine.core.indexing import STRATEGIES
 from cqengine.core.limits import MAILBOX_BYTES
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.analysis import term_id
+from cqengine.text.query import MAX_ALTERNATIVES
 
 RESOLUTIONS = ("td", "bf")
 REPLICAS = 3  # the command line's default: a record survives two nodes failing at once
@@ -37,6 +38,7 @@ class Settings:
     max_document_bytes: int = 1 << 20
     mailbox_bytes: int = MAILBOX_BYTES  # a subscription's alerts waiting, at most
     max_query_bytes: int = 4096  # a query's text, refused before it is analyzed
+    max_alternatives: int = MAX_ALTERNATIVES  # a query's, expanded (cqengine.text.query)
     seed: int = 0
     dialogue_batch: int = 1
     synopsis_k: int = 3000
@@ -61,6 +63,7 @@ class Settings:
         "max_document_bytes",
         "mailbox_bytes",
         "max_query_bytes",
+        "max_alternatives",
         "seed",
         "dialogue_batch",
         "synopsis_k",
@@ -91,6 +94,8 @@ class Settings:
             raise SettingsError("document size limit and dialogue batch must be positive")
         if self.mailbox_bytes <= 0 or self.max_query_bytes <= 0:
             raise SettingsError("a mailbox's and a query's size in bytes must be positive")
+        if not 1 <= self.max_alternatives <= 1024:
+            raise SettingsError(f"alternatives per query {self.max_alternatives} is outside 1-1024")
         if self.strategy == "oi" and self.df is None:
             raise SettingsError("strategy oi indexes by document frequency: give --stats FILE")
         if (
@@ -133,8 +138,10 @@ class Settings:
 
     @classmethod
     def from_pb(cls, msg: pb.EngineConfig) -> "Settings":
+        wire = {name: getattr(msg, name) for name in cls.WIRE}
+        wire["max_alternatives"] = msg.max_alternatives or MAX_ALTERNATIVES  # an older node's
         return cls(
-            **{name: getattr(msg, name) for name in cls.WIRE},
+            **wire,
             df=dict(msg.df) if msg.df else None,
             popular=frozenset(msg.popular.terms) if msg.HasField("popular") else None,
         ).validate()

@@ -1,7 +1,11 @@
 """The brute-force matcher: the oracle every alert is checked against.
 
-A query matches a document when every one of its analyzed terms is among the document's
-analyzed terms. No index, no pruning, no network: just sets.
+A query of terms matches a document when every one of them is among the document's
+analyzed terms. A query in the query language (cqengine.text.query) is read off its tree
+as parsed, straight from the README's definitions (`holds`): a word is present when its
+terms are (several terms: at consecutive places), a phrase likewise, NOT, AND and OR as
+they read, a word that analysis leaves no term of is left out of its group. No index,
+no alternatives, no pruning, no network: just sets and sequences.
 """
 
 from __future__ import annotations
@@ -9,12 +13,42 @@ from __future__ import annotations
 from collections import Counter
 from typing import Iterable, Mapping, Sequence
 
-from cqengine.text.analysis import analyze
+from cqengine.text.analysis import analyze, analyze_sequence
+from cqengine.text.query import And, Node, Not, Phrase, Word, parse
 
 
 def document_terms(text: str, title: str = "") -> frozenset[str]:
     """The terms a published document is matched on: its title and its text, as the DN reads it."""
     return frozenset(analyze(f"{title}\n{text}"))
+
+
+def document_sequence(text: str, title: str = "") -> list[str]:
+    """The document's term sequence, as its DN reads it (what phrases match)."""
+    return analyze_sequence(f"{title}\n{text}")
+
+
+def holds(query: str, sequence: Sequence[str]) -> bool:
+    """Does a document of this term sequence match the query?"""
+    return _value(parse(query), sequence, frozenset(sequence)) is True
+
+
+def _value(node: Node, sequence: Sequence[str], have: frozenset[str]) -> bool | None:
+    """The node's truth for the document; None if analysis leaves nothing of it."""
+    if isinstance(node, (Word, Phrase)):
+        terms = analyze_sequence(node.text if isinstance(node, Word) else " ".join(node.words))
+        if not terms:
+            return None
+        if len(terms) == 1:
+            return terms[0] in have
+        n = len(terms)
+        return any(list(sequence[i : i + n]) == terms for i in range(len(sequence) - n + 1))
+    if isinstance(node, Not):
+        inner = _value(node.of, sequence, have)
+        return None if inner is None else not inner
+    values = [v for v in (_value(p, sequence, have) for p in node.parts) if v is not None]
+    if not values:
+        return None
+    return all(values) if isinstance(node, And) else any(values)
 
 
 def document_frequencies(docs) -> Counter:

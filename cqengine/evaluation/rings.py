@@ -21,6 +21,7 @@ import numpy as np
 
 from cqengine.core.bloom import positions_array
 from cqengine.core.postings import Block, InvertedIndex, ask_order, objects
+from cqengine.core.queries import entry_slot
 from cqengine.core.settings import Settings
 from cqengine.evaluation import EvaluationError
 from cqengine.evaluation.inputs import Inputs
@@ -166,9 +167,9 @@ def compile_blocks(
     entries = objects([e for _, values in unbuilt for e in values])
     rows = []
     for e in entries:
-        row = orders.get(e.subscription_id)
+        row = orders.get(entry_slot(e))
         if row is None:
-            row = orders[e.subscription_id] = ask_order(e, index.rarity)
+            row = orders[entry_slot(e)] = ask_order(e, index.rarity)
         rows.append(row)
     blocks, start = [], 0
     for _, values in unbuilt:

@@ -38,10 +38,11 @@ import numpy as np
 from chord.live import StartupError
 from cqengine.core.limits import MAILBOX, SEEN_KEPT
 from cqengine.core.mailboxes import AlertDoc, Mailbox, Subscription
+from cqengine.core.queries import entry_slot
 from cqengine.proto import cqengine_pb2 as pb
 
 FILE = "node.sqlite"
-SCHEMA = "4"
+SCHEMA = "5"
 MIGRATIONS = {  # from a schema to the next
     "1": "ALTER TABLE subscriptions ADD COLUMN key INTEGER NOT NULL DEFAULT 0",
     # alert_runs is made with the other tables; an alert kept a row each in `alerts` is
@@ -49,6 +50,7 @@ MIGRATIONS = {  # from a schema to the next
     "2": "ALTER TABLE subscriptions ADD COLUMN since_run INTEGER NOT NULL DEFAULT 0",
     # ack_runs is made with the other tables; `first` in subscriptions holds on
     "3": "SELECT 1",
+    "4": "ALTER TABLE subscriptions ADD COLUMN query TEXT NOT NULL DEFAULT ''",
 }
 
 TABLES = """
@@ -60,7 +62,10 @@ CREATE TABLE IF NOT EXISTS subscriptions (
     key INTEGER NOT NULL DEFAULT 0,  -- its home key (0: homed here for good, not replicated)
     -- the first run that may hold its alerts: those before are of an earlier time it was
     -- here (it left, its alerts were left for a sweep to collect, and it came back)
-    since_run INTEGER NOT NULL DEFAULT 0
+    since_run INTEGER NOT NULL DEFAULT 0,
+    -- its query and each alternative's index key, as JSON [text, [keys]]; '': a
+    -- conjunction of its terms, indexed under index_id
+    query TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS tombstones (  -- entries deleted, kept until every replica has it
     key INTEGER NOT NULL, subscription_id INTEGER NOT NULL, version INTEGER NOT NULL,
@@ -71,7 +76,7 @@ CREATE TABLE IF NOT EXISTS gone (  -- subscriptions ended, likewise
 );
 CREATE TABLE IF NOT EXISTS entries (
     key INTEGER NOT NULL, subscription_id INTEGER NOT NULL, entry BLOB NOT NULL,
-    PRIMARY KEY (key, subscription_id)
+    PRIMARY KEY (key, subscription_id)  -- the entry's slot (cqengine.core.queries)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS alerts (  -- schema 2's alerts, a row each: read once, then runs
     subscription_id INTEGER NOT NULL, seq INTEGER NOT NULL, doc INTEGER NOT NULL,
@@ -182,11 +187,22 @@ class Storage:
         subs = {}
         since = {}
         acked = self._acknowledged()
-        for sub_id, token_hash, terms, index_id, index_term, first, key, run in self.db.execute(
-            "SELECT id, token_hash, terms, index_id, index_term, first, key, since_run"
+        for (
+            sub_id,
+            token_hash,
+            terms,
+            index_id,
+            index_term,
+            first,
+            key,
+            run,
+            query,
+        ) in self.db.execute(
+            "SELECT id, token_hash, terms, index_id, index_term, first, key, since_run, query"
             " FROM subscriptions"
         ):
             since[unsigned(sub_id)] = run
+            text, index_ids = json.loads(query) if query else ("", ())
             subs[sub_id] = Subscription(
                 unsigned(sub_id),
                 bytes(token_hash),
@@ -195,6 +211,8 @@ class Storage:
                 index_term,
                 Mailbox(first=acked.get(unsigned(sub_id), first)),
                 unsigned(key),
+                query=text,
+                index_ids=tuple(index_ids),
             )
         docs = {
             i: (docno, title, snippet)
@@ -272,8 +290,8 @@ class Storage:
     def subscribed(self, sub: Subscription) -> None:
         self.db.execute(
             "INSERT OR REPLACE INTO subscriptions"
-            " (id, token_hash, terms, index_id, index_term, first, key, since_run)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            " (id, token_hash, terms, index_id, index_term, first, key, since_run, query)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 signed(sub.id),
                 sub.token_hash,
@@ -283,6 +301,7 @@ class Storage:
                 sub.mailbox.first,
                 signed(sub.key),
                 self._next_run,  # its alerts from now on, the mailbox's included, go there
+                json.dumps([sub.query, list(sub.index_ids)]) if sub.query else "",
             ),
         )
         box = sub.mailbox
@@ -322,7 +341,7 @@ class Storage:
     def indexed(self, key: int, entry: pb.QueryEntry) -> None:
         self.db.execute(
             "INSERT OR REPLACE INTO entries VALUES (?, ?, ?)",
-            (signed(key), signed(entry.subscription_id), entry.SerializeToString()),
+            (signed(key), signed(entry_slot(entry)), entry.SerializeToString()),
         )
         self._changed()
 

@@ -30,7 +30,7 @@ from RAKE.stoplists.SmartStopList import wordlist as _smart_wordlist
 
 from chord.ids import hash_id
 
-__all__ = ["STOP_WORDS", "MAX_TOKEN_LEN", "analyze", "term_id"]
+__all__ = ["STOP_WORDS", "MAX_TOKEN_LEN", "analyze", "analyze_sequence", "term_id"]
 
 STOP_WORDS: frozenset[str] = frozenset(_smart_wordlist)
 MAX_TOKEN_LEN = 40
@@ -61,14 +61,16 @@ def _term(token: str) -> str:
     return "" if stem in STOP_WORDS else stem
 
 
+def analyze_sequence(text: str) -> list[str]:
+    """The term sequence of `text`: its tokens' terms in order, repeats kept, tokens that
+    yield no term left out (so "the levee held" is levee, held: what a phrase matches)."""
+    terms = map(_term, _TOKEN.findall(text.lower().translate(_CURLY)))
+    return [t for t in terms if t]
+
+
 def analyze(text: str) -> list[str]:
     """Unique terms of `text`, in first-seen order (see the module docstring)."""
-    seen: dict[str, None] = {}
-    for token in _TOKEN.findall(text.lower().translate(_CURLY)):
-        term = _term(token)
-        if term:
-            seen[term] = None
-    return list(seen)
+    return list(dict.fromkeys(analyze_sequence(text)))
 
 
 @lru_cache(maxsize=1 << 18)  # every document and query hashes the same vocabulary again

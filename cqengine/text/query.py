@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from itertools import product
 from math import prod
+from typing import Callable
 
 MAX_ALTERNATIVES = 32  # a query's alternatives after expansion, by default
 
@@ -170,6 +171,30 @@ def show(node: Node) -> str:
     return " OR ".join(show(p) for p in node.parts)
 
 
+def analyzed(
+    node: Node, sequence: Callable[[str], list[str]], dropped: list[str] | None = None
+) -> Node | None:
+    """The tree with every word and phrase turned into terms by `sequence` (the analyzer's
+    term sequence): a word of no term is dropped (named in `dropped`), a word of several
+    is the phrase of them, a phrase of one term is that word. A group left empty goes
+    too, a group of one is that one; None if nothing is left."""
+    dropped = [] if dropped is None else dropped
+    if isinstance(node, (Word, Phrase)):
+        text = node.text if isinstance(node, Word) else " ".join(node.words)
+        terms = sequence(text)
+        if not terms:
+            dropped.append(show(node))
+            return None
+        return Word(terms[0]) if len(terms) == 1 else Phrase(tuple(terms))
+    if isinstance(node, Not):
+        inner = analyzed(node.of, sequence, dropped)
+        return None if inner is None else Not(inner)
+    parts = [p for p in (analyzed(p, sequence, dropped) for p in node.parts) if p is not None]
+    if len(parts) < 2:
+        return parts[0] if parts else None
+    return type(node)(tuple(parts))
+
+
 @dataclass(frozen=True)
 class Alternative:
     """One conjunction of a query's expansion: what must be in a document, and what not."""
@@ -178,6 +203,23 @@ class Alternative:
     phrases: frozenset[tuple[str, ...]]
     not_words: frozenset[str] = frozenset()
     not_phrases: frozenset[tuple[str, ...]] = frozenset()
+
+    @property
+    def terms(self) -> frozenset[str]:
+        """Every term a matching document holds: its words and its phrases' terms."""
+        return self.words.union(*self.phrases)
+
+    @property
+    def plain(self) -> bool:
+        """A conjunction of terms alone, as queries were before this language."""
+        return not (self.phrases or self.not_words or self.not_phrases)
+
+    def show(self) -> str:
+        """As query text, its parts in a stable order."""
+        parts = sorted(self.words) + ['"' + " ".join(p) + '"' for p in sorted(self.phrases)]
+        parts += ["-" + w for w in sorted(self.not_words)]
+        parts += ['-"' + " ".join(p) + '"' for p in sorted(self.not_phrases)]
+        return " ".join(parts)
 
 
 def alternatives(node: Node, most: int = MAX_ALTERNATIVES) -> list[Alternative]:
@@ -188,9 +230,10 @@ def alternatives(node: Node, most: int = MAX_ALTERNATIVES) -> list[Alternative]:
     for literals in _dnf(node, most):
         pos = [x for neg, x in literals if not neg]
         neg = [x for negated, x in literals if negated]
-        alt = Alternative(
-            frozenset(x.text for x in pos if isinstance(x, Word)),
-            frozenset(x.words for x in pos if isinstance(x, Phrase)),
+        phrases = frozenset(x.words for x in pos if isinstance(x, Phrase))
+        alt = Alternative(  # a word its phrases hold says nothing more: one form for both
+            frozenset(x.text for x in pos if isinstance(x, Word)).difference(*phrases),
+            phrases,
             frozenset(x.text for x in neg if isinstance(x, Word)),
             frozenset(x.words for x in neg if isinstance(x, Phrase)),
         )

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from cqengine.core.settings import Settings
-from cqengine.evaluation.matcher import document_terms, matches
+from cqengine.evaluation.matcher import document_sequence, document_terms, holds, matches
 from cqengine.evaluation.sim import EngineSimulator
 from cqengine.text.analysis import analyze
 from cqengine.text.corpus import generate_corpus
@@ -76,3 +76,44 @@ def subscribe_all(sim: EngineSimulator, wl: Workload, via=None) -> dict[int, lis
         assert reply.subscription_id not in subs
         subs[reply.subscription_id] = analyze(q)
     return subs
+
+
+def boolean_queries(wl: Workload, seed: int = 0, n: int = 60) -> list[str]:
+    """Queries in the query language over the workload's words: OR, NOT, phrases (runs of
+    a document's own words, so that some match), groups, each form as often."""
+    rng = random.Random(seed)
+    words = sorted({w for d in wl.docs for w in d.text.split()})
+    frequent = sorted(wl.df, key=lambda t: (-wl.df[t], t))[:12]
+
+    def phrase() -> str:
+        doc = rng.choice(wl.docs).text.split()
+        at, k = rng.randrange(len(doc) - 2), rng.randint(2, 3)
+        return '"' + " ".join(doc[at : at + k]) + '"'
+
+    def word() -> str:
+        return rng.choice(frequent) if rng.random() < 0.6 else rng.choice(words)
+
+    forms = [
+        lambda: f"{word()} OR {word()}",
+        lambda: f"{word()} -{word()}",
+        lambda: f"{word()} NOT {phrase()}",
+        lambda: phrase(),
+        lambda: f"({word()} | {word()}) {word()}",
+        lambda: f"{phrase()} OR {word()} -{word()}",
+        lambda: f"{word()} {word()} -({word()} OR {phrase()})",
+        lambda: f"{word()} the -and",  # stop words left out
+    ]
+    out = [forms[i % len(forms)]() for i in range(n)]
+    return out + out[:3]  # the same query twice: two subscriptions, both alerted
+
+
+def boolean_oracle(wl: Workload, subs: dict[int, str], docnos=None) -> set[tuple[int, str]]:
+    """(subscription, docno) of every alert the matcher says these queries (by
+    subscription id) owe for the workload's documents (all, or these)."""
+    docs = [d for d in wl.docs if docnos is None or d.docno in docnos]
+    return {
+        (sub, d.docno)
+        for d in docs
+        for sub, q in subs.items()
+        if holds(q, document_sequence(d.text, d.title))
+    }
