@@ -21,6 +21,20 @@ from cqengine.live.ring import any_node
 from cqengine.live.ringfile import RingFile
 
 PUBLISH_CALL = 256  # documents `publish` sends per PublishBatch call
+QUERY_LANGUAGE = """queries:
+  hurricane levee        both words (AND is the default)
+  hurricane OR typhoon   either (OR in capitals; | is the same)
+  levee -flood           levee, and not flood (NOT flood is the same)
+  "the levee held"       a phrase: its words' terms in a row in the document, stop
+                         words left out (this is the phrase levee held)
+  (storm OR hurricane) "levee breach" -drill
+                         grouping; NOT binds tighter than AND, AND than OR
+Words are analyzed as documents are (lowercased, stop words dropped, stemmed); the
+reply names what was dropped. A query matches a document when any alternative of its
+expansion does; a subscriber gets one alert per document however many match. Refused,
+with the character at fault: unbalanced parentheses or quotes, an operator with nothing
+on one side, an alternative with nothing but negated words (-a, a OR -b), more than
+--max-alternatives alternatives (a ring setting, default 32) or more than 64 terms."""
 
 
 def add_parsers(sub) -> None:
@@ -28,8 +42,10 @@ def add_parsers(sub) -> None:
         "subscribe",
         help="register a query and print its alerts as they arrive; or, with --file, many "
         "queries, their ids and tokens written to --out",
+        epilog=QUERY_LANGUAGE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    s.add_argument("query", nargs="?", help="the query (or --file)")
+    s.add_argument("query", nargs="?", help="the query, in the language below (or --file)")
     s.add_argument(
         "--count", type=count, help="exit after this many alerts (default: until interrupted)"
     )
@@ -47,7 +63,8 @@ def add_parsers(sub) -> None:
         metavar="FILE",
         help="with --file: a new file (never one that exists) to write each query's result "
         "to as it comes, a JSON object a line: query, subscription_id (16 hex digits), token, "
-        "home, home_id, terms, index_term; or, refused, query, code and error",
+        "home, home_id, terms, index_term, normalized (the query analyzed), alternatives "
+        "(each [alternative, its index term]), dropped; or, refused, query, code and error",
     )
     s.add_argument(
         "--per-call",
@@ -94,12 +111,7 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
         raise CliError("--out goes with --file")
     with connect(args) as client:
         sub = client.subscribe(args.query)
-        print(
-            f"subscription {sub.subscription_id:016x}: terms {' '.join(sub.terms)}; indexed under "
-            f"{sub.index_term!r}; alerts from {sub.home}",
-            file=sys.stderr,
-            flush=True,
-        )
+        print(describe(sub), file=sys.stderr, flush=True)
         seen = 0
         try:
             if args.count == 0:
@@ -117,6 +129,20 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
             except ClientError:
                 pass  # the home node is gone; so is the subscription
     return 0
+
+
+def describe(sub) -> str:
+    """What a subscription's reply says, in a line or a few."""
+    where = f"indexed under {sub.index_term!r}"
+    if len(sub.alternatives) > 1 or sub.query != " ".join(sorted(sub.terms)):
+        where = "alternatives " + "; ".join(
+            f"{a.query} under {a.index_term!r}" for a in sub.alternatives
+        )
+    dropped = f"; left out: {' '.join(sub.dropped)}" if sub.dropped else ""
+    return (
+        f"subscription {sub.subscription_id:016x}: {sub.query or ' '.join(sub.terms)}; "
+        f"{where}{dropped}; alerts from {sub.home}"
+    )
 
 
 def read_queries(path: Path) -> list[str]:
@@ -143,6 +169,9 @@ def result_line(query: str, r) -> str:
             "home_id": f"{r.home_id:016x}",
             "terms": list(r.terms),
             "index_term": r.index_term,
+            "normalized": r.query,
+            "alternatives": [[a.query, a.index_term] for a in r.alternatives],
+            "dropped": list(r.dropped),
         }
     )
 

@@ -27,7 +27,7 @@ import numpy as np
 from chord.store import SortedKeyStore
 from cqengine.core.bloom import positions_array
 from cqengine.core.journal import Journal
-from cqengine.core.queries import entry_slot
+from cqengine.core.queries import entry_slot, signature
 from cqengine.proto import cqengine_pb2 as pb
 
 Rarity = Callable[[int, str], float]  # (term id, term) -> document frequency
@@ -72,14 +72,26 @@ def objects(items: Sequence) -> np.ndarray:
     return out
 
 
+def expand(entries: np.ndarray, members: np.ndarray | None, at: np.ndarray) -> list:
+    """The entries of the queries at these places: each merged query's members."""
+    if members is None:
+        return entries[at].tolist()
+    return [e for group in members[at].tolist() for e in group]
+
+
 @dataclass
 class Block:
+    """A key's queries, identical ones merged (cqengine.core.queries.signature): one
+    column each, its first entry in `entries`, all of them in `members` (None when no
+    two are alike)."""
+
     entries: np.ndarray  # of pb.QueryEntry
     terms: np.ndarray  # uint64, sorted, distinct
     codes: np.ndarray  # (width, len(entries)) intp into terms: a column per query
     # ((bits, hashes), the terms' filter positions by hash): a key's terms stay put
     _bloom: tuple = ()
     _subscriptions: bytes | None = None
+    members: np.ndarray | None = None  # per column, the tuple of its entries
 
     def subscriptions(self) -> bytes:
         """Its queries' subscription ids in order, as bytes: which queries it holds, as a
@@ -87,10 +99,19 @@ class Block:
         (a measurement pass's: cqengine.evaluation.runs) ask each query's terms in the
         same order, so there blocks holding the same queries are the same."""
         if self._subscriptions is None:
+            every = self.entries if self.members is None else self.all_entries()
             self._subscriptions = np.fromiter(
-                map(entry_slot, self.entries), dtype=np.uint64, count=len(self.entries)
+                map(entry_slot, every), dtype=np.uint64, count=len(every)
             ).tobytes()
         return self._subscriptions
+
+    def all_entries(self) -> list[pb.QueryEntry]:
+        """Every entry, the members of merged queries one after another."""
+        return expand(self.entries, self.members, np.arange(len(self.entries)))
+
+    def held(self) -> int:
+        """How many entries it holds (merged queries count each member)."""
+        return len(self.entries) if self.members is None else sum(map(len, self.members))
 
     def bloom_positions(self, bits: int, hashes: int) -> np.ndarray:
         if not self._bloom or self._bloom[0] != (bits, hashes):
@@ -103,16 +124,29 @@ class Block:
         self._bloom = ((bits, hashes), positions)
 
     @classmethod
-    def of(cls, entries: Sequence[pb.QueryEntry], rarity: Rarity | None = None) -> "Block":
-        return cls.of_rows(objects(entries), [ask_order(e, rarity) for e in entries])
+    def of(
+        cls, entries: Sequence[pb.QueryEntry], rarity: Rarity | None = None, merge: bool = True
+    ) -> "Block":
+        return cls.of_rows(objects(entries), [ask_order(e, rarity) for e in entries], merge)
 
     @classmethod
-    def of_rows(cls, entries: np.ndarray, rows: list[list[int]]) -> "Block":
-        """The block of these entries, whose term ids in asking order are `rows`."""
+    def of_rows(cls, entries: np.ndarray, rows: list[list[int]], merge: bool = True) -> "Block":
+        """The block of these entries, whose term ids in asking order are `rows`; those
+        alike merged, unless not to `merge`."""
+        members = None
+        if merge and len(entries) > 1:
+            groups: dict[tuple, list[int]] = {}
+            for i, e in enumerate(entries.tolist()):
+                groups.setdefault(signature(e), []).append(i)
+            if len(groups) < len(entries):
+                firsts = [g[0] for g in groups.values()]
+                members = objects([tuple(entries[g].tolist()) for g in groups.values()])
+                entries, rows = entries[firsts], [rows[i] for i in firsts]
         width = max((len(r) for r in rows), default=1)
         ids = np.array([r + r[:1] * (width - len(r)) for r in rows], dtype=np.uint64)
         terms, codes = np.unique(ids, return_inverse=True)
-        return cls(entries, terms, np.ascontiguousarray(codes.reshape(len(rows), width).T))
+        codes = np.ascontiguousarray(codes.reshape(len(rows), width).T)
+        return cls(entries, terms, codes, members=members)
 
     @classmethod
     def concat(cls, blocks: Sequence["Block"]) -> "Block":
@@ -132,6 +166,7 @@ class Block:
                 positions = None
             start += len(b.terms)
         merged = cls(np.concatenate([b.entries for b in blocks]), terms, np.hstack(parts))
+        merged.members = members_of(blocks)
         if positions is not None:
             merged._bloom = (bloom[0], positions)
         if all(b._subscriptions is not None for b in blocks):
@@ -140,10 +175,21 @@ class Block:
 
     def select(self, keep: np.ndarray) -> "Block":
         """The queries a boolean mask keeps (the terms stay: a superset is harmless)."""
-        return Block(self.entries[keep], self.terms, self.codes.compress(keep, axis=1), self._bloom)
+        members = None if self.members is None else self.members[keep]
+        codes = self.codes.compress(keep, axis=1)
+        return Block(self.entries[keep], self.terms, codes, self._bloom, members=members)
 
     def __len__(self) -> int:
         return len(self.entries)
+
+
+def members_of(blocks: Sequence[Block]) -> np.ndarray | None:
+    """The blocks' members side by side (None if none of them merged any)."""
+    if all(b.members is None for b in blocks):
+        return None
+    return np.concatenate(
+        [b.members if b.members is not None else objects([(e,) for e in b.entries]) for b in blocks]
+    )
 
 
 def union_terms(blocks: Sequence[Block]) -> tuple[np.ndarray, np.ndarray]:
@@ -176,6 +222,7 @@ class InvertedIndex(SortedKeyStore):
     def __init__(self, rarity: Rarity | None = None) -> None:
         super().__init__(encode=lambda e: e.SerializeToString(), decode=pb.QueryEntry.FromString)
         self.rarity = rarity
+        self.merge = True  # queries alike in a list are one column of its block (Block)
         self.journal: Journal | None = None
         self._blocks: dict[int, Block] = {}
         self._subs: dict[int, dict[int, pb.QueryEntry]] = {}  # key -> subscription -> its entry
@@ -195,7 +242,7 @@ class InvertedIndex(SortedKeyStore):
             entries = self._values.get(key)
             if not entries:
                 return None
-            b = self._blocks[key] = Block.of(entries, self.rarity)
+            b = self._blocks[key] = Block.of(entries, self.rarity, self.merge)
         return b
 
     def lists(self, keys: np.ndarray) -> list[Block]:
@@ -249,8 +296,8 @@ class InvertedIndex(SortedKeyStore):
         the key's block: the block the list would make when first consulted. One of
         another list's size is refused."""
         held = len(self._values.get(key, ()))
-        if len(block) != held:
-            raise ValueError(f"a block of {len(block)} queries for a list of {held} at {key}")
+        if block.held() != held:
+            raise ValueError(f"a block of {block.held()} entries for a list of {held} at {key}")
         self._blocks[key] = block
 
     def holds(self, key: int, slot: int) -> bool:

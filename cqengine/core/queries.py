@@ -120,6 +120,15 @@ def entry_of(alt: Alternative, number: int) -> pb.QueryEntry:
     return entry
 
 
+def signature(entry: pb.QueryEntry) -> tuple:
+    """What an entry asks of a document: entries alike in it are one query to match
+    (merged: cqengine.core.postings.Block)."""
+    if not entry.not_ids and not entry.phrases:
+        return tuple(entry.term_ids)
+    phrases = tuple((tuple(p.ids), p.negated) for p in entry.phrases)
+    return (tuple(entry.term_ids), tuple(entry.not_ids), phrases)
+
+
 def conditional(entry: pb.QueryEntry) -> bool:
     """Does it ask more of a document than its terms?"""
     return bool(entry.not_ids or entry.phrases)

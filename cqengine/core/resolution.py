@@ -29,7 +29,7 @@ import numpy as np
 
 from cqengine.core.bloom import BloomFilter
 from cqengine.core.knowledge import Knowledge, known_in_parts
-from cqengine.core.postings import FEW, Block, any_per_query, ranges
+from cqengine.core.postings import FEW, Block, any_per_query, expand, members_of, ranges
 from cqengine.proto import cqengine_pb2 as pb
 
 
@@ -203,6 +203,7 @@ class Resolver:
     parts: int
     columns: np.ndarray  # (width, columns) codes
     entries: np.ndarray  # per column, its query's entry
+    members: np.ndarray | None  # per column, a merged query's entries (Block.members)
     term_start: (
         np.ndarray
     )  # per part, where its terms begin among every part's (and where they end)
@@ -227,6 +228,7 @@ class Resolver:
         of them."""
         self.batch, self.parts = max(1, batch), len(term_start) - 1
         self.columns, self.entries, self.term_start = columns, entries, term_start
+        self.members: np.ndarray | None = None
         self.part, self.col, self.offset, self.present = part, col, offset, present
         self.candidates = np.bincount(part, minlength=self.parts)  # per part
         self.asker, self.code = first_asked(self.columns, col, offset, ~present, self.batch)
@@ -270,6 +272,7 @@ class Resolver:
             part, col = part[kept], col[kept]
         entries = np.concatenate([b.entries for b in blocks])
         self = cls(columns, entries, term_start, part, col, 0, present, batch)
+        self.members = members_of(blocks)
         self.terms = merged
         self._occurrences = (blocks, owner, starts, sizes, places)
         self._sources = None  # made when a filter asks (sources())
@@ -376,6 +379,6 @@ class Resolver:
         found = self._matched()
         part = self.part[found]
         order = np.argsort(part, kind="stable")
-        entries = self.entries[self.col[found][order]]
+        cols = self.col[found][order]
         ends = np.cumsum(np.bincount(part, minlength=self.parts))
-        return [chunk.tolist() for chunk in np.split(entries, ends[:-1])]
+        return [expand(self.entries, self.members, at) for at in np.split(cols, ends[:-1])]

@@ -19,7 +19,7 @@ import numpy as np
 from chord.routing import NodeRef
 from cqengine.core.bloom import BloomFilter, received_filter
 from cqengine.core.documents import PublishedDoc
-from cqengine.core.postings import Block, any_per_query, member
+from cqengine.core.postings import Block, any_per_query, expand, member, members_of
 from cqengine.core.resolution import Resolver, side_by_side
 from cqengine.evaluation.wire import bloom_sizes, dialogue_sizes
 from cqengine.proto import cqengine_pb2 as pb
@@ -128,6 +128,7 @@ class ShadowResolver(Resolver):
             np.concatenate([present for _, _, present in parts]),
             batch,
         )
+        self.members = members_of(blocks)
         self._given = [
             [(b, np.arange(t, t + len(b.terms)))]
             for (b, _, _), t in zip(parts, term_start.tolist())
@@ -201,7 +202,9 @@ class Meter:
     def matches(self, block: Block, keep: np.ndarray | None) -> list[pb.QueryEntry]:
         """The queries among the block's candidates (`keep`; None: all) that match."""
         _, _, full = self._held(block)
-        return block.entries[full if keep is None else full & keep].tolist()
+        return expand(
+            block.entries, block.members, np.flatnonzero(full if keep is None else full & keep)
+        )
 
     def measure(
         self,
@@ -222,7 +225,9 @@ class Meter:
         for method in methods:
             outcome.measured.append(Measured(block, keep, present, method, held, matches, [tag]))
         self.measured += outcome.measured[-len(methods) :]
-        return block.entries[full if keep is None else full & keep].tolist()
+        return expand(
+            block.entries, block.members, np.flatnonzero(full if keep is None else full & keep)
+        )
 
     @staticmethod
     def settle(

@@ -174,7 +174,7 @@ def compile_blocks(
     blocks, start = [], 0
     for _, values in unbuilt:
         end = start + len(values)
-        blocks.append(Block.of_rows(entries[start:end], rows[start:end]))
+        blocks.append(Block.of_rows(entries[start:end], rows[start:end], index.merge))
         start = end
     positions = positions_array(np.concatenate([b.terms for b in blocks]), *bloom)
     start = 0

@@ -93,3 +93,57 @@ def test_bad_queries_are_refused_with_where(query, where):
     assert e.value.code == "INVALID_ARGUMENT"
     assert f"at character {where}" in str(e.value)
     assert entries(sim) == []
+
+
+def test_merged_subscribers_are_one_candidate_and_leave_one_by_one():
+    """Subscribers of one query (MHI files it under one term) share one column of their
+    key's block: one candidate per document however many they are; each one that
+    unsubscribes stops getting alerts, the others go on, until none is left."""
+    wl = workload(1)
+    sim = EngineSimulator(8, make_settings(wl, strategy="mhi"), seed=4)
+    query = next(q for q in boolean_queries(wl, 2) if boolean_oracle(wl, {0: q}))
+    replies = [sim.subscribe(query) for _ in range(5)]
+    blocks = [eng.index.block(k) for eng in sim.engines.values() for k in eng.index.keys()]
+    alternatives = len(replies[0].alternatives)
+    assert sum(len(b) for b in blocks) == alternatives  # one column per alternative
+    assert sum(b.held() for b in blocks) == 5 * alternatives  # holding every subscriber
+    docs = list(wl.docs)
+    for left in range(5, -1, -1):
+        subs = {r.subscription_id: query for r in replies[:left]}
+        for d in docs[:6]:
+            report = sim.publish(d.docno + f"-{left}", d.text, d.title)
+            assert report.candidates <= alternatives
+        owed = boolean_oracle(wl, subs, {d.docno for d in docs[:6]})
+        assert_exact(sim.alerts(), {(sub, f"{docno}-{left}") for sub, docno in owed})
+        if left:
+            sim.unsubscribe(replies[left - 1])
+    assert entries(sim) == []
+
+
+@pytest.mark.parametrize("resolution", ("td", "bf"))
+def test_merged_boolean_entries_survive_r_minus_1_failures(resolution):
+    """Replicated (R = 3), boolean queries, many subscribed twice (merged at their keys):
+    two consecutive nodes fail; every alert after is the matcher's, once."""
+    wl = workload(2)
+    settings = make_settings(wl, strategy="mhi", resolution=resolution, replicas=3, seed=5)
+    sim = EngineSimulator(12, settings, seed=5)
+    sim.hold(True)
+    queries = boolean_queries(wl, 7, 40)
+    subs = subscribe(sim, queries + queries[:20])
+    half = len(wl.docs) // 2
+    for d in wl.docs[:half]:
+        sim.publish(d.docno, d.text, d.title)
+    merged = [
+        a
+        for a, eng in sim.engines.items()
+        for k in eng.index.keys()
+        if eng.index.block(k).members is not None
+    ]
+    assert merged
+    oracle = sim.ring.oracle()
+    at = [n.address for n in oracle.nodes].index(merged[0])
+    sim.fail([oracle.nodes[(at + i) % len(oracle.nodes)].address for i in range(2)])
+    assert sim.ring.problems() == []
+    for d in wl.docs[half:]:
+        sim.publish(d.docno, d.text, d.title, via=sim.pick())
+    assert_exact(sim.alerts(), boolean_oracle(wl, {s: q for s, (q, _) in subs.items()}))

@@ -21,9 +21,10 @@ def entry(sub: int, ids) -> pb.QueryEntry:
 def rows(block: Block) -> list[tuple[int, list[int]]]:
     """Each query's terms as the block holds them, padding dropped."""
     out = []
-    for e, codes in zip(block.entries, block.codes.T):
+    members = block.members if block.members is not None else [(e,) for e in block.entries]
+    for group, codes in zip(members, block.codes.T):
         ids = [int(block.terms[c]) for c in codes]
-        out.append((e.subscription_id, list(dict.fromkeys(ids))))
+        out += [(e.subscription_id, list(dict.fromkeys(ids))) for e in group]
     return out
 
 
@@ -39,11 +40,21 @@ def test_blocks_hold_their_entries_in_asking_order(groups, by_rarity):
     made = [[entry(s, ids) for s, ids in g] for g in groups]
     blocks = [Block.of(m, rarity) for m in made]
     want = [(e.subscription_id, ask_order(e, rarity)) for m in made for e in m]
-    assert rows(Block.concat(blocks)) == want
-    for b in blocks:
+    assert sorted(rows(Block.concat(blocks))) == sorted(want)
+    for b, m in zip(blocks, made):
         assert list(b.terms) == sorted(set(int(t) for t in b.terms))  # sorted and distinct
-    keep = np.array([i % 2 == 0 for i in range(len(want))], dtype=bool)
-    assert rows(Block.concat(blocks).select(keep)) == [w for w, k in zip(want, keep) if k]
+        # entries alike are one query, held once with all its entries
+        assert len(b) == len({tuple(e.term_ids) for e in m}) and b.held() == len(m)
+        assert len(Block.of(m, rarity, merge=False)) == len(m)
+    every = Block.concat(blocks)
+    keep = np.array([i % 2 == 0 for i in range(len(every))], dtype=bool)
+    kept = [group for group, k in zip(rows_by_query(every), keep) if k]
+    assert sorted(rows(every.select(keep))) == sorted(r for group in kept for r in group)
+
+
+def rows_by_query(block: Block) -> list[list[tuple[int, list[int]]]]:
+    """rows(), a list per query (column)."""
+    return [rows(block.select(np.arange(len(block)) == i)) for i in range(len(block))]
 
 
 ops = st.lists(
@@ -153,7 +164,7 @@ def test_an_index_adopts_only_a_block_of_the_list_it_holds():
     """A block built elsewhere (compile_blocks) replaces nothing but a key's own list."""
     index = InvertedIndex()
     index.put(1, entry(7, {1, 2}))
-    with pytest.raises(ValueError, match="a block of 2 queries for a list of 1"):
+    with pytest.raises(ValueError, match="a block of 2 entries for a list of 1"):
         index.adopt(1, Block.of([entry(7, {1, 2}), entry(8, {2})]))
     assert index.unbuilt() == [(1, [entry(7, {1, 2})])] and index.block(1) is not None
     assert index.unbuilt() == []

@@ -53,7 +53,9 @@ def assert_depths_know_what_each_depth_does(runs, max_id, region, k, obs1, obs2,
         known = told.depths(ys)
         # queries of three consecutive terms (the last ones shorter): the block's terms are ys
         ids_ = ys.tolist()
-        block = Block.of_rows(np.arange(len(ids_)), [ids_[i : i + 3] for i in range(len(ids_))])
+        block = Block.of_rows(
+            np.arange(len(ids_)), [ids_[i : i + 3] for i in range(len(ids_))], merge=False
+        )
         assert np.array_equal(block.terms, ys)
         for d in range(k + 1):
             know = knowledge(truncated(runs, d), max_id, region, d, obs1, obs2)
@@ -303,7 +305,7 @@ def test_qns_know_in_step_what_each_knows_alone(qns, max_id, k, obs1, obs2):
 def test_merged_terms_are_the_distinct_ones_with_each_blocks_places(term_sets):
     """A QN's blocks' terms merged (Block.concat, Resolver) as np.unique merges them."""
     blocks = [
-        Block.of_rows(np.arange(max(1, len(t))), [[y] for y in sorted(t)] or [[7]])
+        Block.of_rows(np.arange(max(1, len(t))), [[y] for y in sorted(t)] or [[7]], merge=False)
         for t in term_sets
     ]
     terms, inverse = union_terms(blocks)

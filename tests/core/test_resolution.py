@@ -92,7 +92,7 @@ def test_the_resolver_asks_what_each_part_would_alone_and_matches_brute_force(
     keys: dict[int, list[pb.QueryEntry]] = {}
     for e in entries:
         keys.setdefault(data.draw(st.sampled_from(list(e.term_ids))), []).append(e)
-    lists = {key: Block.of(es, rarity) for key, es in keys.items()}
+    lists = {key: Block.of(es, rarity, merge=False) for key, es in keys.items()}
     parts, wanted = [], []
     for d, doc in enumerate(docs):
         doc_sorted = sorted(doc)
