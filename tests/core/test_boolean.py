@@ -5,15 +5,28 @@ unsubscribe."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from support.oracle import assert_exact
-from support.workloads import SHAPES, boolean_oracle, boolean_queries, make_settings, workload
+from support.workloads import (
+    SHAPES,
+    boolean_expected,
+    boolean_oracle,
+    boolean_queries,
+    boolean_queries_of,
+    make_settings,
+    workload,
+)
 
 from cqengine.core.errors import EngineError
+from cqengine.core.settings import Settings
+from cqengine.evaluation.matcher import document_frequencies
 from cqengine.evaluation.sim import EngineSimulator
+from cqengine.text.corpus import generate_corpus
 
 STRATEGIES = ("ri", "oi", "mhi", "sap-mhi")
 
@@ -147,3 +160,30 @@ def test_merged_boolean_entries_survive_r_minus_1_failures(resolution):
     for d in wl.docs[half:]:
         sim.publish(d.docno, d.text, d.title, via=sim.pick())
     assert_exact(sim.alerts(), boolean_oracle(wl, {s: q for s, (q, _) in subs.items()}))
+
+
+def test_reindexed_boolean_entries_alert_once_and_unsubscribe_wherever_they_moved():
+    """SAP-MHI learning popular terms by gossip moves entries while documents come:
+    boolean queries, each subscribed twice (merged), alert the matcher's documents once,
+    and an unsubscribe finds every entry of its query wherever it moved."""
+    rng = random.Random(9)
+    docs = list(generate_corpus(160, seed=9, vocab_size=300, mean_terms=25))
+    queries = boolean_queries_of(docs, document_frequencies(docs), seed=9, n=80)[:80]
+    settings = Settings(strategy="sap-mhi", synopsis_k=30, reindex_grace=0)
+    sim = EngineSimulator(16, settings, seed=9)
+    replies = [(q, sim.subscribe(q)) for q in queries for _ in range(2)]
+    got = []
+    for i, d in enumerate(docs):
+        sim.publish(d.docno, d.text, d.title, via=rng.choice(sorted(sim.ring.nodes)))
+        if i % 20 == 19:
+            sim.gossip_round()
+            got += sim.alerts()
+    got += sim.alerts()
+    assert sum(e.counters["reindexed"] for e in sim.engines.values()) > 0
+    want = boolean_expected({r.subscription_id: q for q, r in replies}, docs)
+    assert len(want) > 300
+    assert_exact(got, want)
+    assert len(entries(sim)) == sum(len(r.alternatives) for _, r in replies)
+    for _, r in replies[::2]:
+        sim.unsubscribe(r)
+    assert len(entries(sim)) == sum(len(r.alternatives) for _, r in replies[1::2])

@@ -1,7 +1,7 @@
 """Batches end to end on live 8-node loopback rings: documents published in batches
 (PublishBatch, and the DN's own gathering by linger time and batch size) alert exactly
 the subscribers the brute-force matcher names, each once, for every strategy and both
-resolution methods."""
+resolution methods; conjunctions and queries with OR, NOT and phrases alike."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from collections import Counter
 import pytest
 from support.live import FAST
 from support.oracle import assert_exact, expected
+from support.workloads import boolean_expected, boolean_queries_of
 
 from cqengine.demo import collect_alerts, write_inputs
 from cqengine.evaluation.matcher import document_frequencies
@@ -38,14 +39,15 @@ def corpus(tmp_path_factory):
     docs = list(generate_corpus(120, seed=12, vocab_size=1500, mean_terms=40))
     df = document_frequencies(docs)
     queries = [" ".join(q) for q in generate_queries(df, 300, "skew", mean_size=2.0, seed=12)]
-    return docs, queries, write_inputs(df, tmp_path_factory.mktemp("inputs"))
+    boolean = boolean_queries_of(docs, df, seed=12, n=80)
+    return docs, queries, boolean, write_inputs(df, tmp_path_factory.mktemp("inputs"))
 
 
 @pytest.mark.parametrize("strategy,resolution,batch_docs,linger_ms", CASES)
 def test_batched_publishing_alerts_each_matching_subscriber_once(
     corpus, tmp_path, strategy, resolution, batch_docs, linger_ms
 ):
-    docs, queries, files = corpus
+    docs, queries, boolean, files = corpus
     engine = [
         "--strategy",
         strategy,
@@ -71,6 +73,7 @@ def test_batched_publishing_alerts_each_matching_subscriber_once(
         addresses, credentials = ring.addresses(), ring.credentials()
         clients = {a: Client(a, credentials=credentials) for a in addresses}
         subs = [clients[rng.choice(addresses)].subscribe(q) for q in queries]
+        booleans = [clients[rng.choice(addresses)].subscribe(q) for q in boolean]
         # most documents in PublishBatch calls of various sizes to random nodes, some alone
         rest = list(docs)
         while rest:
@@ -84,7 +87,7 @@ def test_batched_publishing_alerts_each_matching_subscriber_once(
                     r.accepted
                     for r in client.publish_many([(d.docno, d.text, d.title) for d in chunk])
                 )
-        got = collect_alerts(subs, addresses, credentials=credentials)
+        got = collect_alerts(subs + booleans, addresses, credentials=credentials)
         stats = [c.stats() for c in clients.values()]
         for c in clients.values():
             c.close()
@@ -92,7 +95,9 @@ def test_batched_publishing_alerts_each_matching_subscriber_once(
         stop_processes(ring.nodes, grace=2.0)
     want = expected(subs, docs)
     assert len(want) > 200  # the workload really exercises matching
-    assert_exact(got, want)
+    owed = boolean_expected({r.subscription_id: q for r, q in zip(booleans, boolean)}, docs)
+    assert len(owed) > 100
+    assert_exact(got, want | owed)
     assert sum(s.documents_published for s in stats) == len(docs)
     assert sum(s.alerts_dropped for s in stats) == 0
     announced = Counter()

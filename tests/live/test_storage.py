@@ -12,7 +12,13 @@ from hypothesis import example, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from support.oracle import assert_exact
-from support.workloads import make_settings, subscribe_all, workload
+from support.workloads import (
+    boolean_oracle,
+    boolean_queries,
+    make_settings,
+    subscribe_all,
+    workload,
+)
 
 from chord.live import StartupError
 from cqengine.core import limits
@@ -131,6 +137,62 @@ def test_a_replicated_ring_restarted_from_storage_keeps_every_copy_and_tombstone
         for d in second:
             again.publish(d.docno, d.text, d.title)
         assert_exact(again.alerts(), wl.oracle(subs, [d.docno for d in second]))
+    finally:
+        close(storages)
+
+
+def test_boolean_subscriptions_merged_at_their_keys_come_back_from_storage(tmp_path):
+    """Replicated, boolean queries, each twice (merged at its keys), some unsubscribed:
+    restarted from storage, each subscription keeps its query and alternatives' keys,
+    its merged entries come back whole, an unsubscribe afterwards removes all of its
+    entries, and later alerts are the matcher's, once."""
+    wl = workload(1)
+    sim, storages = stored_ring(wl, tmp_path, strategy="mhi", replicas=3)
+    queries = boolean_queries(wl, 3, 24)[:24]  # (not its repeats: each is subscribed twice)
+    replies = {q: [sim.subscribe(q), sim.subscribe(q)] for q in queries}
+    for q in queries[:4]:
+        sim.unsubscribe(replies[q].pop())
+    first, second = wl.docs[:12], wl.docs[12:24]
+    for d in first:
+        sim.publish(d.docno, d.text, d.title)
+    sim.alerts()
+    held = {
+        (a, sid): (s.query, s.index_ids)
+        for a, e in sim.engines.items()
+        for sid, s in e.subscriptions.items()
+    }
+    assert any(query for query, _ in held.values())
+    columns = {
+        a: sorted(len(e.index.block(k)) for k in e.index.keys()) for a, e in sim.engines.items()
+    }
+    assert any(
+        e.index.block(k).members is not None for e in sim.engines.values() for k in e.index.keys()
+    )
+    close(storages)
+
+    again, storages = stored_ring(wl, tmp_path, strategy="mhi", replicas=3)
+    try:
+        assert {
+            (a, sid): (s.query, s.index_ids)
+            for a, e in again.engines.items()
+            for sid, s in e.subscriptions.items()
+        } == held
+        assert {
+            a: sorted(len(e.index.block(k)) for k in e.index.keys())
+            for a, e in again.engines.items()
+        } == columns
+        gone = replies[queries[5]].pop()
+        again.unsubscribe(gone)
+        assert all(
+            e.subscription_id != gone.subscription_id
+            for eng in again.engines.values()
+            for k in eng.index.keys()
+            for e in eng.index.get(k)
+        )
+        for d in second:
+            again.publish(d.docno, d.text, d.title)
+        subs = {r.subscription_id: q for q, rs in replies.items() for r in rs}
+        assert_exact(again.alerts(), boolean_oracle(wl, subs, {d.docno for d in second}))
     finally:
         close(storages)
 

@@ -79,14 +79,19 @@ def subscribe_all(sim: EngineSimulator, wl: Workload, via=None) -> dict[int, lis
 
 
 def boolean_queries(wl: Workload, seed: int = 0, n: int = 60) -> list[str]:
-    """Queries in the query language over the workload's words: OR, NOT, phrases (runs of
-    a document's own words, so that some match), groups, each form as often."""
+    """Queries in the query language over the workload's words (boolean_queries_of)."""
+    return boolean_queries_of(wl.docs, wl.df, seed, n)
+
+
+def boolean_queries_of(docs, df, seed: int = 0, n: int = 60) -> list[str]:
+    """Queries in the query language over these documents' words: OR, NOT, phrases (runs
+    of a document's own words, so that some match), groups, each form as often."""
     rng = random.Random(seed)
-    words = sorted({w for d in wl.docs for w in d.text.split()})
-    frequent = sorted(wl.df, key=lambda t: (-wl.df[t], t))[:12]
+    words = sorted({w for d in docs for w in d.text.split()})
+    frequent = sorted(df, key=lambda t: (-df[t], t))[:12]
 
     def phrase() -> str:
-        doc = rng.choice(wl.docs).text.split()
+        doc = rng.choice(docs).text.split()
         at, k = rng.randrange(len(doc) - 2), rng.randint(2, 3)
         return '"' + " ".join(doc[at : at + k]) + '"'
 
@@ -110,7 +115,11 @@ def boolean_queries(wl: Workload, seed: int = 0, n: int = 60) -> list[str]:
 def boolean_oracle(wl: Workload, subs: dict[int, str], docnos=None) -> set[tuple[int, str]]:
     """(subscription, docno) of every alert the matcher says these queries (by
     subscription id) owe for the workload's documents (all, or these)."""
-    docs = [d for d in wl.docs if docnos is None or d.docno in docnos]
+    return boolean_expected(subs, [d for d in wl.docs if docnos is None or d.docno in docnos])
+
+
+def boolean_expected(subs: dict[int, str], docs) -> set[tuple[int, str]]:
+    """(subscription, docno) of every alert the matcher says these queries owe."""
     return {
         (sub, d.docno)
         for d in docs
