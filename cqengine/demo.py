@@ -2,9 +2,9 @@
 
 For each of RI, OI, MHI and SAP-MHI: start a ring of node processes on loopback (on
 mutual TLS, the default), check lookups from every node against the true owners,
-register a generated Skew workload through random nodes, publish the bundled sample
-corpus, collect every alert from the subscribers' streams and compare them with a
-brute-force matcher. Then print what each
+register a generated Skew workload through random nodes (a fifth of it queries with OR,
+NOT and phrases), publish the bundled sample corpus, collect every alert from the
+subscribers' streams and compare them with a brute-force matcher. Then print what each
 strategy cost per document: candidates presented to resolution, announcement and
 resolution bytes.
 """
@@ -26,11 +26,17 @@ from chord.client import lookup
 from chord.messages import to_ref
 from chord.oracle import RingOracle
 from chord.tls import Credentials
-from cqengine.evaluation.matcher import document_frequencies, document_terms, matches
+from cqengine.evaluation.matcher import (
+    document_frequencies,
+    document_sequence,
+    document_terms,
+    holds,
+    matches,
+)
 from cqengine.live.client import Client
 from cqengine.live.ring import observe, ring_down, ring_up
 from cqengine.text.trec import TrecDoc, iter_trec
-from cqengine.text.workload import generate_queries
+from cqengine.text.workload import boolean_workload, generate_queries
 
 SAMPLE = "sample.trec.gz"
 # the bundled corpus is generated text (cqengine.text.corpus), so it may be shipped freely;
@@ -135,6 +141,7 @@ def run_strategy(
     strategy: str,
     nodes: int,
     queries: list[str],
+    boolean: list[str],
     docs: list[TrecDoc],
     files: dict[str, Path],
     rng: random.Random,
@@ -156,9 +163,10 @@ def run_strategy(
             lookups_ok = check_lookups(addresses, ring.r, rng, credentials)
             clients = {a: Client(a, credentials=credentials) for a in addresses}
             subs = [clients[rng.choice(addresses)].subscribe(q) for q in queries]
+            booleans = [clients[rng.choice(addresses)].subscribe(q) for q in boolean]
             for d in docs:
                 clients[rng.choice(addresses)].publish(d.docno, d.text, d.title)
-            got = collect_alerts(subs, addresses, credentials)
+            got = collect_alerts(subs + booleans, addresses, credentials)
             stats = [c.stats() for c in clients.values()]
             for c in clients.values():
                 c.close()
@@ -168,10 +176,17 @@ def run_strategy(
         {s.subscription_id: s.terms for s in subs},
         {d.docno: document_terms(d.text, d.title) for d in docs},
     )
+    sequences = {d.docno: document_sequence(d.text, d.title) for d in docs}
+    want |= {
+        (s.subscription_id, docno)
+        for s, q in zip(booleans, boolean)
+        for docno, sequence in sequences.items()
+        if holds(q, sequence)
+    }
     correct = lookups_ok and len(got) == len(set(got)) and set(got) == want
     print(
-        f"  {len(subs)} subscriptions, {len(docs)} documents: {len(got)} alerts, matcher expects "
-        f"{len(want)}: {'OK' if correct else 'MISMATCH'}"
+        f"  {len(subs) + len(booleans)} subscriptions, {len(docs)} documents: {len(got)} alerts, "
+        f"matcher expects {len(want)}: {'OK' if correct else 'MISMATCH'}"
     )
     ledger = Counter()
     for s in stats:
@@ -205,16 +220,20 @@ def run_demo(nodes: int = 8, n_queries: int = 300, n_docs: int = 60, seed: int =
     queries = [
         " ".join(q) for q in generate_queries(df, n_queries, "skew", mean_size=2.0, seed=seed)
     ]
+    texts = [d.text for d in docs]
+    boolean = boolean_workload(df, n_queries // 5, "skew", 2.0, seed + 1, 1.0, texts)
     print(
         f"sample corpus: {len(docs)} documents, {len(df)} terms; workload: {len(queries)} Skew "
-        f"queries (mean 2 terms)\n"
+        f"queries (mean 2 terms) and {len(boolean)} with OR, NOT and phrases, such as\n  "
+        + "\n  ".join(boolean[:4])
+        + "\n"
     )
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="cqengine-inputs-") as tmp:
         files = write_inputs(df, Path(tmp))
         for strategy in STRATEGIES:
             outcomes.append(
-                run_strategy(strategy, nodes, queries, docs, files, random.Random(seed))
+                run_strategy(strategy, nodes, queries, boolean, docs, files, random.Random(seed))
             )
     print(
         f"\n{'strategy':10} {'alerts':>7} {'candidates/doc':>15} {'announce B/doc':>15} "

@@ -15,6 +15,7 @@ from cqengine.cli.options import (
     defaults_of,
     positive,
     positive_float,
+    share,
     spark_options,
 )
 from cqengine.text.corpus import generate_corpus
@@ -62,6 +63,14 @@ def add_workload(sub) -> None:
         help="mean query size; sizes ~ Normal(V, 0.3V) (default %(default)s)",
     )
     w.add_argument("--seed", type=count, default=d["seed"], help="(default %(default)s)")
+    w.add_argument(
+        "--boolean",
+        type=share,
+        default=0.0,
+        metavar="SHARE",
+        help="this share (0-1) of the queries, chosen by seed, rewritten with OR, NOT, "
+        "phrases and groups; each query's text is its `query` (default %(default)s)",
+    )
     w.add_argument(
         "--out",
         type=Path,
@@ -192,6 +201,7 @@ def cmd_workload(args: argparse.Namespace) -> int:
             args.seed,
             args.out,
             args.partitions,
+            boolean=args.boolean,
         ),
     )
 

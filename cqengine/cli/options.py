@@ -62,6 +62,17 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def share(text: str) -> float:
+    """A fraction, 0 to 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not between 0 and 1")
+    return value
+
+
 def count(text: str) -> int:
     try:
         value = int(text)

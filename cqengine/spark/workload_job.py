@@ -11,10 +11,18 @@ however many partitions -- the job's output equals
 process. queries.jsonl and summary.json are written by the driver in query_id order, so
 they are byte-for-byte the same for any partitioning too (except the `partitions` field).
 
+With `boolean` (a share, 0-1), that share of the queries, chosen by seed, is rewritten
+into the query language's other forms (OR, NOT, phrases, groups:
+`cqengine.text.workload.Sampler.boolean`); `query` holds each query's text, a
+conjunction's being its terms. With term statistics alone a phrase is two drawn terms,
+which real text seldom holds in a row.
+
 Output, in OUT (replaced if it exists):
-  queries.parquet  query_id long, size int, terms array<string> (terms in draw order)
-  queries.jsonl    {"query_id": i, "terms": [...]} per line, ordered by query_id
-  summary.json     kind, queries, seed, requested and measured size statistics, ...
+  queries.parquet  query_id long, size int, terms array<string> (terms in draw order),
+                   query string (the text to subscribe)
+  queries.jsonl    {"query_id": i, "terms": [...], "query": "..."} per line, by query_id
+  summary.json     kind, queries, seed, requested and measured size statistics, the
+                   boolean share asked for and how many queries it rewrote, ...
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from typing import Iterable, Iterator
 from cqengine.spark.session import stage
 from cqengine.text.workload import KINDS, Sampler
 
-QUERY_SCHEMA = "query_id long, size int, terms array<string>"
+QUERY_SCHEMA = "query_id long, size int, terms array<string>, query string"
 
 
 class WorkloadError(ValueError):
@@ -46,19 +54,24 @@ def run_workload(
     out: Path,
     partitions: int | None = None,
     quiet: bool = False,
+    boolean: float = 0.0,
 ) -> dict:
-    """Draw `queries` queries of `kind` into OUT; returns the summary also written there."""
+    """Draw `queries` queries of `kind` into OUT (a `boolean` share of them rewritten in
+    the query language); returns the summary also written there."""
     stats_dir, out = Path(stats_dir).absolute(), Path(out).absolute()
     _validate(stats_dir, kind, queries, mean_size, out, partitions)
+    if not 0.0 <= boolean <= 1.0:
+        raise WorkloadError(f"the boolean share must be between 0 and 1, not {boolean}")
     with stage("reading term statistics", quiet):
         df = read_term_df(spark, stats_dir)
     partitions = partitions or spark.sparkContext.defaultParallelism
     out.mkdir(parents=True, exist_ok=True)
     with stage(f"drawing {queries} {kind} queries over {partitions} partitions", quiet):
-        _draw(spark, Sampler(df, kind, mean_size, seed), queries, partitions, out)
+        _draw(spark, Sampler(df, kind, mean_size, seed), queries, partitions, out, boolean)
     with stage("writing queries.jsonl and summary.json", quiet):
-        sizes = _write_jsonl(spark, out)
+        sizes, rewritten = _write_jsonl(spark, out)
         summary = _summary(kind, queries, seed, mean_size, sizes, len(df), partitions)
+        summary.update(boolean=boolean, boolean_queries=rewritten)
         _write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
     return summary
 
@@ -103,35 +116,42 @@ def read_term_df(spark, stats_dir: Path) -> dict[str, int]:
     return {row.term: int(row.df) for row in rows}
 
 
-def _draw(spark, sampler: Sampler, queries: int, partitions: int, out: Path) -> None:
+def _draw(
+    spark, sampler: Sampler, queries: int, partitions: int, out: Path, boolean: float
+) -> None:
     """Workers draw their share of query ids with the broadcast sampler; parquet out."""
     shared = spark.sparkContext.broadcast(sampler)
     try:
         ids = spark.range(queries, numPartitions=partitions).rdd.map(lambda row: row.id)
-        rows = ids.mapPartitions(lambda part: _draw_queries(shared.value, part))
+        rows = ids.mapPartitions(lambda part: _draw_queries(shared.value, part, boolean))
         table = spark.createDataFrame(rows, QUERY_SCHEMA)
         table.write.mode("overwrite").parquet(str(out / "queries.parquet"))
     finally:
         shared.unpersist()
 
 
-def _draw_queries(sampler: Sampler, ids: Iterable[int]) -> Iterator[tuple[int, int, list[str]]]:
+def _draw_queries(
+    sampler: Sampler, ids: Iterable[int], boolean: float
+) -> Iterator[tuple[int, int, list[str], str]]:
     for i in ids:
         terms = sampler.query(i)
-        yield i, len(terms), terms
+        yield i, len(terms), terms, sampler.boolean(i, boolean)
 
 
-def _write_jsonl(spark, out: Path) -> list[int]:
-    """queries.jsonl in query_id order, streamed through the driver; returns the sizes."""
+def _write_jsonl(spark, out: Path) -> tuple[list[int], int]:
+    """queries.jsonl in query_id order, streamed through the driver; returns the sizes and
+    how many queries are more than their terms."""
     table = spark.read.parquet(str(out / "queries.parquet")).orderBy("query_id")
-    sizes = []
+    sizes, rewritten = [], 0
     tmp = out / "queries.jsonl.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         for row in table.toLocalIterator():
-            f.write(json.dumps({"query_id": row.query_id, "terms": list(row.terms)}) + "\n")
+            record = {"query_id": row.query_id, "terms": list(row.terms), "query": row.query}
+            f.write(json.dumps(record) + "\n")
             sizes.append(row.size)
+            rewritten += row.query != " ".join(row.terms)
     os.replace(tmp, out / "queries.jsonl")
-    return sizes
+    return sizes, rewritten
 
 
 def _summary(

@@ -6,6 +6,12 @@ InverSkew (the term of frequency rank r gets the probability of rank V-r+1).
 
 Query i is drawn from its own generator, seeded by (seed, i): a workload is the same
 whether one process makes it or a Spark job spreads it over any number of partitions.
+
+A boolean mix (`Sampler.boolean`, `boolean_workload`) rewrites a seeded share of the
+queries into the query language's other forms, in turn: `a b OR c`, `a b -x`, a phrase
+with the rest, `(a OR x) b -"p q"`; x a term drawn as the query's are, a phrase a run of a
+document's words when documents are at hand (standing for the query's first term), else
+the first term and a drawn one (which real text seldom holds in a row).
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import random
-from typing import Mapping
+from typing import Callable, Mapping, Sequence
 
 KINDS = ("uniform", "skew", "inverskew")
 
@@ -51,8 +57,24 @@ class Sampler:
         size = self.size(rng)
         chosen: dict[str, None] = {}
         while len(chosen) < size:
-            chosen[self.terms[bisect.bisect_right(self.cum, rng.random() * self.cum[-1])]] = None
+            chosen[self.draw(rng)] = None
         return list(chosen)
+
+    def draw(self, rng: random.Random) -> str:
+        return self.terms[bisect.bisect_right(self.cum, rng.random() * self.cum[-1])]
+
+    def boolean(
+        self, i: int, share: float, phrase: Callable[[random.Random], str] | None = None
+    ) -> str:
+        """Query i as text: for a seeded `share` of the queries, rewritten into a form of
+        the query language (module docstring); else its terms."""
+        terms = self.query(i)
+        rng = random.Random(f"{self.seed}:{i}:boolean")
+        if rng.random() >= share:
+            return " ".join(terms)
+        pair = phrase or (lambda r: f'"{terms[0]} {self.draw(r)}"')
+        form = i % len(BOOLEAN_FORMS)
+        return boolean_form(terms, form, lambda: self.draw(rng), lambda: pair(rng))
 
 
 def generate_queries(
@@ -60,3 +82,50 @@ def generate_queries(
 ) -> list[list[str]]:
     sampler = Sampler(df, kind, mean_size, seed)
     return [sampler.query(i) for i in range(n)]
+
+
+BOOLEAN_FORMS = ("or", "not", "phrase", "group")
+
+
+def boolean_form(
+    terms: Sequence[str], form: int, word: Callable[[], str], phrase: Callable[[], str]
+) -> str:
+    """A conjunction's terms in one of the language's forms (BOOLEAN_FORMS[form])."""
+    first, rest = terms[0], " ".join(terms[1:])
+    if BOOLEAN_FORMS[form] == "or":
+        half = max(1, len(terms) // 2)
+        other = " ".join(terms[half:]) or word()
+        return f"{' '.join(terms[:half])} OR {other}"
+    if BOOLEAN_FORMS[form] == "not":
+        return f"{' '.join(terms)} -{word()}"
+    if BOOLEAN_FORMS[form] == "phrase":
+        return f"{phrase()} {rest}".strip()
+    return f"({first} OR {word()}) {rest} -{phrase()}".replace("  ", " ")
+
+
+def document_phrases(texts: Sequence[str]) -> Callable[[random.Random], str]:
+    """Phrases drawn from documents: a run of 2-3 consecutive words of one of them."""
+    docs = [t.split() for t in texts if len(t.split()) >= 3]
+
+    def phrase(rng: random.Random) -> str:
+        words = docs[rng.randrange(len(docs))]
+        at, k = rng.randrange(len(words) - 2), rng.randint(2, 3)
+        return '"' + " ".join(words[at : at + k]) + '"'
+
+    return phrase
+
+
+def boolean_workload(
+    df: Mapping[str, int],
+    n: int,
+    kind: str = "skew",
+    mean_size: float = 2.0,
+    seed: int = 1,
+    share: float = 1.0,
+    texts: Sequence[str] = (),
+) -> list[str]:
+    """n queries as text, a `share` of them in the language's other forms, phrases drawn
+    from `texts` (documents' text) when given."""
+    sampler = Sampler(df, kind, mean_size, seed)
+    phrase = document_phrases(texts) if texts else None
+    return [sampler.boolean(i, share, phrase) for i in range(n)]

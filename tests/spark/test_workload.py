@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from chord.ids import hash_id
+from cqengine.core.queries import analyze_query
 from cqengine.spark.prep import signed
 from cqengine.spark.workload_job import WorkloadError, run_workload
-from cqengine.text.workload import generate_queries
+from cqengine.text.workload import BOOLEAN_FORMS, Sampler, generate_queries
 
 VOCAB = 2000
 N = 20_000  # queries per distribution workload
@@ -153,6 +154,8 @@ def test_summary(spark, workloads):
         "measured_size_stdev": summary["measured_size_stdev"],
         "vocabulary_size": VOCAB,
         "partitions": spark.sparkContext.defaultParallelism,
+        "boolean": 0.0,
+        "boolean_queries": 0,
     }
 
 
@@ -181,8 +184,9 @@ def test_same_seed_same_workload_whatever_the_partitioning(spark, df, one_and_fo
         == read_parquet(spark, four)
         == [(i, len(q), q) for i, q in enumerate(expected)]
     )
+    assert [r["query"] for r in read_jsonl(four)] == [" ".join(q) for q in expected]
     schema = spark.read.parquet(str(four / "queries.parquet")).schema.simpleString()
-    assert schema == "struct<query_id:bigint,size:int,terms:array<string>>"
+    assert schema == "struct<query_id:bigint,size:int,terms:array<string>,query:string>"
     assert (s1["partitions"], s4["partitions"]) == (1, 4)
     assert {**s1, "partitions": 4} == s4
     assert json.loads((four / "summary.json").read_text()) == s4
@@ -251,3 +255,25 @@ def test_empty_terms_directory_is_an_error(spark, tmp_path):
         run_workload(spark, tmp_path / "stats", "skew", 10, 5, 1, tmp_path / "out", quiet=True)
     assert "\n" not in str(info.value)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_boolean_share_rewrites_that_share_into_the_query_language(spark, stats, df, tmp_path):
+    """--boolean 0.3: about 30% of the queries (chosen by seed, whatever the partitioning)
+    use OR, NOT, phrases or groups, each form alike, every one a query the engine takes,
+    over the same terms as the conjunctive workload; the rest are their terms."""
+    out = tmp_path / "out"
+    summary = run_workload(
+        spark, stats, "skew", 4000, 3.0, 7, out, partitions=3, quiet=True, boolean=0.3
+    )
+    records = read_jsonl(out)
+    sampler = Sampler(df, "skew", 3.0, 7)
+    assert [r["query"] for r in records] == [sampler.boolean(i, 0.3) for i in range(4000)]
+    assert [r["terms"] for r in records] == generate_queries(df, 4000, "skew", 3.0, 7)
+    rewritten = [r for r in records if r["query"] != " ".join(r["terms"])]
+    assert summary["boolean_queries"] == len(rewritten)
+    assert 0.27 < len(rewritten) / 4000 < 0.33
+    forms = Counter(r["query_id"] % len(BOOLEAN_FORMS) for r in rewritten)
+    assert min(forms.values()) > 200
+    for r in rewritten[:300]:
+        assert set(r["terms"]) <= set(analyze_query(r["query"]).terms)  # it parses, and keeps them
+        assert any(mark in r["query"] for mark in (" OR ", " -", '"'))
