@@ -187,3 +187,26 @@ def test_reindexed_boolean_entries_alert_once_and_unsubscribe_wherever_they_move
     for _, r in replies[::2]:
         sim.unsubscribe(r)
     assert len(entries(sim)) == sum(len(r.alternatives) for _, r in replies[1::2])
+
+
+HANDMADE = "The levee held after the storm. Later, the storm passed the levee"
+QUERIES = {  # what each query must do with HANDMADE, by the README's definitions
+    '"levee held"': True,
+    '"held storm"': True,  # across the document's stop words
+    '"passed the levee"': True,  # at the end of the document
+    '"storm levee"': False,  # both there, never in a row
+    'levee -"storm held"': True,
+    'levee -"held storm"': False,  # NOT of a phrase that is there
+    "levee OR storm": True,  # both alternatives match: one alert
+    '"levee held" OR storm OR levee': True,
+    "levee -storm": False,
+}
+
+
+@pytest.mark.parametrize("resolution", ("td", "bf"))
+def test_a_handmade_document_alerts_what_the_language_says_once(resolution):
+    sim = EngineSimulator(6, Settings(strategy="mhi", resolution=resolution), seed=2)
+    replies = {sim.subscribe(q).subscription_id: q for q in QUERIES}
+    sim.publish("D1", HANDMADE)
+    got = sim.alerts()
+    assert sorted(replies[s] for s, _ in got) == sorted(q for q, yes in QUERIES.items() if yes)
