@@ -19,7 +19,11 @@ For each workload and subscription count:
    costs: too short, and half the maximum rate overloads the ring.
 
 Workloads: `skew`, the paper's Skew queries (mean size 5) over a generated TREC-AP-like
-corpus; `text`, queries of 3-4 consecutive words taken from the documents' text.
+corpus; `text`, queries of 3-4 consecutive words taken from the documents' text;
+`boolean`, the Skew queries each rewritten into a form of the query language (OR, NOT, a
+phrase of the documents' words, a group: cqengine.text.workload.boolean_workload), its
+single process the matcher's `match_queries` (each query read off its tree, tried on the
+documents holding a term it names), analysis included.
 
 With `--data-dirs on` the nodes keep their state in SQLite data directories, as
 `cqengine ring up` has them do; `--data-dirs off,on` measures a ring of each, side by side.
@@ -55,7 +59,13 @@ import grpc
 import numpy as np
 
 from chord.tls import Credentials, aio_channel
-from cqengine.evaluation.matcher import document_frequencies, document_terms, match_documents
+from cqengine.evaluation.matcher import (
+    document_frequencies,
+    document_sequence,
+    document_terms,
+    match_documents,
+    match_queries,
+)
 from cqengine.live.client import ACK_EVERY
 from cqengine.live.costs import cost_by_stage
 from cqengine.live.ring import ring_down, ring_up
@@ -64,7 +74,7 @@ from cqengine.proto import cqengine_pb2_grpc as pb_grpc
 from cqengine.text.analysis import analyze
 from cqengine.text.corpus import generate_corpus
 from cqengine.text.trec import TrecDoc
-from cqengine.text.workload import generate_queries
+from cqengine.text.workload import boolean_workload, generate_queries
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ENGINE_KINDS = (
@@ -85,8 +95,12 @@ def say(text: str) -> None:
 
 
 def workload_queries(kind: str, docs: list[TrecDoc], n: int, seed: int) -> list[str]:
-    """n query texts: the paper's Skew queries of the corpus, or 3-4 consecutive words of a
-    random document's text (whatever analysis leaves of them must not be empty)."""
+    """n query texts: the paper's Skew queries of the corpus (rewritten in the query
+    language, for `boolean`), or 3-4 consecutive words of a random document's text
+    (whatever analysis leaves of them must not be empty)."""
+    if kind == "boolean":
+        texts = [d.text for d in docs]
+        return boolean_workload(document_frequencies(docs), n, "skew", 5.0, seed, 1.0, texts)
     if kind == "skew":
         return [
             " ".join(q)
@@ -128,6 +142,16 @@ def percolate(
                 if need <= have:
                     out.add((i, d.docno))
     return time.process_time() - start, out
+
+
+def percolate_boolean(queries: list[str], docs: list[TrecDoc]) -> tuple[float, set]:
+    """The query language's percolator: each document analyzed into its term sequence and
+    matched (cqengine.evaluation.matcher.match_queries). The seconds and the matches."""
+    start = time.process_time()
+    sequences = [document_sequence(d.text, d.title) for d in docs]
+    hits = match_queries(queries, sequences)
+    seconds = time.process_time() - start
+    return seconds, {(i, d.docno) for d, found in zip(docs, hits) for i in found}
 
 
 def write_stats(df: Counter, path: Path) -> None:
@@ -384,7 +408,7 @@ async def measure_ring(
     docs: list[TrecDoc],
     stats_file: Path,
     oracle: set[tuple[int, str]],
-    analyzed: list[list[str]],
+    analyzed: list[list[str]] | None,
     stored: bool,
     replicas: int,
     secure: bool,
@@ -420,7 +444,7 @@ async def measure_ring(
             subscribe_s = time.perf_counter() - t
             say(f"  {len(subs)} subscriptions in {subscribe_s:.1f}s")
             query_of = {s.subscription_id: i for i, s in enumerate(subs)}
-            assert all(list(s.terms) == analyzed[i] for i, s in enumerate(subs))
+            assert analyzed is None or all(list(s.terms) == analyzed[i] for i, s in enumerate(subs))
             await ring.open_streams(subs)
             pids = [e.pid for e in ring_file.nodes]
             # warm up as the percolator does: every list a document touches built once
@@ -511,15 +535,20 @@ async def run(args) -> dict:
             for n in args.subscriptions:
                 say(f"{kind}, {n} subscriptions, {len(docs)} documents")
                 queries = workload_queries(kind, docs, n, args.seed)
-                analyzed = [analyze(q) for q in queries]
-                percolate(analyzed, docs, df)  # warm up: the analyzer's caches filled
-                seconds, found = percolate(analyzed, docs, df)
-                oracle = {
-                    (i, d.docno)
-                    for d, hits in zip(docs, match_documents(analyzed, terms))
-                    for i in hits
-                }
-                assert found == oracle, "the percolator disagrees with the matcher"
+                if kind == "boolean":
+                    analyzed = None
+                    percolate_boolean(queries, docs)  # warm up: the analyzer's caches filled
+                    seconds, oracle = percolate_boolean(queries, docs)
+                else:
+                    analyzed = [analyze(q) for q in queries]
+                    percolate(analyzed, docs, df)  # warm up: the analyzer's caches filled
+                    seconds, found = percolate(analyzed, docs, df)
+                    oracle = {
+                        (i, d.docno)
+                        for d, hits in zip(docs, match_documents(analyzed, terms))
+                        for i in hits
+                    }
+                    assert found == oracle, "the percolator disagrees with the matcher"
                 single = len(docs) / seconds
                 say(f"  single process: {single:.0f} docs/s, {len(oracle)} matches")
                 rings = [(d, r, t) for d in args.data_dirs for r in args.replicas for t in args.tls]
@@ -589,7 +618,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--nodes", type=int, default=8)
     p.add_argument("--subscriptions", default="10000,100000", help="comma-separated counts")
     p.add_argument("--docs", type=int, default=2000)
-    p.add_argument("--workloads", default="skew,text", help="comma-separated: skew, text")
+    p.add_argument("--workloads", default="skew,text", help="comma-separated: skew, text, boolean")
     p.add_argument("--strategy", default="oi")
     p.add_argument("--resolution", default="td")
     p.add_argument("--batch-docs", type=int, default=64, help="the nodes' --batch-docs")
@@ -642,8 +671,8 @@ def main(argv: list[str] | None = None) -> int:
     if len(set(args.producer_linger_ms)) < len(args.producer_linger_ms):
         # each linger's documents get their own docnos from it; a docno alerts once
         p.error(f"--producer-linger-ms names a linger twice: {args.producer_linger_ms}")
-    if set(args.workloads) - {"skew", "text"}:
-        p.error(f"unknown workload in {args.workloads}; choose skew, text")
+    if set(args.workloads) - {"skew", "text", "boolean"}:
+        p.error(f"unknown workload in {args.workloads}; choose skew, text, boolean")
     args.out.mkdir(parents=True, exist_ok=True)
     result = asyncio.run(run(args))
     path = args.out / f"{args.name}.json"

@@ -10,8 +10,9 @@ whether one process makes it or a Spark job spreads it over any number of partit
 A boolean mix (`Sampler.boolean`, `boolean_workload`) rewrites a seeded share of the
 queries into the query language's other forms, in turn: `a b OR c`, `a b -x`, a phrase
 with the rest, `(a OR x) b -"p q"`; x a term drawn as the query's are, a phrase a run of a
-document's words when documents are at hand (standing for the query's first term), else
-the first term and a drawn one (which real text seldom holds in a row).
+document's words of two terms or more when documents are at hand (standing for the
+query's first term), else the first term and a drawn one (which real text seldom holds in
+a row).
 """
 
 from __future__ import annotations
@@ -19,9 +20,14 @@ from __future__ import annotations
 import bisect
 import itertools
 import random
+import re
 from typing import Callable, Mapping, Sequence
 
+from cqengine.text.analysis import analyze_sequence
+
 KINDS = ("uniform", "skew", "inverskew")
+PHRASE_TRIES = 50
+_WORDS = re.compile(r"[^\W_]+(?:'[^\W_]+)*")  # the analyzer's tokens (cqengine.text.analysis)
 
 
 def term_weights(df: Mapping[str, int], kind: str) -> tuple[list[str], list[float]]:
@@ -104,13 +110,19 @@ def boolean_form(
 
 
 def document_phrases(texts: Sequence[str]) -> Callable[[random.Random], str]:
-    """Phrases drawn from documents: a run of 2-3 consecutive words of one of them."""
-    docs = [t.split() for t in texts if len(t.split()) >= 3]
+    """Phrases drawn from documents: a run of 2-3 consecutive words of one of them (its
+    tokens as the analyzer sees them, lowercased: no quote, bracket or OR of the text's
+    becomes the query's)."""
+    docs = [w for w in (_WORDS.findall(t.lower()) for t in texts) if len(w) >= 3]
 
     def phrase(rng: random.Random) -> str:
-        words = docs[rng.randrange(len(docs))]
-        at, k = rng.randrange(len(words) - 2), rng.randint(2, 3)
-        return '"' + " ".join(words[at : at + k]) + '"'
+        for _ in range(PHRASE_TRIES):  # a run of stop words alone is no phrase: another
+            words = docs[rng.randrange(len(docs))]
+            at, k = rng.randrange(len(words) - 2), rng.randint(2, 3)
+            run = words[at : at + k]
+            if len(analyze_sequence(" ".join(run))) >= 2:
+                break
+        return '"' + " ".join(run) + '"'
 
     return phrase
 

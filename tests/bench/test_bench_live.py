@@ -27,6 +27,8 @@ def test_bench_live_small(tmp_path):
             "20",
             "--data-dirs",
             "on",  # every node keeping its state in SQLite, as `cqengine ring up` has them
+            "--workloads",
+            "skew,text,boolean",
             "--out",
             str(tmp_path),
         ]
@@ -36,6 +38,7 @@ def test_bench_live_small(tmp_path):
     assert [(r["workload"], r["subscriptions"], r["data_dirs"]) for r in result["runs"]] == [
         ("skew", 60, True),
         ("text", 60, True),
+        ("boolean", 60, True),
     ]
     assert all(r["tls"] for r in result["runs"])  # the secure default, as `ring up` runs
     assert result["tls_cost"] == []  # no plaintext twin to compare with
@@ -69,6 +72,7 @@ def test_bench_live_small(tmp_path):
             if r["matches"]:
                 assert 0 < slow["p50_ms"] <= slow["p99_ms"] and slow["alerts"] == r["matches"]
     assert result["runs"][1]["matches"] >= 60  # a query from a document's text matches it
+    assert result["runs"][2]["matches"] > 0  # the query language's alerts, = the matcher's
 
 
 def test_bench_live_measures_what_tls_costs_on_twin_rings(tmp_path):
