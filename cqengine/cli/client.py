@@ -132,17 +132,18 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
 
 
 def describe(sub) -> str:
-    """What a subscription's reply says, in a line or a few."""
-    where = f"indexed under {sub.index_term!r}"
-    if len(sub.alternatives) > 1 or sub.query != " ".join(sorted(sub.terms)):
-        where = "alternatives " + "; ".join(
-            f"{a.query} under {a.index_term!r}" for a in sub.alternatives
+    """What a subscription's reply says: its terms and index term, or for a query of the
+    language, as the engine understood it, each alternative with its index term."""
+    alternatives = list(sub.alternatives)
+    plain = [a.query for a in alternatives] in ([], [" ".join(sorted(sub.terms))])
+    if plain:
+        what = f"terms {' '.join(sub.terms)}; indexed under {sub.index_term!r}"
+    else:
+        what = f"{sub.query}; alternatives " + "; ".join(
+            f"{a.query} under {a.index_term!r}" for a in alternatives
         )
     dropped = f"; left out: {' '.join(sub.dropped)}" if sub.dropped else ""
-    return (
-        f"subscription {sub.subscription_id:016x}: {sub.query or ' '.join(sub.terms)}; "
-        f"{where}{dropped}; alerts from {sub.home}"
-    )
+    return f"subscription {sub.subscription_id:016x}: {what}{dropped}; alerts from {sub.home}"
 
 
 def read_queries(path: Path) -> list[str]:
@@ -307,6 +308,7 @@ def print_stats(replies) -> None:
         "alerts_delivered",
         "alerts_retried",
         "alerts_dropped",
+        "alerts_repeated",
         "repairs",
         "batches_in_flight",
         "background",

@@ -111,6 +111,7 @@ class Home:
         subscriptions = ctx.subscriptions
         limit = ctx.settings.mailbox_bytes
         runs: Runs = []
+        repeated = 0  # alerts of documents their mailboxes had already
         unknown = False  # a subscription whose record has not reached me yet
         for doc, c in zip(batch_documents(batch), counts):
             took, numbers = [], []
@@ -121,11 +122,15 @@ class Home:
                     if box.offer(doc, limit):
                         took.append(sub_id)
                         numbers.append(box.next - 1)
+                    else:
+                        repeated += 1
                 elif batch.home_id and sub_id not in ctx.store.gone:
                     unknown = True
             if took:
                 runs.append((doc, took, numbers))
             start += c
+        if repeated:
+            ctx.count("alerts_repeated", repeated)
         # the DN tries the batch again later (those taken now it finds seen), while
         # reconciliation brings me the records of my region that I lack
         reply = pb.DeliverReply(moved=unknown)

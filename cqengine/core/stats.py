@@ -65,6 +65,7 @@ class Stats:
             matches=c["matches"],
             alerts_delivered=c["alerts_delivered"],
             alerts_dropped=sum(dropped.values()),
+            alerts_repeated=c["alerts_repeated"],
             dropped_by=dropped,
             config=ctx.settings.to_pb(values=False),
             synopsis_size=len(self.synopsis.entries),

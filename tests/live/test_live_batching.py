@@ -43,6 +43,20 @@ def corpus(tmp_path_factory):
     return docs, queries, boolean, write_inputs(df, tmp_path_factory.mktemp("inputs"))
 
 
+def subscribed(clients: dict, queries: list[str], rng: random.Random) -> list:
+    """Each query subscribed at a node picked at random, a SubscribeBatch call per node:
+    the replies, in the queries' order."""
+    by_node: dict[str, list[int]] = {}
+    for i in range(len(queries)):
+        by_node.setdefault(rng.choice(sorted(clients)), []).append(i)
+    out: list = [None] * len(queries)
+    for address, at in by_node.items():
+        for i, r in zip(at, clients[address].subscribe_many([queries[i] for i in at])):
+            assert not r.code, r.error
+            out[i] = r
+    return out
+
+
 @pytest.mark.parametrize("strategy,resolution,batch_docs,linger_ms", CASES)
 def test_batched_publishing_alerts_each_matching_subscriber_once(
     corpus, tmp_path, strategy, resolution, batch_docs, linger_ms
@@ -72,8 +86,7 @@ def test_batched_publishing_alerts_each_matching_subscriber_once(
         rng = random.Random(batch_docs)
         addresses, credentials = ring.addresses(), ring.credentials()
         clients = {a: Client(a, credentials=credentials) for a in addresses}
-        subs = [clients[rng.choice(addresses)].subscribe(q) for q in queries]
-        booleans = [clients[rng.choice(addresses)].subscribe(q) for q in boolean]
+        subs, booleans = subscribed(clients, queries, rng), subscribed(clients, boolean, rng)
         # most documents in PublishBatch calls of various sizes to random nodes, some alone
         rest = list(docs)
         while rest:

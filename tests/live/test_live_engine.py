@@ -326,6 +326,13 @@ def test_cli_subscribe_publish_stats_analyze(ring, tmp_path):
     assert abs(sum(shares.values()) - 100) < 0.5
     analyzed = cqengine("analyze", "The Hurricanes and THE levees")
     assert analyzed.stdout.split() == ["hurrican", "leve"]
+    # a query of the language: its alternatives and what was left out, on stderr
+    either = cqengine("subscribe", '"the ash cloud" OR lava -drill the', "--count", "0", *rf)
+    assert either.returncode == 0, either.stderr
+    assert "alternatives" in either.stderr and "left out: the" in either.stderr
+    assert '"ash cloud" under' in either.stderr and "-drill under 'lava'" in either.stderr
+    bad = cqengine("subscribe", "(ash OR", "--count", "0", *rf)
+    assert_one_line_error(bad, "at character")
 
 
 def test_cli_publish_reports_malformed_trec_with_its_line(ring, tmp_path):
