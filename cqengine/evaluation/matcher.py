@@ -35,27 +35,46 @@ def holds(query: str, sequence: Sequence[str]) -> bool:
 
 def match_queries(queries: Sequence[str], sequences: Sequence[Sequence[str]]) -> list[list[int]]:
     """For each document (its term sequence), the positions of the queries it matches,
-    ascending: `holds` of each, fast enough for thousands by thousands. A document that
-    matches holds some term the query names, so each query is tried only on documents
-    holding one of its terms."""
+    ascending: `holds` of each, fast enough for thousands by thousands. Each query is
+    tried only on the documents holding a term it cannot match without (`_needs`)."""
+    df: Counter = Counter(t for s in sequences for t in set(s))
     trees = [parse(q) for q in queries]
     filed: dict[str, list[int]] = {}
+    anywhere = []  # queries that need no term (a NOT alone): tried everywhere
     for i, tree in enumerate(trees):
-        for t in _named(tree):
+        need = _needs(tree, df)
+        if need is None:
+            anywhere.append(i)
+        for t in need or ():
             filed.setdefault(t, []).append(i)
     out = []
     for sequence in sequences:
         have = frozenset(sequence)
-        tried = sorted({i for t in have for i in filed.get(t, ())})
+        tried = sorted({i for t in have for i in filed.get(t, ())}.union(anywhere))
         out.append([i for i in tried if _value(trees[i], sequence, have) is True])
     return out
 
 
-def _named(node: Node) -> set[str]:
-    """Every term a node's words and phrases analyze to."""
+_DROPPED = frozenset({""})  # a node analysis leaves nothing of: no part of its group
+
+
+def _needs(node: Node, df: Counter) -> frozenset[str] | None:
+    """Terms of which a document the node is true for holds at least one (None: no such
+    terms; _DROPPED: the node is left out). A word or phrase needs each of its terms (the
+    rarest will do); AND needs what one of its parts needs (the rarest such); OR needs
+    what any of its parts needs; NOT needs nothing."""
     if isinstance(node, (Word, Phrase)):
-        return set(_terms(node))
-    return set().union(*map(_named, (node.of,) if isinstance(node, Not) else node.parts))
+        terms = _terms(node)
+        return frozenset([min(terms, key=lambda t: (df[t], t))]) if terms else _DROPPED
+    if isinstance(node, Not):
+        return _DROPPED if _needs(node.of, df) is _DROPPED else None
+    needs = [n for n in (_needs(p, df) for p in node.parts) if n is not _DROPPED]
+    if not needs:
+        return _DROPPED
+    if isinstance(node, And):
+        sure = [n for n in needs if n is not None]
+        return min(sure, key=lambda n: sum(df[t] for t in n)) if sure else None
+    return None if any(n is None for n in needs) else frozenset().union(*needs)
 
 
 @lru_cache(maxsize=1 << 16)

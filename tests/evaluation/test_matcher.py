@@ -62,6 +62,14 @@ def test_match_queries_equals_holds_for_each_query_and_document():
     docs = list(generate_corpus(30, seed=3, vocab_size=200, mean_terms=20))
     df = document_frequencies(docs)
     queries = boolean_workload(df, 200, "skew", 2.0, 4, 1.0, [d.text for d in docs])
+    words = sorted(df, key=lambda t: -df[t])[:6]
+    queries += [  # what needs no term, stop words in every place, groups in groups
+        f"-{words[0]}",
+        f"the OR {words[1]}",
+        f"-({words[0]} {words[1]}) OR ({words[2]} -the)",
+        f"({words[3]} OR -{words[4]}) ({words[5]} OR {words[0]})",
+        f'"{words[1]} the {words[2]}" OR NOT {words[3]}',
+    ]
     sequences = [document_sequence(d.text, d.title) for d in docs]
     fast = match_queries(queries, sequences)
     brute = [[i for i, q in enumerate(queries) if holds(q, s)] for s in sequences]
