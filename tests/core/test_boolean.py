@@ -72,6 +72,11 @@ def test_boolean_alerts_equal_the_matcher(
     for d in wl.docs:
         sim.publish(d.docno, d.text, d.title)
     assert_exact(sim.alerts(), want)
+    # every match reported is an alert, or a document its subscriber had (two of its
+    # query's alternatives matched it at different QNs): counted, never silently gone
+    t = sim.tally
+    dropped = sum(n for name, n in t.items() if name.startswith("dropped:"))
+    assert t["matches"] == t["alerts_delivered"] + t["alerts_repeated"] + dropped
     for _, reply in subs.values():
         sim.unsubscribe(reply)
     assert entries(sim) == []
