@@ -2,6 +2,7 @@
 
     with Client("127.0.0.1:7000") as c:
         sub = c.subscribe("hurricane levee")
+        either = c.subscribe('hurricane OR "tropical storm" -drill')  # either.alternatives
         subs = c.subscribe_many(["levee breach", "storm surge"])  # refused ones have `code`
         c.publish("DOC-1", "The levee held as the hurricane passed.")
         c.publish_many([("DOC-2", "More rain on the levee.", ""), ("DOC-3", "Calm.", "")])
@@ -157,6 +158,10 @@ class Client:
             raise _error(e, self.address, self.credentials) from None
 
     def subscribe(self, query: str) -> pb.SubscribeReply:
+        """Subscribe a query in the query language (README, "Queries"): the reply has its
+        id and token, the query as understood (`query`), each alternative with the term
+        it is indexed under (`alternatives`) and the words left out (`dropped`). A query
+        refused raises ClientError (INVALID_ARGUMENT, naming the character at fault)."""
         return self._call("Subscribe", pb.SubscribeRequest(query=query))
 
     def subscribe_many(
