@@ -39,7 +39,32 @@ def entry_problem(e: pb.QueryEntry) -> str | None:
         return "an entry's term ids are not its terms', in order"
     if e.index_id not in e.term_ids:
         return "an entry indexed under none of its terms"
+    why = conditions_problem(e)
+    if why is not None:
+        return why
     return address_problem(e.home) if e.home else None
+
+
+def conditions_problem(e: pb.QueryEntry) -> str | None:
+    """What an entry asks besides its terms (cqengine.core.queries): negated terms and
+    their ids alike, phrases of 2 or more terms and their ids alike, MAX_QUERY_TERMS of
+    them at most all told (a DN asked about them refuses no less)."""
+    phrased = sum(len(p.ids) for p in e.phrases)
+    if len(e.not_ids) != len(e.not_terms) or len(e.not_ids) + phrased > limits.MAX_QUERY_TERMS:
+        return (
+            f"an entry of {len(e.not_ids)} negated ids, {len(e.not_terms)} negated terms "
+            f"and {phrased} ids in phrases"
+        )
+    if any(term_id(t) != i for t, i in zip(e.not_terms, e.not_ids)):
+        return "an entry's negated ids are not its negated terms'"
+    for p in e.phrases:
+        if len(p.ids) < 2 or len(p.ids) != len(p.terms):
+            return f"a phrase of {len(p.ids)} ids and {len(p.terms)} terms"
+        if any(term_id(t) != i for t, i in zip(p.terms, p.ids)):
+            return "a phrase's ids are not its terms'"
+    if any(len(t.encode("utf-8")) > limits.MAX_TERM_BYTES for t in e.not_terms):
+        return f"a negated term of more than {limits.MAX_TERM_BYTES} bytes"
+    return None
 
 
 def documents_problem(n: int, least: int = 1) -> str | None:
@@ -173,6 +198,8 @@ def held_batch_problem(settings: Settings, b: pb.HeldBatch) -> str | None:
     for d in b.documents:
         if not d.ids:
             return f"a held document {d.docno[:40]!r} without ids"
+        if d.sequence and max(d.sequence) >= len(d.ids):
+            return f"a held document {d.docno[:40]!r} whose sequence is not of its ids"
         why = docnos_problem((d.docno,)) or texts_problem(settings, (d.title, d.snippet))
         if why is not None:
             return why

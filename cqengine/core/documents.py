@@ -31,7 +31,7 @@ from cqengine.text.analysis import analyze_sequence, term_id
 class Document:
     """A document ready to publish: its docno, its analyzed terms (and their ids, if known
     already), what its alerts carry, and its term sequence (what phrases match; None:
-    its terms, in their order)."""
+    unknown, so no phrase is found in it)."""
 
     docno: str
     terms: Sequence[str]
@@ -147,8 +147,9 @@ class Documents:
                 "INVALID_ARGUMENT", f"a document needs a docno of 1-{limits.MAX_DOCNO} characters"
             )
         ids = doc.ids if doc.ids is not None else frozenset(map(term_id, doc.terms))
-        terms = doc.terms if doc.sequence is None else doc.sequence
-        sequence = np.fromiter(map(term_id, terms), dtype=np.uint64, count=len(terms))
+        sequence = None  # published as terms alone: no phrase is found in it
+        if doc.sequence is not None:
+            sequence = np.fromiter(map(term_id, doc.sequence), np.uint64, len(doc.sequence))
         kept = PublishedDoc(self.new_id(), docno, doc.title, doc.snippet, ids, sequence)
         self._add(kept)
         return kept

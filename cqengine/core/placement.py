@@ -160,8 +160,9 @@ class Placement:
         try:
             unplaced = yield from self.at_owners([e for n in new.values() for e in n[2]])
         except BaseException:
-            for sub_id in new:
-                del ctx.subscriptions[sub_id]
+            for _, sub, _, _, _ in new.values():
+                del ctx.subscriptions[sub.id]
+                ctx.host.spawn(self._unindexed(sub))  # those placed go again
             raise
         for sub_id in dict.fromkeys(unplaced):
             i, sub, entries, _, _ = new.pop(sub_id)
@@ -295,24 +296,27 @@ class Placement:
         raise EngineError("UNAVAILABLE", MOVING)
 
     def at_owners(self, entries: list[pb.QueryEntry]) -> Op:
-        """Place entries at the owners of their index ids, one Index message per owner,
+        """Place entries at the owners of their index ids, one Index message per owner (per
+        MAX_BATCH_QUERIES entries: a batch's queries may have many alternatives each),
         looking again for those whose owner did not own their key (or did not answer);
         the subscriptions of those still not placed after PLACE_ATTEMPTS rounds."""
         left = entries
+        most = limits.MAX_BATCH_QUERIES
         for _ in range(limits.PLACE_ATTEMPTS):
             if not left:
                 break
             moved: list[pb.QueryEntry] = []
             groups = yield from self._by_owner(left)
-            for owner, group in groups.items():
-                try:
-                    reply = yield Call(owner, "Index", pb.IndexRequest(entries=group))
-                except PeerUnreachable:
-                    moved += group
-                    continue
-                if reply.moved:
-                    again = set(reply.moved)
-                    moved += [e for e in group if e.subscription_id in again]
+            for owner, whole in groups.items():
+                for group in (whole[i : i + most] for i in range(0, len(whole), most)):
+                    try:
+                        reply = yield Call(owner, "Index", pb.IndexRequest(entries=group))
+                    except PeerUnreachable:
+                        moved += group
+                        continue
+                    if reply.moved:
+                        again = set(reply.moved)
+                        moved += [e for e in group if e.subscription_id in again]
             left = moved
         return [e.subscription_id for e in left]
 

@@ -117,6 +117,14 @@ class QN:
             return None
 
 
+def _short(req: pb.DialogueRequest, reply: pb.DialogueReply) -> bool:
+    """Does a last round's reply answer fewer ids or phrases than were asked (a DN that
+    knows no phrase questions, say)?"""
+    phrases = len(req.phrase_lengths)
+    ids = len(req.ids) - sum(req.phrase_lengths)
+    return len(reply.present) * 8 < ids or len(reply.phrases) * 8 < phrases
+
+
 def _one_each(entries: list[pb.QueryEntry]) -> list[pb.QueryEntry]:
     """One entry per subscription: a document that matches two alternatives of a query is
     one alert (a home also takes each document once)."""
@@ -207,8 +215,10 @@ class Resolution:
         """The reply to a request of this round; None (why: `failure`) if the DN failed."""
         if reply is None:
             self._drop(ask.parts, failure, "dn_failed")
-        elif len(reply.found) != len(ask.parts):
+        elif len(reply.found) != len(ask.parts) or (ask.conditions and _short(ask.request, reply)):
             why = f"{ask.rpc} answered {len(reply.found)} documents of {len(ask.parts)}"
+            if len(reply.found) == len(ask.parts):
+                why = "the last round's answer is shorter than its questions"
             self._drop(ask.parts, why, "dn_failed")
             reply = None
         else:

@@ -77,13 +77,6 @@ def analyze_query(text: str, most: int = 32) -> Query:
     return query
 
 
-def held_query(text: str) -> Query:
-    """A query as a home record keeps it (`Query.text`, its words terms already): parsed
-    again, not analyzed again (a stem analyzed again may change)."""
-    alts = alternatives(parse(text), 1 << 30)
-    return Query(text, tuple(alts), _in_order(text, alts))
-
-
 def _in_order(text: str, alts: list[Alternative]) -> tuple[str, ...]:
     """The terms the alternatives need present, in the order the text has them."""
     need = set().union(*(a.terms for a in alts))
@@ -101,6 +94,14 @@ def query_problem(query: Query) -> EngineError | None:
             "INVALID_ARGUMENT",
             f"the query has {len(every)} terms; at most {limits.MAX_QUERY_TERMS} are allowed",
         )
+    for a in query.alternatives:  # what the last round asks of a document, bounded alike
+        asked = len(a.not_words) + sum(map(len, a.phrases | a.not_phrases))
+        if asked > limits.MAX_QUERY_TERMS:
+            return EngineError(
+                "INVALID_ARGUMENT",
+                f"an alternative has {asked} terms in phrases and negated; at most "
+                f"{limits.MAX_QUERY_TERMS} are allowed",
+            )
     return None
 
 

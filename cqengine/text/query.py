@@ -21,6 +21,7 @@ from math import prod
 from typing import Callable
 
 MAX_ALTERNATIVES = 32  # a query's alternatives after expansion, by default
+MAX_DEPTH = 32  # groups and NOTs inside one another, at most (each is a level of recursion)
 
 
 class QueryError(ValueError):
@@ -98,6 +99,7 @@ def _tokens(text: str) -> list[tuple[str, str, int]]:
 class _Parser:
     def __init__(self, text: str) -> None:
         self.text, self.tokens, self.at = text, _tokens(text), 0
+        self.depth = 0
 
     def peek(self) -> tuple[str, str, int] | None:
         return self.tokens[self.at] if self.at < len(self.tokens) else None
@@ -132,10 +134,14 @@ class _Parser:
     def unary(self) -> Node:
         kind, value, at = self.tokens[self.at]
         self.at += 1
-        if kind == "not":
-            if self.peek() is None or self.peek()[0] in ("or", "close"):
-                raise QueryError(f"{value} has nothing to negate", at)
-            return Not(self.unary())
+        if kind in ("not", "open"):
+            self.depth += 1
+            if self.depth > MAX_DEPTH:
+                raise QueryError(f"groups and NOTs nest more than {MAX_DEPTH} deep", at)
+            try:
+                return self._nested(kind, value, at)
+            finally:
+                self.depth -= 1
         if kind == "word":
             return Word(value)
         if kind == "phrase":
@@ -143,13 +149,19 @@ class _Parser:
             if not words:
                 raise QueryError("a phrase is empty", at)
             return Phrase(words)
-        if kind == "open":
-            node = self.disjunction()
-            if self.peek() is None:
-                raise QueryError("a parenthesis is not closed", at)
-            self.at += 1
-            return node
         raise QueryError("an operator has nothing on one side", at)  # not reached
+
+    def _nested(self, kind: str, value: str, at: int) -> Node:
+        """A NOT and what it negates, or a group."""
+        if kind == "not":
+            if self.peek() is None or self.peek()[0] in ("or", "close"):
+                raise QueryError(f"{value} has nothing to negate", at)
+            return Not(self.unary())
+        node = self.disjunction()
+        if self.peek() is None:
+            raise QueryError("a parenthesis is not closed", at)
+        self.at += 1
+        return node
 
 
 def parse(text: str) -> Node:

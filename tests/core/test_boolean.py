@@ -26,6 +26,7 @@ from cqengine.core.errors import EngineError
 from cqengine.core.settings import Settings
 from cqengine.evaluation.matcher import document_frequencies
 from cqengine.evaluation.sim import EngineSimulator
+from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.corpus import generate_corpus
 
 STRATEGIES = ("ri", "oi", "mhi", "sap-mhi")
@@ -215,3 +216,79 @@ def test_a_handmade_document_alerts_what_the_language_says_once(resolution):
     sim.publish("D1", HANDMADE)
     got = sim.alerts()
     assert sorted(replies[s] for s, _ in got) == sorted(q for q, yes in QUERIES.items() if yes)
+
+
+def test_a_batch_of_queries_with_many_alternatives_places_them_all():
+    """A SubscribeBatch of 1,000 queries of 4 alternatives each is 4,000 entries: they go
+    to their owners in Index messages of at most 1,000, and every query is placed."""
+    sim = EngineSimulator(3, Settings(strategy="mhi"), seed=1)
+    texts = [f"(w{i}a OR w{i}b) (w{i}c OR w{i}d)" for i in range(1000)]
+    replies = sim.subscribe_many(texts)
+    assert all(len(r.alternatives) == 4 for r in replies)
+    assert len(entries(sim)) == 4000
+    sim.publish("D1", "w7a w7d and w9b")
+    assert sorted(sim.alerts()) == [(replies[7].subscription_id, "D1")]
+
+
+def test_a_query_nested_too_deep_is_refused_with_where():
+    sim = EngineSimulator(2, Settings(), seed=1)
+    with pytest.raises(EngineError) as e:
+        sim.subscribe("(" * 500 + "levee" + ")" * 500)
+    assert e.value.code == "INVALID_ARGUMENT" and "nest more than 32" in str(e.value)
+    assert len(sim.subscribe("(" * 32 + "levee" + ")" * 32).alternatives) == 1
+    with pytest.raises(EngineError):  # a long phrase of one word is as many questions
+        sim.subscribe('"' + "levee " * 65 + '"')
+
+
+def test_a_dn_that_answers_no_phrase_question_fails_its_documents_not_the_qn(monkeypatch):
+    """A DN answering the last round without its phrases (one that knows no phrase
+    questions): the QN counts the alerts of its documents there lost (a QN's document
+    fails whole, as when its DN fails) and goes on; it does not stop with an error."""
+    from cqengine.core import documents
+
+    monkeypatch.setattr(
+        documents,
+        "_with_phrases",
+        lambda req, docs: pb.DialogueReply(
+            found=[d is not None for d in docs], present=b"\xff" * 8
+        ),
+    )
+    sim = EngineSimulator(4, Settings(strategy="mhi"), seed=1)
+    sim.subscribe("levee")
+    sim.subscribe('"levee held"')
+    sim.publish("D1", "The levee held")
+    assert sim.alerts() == [] and sim.tally["dropped:dn_failed"] == 2
+    sim.publish("D2", "The levee broke")  # no phrase to ask: resolved as ever
+    assert len(sim.alerts()) == 1
+
+
+def test_malformed_negations_and_phrases_are_refused_where_they_arrive():
+    """An entry's negated terms and phrases are checked as its terms are (a DN asked a
+    malformed phrase refuses no less), and a last round's phrase questions must add up."""
+    from cqengine.core import checks
+    from cqengine.core.queries import analyze_query, entry_of
+
+    query = analyze_query('levee -flood "storm surge"')
+    good = entry_of(query.alternatives[0], 0)
+    good.subscription_id, good.index_id = 7, good.term_ids[0]
+    settings = Settings()
+    assert checks.invalid(settings, "Index", pb.IndexRequest(entry=good)) is None
+    breaks = [
+        lambda e: e.not_terms.append("x"),  # ids and terms apart
+        lambda e: e.not_ids.__setitem__(0, 1),  # an id not its term's
+        lambda e: e.phrases[0].ids.pop(),  # a phrase's ids and terms apart
+        lambda e: (e.phrases[0].ids.pop(), e.phrases[0].terms.pop()),  # a phrase of one
+        lambda e: e.phrases.add(ids=[1] * 70, terms=["a"] * 70),  # too many to ask
+    ]
+    for breaking in breaks:
+        bad = pb.QueryEntry()
+        bad.CopyFrom(good)
+        breaking(bad)
+        assert checks.invalid(settings, "Index", pb.IndexRequest(entry=bad)), bad
+    ask = pb.DialogueRequest(doc_keys=[1], ids=[1, 2, 3], phrase_lengths=[2], phrase_docs=[0])
+    assert checks.invalid(settings, "TermDialogue", ask) is None
+    for lengths, docs in (([4], [0]), ([1], [0]), ([2], [1]), ([2], [])):
+        del ask.phrase_lengths[:], ask.phrase_docs[:]
+        ask.phrase_lengths.extend(lengths)
+        ask.phrase_docs.extend(docs)
+        assert checks.invalid(settings, "TermDialogue", ask), (lengths, docs)
