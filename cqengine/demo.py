@@ -30,7 +30,7 @@ from cqengine.evaluation.matcher import (
     document_frequencies,
     document_sequence,
     document_terms,
-    holds,
+    match_queries,
     matches,
 )
 from cqengine.live.client import Client
@@ -177,12 +177,11 @@ def run_strategy(
         {s.subscription_id: s.terms for s in subs},
         {d.docno: document_terms(d.text, d.title) for d in docs},
     )
-    sequences = {d.docno: document_sequence(d.text, d.title) for d in docs}
+    sequences = [document_sequence(d.text, d.title) for d in docs]
     want |= {
-        (s.subscription_id, docno)
-        for s, q in zip(booleans, boolean)
-        for docno, sequence in sequences.items()
-        if holds(q, sequence)
+        (booleans[i].subscription_id, d.docno)
+        for d, hits in zip(docs, match_queries(boolean, sequences))
+        for i in hits
     }
     correct = lookups_ok and len(got) == len(set(got)) and set(got) == want
     print(

@@ -123,6 +123,12 @@ def _settled(e: pb.QueryEntry, a: Asking, final: bool = False) -> bool | None:
     return None if undecided else True
 
 
+def questions_in(req: pb.DialogueRequest) -> tuple[int, int]:
+    """How many of a request's ids are asked of alone (they come first), and how many
+    phrases follow them."""
+    return len(req.ids) - sum(req.phrase_lengths), len(req.phrase_lengths)
+
+
 def request(doc_keys: list[int], asked: list[tuple[list[int], list[Phrase]]]) -> pb.DialogueRequest:
     """One Term Dialogue request for the questions of several parts of one announcement
     (their documents' keys, in order): every part's ids, then every part's phrases."""

@@ -18,6 +18,7 @@ import numpy as np
 from cqengine.core import limits
 from cqengine.core.bloom import BloomFilter
 from cqengine.core.checks import per_document
+from cqengine.core.conditions import questions_in
 from cqengine.core.errors import EngineError
 from cqengine.core.mailboxes import AlertDoc
 from cqengine.core.postings import FEW, member
@@ -209,7 +210,7 @@ class Documents:
 def _with_phrases(req: pb.DialogueRequest, docs: list[PublishedDoc | None]) -> pb.DialogueReply:
     """A Term Dialogue request with phrase questions after its ids (the last round:
     cqengine.core.conditions): which ids each document holds, which phrases."""
-    n = len(req.ids) - sum(req.phrase_lengths)  # checked (cqengine.core.checks)
+    n, _ = questions_in(req)  # checked (cqengine.core.checks)
     flags, at = [], n
     for d, length in zip(req.phrase_docs, req.phrase_lengths):
         doc = docs[d]

@@ -80,8 +80,7 @@ class Gossip:
             for e in ctx.index.get(key):
                 if id(e) in leaving:
                     continue
-                pairs = list(zip(e.term_ids, e.terms))
-                new_key = pairs[self.placement.choose(pairs, entry_slot(e))][0]
+                new_key, _ = self.placement.index_term(e)
                 if new_key == key:
                     continue
                 moved = pb.QueryEntry()

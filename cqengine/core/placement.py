@@ -100,6 +100,11 @@ class Placement:
             s.strategy, s.seed, s.df, (lambda: fixed) if fixed is not None else popular
         )
 
+    def index_term(self, entry: pb.QueryEntry) -> tuple[int, str]:
+        """The (term id, term) the strategy files the entry under, as things are now."""
+        pairs = list(zip(entry.term_ids, entry.terms))
+        return pairs[self.choose(pairs, entry_slot(entry))]
+
     # ---- a subscriber's requests ---------------------------------------------------------
 
     def subscribe(self, text: str) -> Op:
@@ -126,9 +131,7 @@ class Placement:
             elif (yield from self.at_owners(entries)):
                 raise EngineError("UNAVAILABLE", MOVING)
         except BaseException:
-            del ctx.subscriptions[sub.id]
-            if len(entries) > 1:  # those placed go again
-                ctx.host.spawn(self._unindexed(sub))
+            self._abandon(sub, len(entries) > 1)
             raise
         if ctx.replicated:  # the home's replicas take over if it fails
             yield from self.copy(pb.Records(homes=[home_record(sub)]))
@@ -161,15 +164,12 @@ class Placement:
             unplaced = yield from self.at_owners([e for n in new.values() for e in n[2]])
         except BaseException:
             for _, sub, _, _, _ in new.values():
-                del ctx.subscriptions[sub.id]
-                ctx.host.spawn(self._unindexed(sub))  # those placed go again
+                self._abandon(sub, True)
             raise
         for sub_id in dict.fromkeys(unplaced):
             i, sub, entries, _, _ = new.pop(sub_id)
             results[i] = EngineError("UNAVAILABLE", MOVING)
-            del ctx.subscriptions[sub_id]
-            if len(entries) > 1:  # those placed go again
-                ctx.host.spawn(self._unindexed(sub))
+            self._abandon(sub, len(entries) > 1)
         placed = [n[1] for n in new.values()]
         if ctx.replicated and placed:
             yield from self.copy(pb.Records(homes=[home_record(sub) for sub in placed]))
@@ -189,23 +189,28 @@ class Placement:
         while sub_id in ctx.subscriptions:  # never two alike here (64 random bits: never)
             sub_id = ctx.host.new_id()
         key = ctx.me.id if ctx.replicated else 0  # its home key: mine
-        entries = []
+        entries, index_term = [], ""
         for i, alt in enumerate(query.alternatives):
             entry = entry_of(alt, i)
-            pairs = list(zip(entry.term_ids, entry.terms))
-            entry.index_id = pairs[self.choose(pairs, slot(sub_id, i))][0]
             entry.subscription_id, entry.home, entry.home_id = sub_id, ctx.me.address, key
+            entry.index_id, term = self.index_term(entry)
             entries.append(entry)
-        first = entries[0]
+            index_term = index_term or term  # the first alternative's
         token = secrets.token_hex(16)
-        sub = Subscription(
-            sub_id, token_hash(token), list(query.terms), first.index_id, "", key=key
-        )
-        sub.index_term = first.terms[list(first.term_ids).index(first.index_id)]
+        first = entries[0].index_id
+        terms = list(query.terms)
+        sub = Subscription(sub_id, token_hash(token), terms, first, index_term, key=key)
         if not query.plain:
             sub.query, sub.index_ids = query.text, tuple(e.index_id for e in entries)
         ctx.subscriptions[sub_id] = sub
         return sub, entries, token
+
+    def _abandon(self, sub: Subscription, placed_some: bool) -> None:
+        """A new subscription not placed goes; those of its entries that may have been
+        placed (`placed_some`: another may have failed) are unindexed again."""
+        del self.ctx.subscriptions[sub.id]
+        if placed_some:
+            self.ctx.host.spawn(self._unindexed(sub))
 
     def _contacts(self) -> list[str]:
         """My successors: where a subscriber asks when I am gone."""

@@ -21,7 +21,7 @@ import numpy as np
 
 from chord.node import Call, Op, PeerUnreachable
 from cqengine.core.bloom import BloomFilter, received_filter
-from cqengine.core.conditions import Conditions
+from cqengine.core.conditions import Conditions, questions_in
 from cqengine.core.conditions import request as request_of
 from cqengine.core.context import Context
 from cqengine.core.knowledge import Knowledge, knowledge
@@ -120,8 +120,7 @@ class QN:
 def _short(req: pb.DialogueRequest, reply: pb.DialogueReply) -> bool:
     """Does a last round's reply answer fewer ids or phrases than were asked (a DN that
     knows no phrase questions, say)?"""
-    phrases = len(req.phrase_lengths)
-    ids = len(req.ids) - sum(req.phrase_lengths)
+    ids, phrases = questions_in(req)
     return len(reply.present) * 8 < ids or len(reply.phrases) * 8 < phrases
 
 
@@ -288,8 +287,7 @@ class Resolution:
     def _conditions_answered(self, ask: Ask) -> None:
         """A conditions round's reply: each part's share of its ids and phrases."""
         req, reply = ask.request, ask.reply
-        phrases = len(req.phrase_lengths)
-        n = len(req.ids) - sum(req.phrase_lengths)
+        n, phrases = questions_in(req)
         present = unpack_many([reply.present], [n]) if n else np.zeros(0, dtype=bool)
         found = unpack_many([reply.phrases], [phrases]) if phrases else np.zeros(0, dtype=bool)
         at = pat = 0
