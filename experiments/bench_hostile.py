@@ -49,6 +49,7 @@ from grpc_health.v1 import health_pb2
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
+from chord.live import Limits
 from chord.proto import chord_pb2 as cpb
 from chord.tls import Credentials, channel
 from cqengine.demo import collect_alerts
@@ -372,7 +373,9 @@ def fuzz(callers: Callers, addresses: list[str], calls: int, rng_seed: int) -> d
 # ---- (b) attacks -----------------------------------------------------------------------
 
 
-def attacks(callers: Callers, addresses: list[str], canary: Canary, rng: random.Random) -> list:
+def attacks(
+    callers: Callers, addresses: list[str], canary: Canary, rng: random.Random, flood_calls: int
+) -> list:
     target = canary.subs[0]
     home = target.home
     entry = pb.QueryEntry(
@@ -509,11 +512,11 @@ def attacks(callers: Callers, addresses: list[str], canary: Canary, rng: random.
             }
         )
         say(f"  {name}: {dict(codes)}; {out[-1]['nodes_changed']} nodes changed")
-    out.append(flood(callers, addresses))
+    out.append(flood(callers, addresses, flood_calls))
     return out
 
 
-def flood(callers: Callers, addresses: list[str], calls: int = 10_000) -> dict:
+def flood(callers: Callers, addresses: list[str], calls: int) -> dict:
     """One subscriber calling one node as fast as 8 threads can (cheap calls: unsubscribing
     what does not exist): past its burst it is told to slow down; the nodes keep answering
     health checks (the pinger measures them)."""
@@ -536,7 +539,8 @@ def run(args) -> dict:
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory(prefix="bench-hostile-") as tmp:
         say(f"starting {args.nodes} nodes ...")
-        ring = ring_up(args.nodes, Path(tmp) / "ring.json", out=io.StringIO())
+        limits = ["--client-rate", str(args.client_rate), "--client-burst", str(args.client_burst)]
+        ring = ring_up(args.nodes, Path(tmp) / "ring.json", out=io.StringIO(), node_args=limits)
         tls = Path(ring.tls)
         for role in ROLES[1:]:
             issue(tls, f"hostile-{role}", role)
@@ -554,7 +558,7 @@ def run(args) -> dict:
             fuzzed = fuzz(callers, addresses, args.calls, args.seed)
             fuzz_seconds = time.monotonic() - start
             say("attacks")
-            attacked = attacks(callers, addresses, canary, rng)
+            attacked = attacks(callers, addresses, canary, rng, args.flood)
             canary.publish(args.canary_docs, "C2")
             exact, got, want = canary.exact()
             time.sleep(args.settle)
@@ -608,6 +612,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--canary-docs", type=int, default=20, help="canary documents, each side")
     p.add_argument("--settle", type=float, default=5.0, help="seconds before memory is read")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--flood", type=int, default=10_000, help="calls of the flood")
+    p.add_argument(
+        "--client-rate", type=float, default=Limits.client_rate, help="each node's client rate"
+    )
+    p.add_argument(
+        "--client-burst", type=int, default=Limits.client_burst, help="each node's client burst"
+    )
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument("--name", default="bench_hostile", help="the results file: NAME.json")
     args = p.parse_args(argv)

@@ -8,9 +8,9 @@ import pytest
 from support.repo import load_script
 
 
-def run(tmp_path, nodes: int, calls: int) -> dict:
+def run(tmp_path, nodes: int, calls: int, limits: tuple = ()) -> dict:
     bench = load_script("experiments/bench_hostile.py")
-    args = ["--nodes", nodes, "--calls", calls, "--canary-docs", 10, "--settle", 1]
+    args = ["--nodes", nodes, "--calls", calls, "--canary-docs", 10, "--settle", 1, *limits]
     rc = bench.main([*map(str, args), "--out", str(tmp_path)])
     result = json.loads((tmp_path / "bench_hostile.json").read_text())
     assert rc == 0, result
@@ -40,7 +40,10 @@ def check(result: dict, calls: int) -> None:
 
 
 def test_bench_hostile_small(tmp_path):
-    check(run(tmp_path, 3, 1000), 1000)
+    # a low rate, so the flood is refused however slowly this machine calls: 1,000 calls
+    # within the limit would take 36 s
+    limits = ("--client-rate", 50, "--client-burst", 200, "--flood", 2000)
+    check(run(tmp_path, 3, 1000, limits), 1000)
 
 
 @pytest.mark.slow
