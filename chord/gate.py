@@ -5,10 +5,11 @@ unexpectedly ends (see Gate). Over mutual TLS a caller is who its certificate na
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 import traceback
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from typing import Callable
 
 import grpc
@@ -19,6 +20,15 @@ from chord.tls import NODE, caller_name, caller_role
 log = logging.getLogger("chord.live")
 
 NOT_MEMBER = "this node is not (or no longer) a member of the ring; ask another node"
+
+# why the gate refuses a call (Gate.refused, Stats.calls_refused)
+REFUSALS = {
+    "not_member": "the node is not (or no longer) a member of the ring: UNAVAILABLE",
+    "role": "the caller's certificate names no role that may call the method: PERMISSION_DENIED",
+    "rate": "a client calling faster than its rate: RESOURCE_EXHAUSTED",
+    "malformed": "a request that is no message of its kind: INVALID_ARGUMENT",
+    "internal": "the handler failed unexpectedly: INTERNAL",
+}
 
 
 class ClientRate:
@@ -74,18 +84,23 @@ class Gate(grpc.aio.ServerInterceptor):
         self.ring = ring
         self.rate = rate
         self.meter = meter
+        self.refused: Counter[str] = Counter()  # calls refused, by why (REFUSALS)
 
     async def intercept_service(self, continuation, details):
         handler = await continuation(details)
         if handler is None:
             return handler
         if details.method.startswith("/grpc.health."):  # for anyone, member or not
-            return _guarded(handler, details.method, None, None, self.meter)
+            return _guarded(handler, details.method, None, None, self.meter, self.refused)
         if not self.member():
-            return _answering(handler, _refuse, self.meter)
+            return _answering(handler, self._refuse, self.meter)
         roles = None if self.access is None else self.access.get(details.method, frozenset())
         rate = self.rate if details.method not in self.ring else None
-        return _guarded(handler, details.method, roles, rate, self.meter)
+        return _guarded(handler, details.method, roles, rate, self.meter, self.refused)
+
+    async def _refuse(self, request, context) -> None:
+        self.refused["not_member"] += 1
+        await context.abort(grpc.StatusCode.UNAVAILABLE, NOT_MEMBER)
 
 
 # a client's calls of the ring's own methods: limited like the client API, never a node's
@@ -122,19 +137,16 @@ def _let_go(refusal: BaseException) -> None:
         e = e.__context__
 
 
-async def _parsed(handler, data: bytes, context, meter: Meter | None):
+async def _parsed(handler, data: bytes, context, meter: Meter | None, refused: Counter):
     """The request, parsed as its method's message (INVALID_ARGUMENT if it is none)."""
     parse = handler.request_deserializer
     try:
         return charged(meter, "parse", parse, data) if parse is not None else data
     except Exception:
+        refused["malformed"] += 1
         await context.abort(
             grpc.StatusCode.INVALID_ARGUMENT, "the request is no message of its kind"
         )
-
-
-async def _refuse(request, context) -> None:
-    await context.abort(grpc.StatusCode.UNAVAILABLE, NOT_MEMBER)
 
 
 INTERNAL = "internal error; the node's log has the details"
@@ -146,6 +158,7 @@ def _guarded(
     roles: frozenset[str] | None,
     rate: ClientRate | None,
     meter: Meter | None,
+    refused: Counter,
 ):
     """The handler, for callers whose certificate names one of these roles (None: any
     caller) and within their `rate` (None: any rate), others refused PERMISSION_DENIED or
@@ -159,6 +172,7 @@ def _guarded(
             and (roles is None or caller_role(context) != NODE)  # nodes are never limited
             and not rate.admit(caller_name(context), time.monotonic())
         ):
+            refused["rate"] += 1
             await context.abort(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
                 f"more than {rate.rate:g} calls a second from this client "
@@ -168,6 +182,7 @@ def _guarded(
             return
         role = caller_role(context)
         if role not in roles:
+            refused["role"] += 1
             may = " or ".join(sorted(roles)) or "nobody"
             await context.abort(
                 grpc.StatusCode.PERMISSION_DENIED,
@@ -176,8 +191,23 @@ def _guarded(
 
     async def failed(context) -> None:
         log.exception("%s failed", method)
+        refused["internal"] += 1
         await context.abort(grpc.StatusCode.INTERNAL, INTERNAL)
 
+    if handler.request_streaming and inspect.isasyncgenfunction(handler.stream_stream):
+        replies = handler.stream_stream  # reflection's: it yields its replies
+
+        async def checked_replies(requests, context):
+            try:
+                await admit(context)
+                async for reply in replies(requests, context):
+                    yield reply
+            except grpc.aio.AbortError:
+                raise
+            except Exception:
+                await failed(context)
+
+        return _answering(handler, checked_replies, meter)
     if handler.request_streaming:  # Exchange: the caller admitted once, as it opens
         exchange = handler.stream_stream
 
@@ -198,7 +228,7 @@ def _guarded(
             request = None
             try:
                 await admit(context)
-                request = await _parsed(handler, data, context, meter)
+                request = await _parsed(handler, data, context, meter, refused)
                 async for reply in stream(request, context):
                     yield reply
             except grpc.aio.AbortError as e:
@@ -215,7 +245,7 @@ def _guarded(
         request = None
         try:
             await admit(context)
-            request = await _parsed(handler, data, context, meter)
+            request = await _parsed(handler, data, context, meter, refused)
             return await behaviour(request, context)
         except grpc.aio.AbortError as e:
             data = request = None  # (see _let_go)

@@ -23,6 +23,7 @@ from typing import Any, Callable, Protocol
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
 
 from chord.gate import CLIENT_RING_METHODS, ClientRate, Gate
 from chord.grpc_transport import CHORD_SERVICE, SIZE_OPTIONS, GrpcTransport, MethodTable, run_async
@@ -46,6 +47,7 @@ SERVER_OPTIONS = SIZE_OPTIONS + [("grpc.so_reuseport", 0)]  # two nodes must nev
 # who may call what, over mutual TLS: the ring's own methods are for its nodes, but any
 # client finds a key's owner (a subscription's home) and an admin sees a node's state
 CHORD_ACCESS = {"Lookup": EVERYONE, "GetState": frozenset({NODE, ADMIN})}
+REFLECTION = f"/{reflection.SERVICE_NAME}/ServerReflectionInfo"
 
 
 @dataclass
@@ -79,6 +81,7 @@ class Timing:
     call_timeout: float = (
         30.0  # an application's calls (the engine's): a busy peer answers late, not never
     )
+    recontact: float = 2.0  # asking a node forgotten as unreachable: a partition healed?
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -174,6 +177,7 @@ class LiveNode:
             for name, (path, _, _) in self.methods.methods.items()
         }
         ring_access[EXCHANGE] = frozenset({NODE})
+        ring_access[REFLECTION] = frozenset({NODE, ADMIN})  # what the node serves: for operators
         self.gate = Gate(
             lambda: not (self.joining and self.node.table.alone() or self.stopped),
             {**ring_access, **(access or {})} if credentials is not None else None,
@@ -188,6 +192,7 @@ class LiveNode:
             self.meter,
         )
         self.stopped = False
+        self.reflected: list[str] = []  # services added by the shell, for reflection
         methods, member = self.methods.methods, self.gate.member
         self.exchanges = Exchanges(self.dispatch, methods, member, self.meter)  # chord.links
 
@@ -265,6 +270,7 @@ class LiveNode:
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         if add_services:
             add_services(self.server)
+        self._reflect()
         await self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
         try:
             where = f"{self.host}:{self.port}"
@@ -283,9 +289,17 @@ class LiveNode:
             (self.node.stabilize, self.timing.stabilize),
             (self.node.check_predecessor, self.timing.check_predecessor),
             (self.node.fix_fingers, self.timing.fix_fingers),
+            (self.node.recontact, self.timing.recontact),
         ]
         loops += self.app.periodic() if self.app else []
         self._tasks = [asyncio.create_task(self._every(op, period)) for op, period in loops]
+
+    def _reflect(self) -> None:
+        """gRPC server reflection (grpcurl, say) of every service the node serves: the
+        ring's, the app's, health, and those `reflected` names (the client API's)."""
+        names = [CHORD_SERVICE.full_name, health.SERVICE_NAME, reflection.SERVICE_NAME]
+        names += [service.full_name for service in (self.app.services if self.app else [])]
+        reflection.enable_server_reflection([*names, *self.reflected], self.server)
 
     async def _join(self, address: str) -> None:
         probe = NodeRef(0, address)

@@ -30,7 +30,7 @@ from cqengine.cli.options import (
     timing_from,
     timing_options,
 )
-from cqengine.live.ring import DATA, ring_down, ring_status, ring_up
+from cqengine.live.ring import DATA, ring_down, ring_metrics, ring_status, ring_up
 
 
 def add_parsers(sub) -> None:
@@ -81,6 +81,18 @@ def add_node(sub) -> None:
         action="store_true",
         help="speak plaintext: anyone who reaches the port may call every service",
     )
+    node.add_argument(
+        "--metrics-port",
+        type=port_number,
+        metavar="PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (default: none)",
+    )
+    node.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="address the metrics endpoint listens on (default %(default)s: this machine only)",
+    )
     node.add_argument("-v", "--verbose", action="store_true")
     timing_options(node)
     publishing_options(node)
@@ -113,6 +125,12 @@ def add_ring(sub) -> None:
         action="store_true",
         help="run plaintext (default: mutual TLS, certificates in tls/ beside the ring file)",
     )
+    up.add_argument(
+        "--metrics",
+        action="store_true",
+        help="each node serves Prometheus metrics on a port of its own on 127.0.0.1, listed "
+        "in the ring file (`cqengine ring metrics` prints a scrape configuration)",
+    )
     ring_file_option(up)
     timing_options(up)
     publishing_options(up)
@@ -120,6 +138,13 @@ def add_ring(sub) -> None:
     engine_options(up)
     ring_file_option(
         ring_sub.add_parser("status", help="each node's view; exit 0 only if the ring is correct")
+    )
+    ring_file_option(
+        ring_sub.add_parser(
+            "metrics",
+            help="print Prometheus file_sd JSON for the metrics endpoints of the ring file's "
+            "nodes (a ring started with --metrics)",
+        )
     )
     down = ring_sub.add_parser(
         "down", help="stop every node of the ring file; each keeps its data for `ring up`"
@@ -166,6 +191,7 @@ def cmd_node(args: argparse.Namespace) -> int:
             args.data_dir,
             credentials,
             limits_from(args),
+            (args.metrics_host, args.metrics_port) if args.metrics_port else None,
         )
     )
     return 0
@@ -218,11 +244,15 @@ def cmd_ring(args: argparse.Namespace) -> int:
             node_args=publishing_flags(args) + limits_flags(args),
             data_root=args.data_dir or args.ring_file.parent / DATA,
             insecure=args.insecure,
+            metrics=args.metrics,
         )
         progress("")
         return 0
     if args.ring_command == "status":
         return 0 if ring_status(args.ring_file) else 1
+    if args.ring_command == "metrics":
+        print(ring_metrics(args.ring_file), end="")
+        return 0
     ring_down(args.ring_file, purge=args.purge)
     return 0
 

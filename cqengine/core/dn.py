@@ -14,7 +14,7 @@ replicas, and homes take each alert once.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 from chord.node import Call, Op, PeerUnreachable
@@ -129,6 +129,8 @@ class DN:
     def _store(self, doc: Document) -> PublishedDoc:
         """Keep the document (I answer for it) and count it in the synopsis."""
         ctx = self.ctx
+        if not doc.accepted:
+            doc = replace(doc, accepted=ctx.host.clock())
         kept = self.documents.store(doc)
         if ctx.settings.gossiped:  # the DN stores, so counts, what it announces
             self.synopsis.add_document(kept.docno, kept.ids)

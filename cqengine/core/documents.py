@@ -32,7 +32,8 @@ from cqengine.text.analysis import analyze_sequence, term_id
 class Document:
     """A document ready to publish: its docno, its analyzed terms (and their ids, if known
     already), what its alerts carry, and its term sequence (what phrases match; None:
-    unknown, so no phrase is found in it)."""
+    unknown, so no phrase is found in it). `accepted`: the wall time its DN took it in (0:
+    when it stores it), which its alerts carry to the home's latency histogram."""
 
     docno: str
     terms: Sequence[str]
@@ -40,6 +41,7 @@ class Document:
     snippet: str = ""
     ids: frozenset[int] | None = None
     sequence: Sequence[str] | None = None
+    accepted: float = 0.0
 
 
 def prepare(docno: str, text: bytes, title: str, limit: int) -> Document:
@@ -84,6 +86,7 @@ class PublishedDoc:
     snippet: str
     ids: frozenset[int]
     sequence: np.ndarray | None = None  # its term ids in order (uint64); None: unknown
+    accepted: float = 0.0  # wall time its DN accepted it (0: not known, a held copy's)
     _bloom: bytes | None = None
     _sorted: np.ndarray | None = None
 
@@ -151,7 +154,9 @@ class Documents:
         sequence = None  # published as terms alone: no phrase is found in it
         if doc.sequence is not None:
             sequence = np.fromiter(map(term_id, doc.sequence), np.uint64, len(doc.sequence))
-        kept = PublishedDoc(self.new_id(), docno, doc.title, doc.snippet, ids, sequence)
+        kept = PublishedDoc(
+            self.new_id(), docno, doc.title, doc.snippet, ids, sequence, doc.accepted
+        )
         self._add(kept)
         return kept
 

@@ -62,13 +62,15 @@ class EngineNode:
         observer: Observer | None = None,
         journal: Journal | None = None,
         gather: Callable[["EngineNode", Heard], None] | None = None,
+        stamped: bool = False,
     ) -> None:
         """`hold`: seconds at most a DN holds the matches reported for a batch of its own
         while reports are still to come, and tries a home it cannot reach (0: each
         report's alerts at once, the paper's protocol). `journal`: told every change of
         what must outlive the process (cqengine.core.journal; None: nothing is kept).
         `gather`: where a shell that hosts many QNs (the simulator) collects what they
-        heard, to resolve it together (cqengine.core.qn.Resolution)."""
+        heard, to resolve it together (cqengine.core.qn.Resolution). `stamped`: my alert
+        batches carry when their documents were accepted (Delivery.stamped: a live node's)."""
         ctx = self.ctx = Context(chord, settings, host, observer)
         self.chord, self.settings = chord, settings
         self.index, self.subscriptions = ctx.index, ctx.subscriptions
@@ -81,13 +83,16 @@ class EngineNode:
         self.qn = QN(ctx, None if gather is None else (lambda h: gather(self, h)))
         self.announcer = Announcer(ctx, self.qn.heard)
         self.dn = DN(ctx, self.documents, self.synopsis, self.announcer.announce, hold)
+        self.dn.delivery.stamped = stamped
         self.replication = Replication(
             ctx, self.documents, self.dn.take_over, lambda: list(self.dn.own)
         )
         self.home = Home(ctx, self.replication.copy)
         self.placement = Placement(ctx, self.synopsis.popular, self.replication.copy)
         self.gossip = Gossip(ctx, self.synopsis, self.placement, self.replication.copy)
-        self.statistics = Stats(ctx, self.synopsis, self.replication.copies, self.dn.in_flight)
+        self.statistics = Stats(
+            ctx, self.synopsis, self.replication.copies, self.dn.in_flight, self.home.latency
+        )
         ctx.journal = journal
         self.handlers: dict[str, Callable[[Any], Any]] = {
             "GetConfig": lambda req: settings.to_pb(),

@@ -3,7 +3,8 @@ has in flight, and a digest of its state that a call changing nothing leaves as 
 
 from __future__ import annotations
 
-from typing import Callable
+from bisect import bisect_left
+from typing import Callable, Sequence
 
 import mmh3
 
@@ -22,6 +23,27 @@ DROP_REASONS = {
     "nodes that failed under each of its announcements: their alerts are lost",
 }
 
+# seconds: the upper bounds of the publish-to-alert latency buckets (Prometheus' defaults,
+# stretched to a minute: a home unreachable for a while delivers late, not never)
+LATENCY_BOUNDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class Histogram:
+    """Observations counted in buckets (pb.Histogram): counts[i] is of values at most
+    bounds[i] and above the bound before; the last, of values above every bound."""
+
+    def __init__(self, bounds: Sequence[float] = LATENCY_BOUNDS) -> None:
+        self.bounds = tuple(bounds)
+        self.counts = [0] * (len(self.bounds) + 1)
+        self.sum = 0.0
+
+    def observe(self, value: float, times: int = 1) -> None:
+        self.counts[bisect_left(self.bounds, value)] += times
+        self.sum += value * times
+
+    def to_pb(self) -> pb.Histogram:
+        return pb.Histogram(bounds=self.bounds, counts=self.counts, sum=self.sum)
+
 
 class Stats:
     def __init__(
@@ -30,10 +52,13 @@ class Stats:
         synopsis: Synopsis,
         copies: Callable[[], int],
         in_flight: Callable[[], int],
+        latency: Histogram,
     ) -> None:
         """`copies()`: copies of my range the last reconciliation found whole (Replication);
-        `in_flight()`: my batches not through yet (DN)."""
+        `in_flight()`: my batches not through yet (DN); `latency`: publish to alert, as
+        the home measures it (Home)."""
         self.ctx, self.synopsis, self.copies, self.in_flight = ctx, synopsis, copies, in_flight
+        self.latency = latency
 
     def reply(self, ledger) -> pb.StatsReply:
         ctx = self.ctx
@@ -84,6 +109,7 @@ class Stats:
             messages_refused=ctx.chord.refused + c["messages_refused"],
             state_digest=self.state_digest(),
             batches_in_flight=self.in_flight(),
+            alert_latency=self.latency.to_pb(),
         )
 
     def state_digest(self) -> int:

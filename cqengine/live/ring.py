@@ -102,15 +102,16 @@ def port_free(port: int, host: str = HOST) -> bool:
             return False
 
 
-def free_ports(n: int, host: str = HOST) -> list[int]:
-    """n distinct ports the kernel says are free now."""
+def free_ports(n: int, host: str = HOST, exclude=()) -> list[int]:
+    """n distinct ports the kernel says are free now (none of `exclude`)."""
     socks, ports = [], []
     try:
-        for _ in range(n):
+        while len(ports) < n:
             s = socket.socket()
             s.bind((host, 0))
             socks.append(s)
-            ports.append(s.getsockname()[1])
+            if s.getsockname()[1] not in exclude:
+                ports.append(s.getsockname()[1])
     finally:
         for s in socks:
             s.close()
@@ -162,13 +163,16 @@ def spawn(
     node_args: list[str] = (),
     data: Path | None = None,
     tls: Path | None = None,
+    metrics: int | None = None,
 ) -> NodeEntry:
     """Start a node process at `port`; with `tls`, the ring's certificate directory, it
-    speaks mutual TLS with its certificate there (made if the port is new), else plaintext."""
+    speaks mutual TLS with its certificate there (made if the port is new), else plaintext;
+    with `metrics`, a port, it serves Prometheus metrics there."""
     if tls is not None:
         make_certificates(tls, [port])
     log_path = log_dir / f"node-{port}.log"
     node_args = [*node_args, *(["--data-dir", str(data)] if data is not None else [])]
+    node_args += ["--metrics-port", str(metrics)] if metrics is not None else []
     node_args += (
         ["--tls-dir", str(tls), "--tls-name", node_certificate(port)]
         if tls is not None
@@ -188,6 +192,7 @@ def spawn(
         pid=proc.pid,
         log=str(log_path),
         data=str(data) if data is not None else "",
+        metrics=f"{HOST}:{metrics}" if metrics is not None else "",
     )
 
 
@@ -339,6 +344,7 @@ def ring_up(
     node_args: list[str] = (),
     data_root: Path | None = None,
     insecure: bool = False,
+    metrics: bool = False,
 ) -> RingFile:
     """Start n node processes on loopback, the first with the ring-wide `engine` options,
     every one with `node_args` (options of each node, such as how it batches) and, with a
@@ -391,8 +397,12 @@ def ring_up(
     def data(port: int) -> Path | None:
         return data_root / str(port) if data_root is not None else None
 
+    exporters = dict(zip(ports, free_ports(n, exclude=ports))) if metrics else {}
+
     def start(port: int, join: str | None) -> NodeEntry:
-        return spawn(port, join, r, timing, log_dir, engine, node_args, data(port), tls)
+        return spawn(
+            port, join, r, timing, log_dir, engine, node_args, data(port), tls, exporters.get(port)
+        )
 
     try:
         first = start(ports[0], None)
@@ -501,6 +511,19 @@ def wait_replicated(
                 f"the ring was not fully replicated within {timeout:.0f}s ({missing[0]})"
             )
         time.sleep(0.3)
+
+
+def ring_metrics(ring_path: Path) -> str:
+    """Prometheus file_sd JSON naming the ring file's metrics endpoints."""
+    from cqengine.live.metrics import scrape_config
+
+    ring = RingFile.load(ring_path)
+    targets = [e.metrics for e in ring.nodes if e.metrics]
+    if not targets:
+        raise RingError(
+            f"the nodes of {ring_path} serve no metrics: start the ring with `ring up --metrics`"
+        )
+    return scrape_config(targets)
 
 
 def ring_status(ring_path: Path, out: TextIO = sys.stdout) -> bool:

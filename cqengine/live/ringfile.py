@@ -28,6 +28,7 @@ class NodeEntry:
     log: str
     id: str = ""  # hex, filled in once the node answers
     data: str = ""  # its data directory ("": it keeps nothing)
+    metrics: str = ""  # host:port of its Prometheus endpoint ("": none)
 
 
 @dataclass

@@ -28,6 +28,7 @@ from cqengine.core.mailboxes import Subscription, numbered_batch
 from cqengine.core.node import EngineNode
 from cqengine.core.placement import analyze_all, check_batch
 from cqengine.core.settings import Settings, SettingsError
+from cqengine.live.metrics import MetricsServer
 from cqengine.live.publishing import Batcher, Publishing
 from cqengine.live.storage import Storage
 from cqengine.proto import cqengine_pb2 as pb
@@ -265,10 +266,17 @@ class ClientAPI(pb_grpc.CQEngineServicer):
                     del self.streams[sub_id]
 
     async def Stats(self, request, context):
-        reply = self.engine.stats(self.live.ledger)
-        reply.background = self.live.background
-        reply.cpu_seconds.update(self.live.meter.snapshot())
-        return reply
+        return node_stats(self.live)
+
+
+def node_stats(live: LiveNode) -> pb.StatsReply:
+    """What the Stats RPC answers (and the metrics endpoint shows): the engine's counters
+    with the live node's own."""
+    reply = live.app.stats(live.ledger)
+    reply.background = live.background
+    reply.cpu_seconds.update(live.meter.snapshot())
+    reply.calls_refused.update(live.gate.refused)
+    return reply
 
 
 async def fetch_settings(
@@ -311,11 +319,13 @@ async def serve_engine(
     data_dir: Path | None = None,
     credentials: Credentials | None = None,
     limits: Limits | None = None,
+    metrics: tuple[str, int] | None = None,
 ) -> None:
     """Run an engine node until it is signalled; with a data directory, the node keeps its
     state there (cqengine.live.storage) and, restarted, takes it back before it joins.
     With credentials it speaks mutual TLS only: the ring's services answer its nodes, and
-    the client API each client as its certificate's role allows (CLIENT_ACCESS)."""
+    the client API each client as its certificate's role allows (CLIENT_ACCESS). With
+    `metrics` (host, port) it serves Prometheus' text format there (cqengine.live.metrics)."""
     publishing = (publishing or Publishing()).check()
     if join:
         settings = await fetch_settings(join, credentials=credentials)
@@ -339,7 +349,9 @@ async def serve_engine(
         )
 
     def engine(chord, host) -> EngineNode:
-        node = EngineNode(chord, settings, host, hold=timing.call_timeout, journal=storage)
+        node = EngineNode(
+            chord, settings, host, hold=timing.call_timeout, journal=storage, stamped=True
+        )
         if storage is not None:
             kept = storage.load()
             node.restore(*kept)
@@ -352,6 +364,17 @@ async def serve_engine(
                 )
         return node
 
+    serving: list[LiveNode] = []  # the node, once it serves
+    exporter = None
+    if metrics is not None:
+        exporter = MetricsServer(*metrics, lambda: node_stats(serving[0]) if serving else None)
+        await exporter.start()
+
+    def services(live: LiveNode, server) -> None:
+        pb_grpc.add_CQEngineServicer_to_server(ClientAPI(live, live.app, publishing), server)
+        live.reflected.append(_API)
+        serving.append(live)
+
     try:
         await serve(
             host,
@@ -362,13 +385,13 @@ async def serve_engine(
             timing,
             advertise,
             app=engine,
-            add_services=lambda live, server: pb_grpc.add_CQEngineServicer_to_server(
-                ClientAPI(live, live.app, publishing), server
-            ),
+            add_services=services,
             credentials=credentials,
             access=CLIENT_ACCESS,
             limits=limits,
         )
     finally:
+        if exporter is not None:
+            await exporter.stop()
         if storage is not None:
             storage.close()
