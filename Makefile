@@ -5,12 +5,12 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-slow lint format protos bench profile java clean corpus-real
+.PHONY: demo test test-slow lint format protos bench profile java browser clean corpus-real
 
 demo: java $(STAMP)
 	$(VENV)/bin/cqengine demo
 
-test: java lint
+test: java browser lint
 	$(PY) -m pytest -q
 
 # ruff: lint and format check (line length 100, pyproject.toml); `make format` rewrites
@@ -41,6 +41,7 @@ bench: $(STAMP)
 	$(PY) experiments/bench_churn.py
 	$(PY) experiments/bench_hostile.py
 	$(PY) experiments/bench_boolean.py
+	$(PY) experiments/bench_console.py
 
 # real text: Debian's documentation as a 10,000-document corpus, analyzed by prep into
 # prep-real/ (apt-get install postgresql-doc-15 debian-handbook python3.11-doc first)
@@ -65,6 +66,19 @@ java:
 	  echo "make: Java 17 or newer is required (Spark runs on it); found: $${v:-no java on PATH}." >&2; \
 	  echo "make: install it, e.g. 'apt-get install openjdk-17-jre-headless', and run make again." >&2; \
 	  exit 1; \
+	fi
+
+# The console's browser test drives Debian's headless Chromium: installed here when missing
+# and we may (root, apt reachable); otherwise the test is skipped and says why.
+browser:
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "make: installing chromium and chromium-driver for the console's browser test"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null \
+	      || echo "make: could not install Chromium: the console's browser test is skipped" >&2; \
+	  else \
+	    echo "make: no Chromium (apt-get install chromium chromium-driver): the console's browser test is skipped" >&2; \
+	  fi; \
 	fi
 
 clean:

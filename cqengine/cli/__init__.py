@@ -14,14 +14,14 @@ import sys
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 from chord.live import StartupError
-from cqengine.cli import certs, client, data, experiments, ring
+from cqengine.cli import certs, client, console, data, experiments, ring
 from cqengine.cli.options import CliError, Parser
 from cqengine.core.settings import SettingsError
 from cqengine.live.client import ClientError
 from cqengine.live.ringfile import RingError
 from cqengine.text.trec import TrecError
 
-FAMILIES = (ring, client, certs, data, experiments)  # in the order `--help` lists them
+FAMILIES = (ring, client, console, certs, data, experiments)  # in the order `--help` lists them
 COMMANDS = {name: run for family in FAMILIES for name, run in family.COMMANDS.items()}
 
 
