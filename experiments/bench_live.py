@@ -29,11 +29,13 @@ With `--data-dirs on` the nodes keep their state in SQLite data directories, as
 `cqengine ring up` has them do; `--data-dirs off,on` measures a ring of each, side by side.
 `--replicas 1,3` likewise measures rings keeping one copy of every record and three (the
 command line's default), side by side, and `--tls off,on` rings speaking plaintext and
-mutual TLS (the default): what TLS costs.
+mutual TLS (the default): what TLS costs. `--metrics off,on` measures a ring whose nodes
+serve Prometheus metrics, scraped every `--scrape-every` s, beside one without: what
+metrics cost.
 
     python experiments/bench_live.py [--nodes 8] [--subscriptions 10000,100000] [--docs 2000]
         [--producer-linger-ms 20,100] [--data-dirs off|on|off,on] [--replicas 1,3]
-        [--tls off|on|off,on]
+        [--tls off|on|off,on] [--metrics off|on|off,on] [--scrape-every 5]
         [--name bench_live]
         [--logs DIR]
 
@@ -51,7 +53,9 @@ import random
 import shutil
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -304,6 +308,26 @@ class Ring:
             await c.close()
 
 
+class Scraper(threading.Thread):
+    """Scrapes every node's metrics endpoint every `every` s, as Prometheus would."""
+
+    def __init__(self, endpoints: list[str], every: float) -> None:
+        super().__init__(daemon=True)
+        self.endpoints, self.every = endpoints, every
+        self.stop = threading.Event()
+        self.scrapes = self.failed = 0
+
+    def run(self) -> None:
+        while not self.stop.wait(self.every):
+            for endpoint in self.endpoints:
+                try:
+                    with urllib.request.urlopen(f"http://{endpoint}/metrics", timeout=5) as r:
+                        r.read()
+                    self.scrapes += 1
+                except OSError:
+                    self.failed += 1
+
+
 async def throughput(ring: Ring, docs: list[TrecDoc], args, want: int, pids: list[int]) -> dict:
     """Publish every document in PublishBatch calls from concurrent publishers."""
     todo = [docs[i : i + args.per_call] for i in range(0, len(docs), args.per_call)]
@@ -412,6 +436,7 @@ async def measure_ring(
     stored: bool,
     replicas: int,
     secure: bool,
+    metrics: bool,
 ) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-live-") as tmp:
         ring_path = Path(tmp) / "ring.json"
@@ -434,8 +459,12 @@ async def measure_ring(
             node_args=["--batch-docs", str(args.batch_docs), "--linger-ms", str(args.linger_ms)],
             data_root=Path(tmp) / "data" if stored else None,  # as `cqengine ring up` does
             insecure=not secure,
+            metrics=metrics,
         )
         ring = Ring(ring_file.addresses(), random.Random(args.seed), ring_file.credentials())
+        scraper = Scraper([e.metrics for e in ring_file.nodes], args.scrape_every)
+        if metrics:
+            scraper.start()
         try:
             t = time.perf_counter()
             subs = await ring.subscribe_batches(queries)
@@ -477,6 +506,7 @@ async def measure_ring(
                     f"{one['alerts_dropped']} dropped, {one['refused']} refused"
                 )
         finally:
+            scraper.stop.set()
             await ring.close()
             ring_down(ring_path, out=io.StringIO())
             if args.logs is not None:  # the nodes' logs outlive the ring's directory
@@ -485,37 +515,44 @@ async def measure_ring(
                     args.logs / f"{kind}-{len(queries)}",
                     dirs_exist_ok=True,
                 )
+    if metrics:
+        scraper.join()
+        assert scraper.scrapes and not scraper.failed, f"{scraper.failed} scrapes failed"
     return {
+        "scrapes": scraper.scrapes,
         "subscriptions_per_second": len(subs) / subscribe_s,
         "throughput": fast,
         "latency": slow,  # one per producer linger
     }
 
 
-def tls_cost(runs: list[dict]) -> list[dict]:
-    """What mutual TLS costs, where a run measured a ring with and without it alike: the
-    share of the plaintext ring's documents/s it loses."""
-    plain = {
-        (r["workload"], r["subscriptions"], r["data_dirs"], r["replicas"]): r
-        for r in runs
-        if not r["tls"]
-    }
+FLAGS = ("data_dirs", "replicas", "tls", "metrics")  # what a ring of a run was measured with
+
+
+def side_by_side(runs: list[dict], flag: str, names: tuple[str, str]) -> list[dict]:
+    """What `flag` costs, where a run measured a ring with it and one without it, alike
+    otherwise: the share of the documents/s of the ring without it that the other loses."""
+
+    def alike(r: dict) -> tuple:
+        return (r["workload"], r["subscriptions"], *(r[f] for f in FLAGS if f != flag))
+
+    without = {alike(r): r for r in runs if not r[flag]}
     out = []
     for r in runs:
-        twin = plain.get((r["workload"], r["subscriptions"], r["data_dirs"], r["replicas"]))
-        if r["tls"] and twin is not None:
+        twin = without.get(alike(r))
+        if r[flag] and twin is not None:
+            off, on = names
             out.append(
                 {
                     "workload": r["workload"],
                     "subscriptions": r["subscriptions"],
-                    "data_dirs": r["data_dirs"],
-                    "replicas": r["replicas"],
-                    "plaintext_docs_per_second": twin["ring_docs_per_second"],
-                    "tls_docs_per_second": r["ring_docs_per_second"],
+                    **{f: r[f] for f in FLAGS if f != flag},
+                    f"{off}_docs_per_second": twin["ring_docs_per_second"],
+                    f"{on}_docs_per_second": r["ring_docs_per_second"],
                     "cost": 1 - r["ring_docs_per_second"] / twin["ring_docs_per_second"],
-                    "plaintext_cpu_ms_per_document": 1000
+                    f"{off}_cpu_ms_per_document": 1000
                     * twin["throughput"]["cpu_seconds_per_document"],
-                    "tls_cpu_ms_per_document": 1000 * r["throughput"]["cpu_seconds_per_document"],
+                    f"{on}_cpu_ms_per_document": 1000 * r["throughput"]["cpu_seconds_per_document"],
                 }
             )
     return out
@@ -551,12 +588,19 @@ async def run(args) -> dict:
                     assert found == oracle, "the percolator disagrees with the matcher"
                 single = len(docs) / seconds
                 say(f"  single process: {single:.0f} docs/s, {len(oracle)} matches")
-                rings = [(d, r, t) for d in args.data_dirs for r in args.replicas for t in args.tls]
-                for stored, replicas, secure in rings:
+                rings = [
+                    (d, r, t, m)
+                    for d in args.data_dirs
+                    for r in args.replicas
+                    for t in args.tls
+                    for m in args.metrics
+                ]
+                for stored, replicas, secure, metrics in rings:
                     if len(rings) > 1:
                         say(
                             f"  nodes {'with' if stored else 'without'} data directories, "
-                            f"{replicas} replicas, {'mutual TLS' if secure else 'plaintext'}"
+                            f"{replicas} replicas, {'mutual TLS' if secure else 'plaintext'}, "
+                            f"{'metrics scraped' if metrics else 'no metrics'}"
                         )
                     ring = await measure_ring(
                         args,
@@ -569,6 +613,7 @@ async def run(args) -> dict:
                         stored,
                         replicas,
                         secure,
+                        metrics,
                     )
                     fast = ring["throughput"]
                     out.append(
@@ -579,6 +624,7 @@ async def run(args) -> dict:
                             "data_dirs": stored,
                             "replicas": replicas,
                             "tls": secure,
+                            "metrics": metrics,
                             "single_process_docs_per_second": single,
                             "matches": len(oracle),
                             "ring_docs_per_second": fast["docs_per_second"],
@@ -607,8 +653,10 @@ async def run(args) -> dict:
             "docs_per_second_at_100000": 1000,
             "p99_ms": 250,
             "tls_cost": 0.15,
+            "metrics_cost": 0.03,
         },
-        "tls_cost": tls_cost(out),
+        "tls_cost": side_by_side(out, "tls", ("plaintext", "tls")),
+        "metrics_cost": side_by_side(out, "metrics", ("without_metrics", "with_metrics")),
         "runs": out,
     }
 
@@ -654,8 +702,19 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated, a ring each: on (mutual TLS, as `cqengine ring up` runs by "
         "default), off (plaintext, --insecure)",
     )
+    p.add_argument(
+        "--metrics",
+        default="off",
+        help="comma-separated, a ring each: on (every node serves Prometheus metrics, "
+        "scraped every --scrape-every s), off",
+    )
+    p.add_argument("--scrape-every", type=float, default=5.0, help="s between scrapes of each node")
     p.add_argument("--name", default="bench_live", help="the results file: NAME.json")
     args = p.parse_args(argv)
+    metrics = args.metrics.split(",")
+    if set(metrics) - {"off", "on"} or len(set(metrics)) < len(metrics):
+        p.error(f"--metrics takes off and on, each once, not {args.metrics}")
+    args.metrics = [m == "on" for m in metrics]
     modes = args.data_dirs.split(",")
     if set(modes) - {"off", "on"} or len(set(modes)) < len(modes):
         p.error(f"--data-dirs takes off and on, each once, not {args.data_dirs}")
@@ -699,6 +758,12 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"TLS costs {cost['workload']} at {cost['subscriptions']} subscriptions "
             f"{100 * cost['cost']:.1f}% of its documents/s (goal <= 15%)"
+        )
+    for cost in result["metrics_cost"]:
+        print(
+            f"metrics scraped every {args.scrape_every:g} s cost {cost['workload']} at "
+            f"{cost['subscriptions']} subscriptions {100 * cost['cost']:.1f}% of its "
+            "documents/s (goal <= 3%)"
         )
     print(f"wrote {path}")
     right = all(

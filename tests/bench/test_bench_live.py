@@ -29,6 +29,10 @@ def test_bench_live_small(tmp_path):
             "on",  # every node keeping its state in SQLite, as `cqengine ring up` has them
             "--workloads",
             "skew,text,boolean",
+            "--metrics",
+            "on",  # every node serving Prometheus metrics, scraped as the ring works
+            "--scrape-every",
+            "0.5",
             "--out",
             str(tmp_path),
         ]
@@ -41,7 +45,8 @@ def test_bench_live_small(tmp_path):
         ("boolean", 60, True),
     ]
     assert all(r["tls"] for r in result["runs"])  # the secure default, as `ring up` runs
-    assert result["tls_cost"] == []  # no plaintext twin to compare with
+    assert result["tls_cost"] == result["metrics_cost"] == []  # no twin to compare with
+    assert all(r["metrics"] and r["scrapes"] > 0 for r in result["runs"])
     for r in result["runs"]:
         fast = r["throughput"]
         assert fast["alerts_equal_matcher"] and fast["alerts_dropped"] == 0
