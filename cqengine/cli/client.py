@@ -337,10 +337,43 @@ def print_stats(replies) -> None:
     docs = sums["documents_published"]
     if docs:
         print(f"{'candidates/doc':20} {sums['candidates'] / docs:.2f}")
+    refused = Counter()
+    for r in replies:
+        refused.update(dict(r.calls_refused))
+    if refused:
+        print(f"{'calls refused':20} {sum(refused.values())}")
+        for reason, n in sorted(refused.items()):
+            print(f"  {reason.replace('_', ' '):18} {n}")
+    print_latency(replies)
     print(f"\n{'message kind':24} {'messages':>10} {'bytes':>14}")
     for kind, (m, b) in sorted(ledger.items()):
         print(f"{kind:24} {m:>10} {b:>14}")
     print_costs(replies)
+
+
+def print_latency(replies) -> None:
+    """Publish to alert, from the homes' histograms summed: the bucket each quantile falls
+    in (a histogram knows no finer)."""
+    bounds = next((list(r.alert_latency.bounds) for r in replies if r.alert_latency.counts), None)
+    if bounds is None:
+        return
+    counts = [0] * (len(bounds) + 1)
+    for r in replies:
+        if list(r.alert_latency.bounds) == bounds:
+            counts = [a + b for a, b in zip(counts, r.alert_latency.counts)]
+    total = sum(counts)
+    if not total:
+        return
+
+    def at_most(q: float) -> str:
+        seen = 0
+        for bound, n in zip([*bounds, None], counts):
+            seen += n
+            if seen >= q * total:
+                return f"<= {bound:g} s" if bound is not None else f"> {bounds[-1]:g} s"
+        return "?"
+
+    print(f"{'alert latency':20} p50 {at_most(0.5)}, p99 {at_most(0.99)} ({total} alerts)")
 
 
 def print_costs(replies) -> None:

@@ -319,6 +319,8 @@ def test_cli_subscribe_publish_stats_analyze(ring, tmp_path):
         and "Announce" in stats.stdout
         and "documents published" in stats.stdout
     )
+    # the homes measured how long V1 took from its DN's acceptance to its mailbox
+    assert "alert latency        p50 <= " in stats.stdout, stats.stdout
     # where the nodes' CPU went: the stages of a document's path, shares adding up to 100%
     costs = stats.stdout.split("CPU by stage")[1].splitlines()[1:]
     shares = {line[:36].strip(): float(line.split()[-1].rstrip("%")) for line in costs if line}
