@@ -23,6 +23,8 @@ from chord.store import KeyStore, SortedKeyStore
 
 log = logging.getLogger("chord.node")
 
+LOST_KEPT = 16  # unreachable nodes a node remembers, to find again after a partition (recontact)
+
 
 class PeerUnreachable(Exception):
     """A peer did not answer in time, or refused the connection."""
@@ -84,6 +86,9 @@ class ChordNode:
         # handed my region by my successor (a Notify reply) since I joined, or alone: what
         # the ring held for my keys while I was away has come back
         self.settled = False
+        # nodes I forgot because they did not answer, the latest LOST_KEPT: after a network
+        # partition they may be a ring of their own that only `recontact` finds again
+        self.lost: dict[NodeRef, None] = {}
         self.handlers = {
             "FindSuccessor": self._on_find_successor,
             "GetNeighbors": self._on_get_neighbors,
@@ -188,6 +193,7 @@ class ChordNode:
         if t.successor == gone and req.successors:
             t.set_successors([to_ref(s) for s in req.successors if to_ref(s) != gone])
         self.forget(gone)
+        self.lost.pop(gone, None)  # it left: there is no ring of it to find again
         return pb.Empty()
 
     def _on_get_state(self, req: pb.Empty) -> pb.StateReply:
@@ -208,6 +214,11 @@ class ChordNode:
         if self.table.predecessor == dead:
             self._set_predecessor(None)
         self.table.forget(dead)
+        if dead != self.me:
+            self.lost.pop(dead, None)
+            self.lost[dead] = None
+            while len(self.lost) > LOST_KEPT:
+                del self.lost[next(iter(self.lost))]  # the longest lost
 
     def _set_predecessor(self, pred: NodeRef | None) -> None:
         old = self.table.predecessor
@@ -350,6 +361,42 @@ class ChordNode:
         t = self.table
         known = t.neighbors() + ([t.predecessor] if t.predecessor else [])
         return known[0] if known else None
+
+    def recontact(self) -> Op:
+        """Ask the longest lost node I forgot for my successor. Chord's maintenance only
+        asks nodes in the tables, so after a network partition each side forgets the other,
+        and once the link is back the two rings it made would stay apart. The lost node's
+        ring names the first of its nodes after me: if that is closer than my successor,
+        the two rings are apart and it becomes my successor (stabilize then merges the
+        rings, as it takes in a joining node). If it is my successor, the lost node is in
+        my ring again and is dropped; if it does not answer, it is tried again later."""
+        t = self.table
+        for n in [n for n in self.lost if n in t.successors or n in t.fingers]:
+            del self.lost[n]  # it is in my tables again: my ring knows it
+        if not self.lost:
+            return
+        lost = next(iter(self.lost))
+        del self.lost[lost]
+        self.lost[lost] = None  # to the back: the others get their turn
+        request = pb.FindSuccessorRequest(key=self.me.id, avoid=[self.me.id])
+        node = lost
+        try:
+            for _ in range(BITS):  # hops: a ring still in the making might send me round
+                reply = yield from self._ask(node, "FindSuccessor", request)
+                node = to_ref(reply.node)
+                if reply.done:
+                    break
+            else:
+                return
+        except PeerUnreachable:
+            return
+        if node == t.successor or node == self.me:
+            self.lost.pop(lost, None)
+        elif in_open(node.id, t.me.id, t.successor.id) or t.alone():
+            t.set_successors([node, *t.successors])
+            self.lost.pop(lost, None)
+            for listener in self.successor_listeners:
+                listener()
 
     def fix_fingers(self) -> Op:
         """Refresh every finger; one lookup serves all fingers whose start it covers."""

@@ -1,0 +1,96 @@
+"""A network partition and its healing, in memory. Each side of a partition forgets the
+other's nodes as failed and makes a correct ring of its own; Chord's maintenance asks only
+the nodes in a node's tables, so once the link is back the two rings stay apart for ever.
+A node asking the nodes it forgot as unreachable (ChordNode.recontact) merges them."""
+
+from inspect import isgenerator
+
+from chord.driver import drive
+from chord.node import LOST_KEPT, ChordNode, PeerUnreachable
+from chord.oracle import ring_problems
+from chord.simulator import Simulator
+
+R = 4
+
+
+class Partition:
+    """The simulator's nodes, their calls crossing between `cut` and the rest failing while
+    the link is down (each side's processes run on)."""
+
+    def __init__(self, sim: Simulator, cut: set[str]) -> None:
+        self.sim, self.cut, self.down = sim, cut, False
+
+    def run(self, node: ChordNode, op):
+        def call(c):
+            target = self.sim.nodes.get(c.peer.address)
+            apart = (c.peer.address in self.cut) != (node.me.address in self.cut)
+            if target is None or (self.down and apart):
+                raise PeerUnreachable(c.peer, "partitioned")
+            reply = target.handle(
+                c.method, type(c.request).FromString(c.request.SerializeToString())
+            )
+            return self.run(target, reply) if isgenerator(reply) else reply
+
+        return drive(op, call)
+
+    def rounds(self, k: int, recontact: bool) -> None:
+        for _ in range(k):
+            nodes = self.sim.live()
+            self.sim.rng.shuffle(nodes)
+            for node in nodes:
+                ops = [node.stabilize, node.check_predecessor, node.fix_fingers]
+                for op in ops + ([node.recontact] if recontact else []):
+                    self.run(node, op())
+
+    def problems(self, side: bool | None = None) -> list[str]:
+        """What is wrong with the ring of one side (True: the cut nodes), or of all."""
+        tables = [
+            n.table for a, n in self.sim.nodes.items() if side is None or (a in self.cut) == side
+        ]
+        return ring_problems(tables, R)
+
+
+def partitioned(n: int = 12, every: int = 3) -> Partition:
+    """A converged ring of n nodes, every `every`-th of them (by id, so that the two sides
+    interleave around the circle) cut off, and each side's own ring made."""
+    sim = Simulator(r=R, seed=5)
+    sim.build_instant(Simulator.address(i) for i in range(n))
+    by_id = sorted(sim.nodes.values(), key=lambda node: node.me.id)
+    net = Partition(sim, {node.me.address for node in by_id[::every]})
+    net.down = True
+    net.rounds(40, recontact=True)  # recontact fails throughout: the other side is away
+    assert net.problems(side=True) == [] and net.problems(side=False) == []
+    return net
+
+
+def test_two_rings_a_partition_made_stay_apart_without_recontact():
+    net = partitioned()
+    net.down = False
+    net.rounds(40, recontact=False)
+    assert any("successor ring holds" in p for p in net.problems())
+
+
+def test_rings_split_by_a_partition_merge_once_it_heals():
+    net = partitioned()
+    assert all(node.lost for node in net.sim.live())  # each remembers the other side
+    net.down = False
+    for rounds in range(1, 41):
+        net.rounds(1, recontact=True)
+        if not net.problems():
+            break
+    assert net.problems() == [], f"not one ring after {rounds} rounds"
+    net.rounds(3, recontact=True)
+    assert net.problems() == []
+    # every lost node was found again in the ring: none is asked any more
+    assert all(not node.lost for node in net.sim.live())
+
+
+def test_a_node_remembers_the_latest_lost_and_not_those_that_left():
+    sim = Simulator(r=R, seed=1)
+    sim.build_instant(Simulator.address(i) for i in range(LOST_KEPT + 4))
+    me, *others = sorted(sim.nodes.values(), key=lambda node: node.me.id)
+    for other in others:
+        me.forget(other.me)
+    assert list(me.lost) == [o.me for o in others[-LOST_KEPT:]]
+    sim.leave(others[-1].me.address)  # it tells its predecessor, me, that it leaves
+    assert others[-1].me not in me.lost
