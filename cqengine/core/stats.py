@@ -106,6 +106,7 @@ class Stats:
                 len(s.mailbox.queue) for s in subs if not s.key or ctx.serves(s.key)
             ),
             held_documents=ctx.store.held_documents,
+            held_batches=len(ctx.store.held),
             messages_refused=ctx.chord.refused + c["messages_refused"],
             state_digest=self.state_digest(),
             batches_in_flight=self.in_flight(),

@@ -52,6 +52,7 @@ GAUGES = {
     "replica_homes": ("replica_homes", "subscriptions held as a replica of another home"),
     "alerts_waiting": ("alerts_waiting", "alerts in mailboxes served here, not acknowledged"),
     "held_documents": ("held_documents", "documents held for a DN that may fail"),
+    "held_batches": ("held_batches", "batches of those documents"),
     "batches_in_flight": ("batches_in_flight", "batches announced here, not through yet"),
     "background": ("background_operations", "operations running or waiting for a slot"),
     "copies": ("range_copies", "copies of this node's range its last reconciliation found"),
