@@ -144,7 +144,7 @@ class MetricsServer:
         try:
             await web.TCPSite(self.runner, self.host, self.port).start()
         except OSError as e:
-            await self.runner.cleanup()
+            await self.stop()
             raise StartupError(
                 f"cannot serve metrics on {self.host}:{self.port}: {e.strerror or e}"
             ) from None
@@ -152,6 +152,7 @@ class MetricsServer:
     async def stop(self) -> None:
         if self.runner is not None:
             await self.runner.cleanup()
+            self.runner = None
 
     async def _metrics(self, request: web.Request) -> web.Response:
         reply = self.stats()

@@ -368,7 +368,6 @@ async def serve_engine(
     exporter = None
     if metrics is not None:
         exporter = MetricsServer(*metrics, lambda: node_stats(serving[0]) if serving else None)
-        await exporter.start()
 
     def services(live: LiveNode, server) -> None:
         pb_grpc.add_CQEngineServicer_to_server(ClientAPI(live, live.app, publishing), server)
@@ -376,6 +375,8 @@ async def serve_engine(
         serving.append(live)
 
     try:
+        if exporter is not None:
+            await exporter.start()
         await serve(
             host,
             port,

@@ -53,6 +53,16 @@ def test_port_in_use(node_tls):
     assert_one_line_error(proc, f"cannot listen on 127.0.0.1:{port}")
 
 
+def test_metrics_port_in_use(node_tls):
+    (port,) = free_ports(1)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        taken = s.getsockname()[1]
+        proc = cqengine("node", "--port", port, "--metrics-port", taken, *node_tls, timeout=30)
+    assert_one_line_error(proc, f"cannot serve metrics on 127.0.0.1:{taken}")
+
+
 @pytest.mark.parametrize(
     "args,fragment",
     [
