@@ -79,9 +79,10 @@ def classify(path: Path) -> str:
 
 
 def discover(inputs: list[Path]) -> list[tuple[str, str, str]]:
-    """(file, kind, docno base) for every input file, in a stable order."""
+    """(file, kind, docno base) for every input file, in a stable order. Paths are absolute:
+    executors on a cluster open them from their own working directories."""
     out = []
-    for given in inputs:
+    for given in (Path(p).absolute() for p in inputs):
         if given.is_file():
             out.append((str(given), classify(given), str(given.parent)))
         elif given.is_dir():
