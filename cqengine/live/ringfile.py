@@ -6,7 +6,7 @@ started with, and where its certificates are), and the client credentials it poi
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from chord.routing import SUCCESSORS
@@ -57,7 +57,8 @@ class RingFile:
             raise RingError(f"no ring file at {path}: start a ring with `cqengine ring up`")
         try:
             data = json.loads(path.read_text())
-            nodes = [NodeEntry(**n) for n in data["nodes"]]
+            known = {f.name for f in fields(NodeEntry)}  # a newer version's fields aside
+            nodes = [NodeEntry(**{k: v for k, v in n.items() if k in known}) for n in data["nodes"]]
             return cls(
                 path=path,
                 r=int(data.get("r", SUCCESSORS)),

@@ -1,7 +1,8 @@
 """Batches end to end on live 8-node loopback rings: documents published in batches
 (PublishBatch, and the DN's own gathering by linger time and batch size) alert exactly
 the subscribers the brute-force matcher names, each once, for every strategy and both
-resolution methods; conjunctions and queries with OR, NOT and phrases alike."""
+resolution methods (each pair of them under `make test-slow`); conjunctions and queries
+with OR, NOT and phrases alike."""
 
 from __future__ import annotations
 
@@ -21,16 +22,18 @@ from cqengine.live.ring import ring_up, stop_processes
 from cqengine.text.corpus import generate_corpus
 from cqengine.text.workload import generate_queries
 
-# (strategy, resolution, documents per batch at most, linger ms)
+# (strategy, resolution, documents per batch at most, linger ms): `make test` runs every
+# strategy and both resolutions, each half of the matrix; `make test-slow` the other half
+SLOW = pytest.mark.slow
 CASES = [
     ("ri", "td", 64, 5),
-    ("ri", "bf", 4, 20),
-    ("oi", "td", 16, 2),
+    pytest.param("ri", "bf", 4, 20, marks=SLOW),
+    pytest.param("oi", "td", 16, 2, marks=SLOW),
     ("oi", "bf", 1, 0),
-    ("mhi", "td", 1, 0),
+    pytest.param("mhi", "td", 1, 0, marks=SLOW),
     ("mhi", "bf", 64, 50),
     ("sap-mhi", "td", 8, 5),
-    ("sap-mhi", "bf", 32, 1),
+    pytest.param("sap-mhi", "bf", 32, 1, marks=SLOW),
 ]
 
 
