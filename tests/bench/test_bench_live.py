@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 from support.repo import load_script
 
 
@@ -80,6 +81,7 @@ def test_bench_live_small(tmp_path):
     assert result["runs"][2]["matches"] > 0  # the query language's alerts, = the matcher's
 
 
+@pytest.mark.slow  # the small run above checks side_by_side's empty case; this its pairs
 def test_bench_live_measures_what_tls_costs_on_twin_rings(tmp_path):
     """--tls off,on: the same documents through a plaintext ring and a mutual-TLS one, both
     exact against the matcher; the cost compares the two rings' documents/s."""
@@ -97,3 +99,27 @@ def test_bench_live_measures_what_tls_costs_on_twin_rings(tmp_path):
     assert cost["tls_docs_per_second"] == tls["ring_docs_per_second"]
     assert cost["cost"] == 1 - tls["ring_docs_per_second"] / plain["ring_docs_per_second"]
     assert result["goals"]["tls_cost"] == 0.15
+
+
+def test_side_by_side_pairs_rings_alike_but_for_one_flag():
+    bench = load_script("experiments/bench_live.py")
+
+    def run(workload, tls, metrics, docs_per_second):
+        flags = {"data_dirs": True, "replicas": 3, "tls": tls, "metrics": metrics}
+        cpu = {"cpu_seconds_per_document": 1 / docs_per_second}
+        return {"workload": workload, "subscriptions": 10, **flags, "throughput": cpu} | {
+            "ring_docs_per_second": docs_per_second
+        }
+
+    runs = [
+        run("skew", True, False, 100.0),
+        run("skew", True, True, 98.0),
+        run("text", True, True, 50.0),  # no twin without metrics: not compared
+        run("skew", False, False, 120.0),
+    ]
+    (cost,) = bench.side_by_side(runs, "metrics", ("without", "with"))
+    assert (cost["workload"], cost["tls"], cost["without_docs_per_second"]) == ("skew", True, 100)
+    assert cost["with_docs_per_second"] == 98 and abs(cost["cost"] - 0.02) < 1e-12
+    (tls,) = bench.side_by_side(runs, "tls", ("plaintext", "tls"))
+    assert tls["plaintext_docs_per_second"] == 120 and tls["tls_docs_per_second"] == 100
+    assert tls["metrics"] is False
