@@ -320,6 +320,8 @@ class Scraper(threading.Thread):
     def run(self) -> None:
         while not self.stop.wait(self.every):
             for endpoint in self.endpoints:
+                if self.stop.is_set():
+                    return  # the ring is going down
                 try:
                     with urllib.request.urlopen(f"http://{endpoint}/metrics", timeout=5) as r:
                         r.read()
@@ -507,6 +509,8 @@ async def measure_ring(
                 )
         finally:
             scraper.stop.set()
+            if metrics:
+                scraper.join()  # before the ring goes down under it
             await ring.close()
             ring_down(ring_path, out=io.StringIO())
             if args.logs is not None:  # the nodes' logs outlive the ring's directory
@@ -515,9 +519,7 @@ async def measure_ring(
                     args.logs / f"{kind}-{len(queries)}",
                     dirs_exist_ok=True,
                 )
-    if metrics:
-        scraper.join()
-        assert scraper.scrapes and not scraper.failed, f"{scraper.failed} scrapes failed"
+    assert not metrics or scraper.scrapes and not scraper.failed, f"{scraper.failed} failed"
     return {
         "scrapes": scraper.scrapes,
         "subscriptions_per_second": len(subs) / subscribe_s,

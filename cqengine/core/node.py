@@ -129,8 +129,8 @@ class EngineNode:
     def serves(self, key: int) -> bool:
         return self.ctx.serves(key)
 
-    def stats(self, ledger) -> pb.StatsReply:
-        return self.statistics.reply(ledger)
+    def stats(self, ledger, digests: bool = True) -> pb.StatsReply:
+        return self.statistics.reply(ledger, digests)
 
     def periodic(self) -> list[tuple[Callable[[], Op], float]]:
         """Operations a live node runs on a timer, with their periods."""

@@ -60,7 +60,9 @@ class Stats:
         self.ctx, self.synopsis, self.copies, self.in_flight = ctx, synopsis, copies, in_flight
         self.latency = latency
 
-    def reply(self, ledger) -> pb.StatsReply:
+    def reply(self, ledger, digests: bool = True) -> pb.StatsReply:
+        """The node's Stats; without `digests`, no state or synopsis digest (each reads
+        everything the node holds)."""
         ctx = self.ctx
         c = ctx.counters
         dropped = {why: c[f"dropped:{why}"] for why in DROP_REASONS if c[f"dropped:{why}"]}
@@ -94,7 +96,7 @@ class Stats:
             dropped_by=dropped,
             config=ctx.settings.to_pb(values=False),
             synopsis_size=len(self.synopsis.entries),
-            synopsis_digest=self.synopsis.digest(),
+            synopsis_digest=self.synopsis.digest() if digests else 0,
             reindexed=c["reindexed"],
             alerts_retried=c["alerts_retried"],
             primary_entries=primary,
@@ -108,7 +110,7 @@ class Stats:
             held_documents=ctx.store.held_documents,
             held_batches=len(ctx.store.held),
             messages_refused=ctx.chord.refused + c["messages_refused"],
-            state_digest=self.state_digest(),
+            state_digest=self.state_digest() if digests else 0,
             batches_in_flight=self.in_flight(),
             alert_latency=self.latency.to_pb(),
         )

@@ -88,7 +88,7 @@ class RingWatch:
         try:
             return await asyncio.gather(
                 state(chord_pb2.Empty(), timeout=CALL_TIMEOUT),
-                stats(pb.StatsRequest(), timeout=CALL_TIMEOUT),
+                stats(pb.StatsRequest(no_digests=True), timeout=CALL_TIMEOUT),
             )
         except grpc.aio.AioRpcError:
             return None, None

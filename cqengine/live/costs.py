@@ -32,6 +32,7 @@ STAGES: dict[str, tuple[str, ...]] = {
     "streaming to clients": ("stream",),
     "protobuf (parse, serialize, size)": ("parse", "serialize", "ledger"),
     "gRPC, TLS and event loop": ("unmetered",),
+    "metrics": ("metrics",),  # not a document's: Prometheus' scrapes (cqengine.live.metrics)
 }
 
 

@@ -24,6 +24,7 @@ from prometheus_client.core import (
 
 from chord.gate import REFUSALS
 from chord.live import StartupError
+from chord.meter import Meter, charged
 from cqengine.core.stats import DROP_REASONS
 from cqengine.proto import cqengine_pb2 as pb
 
@@ -134,6 +135,7 @@ class MetricsServer:
     def __init__(self, host: str, port: int, stats: Callable[[], pb.StatsReply | None]) -> None:
         self.host, self.port, self.stats = host, port, stats
         self.runner: web.AppRunner | None = None
+        self.meter: Meter | None = None  # the node's, once it is built: charged each scrape
 
     async def start(self) -> None:
         app = web.Application()
@@ -155,11 +157,14 @@ class MetricsServer:
             self.runner = None
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        reply = self.stats()
-        if reply is None:
+        body = charged(self.meter, "metrics", self._render)
+        if body is None:
             return web.Response(status=503, text="the node is not serving yet\n")
-        body = generate_latest(_Collected(reply))
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    def _render(self) -> bytes | None:
+        reply = self.stats()
+        return None if reply is None else generate_latest(_Collected(reply))
 
     async def _index(self, request: web.Request) -> web.Response:
         return web.Response(text="cqengine node: metrics at /metrics\n")

@@ -266,13 +266,13 @@ class ClientAPI(pb_grpc.CQEngineServicer):
                     del self.streams[sub_id]
 
     async def Stats(self, request, context):
-        return node_stats(self.live)
+        return node_stats(self.live, digests=not request.no_digests)
 
 
-def node_stats(live: LiveNode) -> pb.StatsReply:
+def node_stats(live: LiveNode, digests: bool = True) -> pb.StatsReply:
     """What the Stats RPC answers (and the metrics endpoint shows): the engine's counters
     with the live node's own."""
-    reply = live.app.stats(live.ledger)
+    reply = live.app.stats(live.ledger, digests)
     reply.background = live.background
     reply.cpu_seconds.update(live.meter.snapshot())
     reply.calls_refused.update(live.gate.refused)
@@ -367,12 +367,16 @@ async def serve_engine(
     serving: list[LiveNode] = []  # the node, once it serves
     exporter = None
     if metrics is not None:
-        exporter = MetricsServer(*metrics, lambda: node_stats(serving[0]) if serving else None)
+        exporter = MetricsServer(
+            *metrics, lambda: node_stats(serving[0], False) if serving else None
+        )
 
     def services(live: LiveNode, server) -> None:
         pb_grpc.add_CQEngineServicer_to_server(ClientAPI(live, live.app, publishing), server)
         live.reflected.append(_API)
         serving.append(live)
+        if exporter is not None:
+            exporter.meter = live.meter
 
     try:
         if exporter is not None:

@@ -107,6 +107,7 @@ def test_metrics_equal_stats_after_a_known_workload(ring):
     finally:
         for c in clients.values():
             c.close()
+    assert all(s.cpu_seconds["metrics"] > 0 for s in stats)  # each scrape charged to its account
     assert sum(s.documents_published for s in stats) == len(docs)
     assert sum(s.alerts_delivered for s in stats) == len(want)
     # one latency observation per alert put in a mailbox, each of a real delay
