@@ -8,6 +8,7 @@ from typing import Callable, Sequence
 
 import mmh3
 
+from chord.ids import SPACE
 from cqengine.core.context import Context
 from cqengine.core.copies import numbers
 from cqengine.core.synopsis import Synopsis
@@ -66,11 +67,9 @@ class Stats:
         ctx = self.ctx
         c = ctx.counters
         dropped = {why: c[f"dropped:{why}"] for why in DROP_REASONS if c[f"dropped:{why}"]}
-        subs = ctx.subscriptions.values()
-        full = sum(s.box.dropped for s in subs)  # not s.mailbox: a replica's copies stay kept
+        full, replica_homes, waiting = self._homes()
         if full:
             dropped["mailbox_full"] = full
-        replica_homes = sum(1 for s in subs if s.key and not ctx.serves(s.key))
         region = ctx.region()
         index = ctx.index
         primary = (
@@ -104,9 +103,7 @@ class Stats:
             repairs=c["repairs"],
             copies=self.copies() if ctx.replicated else 1,
             replica_homes=replica_homes,
-            alerts_waiting=sum(
-                len(s.mailbox.queue) for s in subs if not s.key or ctx.serves(s.key)
-            ),
+            alerts_waiting=waiting,
             held_documents=ctx.store.held_documents,
             held_batches=len(ctx.store.held),
             messages_refused=ctx.chord.refused + c["messages_refused"],
@@ -114,6 +111,28 @@ class Stats:
             batches_in_flight=self.in_flight(),
             alert_latency=self.latency.to_pb(),
         )
+
+    def _homes(self) -> tuple[int, int, int]:
+        """In one pass over the subscriptions held here (Stats is scraped every few
+        seconds, and a node may hold many): alerts their mailboxes dropped as full, those
+        held as a replica of another home, and the alerts waiting in those served here."""
+        ctx = self.ctx
+        serves = ctx.serves
+        t = ctx.chord.table
+        if not t.alone() and ctx.chord.settled and t.predecessor is not None:
+            lo, span = t.predecessor.id, (t.me.id - t.predecessor.id) % SPACE
+
+            def serves(key: int) -> bool:  # ctx.serves, its region read once
+                return span == 0 or 0 < (key - lo) % SPACE <= span
+
+        full = replicas = waiting = 0
+        for s in ctx.subscriptions.values():
+            full += s.box.dropped  # not s.mailbox: a replica's copies stay kept
+            if s.key and not serves(s.key):
+                replicas += 1
+            else:
+                waiting += len(s.mailbox.queue)
+        return full, replicas, waiting
 
     def state_digest(self) -> int:
         """A fingerprint of what this node holds, not of when: its index and home records
