@@ -16,7 +16,8 @@ With `--traffic S`, documents are published from a Python client for S seconds b
 screenshot, so its charts show the ring at work. The screenshot is taken before the kill.
 
     python experiments/bench_console.py [--nodes 8] [--docs 10] [--traffic 10]
-        [--screenshot docs/console.png] [--out experiments/results] [--name bench_console]
+        [--screenshot docs/console.png] [--token SECRET] [--out experiments/results]
+        [--name bench_console]
 
 Writes experiments/results/NAME.json.
 """
@@ -173,10 +174,11 @@ def run(args) -> dict:
         console = driver = None
         try:
             port = free_ports(1, exclude=[e.port for e in ring.nodes])[0]
-            console = start_console(ring.path, port, tmp / "console.log")
+            token = ["--token", args.token] if args.token else []
+            console = start_console(ring.path, port, tmp / "console.log", token)
             driver = browser(tmp / "profile")
             say("opening the page")
-            driver.get(f"http://127.0.0.1:{port}/")
+            driver.get(f"http://127.0.0.1:{port}/" + (f"?token={args.token}" if args.token else ""))
             wait(driver, "the ring drawn", lambda d: d.execute_script("return consoleTimes.drawn"))
             first_drawn = driver.execute_script("return consoleTimes.drawn")
             wait(
@@ -270,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--docs", type=int, default=10, help="documents published in the page")
     p.add_argument("--traffic", type=float, default=10.0, help="s of publishing before the shot")
     p.add_argument("--screenshot", type=Path, default=DOCS / "console.png")
+    p.add_argument("--token", help="run the console with this token (the page is opened with it)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument("--name", default="bench_console", help="the results file: NAME.json")

@@ -10,10 +10,13 @@ page.
 
 It is served by aiohttp, an asyncio server, so the console's looks at the ring (grpc.aio
 calls, every node at once) share its event loop; it reaches the ring with the ring file's
-admin certificate. A subscription's alerts are read by the Python client (which follows a
-home that moves and acknowledges what it handed out) in a thread of their own. It binds
-127.0.0.1 unless told otherwise, and beyond loopback only with a token, which every
-request must then carry (`?token=` or `Authorization: Bearer`).
+admin certificate. Subscribing and publishing use the Python client in a worker thread, and
+a subscription's alerts are read by it (it follows a home that moves and acknowledges what
+it handed out) in a thread of their own; the console unsubscribes them as it stops. It
+binds 127.0.0.1 unless told otherwise, and beyond loopback only with a token, which every
+request must then carry (`?token=`, `Authorization: Bearer`, or the cookie the page gets
+with it); without one it answers only requests naming it by a loopback name (no DNS
+rebinding), and calls only as JSON from its own page (no cross-site form posts).
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ log = logging.getLogger("cqengine.live.console")
 
 WEB = Path(__file__).parent / "web"
 POLL = 1.0  # s between two looks at the ring
+MAX_SUBSCRIPTIONS = 100  # made from pages; each has a thread reading its alerts
+BEHIND = 100  # events a page has not read yet past which it misses looks (never alerts)
+COOKIE = "cqengine_console"  # holds the token once a page has shown it: its assets need it
 CALL_TIMEOUT = 1.0  # s a node has to answer a look: a node that does not is shown down
 OPTIONS = [("grpc.initial_reconnect_backoff_ms", 200), ("grpc.max_reconnect_backoff_ms", 1000)]
 
@@ -144,12 +150,13 @@ class RingWatch:
                 continue
             then, old = self.before[address]
             dt = max(now - then, 1e-3)
-            docs += (s.documents_published - old.documents_published) / dt
-            alerts += (s.alerts_delivered - old.alerts_delivered) / dt
+            # (a node restarted between two looks starts its counters again: no negative rates)
+            docs += max(0, s.documents_published - old.documents_published) / dt
+            alerts += max(0, s.alerts_delivered - old.alerts_delivered) / dt
             was = {c.kind: c.bytes for c in old.ledger}
             for c in s.ledger:
                 if not c.kind.endswith(".reply"):
-                    kinds[c.kind] += (c.bytes - was.get(c.kind, 0)) / dt
+                    kinds[c.kind] += max(0, c.bytes - was.get(c.kind, 0)) / dt
         self.before = {a: (now, s) for a, s in stats.items()}
         return {"documents": docs, "alerts": alerts, "bytes": dict(kinds)}
 
@@ -168,8 +175,12 @@ class Console:
         self.listeners: set[asyncio.Queue] = set()
         self.last: dict | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.hosts: set[str] = set()  # what a request's Host may say (DNS rebinding)
         self.stopping = threading.Event()
-        self.streams: list[Client] = []  # one per subscription made here, to close
+        self.lock = threading.Lock()
+        # subscriptions made here, with the client reading each one's alerts: each is
+        # unsubscribed and its client closed when the console stops
+        self.streams: dict[int, tuple[pb.SubscribeReply, Client]] = {}
         self.docnos = itertools.count(1)
 
     def app(self) -> web.Application:
@@ -183,14 +194,29 @@ class Console:
 
     @web.middleware
     async def _guard(self, request: web.Request, handler):
+        """Every request: to this console by name (no DNS rebinding), with its token if it
+        has one (in the query, a bearer header, or the cookie the page got with it), and a
+        call only as JSON from its own page (no cross-site form can post JSON)."""
+        if self.hosts and request.host not in self.hosts:
+            return web.Response(status=421, text="421: not this console's address\n")
+        given = None
         if self.token is not None:
-            given = request.query.get("token", "")
             header = request.headers.get("Authorization", "")
+            given = request.query.get("token") or request.cookies.get(COOKIE, "")
             if header.startswith("Bearer "):
                 given = header[len("Bearer ") :]
             if not hmac.compare_digest(given.encode(), self.token.encode()):
                 return web.Response(status=401, text="401: this console needs its token\n")
-        return await handler(request)
+        if request.method == "POST":
+            origin = request.headers.get("Origin")
+            if request.content_type != "application/json" or (
+                origin is not None and origin != f"{request.scheme}://{request.host}"
+            ):
+                return web.Response(status=403, text="403: calls come from the console's page\n")
+        response = await handler(request)
+        if given is not None and request.path == "/":
+            response.set_cookie(COOKIE, given, httponly=True, samesite="Strict")
+        return response
 
     async def _page(self, request: web.Request) -> web.Response:
         return web.FileResponse(WEB / "index.html")
@@ -208,8 +234,8 @@ class Console:
 
     def _tell(self, event: str, data: Any) -> None:
         for queue in self.listeners:
-            if queue.full():  # a page that reads slowly misses looks, never alerts' order
-                queue.get_nowait()
+            if event == "ring" and queue.qsize() > BEHIND:
+                continue  # a page that reads slowly misses looks; never an alert
             queue.put_nowait((event, data))
 
     async def _events(self, request: web.Request) -> web.StreamResponse:
@@ -217,13 +243,15 @@ class Console:
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
         await response.prepare(request)
-        queue: asyncio.Queue = asyncio.Queue(maxsize=1000)
+        queue: asyncio.Queue = asyncio.Queue()
         self.listeners.add(queue)
         try:
             if self.last is not None:
                 queue.put_nowait(("ring", self.last))
             while True:
                 event, data = await queue.get()
+                if event is None:
+                    break  # the console stops
                 await response.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
         except (ConnectionResetError, asyncio.CancelledError):
             pass
@@ -238,11 +266,21 @@ class Console:
 
     async def _subscribe(self, request: web.Request) -> web.Response:
         query = str((await request.json()).get("query", ""))
+        if len(self.streams) >= MAX_SUBSCRIPTIONS:
+            error = f"this console holds {MAX_SUBSCRIPTIONS} subscriptions already"
+            return web.json_response({"error": error}, status=429)
         try:
             reply = await asyncio.to_thread(self._call, lambda c: c.subscribe(query))
         except ClientError as e:
             return web.json_response({"error": str(e)}, status=400)
-        threading.Thread(target=self._stream, args=(reply,), daemon=True).start()
+        client = Client(reply.home, credentials=self.credentials)
+        with self.lock:
+            if self.stopping.is_set():  # it stops: leave nothing behind on the ring
+                client.close()
+                await asyncio.to_thread(self._unsubscribe, reply)
+                return web.json_response({"error": "the console is stopping"}, status=503)
+            self.streams[reply.subscription_id] = (reply, client)
+        threading.Thread(target=self._stream, args=(reply, client), daemon=True).start()
         return web.json_response(
             {
                 "subscription_id": f"{reply.subscription_id:016x}",
@@ -269,10 +307,8 @@ class Console:
         with Client(self._a_node(), timeout=10.0, credentials=self.credentials) as client:
             return call(client)
 
-    def _stream(self, sub: pb.SubscribeReply) -> None:
+    def _stream(self, sub: pb.SubscribeReply, client: Client) -> None:
         """A subscription's alerts, to every page, as they arrive (a thread of its own)."""
-        client = Client(sub.home, credentials=self.credentials)
-        self.streams.append(client)
         try:
             for alert in client.alerts(sub, resume=3600.0):
                 if self.stopping.is_set():
@@ -291,16 +327,36 @@ class Console:
         finally:
             client.close()
 
+    def _unsubscribe(self, sub: pb.SubscribeReply) -> None:
+        try:
+            with Client(self._a_node(), timeout=5.0, credentials=self.credentials) as client:
+                client.unsubscribe(sub.subscription_id, sub.token, sub.home_id)
+        except ClientError as e:
+            log.warning("could not unsubscribe %016x: %s", sub.subscription_id, e)
+
+    async def _stopped(self) -> None:
+        """Pages told, alert readers closed, subscriptions made here unsubscribed."""
+        with self.lock:
+            self.stopping.set()
+        for queue in self.listeners:
+            queue.put_nowait((None, None))
+        streams = list(self.streams.values())
+        for _, client in streams:
+            client.close()
+        await asyncio.gather(*(asyncio.to_thread(self._unsubscribe, s) for s, _ in streams))
+
     async def serve(self, host: str, port: int, ready=print) -> None:
         """Serve until SIGINT or SIGTERM."""
         self.loop = asyncio.get_running_loop()
-        runner = web.AppRunner(self.app(), access_log=None)
+        runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=1.0)
         await runner.setup()
         try:
             await web.TCPSite(runner, host, port).start()
         except OSError as e:
             await runner.cleanup()
             raise RingError(f"cannot serve the console on {host}:{port}: {e.strerror or e}")
+        if self.token is None:  # loopback: only this machine's names for it reach it
+            self.hosts = {f"{h}:{port}" for h in (host, "127.0.0.1", "localhost", "[::1]")}
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             self.loop.add_signal_handler(sig, stop.set)
@@ -310,9 +366,7 @@ class Console:
         try:
             await stop.wait()
         finally:
-            self.stopping.set()
             watching.cancel()
-            for client in self.streams:
-                client.close()
+            await self._stopped()
             await runner.cleanup()
             await self.watch.close()

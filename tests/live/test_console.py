@@ -17,6 +17,7 @@ import pytest
 from support.command_line import assert_one_line_error, cqengine
 from support.repo import load_script
 
+from cqengine.live.console import COOKIE
 from cqengine.live.ring import free_ports, ring_down, ring_up
 
 bench = load_script("experiments/bench_console.py")
@@ -26,6 +27,8 @@ bench = load_script("experiments/bench_console.py")
 def test_the_console_in_a_browser_on_a_live_ring(tmp_path):
     shot = tmp_path / "console.png"
     args = ["--nodes", "4", "--docs", "4", "--traffic", "0", "--screenshot", str(shot)]
+    # with a token: the page's script, styles, events and calls must all carry it (a cookie)
+    args += ["--token", "browser-token"]
     assert bench.main([*args, "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "bench_console.json").read_text())
     assert result["alerts_exact"] and result["alerts_expected"]  # every match, only matches
@@ -34,9 +37,10 @@ def test_the_console_in_a_browser_on_a_live_ring(tmp_path):
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def status(url: str, headers: dict | None = None) -> int:
+def status(url: str, headers: dict | None = None, body: bytes | None = None) -> int:
+    request = urllib.request.Request(url, headers=headers or {}, data=body)
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=5):
+        with urllib.request.urlopen(request, timeout=5):
             return 200
     except urllib.error.HTTPError as e:
         return e.code
@@ -63,6 +67,29 @@ def test_with_a_token_every_request_must_carry_it(ring, tmp_path):
             assert status(f"{base}{path}?token=wrong-token") == 401
         assert status(f"{base}/?token={token}") == 200
         assert status(base + "/", {"Authorization": f"Bearer {token}"}) == 200
+        cookie = {"Cookie": f"{COOKIE}={token}"}  # what the page got with it
+        assert status(base + "/static/console.js", cookie) == 200
+        assert status(base + "/static/console.js", {"Cookie": f"{COOKIE}=wrong-token"}) == 401
+        # calls only as JSON from the console's own page: no cross-site form post
+        publish, json_type = f"{base}/api/publish", {"Content-Type": "application/json"}
+        body = b'{"text": "levee", "docno": "T1"}'
+        assert status(publish, json_type, body) == 401
+        assert status(publish, {**cookie, "Content-Type": "text/plain"}, body) == 403
+        evil = {**cookie, **json_type, "Origin": "http://evil.example"}
+        assert status(publish, evil, body) == 403
+        assert status(publish, {**cookie, **json_type}, body) == 200
+    finally:
+        bench.stop(console)
+
+
+def test_without_a_token_it_answers_only_to_its_loopback_names(ring, tmp_path):
+    port = free_ports(1, exclude=[e.port for e in ring.nodes])[0]
+    console = bench.start_console(ring.path, port, tmp_path / "log")
+    try:
+        base = f"http://127.0.0.1:{port}"
+        assert status(base + "/") == 200
+        # a page of another site whose name was rebound to 127.0.0.1 names itself
+        assert status(base + "/", {"Host": f"evil.example:{port}"}) == 421
     finally:
         bench.stop(console)
 
