@@ -533,16 +533,22 @@ FLAGS = ("data_dirs", "replicas", "tls", "metrics")  # what a ring of a run was 
 
 def side_by_side(runs: list[dict], flag: str, names: tuple[str, str]) -> list[dict]:
     """What `flag` costs, where a run measured a ring with it and one without it, alike
-    otherwise: the share of the documents/s of the ring without it that the other loses."""
+    otherwise: the share of the documents/s of the ring without it that the other loses.
+    Repeated alike (`--workloads skew,skew`), the k-th ring with it pairs with the k-th
+    without: the two measured one after the other."""
 
     def alike(r: dict) -> tuple:
         return (r["workload"], r["subscriptions"], *(r[f] for f in FLAGS if f != flag))
 
-    without = {alike(r): r for r in runs if not r[flag]}
+    without: dict[tuple, list[dict]] = {}
+    for r in runs:
+        if not r[flag]:
+            without.setdefault(alike(r), []).append(r)
     out = []
     for r in runs:
-        twin = without.get(alike(r))
-        if r[flag] and twin is not None:
+        twins = without.get(alike(r))
+        twin = twins.pop(0) if r[flag] and twins else None
+        if twin is not None:
             off, on = names
             out.append(
                 {

@@ -120,6 +120,10 @@ def test_side_by_side_pairs_rings_alike_but_for_one_flag():
     (cost,) = bench.side_by_side(runs, "metrics", ("without", "with"))
     assert (cost["workload"], cost["tls"], cost["without_docs_per_second"]) == ("skew", True, 100)
     assert cost["with_docs_per_second"] == 98 and abs(cost["cost"] - 0.02) < 1e-12
+    # repeated alike, each ring with it pairs with the one without it measured beside it
+    again = [*runs[:2], run("skew", True, False, 80.0), run("skew", True, True, 79.0)]
+    costs = [c["cost"] for c in bench.side_by_side(again, "metrics", ("without", "with"))]
+    assert [round(c, 4) for c in costs] == [0.02, 0.0125]
     (tls,) = bench.side_by_side(runs, "tls", ("plaintext", "tls"))
     assert tls["plaintext_docs_per_second"] == 120 and tls["tls_docs_per_second"] == 100
     assert tls["metrics"] is False
