@@ -24,6 +24,8 @@ from chord.store import KeyStore, SortedKeyStore
 log = logging.getLogger("chord.node")
 
 LOST_KEPT = 16  # unreachable nodes a node remembers, to find again after a partition (recontact)
+LOST_TRIES = 60  # unanswered recontacts before a lost node is given up (some 15 min live)
+LOST_WAIT = 8  # rounds at most between two recontacts of one node (the wait doubles)
 
 
 class PeerUnreachable(Exception):
@@ -88,7 +90,8 @@ class ChordNode:
         self.settled = False
         # nodes I forgot because they did not answer, the latest LOST_KEPT: after a network
         # partition they may be a ring of their own that only `recontact` finds again
-        self.lost: dict[NodeRef, None] = {}
+        # each with [recontacts it left unanswered, rounds to wait before the next]
+        self.lost: dict[NodeRef, list[int]] = {}
         self.handlers = {
             "FindSuccessor": self._on_find_successor,
             "GetNeighbors": self._on_get_neighbors,
@@ -216,7 +219,7 @@ class ChordNode:
         self.table.forget(dead)
         if dead != self.me:
             self.lost.pop(dead, None)
-            self.lost[dead] = None
+            self.lost[dead] = [0, 0]
             while len(self.lost) > LOST_KEPT:
                 del self.lost[next(iter(self.lost))]  # the longest lost
 
@@ -363,21 +366,26 @@ class ChordNode:
         return known[0] if known else None
 
     def recontact(self) -> Op:
-        """Ask the longest lost node I forgot for my successor. Chord's maintenance only
-        asks nodes in the tables, so after a network partition each side forgets the other,
-        and once the link is back the two rings it made would stay apart. The lost node's
-        ring names the first of its nodes after me: if that is closer than my successor,
-        the two rings are apart and it becomes my successor (stabilize then merges the
-        rings, as it takes in a joining node). If it is my successor, the lost node is in
-        my ring again and is dropped; if it does not answer, it is tried again later."""
+        """Ask the longest lost node I forgot, that is due, for my successor. Chord's
+        maintenance only asks nodes in the tables, so after a network partition each side
+        forgets the other, and once the link is back the two rings it made would stay
+        apart. The lost node's ring names the first of its nodes after me: if that is
+        closer than my successor, the two rings are apart and it becomes my successor
+        (stabilize then merges the rings, as it takes in a joining node). The lost node
+        is dropped once it is in my tables or names my successor (my ring again): not
+        when I adopt its answer, which a stabilize under way may yet undo. Unanswered, it
+        waits twice as many rounds as before, and after LOST_TRIES it is given up: a
+        node that crashed for good is not asked for ever."""
         t = self.table
         for n in [n for n in self.lost if n in t.successors or n in t.fingers]:
             del self.lost[n]  # it is in my tables again: my ring knows it
-        if not self.lost:
+        due = [n for n, (_, wait) in self.lost.items() if wait <= 0]
+        for state in self.lost.values():
+            state[1] -= 1  # a round passes
+        if not due:
             return
-        lost = next(iter(self.lost))
-        del self.lost[lost]
-        self.lost[lost] = None  # to the back: the others get their turn
+        lost = due[0]
+        self.lost[lost] = self.lost.pop(lost)  # to the back: the others get their turn
         request = pb.FindSuccessorRequest(key=self.me.id, avoid=[self.me.id])
         node = lost
         try:
@@ -389,12 +397,17 @@ class ChordNode:
             else:
                 return
         except PeerUnreachable:
+            state = self.lost.get(lost)
+            if state is not None:
+                state[0] += 1
+                state[1] = min(2 ** state[0], LOST_WAIT)
+                if state[0] >= LOST_TRIES:
+                    del self.lost[lost]
             return
         if node == t.successor or node == self.me:
             self.lost.pop(lost, None)
         elif in_open(node.id, t.me.id, t.successor.id) or t.alone():
             t.set_successors([node, *t.successors])
-            self.lost.pop(lost, None)
             for listener in self.successor_listeners:
                 listener()
 

@@ -6,7 +6,7 @@ A node asking the nodes it forgot as unreachable (ChordNode.recontact) merges th
 from inspect import isgenerator
 
 from chord.driver import drive
-from chord.node import LOST_KEPT, ChordNode, PeerUnreachable
+from chord.node import LOST_KEPT, LOST_TRIES, LOST_WAIT, ChordNode, PeerUnreachable
 from chord.oracle import ring_problems
 from chord.simulator import Simulator
 
@@ -94,3 +94,49 @@ def test_a_node_remembers_the_latest_lost_and_not_those_that_left():
     assert list(me.lost) == [o.me for o in others[-LOST_KEPT:]]
     sim.leave(others[-1].me.address)  # it tells its predecessor, me, that it leaves
     assert others[-1].me not in me.lost
+
+
+def test_a_node_lost_for_good_is_asked_less_and_less_then_given_up():
+    sim = Simulator(r=R, seed=2)
+    sim.build_instant(Simulator.address(i) for i in range(6))
+    me, gone = sorted(sim.nodes.values(), key=lambda node: node.me.id)[:2]
+    net = Partition(sim, {gone.me.address})
+    net.down = True  # it never answers again
+    me.forget(gone.me)
+    asked = []  # the rounds in which it was asked
+    for round in range(100 * LOST_TRIES):
+        tries = me.lost[gone.me][0]
+        net.run(me, me.recontact())
+        if gone.me not in me.lost:
+            asked.append(round)
+            break
+        if me.lost[gone.me][0] > tries:
+            asked.append(round)
+    assert gone.me not in me.lost, "a node that never answers is asked for ever"
+    assert len(asked) == LOST_TRIES
+    gaps = [b - a for a, b in zip(asked, asked[1:])]
+    assert gaps == sorted(gaps) and gaps[0] < gaps[-1] <= LOST_WAIT + 1  # backing off
+
+
+def test_an_adopted_successor_undone_by_stabilize_is_asked_for_again():
+    """recontact keeps the lost node it merged through until its ring knows it: should a
+    stabilize under way put the old successor back, the next round merges again."""
+    net = partitioned()
+    net.down = False
+    ring = sorted(net.sim.live(), key=lambda n: n.me.id)
+    true_successor = {a.me: b.me for a, b in zip(ring, ring[1:] + ring[:1])}
+    # a node whose successor in the whole ring is of the other side
+    node = next(n for n in ring if n.lost and true_successor[n.me] != n.table.successor)
+    before = node.table.successor
+    for _ in range(LOST_WAIT + 1):  # until one of its lost nodes is due and answers
+        net.run(node, node.recontact())
+        if node.table.successor != before:
+            break
+    assert node.table.successor != before, "the merge did not begin"
+    node.table.set_successors([before, *node.table.successors])  # a stabilize's old view
+    assert node.lost  # what it merged through is still remembered
+    for _ in range(LOST_WAIT + 1):
+        net.run(node, node.recontact())
+        if node.table.successor != before:
+            break
+    assert node.table.successor != before, "the undone merge was not tried again"
