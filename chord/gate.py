@@ -202,7 +202,8 @@ def _guarded(
                 await admit(context)
                 async for reply in replies(requests, context):
                     yield reply
-            except grpc.aio.AbortError:
+            except grpc.aio.AbortError as e:
+                _let_go(e)
                 raise
             except Exception:
                 await failed(context)

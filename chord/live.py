@@ -184,7 +184,9 @@ class LiveNode:
             frozenset(
                 path
                 for path in ring_access
-                if path.rsplit("/", 1)[-1] not in CLIENT_RING_METHODS or credentials is None
+                # a client's Lookup, GetState and reflection are held to its rate
+                if (path.rsplit("/", 1)[-1] not in CLIENT_RING_METHODS and path != REFLECTION)
+                or credentials is None
             ),
             ClientRate(self.limits.client_rate, self.limits.client_burst)
             if self.limits.client_rate

@@ -335,8 +335,8 @@ def _deliver(settings: Settings, batch: pb.AlertBatch) -> str | None:
         return why
     if len(batch.seqs) not in (0, subs):
         return f"{len(batch.seqs)} sequence numbers for {subs} alerts"
-    if not math.isfinite(batch.accepted):
-        return "an acceptance time that is no number"
+    if not math.isfinite(batch.accepted) or batch.accepted < 0:
+        return f"an acceptance time of {batch.accepted} s since the epoch"
     why = address_problem(batch.home) if batch.home else None
     return why or alerts_problem(settings, batch.docnos, batch.titles, batch.snippets)
 

@@ -15,6 +15,7 @@ import urllib.request
 
 import pytest
 from support.command_line import assert_one_line_error, cqengine
+from support.netns import netns_usable
 from support.repo import load_script
 
 from cqengine.live.console import COOKIE
@@ -97,17 +98,6 @@ def test_without_a_token_it_answers_only_to_its_loopback_names(ring, tmp_path):
 def test_it_will_not_listen_beyond_loopback_without_a_token(ring):
     proc = cqengine("console", "--host", "0.0.0.0", "--ring-file", str(ring.path))
     assert_one_line_error(proc, "--host 0.0.0.0", "--token")
-
-
-def netns_usable() -> str | None:
-    if os.geteuid() != 0:
-        return "network namespaces need root"
-    name = f"cq-probe-{os.getpid()}"
-    made = subprocess.run(["ip", "netns", "add", name], capture_output=True)
-    if made.returncode != 0:
-        return f"ip netns add failed: {made.stderr.decode().strip()}"
-    subprocess.run(["ip", "netns", "delete", name], capture_output=True)
-    return None
 
 
 @pytest.mark.skipif(netns_usable() is not None, reason=str(netns_usable()))

@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import pickle
 import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from pathlib import Path
 
 import pytest
 from support.live import FAST
+from support.netns import netns_usable
 from support.oracle import assert_exact, assert_numbered, expected
 from support.waiting import eventually
 
@@ -196,24 +196,6 @@ def ip(*args: str) -> None:
     done = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=10)
     if done.returncode:
         raise RuntimeError(f"ip {' '.join(args)}: {done.stderr.strip()}")
-
-
-def netns_usable() -> str | None:
-    """Why network namespaces cannot be used here, or None."""
-    if os.geteuid() != 0:
-        return "needs root to make network namespaces"
-    if shutil.which("ip") is None:
-        return "needs `ip` (iproute2)"
-    probe = f"cqe{os.getpid()}probe"
-    try:
-        ip("netns", "add", probe)
-    except (RuntimeError, OSError, subprocess.SubprocessError) as e:
-        return f"`ip netns add` fails here: {e}"
-    try:
-        ip("netns", "del", probe)
-    except (RuntimeError, OSError, subprocess.SubprocessError):
-        pass
-    return None
 
 
 class Agent:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -26,6 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 from support.waiting import eventually
 
+from cqengine.live.ring import free_ports
 from cqengine.spark.prep import discover, run_prep
 from cqengine.spark.workload_job import run_workload
 from cqengine.text.corpus import write_corpus_files
@@ -33,12 +33,6 @@ from cqengine.text.corpus import write_corpus_files
 BOOT_TIMEOUT = 120  # JVMs booting on a loaded 2-core machine
 JOB_TIMEOUT = 300
 WORKLOAD = dict(kind="inverskew", queries=60, mean_size=3.0, seed=7)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def log_tail(path: Path, lines: int = 15) -> str:
@@ -151,7 +145,7 @@ def cluster(root):
     import pyspark
 
     spark_class = str(Path(pyspark.__file__).parent / "bin" / "spark-class")
-    port, ui_port = free_port(), free_port()
+    port, ui_port = free_ports(2)  # two distinct ports
     env = {
         **os.environ,
         "SPARK_LOCAL_IP": "127.0.0.1",  # master, worker, executors and drivers on loopback
