@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections import Counter
 from functools import lru_cache
+from typing import Callable
 
 from chord.host import Host
-from chord.ids import in_open_closed
+from chord.ids import MASK, distance, in_open_closed
 from chord.node import ChordNode
 from chord.routing import NodeRef
 from cqengine.core import limits
@@ -100,6 +101,15 @@ class Context:
         if t.predecessor is None:  # my own key is mine whatever came before it
             return key == t.me.id
         return in_open_closed(key, t.predecessor.id, t.me.id)
+
+    def serving(self) -> Callable[[int], bool]:
+        """`serves`, its answer for the ring as it is now read once: for a pass over many
+        keys (Stats, scraped every few seconds, reads every subscription's)."""
+        t = self.chord.table
+        if t.alone() or not self.chord.settled or t.predecessor is None:
+            return self.serves
+        lo, span = t.predecessor.id, distance(t.predecessor.id, t.me.id)
+        return lambda key: span == 0 or 0 < (key - lo) & MASK <= span
 
     def region(self) -> tuple[int, int] | None:
         """(predecessor, me]: where Observation 1 holds; None while my predecessor is unknown

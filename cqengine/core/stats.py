@@ -8,7 +8,6 @@ from typing import Callable, Sequence
 
 import mmh3
 
-from chord.ids import SPACE
 from cqengine.core.context import Context
 from cqengine.core.copies import numbers
 from cqengine.core.synopsis import Synopsis
@@ -117,14 +116,7 @@ class Stats:
         seconds, and a node may hold many): alerts their mailboxes dropped as full, those
         held as a replica of another home, and the alerts waiting in those served here."""
         ctx = self.ctx
-        serves = ctx.serves
-        t = ctx.chord.table
-        if not t.alone() and ctx.chord.settled and t.predecessor is not None:
-            lo, span = t.predecessor.id, (t.me.id - t.predecessor.id) % SPACE
-
-            def serves(key: int) -> bool:  # ctx.serves, its region read once
-                return span == 0 or 0 < (key - lo) % SPACE <= span
-
+        serves = ctx.serving()
         full = replicas = waiting = 0
         for s in ctx.subscriptions.values():
             full += s.box.dropped  # not s.mailbox: a replica's copies stay kept
