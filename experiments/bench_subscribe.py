@@ -40,7 +40,8 @@ from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.corpus import generate_corpus
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_live import RESULTS, Ring, cpu_seconds, say, workload_queries, write_stats  # noqa: E402
+from bench_live import RESULTS, workload_queries, write_stats  # noqa: E402
+from live_ring import Ring, cpu_seconds, say  # noqa: E402
 
 GOAL = 5000  # subscriptions/s through SubscribeBatch on an 8-node ring (issue 41)
 KINDS = ("FindSuccessor", "Ping", "Index", "Replicate")  # lookups, placing, copying

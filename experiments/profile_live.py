@@ -39,7 +39,8 @@ from cqengine.text.corpus import generate_corpus
 from cqengine.text.trec import TrecDoc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_live import RESULTS, Ring, say, workload_queries, write_stats  # noqa: E402
+from bench_live import RESULTS, workload_queries, write_stats  # noqa: E402
+from live_ring import Ring, say  # noqa: E402
 
 PLACES = (
     "event loop idle (waiting in epoll)",
