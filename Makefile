@@ -42,6 +42,7 @@ bench: $(STAMP)
 	$(PY) experiments/bench_hostile.py
 	$(PY) experiments/bench_boolean.py
 	$(PY) experiments/bench_console.py
+	$(PY) experiments/bench_headroom.py
 
 # real text: Debian's documentation as a 10,000-document corpus, analyzed by prep into
 # prep-real/ (apt-get install postgresql-doc-15 debian-handbook python3.11-doc first)
