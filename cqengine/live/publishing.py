@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 from chord.live import StartupError
@@ -69,6 +69,7 @@ class Batcher:
         analyzer's CPU time ("analysis")."""
         self.engine, self.publishing, self.run, self.meter = engine, publishing, run, meter
         self.queue: list[tuple[pb.PublishRequest, asyncio.Future]] = []
+        self.arrived: dict[int, float] = {}  # id(request) -> wall time it reached this node
         self.changed = asyncio.Event()
         # the node's one analysis thread (ClientAPI.SubscribeBatch analyzes queries in it too)
         self.analyzer = ThreadPoolExecutor(1, thread_name_prefix="analyze")
@@ -83,6 +84,8 @@ class Batcher:
             self.task = asyncio.get_running_loop().create_task(self._run())
         loop = asyncio.get_running_loop()
         futures = [loop.create_future() for _ in requests]
+        now = time.time()  # accepted here: the alerts' latency counts the batch's linger too
+        self.arrived.update((id(r), now) for r in requests)
         self.queue += zip(requests, futures)
         self.changed.set()
         return list(await asyncio.gather(*futures))
@@ -97,7 +100,8 @@ class Batcher:
             await self._publish(batch)
         except Exception as e:  # the batch fails, the node goes on
             log.exception("publishing a batch failed")
-            for _, future in batch:
+            for request, future in batch:
+                self.arrived.pop(id(request), None)
                 if not future.done():
                     future.set_result(
                         EngineError("INTERNAL", f"publishing failed: {type(e).__name__}")
@@ -126,6 +130,11 @@ class Batcher:
         documents = await asyncio.get_running_loop().run_in_executor(
             self.analyzer, self._prepare, [r for r, _ in batch], limit
         )
+        arrived = [self.arrived.pop(id(r), 0.0) for r, _ in batch]
+        documents = [
+            replace(d, accepted=t) if isinstance(d, Document) else d
+            for d, t in zip(documents, arrived)
+        ]
         fit = [(d, f) for d, (_, f) in zip(documents, batch) if isinstance(d, Document)]
         replies = await self.run(self.engine.dn.publish_batch([d for d, _ in fit])) if fit else []
         for (_, future), reply in zip(fit, replies):

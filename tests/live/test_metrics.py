@@ -184,3 +184,22 @@ def test_the_exposition_follows_prometheus_conventions():
         assert family.name.startswith("cqengine_")
         if family.type == "counter":
             assert all(s.name.endswith(("_total", "_created")) for s in family.samples)
+
+
+def test_the_latency_counts_from_the_publish_call_so_the_linger_too(tmp_path):
+    """A document waits up to --linger-ms at its DN for others to share its batch: that is
+    part of what its subscriber waits, so the homes' histogram counts it."""
+    path = tmp_path / "ring.json"
+    ring = ring_up(1, path, out=io.StringIO(), node_args=["--linger-ms", "400"])
+    try:
+        with Client(ring.addresses()[0], credentials=ring.credentials()) as c:
+            sub = c.subscribe("levee hurricane")
+            c.publish("D1", "The levee held as the hurricane passed.")
+            stream = c.alerts(sub, timeout=10)
+            assert next(stream).docno == "D1"  # (StopIteration: none within 10 s)
+            stream.close()
+            latency = c.stats().alert_latency
+    finally:
+        ring_down(path, out=io.StringIO())
+    assert sum(latency.counts) == 1
+    assert 0.4 <= latency.sum < 10  # the linger, and the rest of the way
