@@ -176,8 +176,7 @@ class Console:
         self.last: dict | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.hosts: set[str] = set()  # what a request's Host may say (DNS rebinding)
-        self.stopping = threading.Event()
-        self.lock = threading.Lock()
+        self.stopping = threading.Event()  # read by the alert readers' threads too
         # subscriptions made here, with the client reading each one's alerts: each is
         # unsubscribed and its client closed when the console stops
         self.streams: dict[int, tuple[pb.SubscribeReply, Client]] = {}
@@ -273,13 +272,12 @@ class Console:
             reply = await asyncio.to_thread(self._call, lambda c: c.subscribe(query))
         except ClientError as e:
             return web.json_response({"error": str(e)}, status=400)
+        if self.stopping.is_set():  # it stopped meanwhile: leave nothing behind on the ring
+            await asyncio.to_thread(self._unsubscribe, reply)
+            return web.json_response({"error": "the console is stopping"}, status=503)
+        # (on the event loop, as _stopped: nothing runs between the check and this)
         client = Client(reply.home, credentials=self.credentials)
-        with self.lock:
-            if self.stopping.is_set():  # it stops: leave nothing behind on the ring
-                client.close()
-                await asyncio.to_thread(self._unsubscribe, reply)
-                return web.json_response({"error": "the console is stopping"}, status=503)
-            self.streams[reply.subscription_id] = (reply, client)
+        self.streams[reply.subscription_id] = (reply, client)
         threading.Thread(target=self._stream, args=(reply, client), daemon=True).start()
         return web.json_response(
             {
@@ -336,8 +334,7 @@ class Console:
 
     async def _stopped(self) -> None:
         """Pages told, alert readers closed, subscriptions made here unsubscribed."""
-        with self.lock:
-            self.stopping.set()
+        self.stopping.set()
         for queue in self.listeners:
             queue.put_nowait((None, None))
         streams = list(self.streams.values())
