@@ -11,10 +11,10 @@ from support.repo import load_script
 def run(tmp_path, nodes: int, calls: int, limits: tuple = ()) -> dict:
     bench = load_script("experiments/bench_hostile.py")
     args = ["--nodes", nodes, "--calls", calls, "--canary-docs", 10, "--settle", 1, *limits]
-    rc = bench.main([*map(str, args), "--out", str(tmp_path)])
-    result = json.loads((tmp_path / "bench_hostile.json").read_text())
-    assert rc == 0, result
-    return result
+    bench.main([*map(str, args), "--out", str(tmp_path)])
+    # not its exit code: that also says whether the memory and latency goals were met,
+    # which the benchmark measures (the slow run); the test holds it to what is exact
+    return json.loads((tmp_path / "bench_hostile.json").read_text())
 
 
 def check(result: dict, calls: int) -> None:
