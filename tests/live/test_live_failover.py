@@ -16,22 +16,17 @@ import pytest
 from support.live import FAST, kill_hard, subscribe, wait_gone
 from support.oracle import assert_exact, assert_numbered, expected
 from support.waiting import eventually
+from support.workloads import live_corpus
 
-from cqengine.evaluation.matcher import document_frequencies
 from cqengine.live.client import Client
 from cqengine.live.ring import observe, ring_up, stop_processes, wait_converged
-from cqengine.text.corpus import generate_corpus
-from cqengine.text.workload import generate_queries
 
 ENGINE = ["--reconcile", "0.5"]
 
 
 @pytest.fixture(scope="module")
 def corpus():
-    docs = list(generate_corpus(80, seed=29, vocab_size=700, mean_terms=30))
-    df = document_frequencies(docs)
-    queries = [" ".join(q) for q in generate_queries(df, 200, "skew", mean_size=2.0, seed=29)]
-    return docs, queries
+    return live_corpus(80, 200, seed=29, vocab=700)
 
 
 def publish(address, docs, credentials):

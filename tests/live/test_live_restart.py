@@ -12,25 +12,20 @@ import pytest
 from support.live import FAST, kill_hard, restart, subscribe
 from support.oracle import assert_exact, expected
 from support.waiting import eventually
+from support.workloads import live_corpus
 
 from chord.messages import to_ref
 from chord.oracle import RingOracle
 from cqengine.demo import collect_alerts
-from cqengine.evaluation.matcher import document_frequencies
 from cqengine.live.client import Client
 from cqengine.live.ring import observe, ring_down, ring_up, stop_processes, wait_converged
 from cqengine.live.ringfile import RingError
 from cqengine.text.analysis import analyze, term_id
-from cqengine.text.corpus import generate_corpus
-from cqengine.text.workload import generate_queries
 
 
 @pytest.fixture(scope="module")
 def corpus():
-    docs = list(generate_corpus(60, seed=21, vocab_size=800, mean_terms=30))
-    df = document_frequencies(docs)
-    queries = [" ".join(q) for q in generate_queries(df, 150, "skew", mean_size=2.0, seed=21)]
-    return docs, queries
+    return live_corpus(60, 150, seed=21, vocab=800)
 
 
 def publish_and_collect(addresses, subs, docs, credentials):

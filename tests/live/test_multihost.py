@@ -33,6 +33,7 @@ from support.live import FAST
 from support.netns import netns_usable
 from support.oracle import assert_exact, assert_numbered, expected
 from support.waiting import eventually
+from support.workloads import live_corpus
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv" / "bin"
@@ -327,14 +328,7 @@ def tail(path: Path, lines: int = 5) -> str:
 
 @pytest.fixture(scope="module")
 def corpus():
-    from cqengine.evaluation.matcher import document_frequencies
-    from cqengine.text.corpus import generate_corpus
-    from cqengine.text.workload import generate_queries
-
-    docs = list(generate_corpus(90, seed=31, vocab_size=700, mean_terms=30))
-    df = document_frequencies(docs)
-    queries = [" ".join(q) for q in generate_queries(df, 150, "skew", mean_size=2.0, seed=31)]
-    return docs, queries
+    return live_corpus(90, 150, seed=31, vocab=700)
 
 
 def assert_once(alerts: list[tuple[int, str, int]], want: set[tuple[int, str]]) -> None:

@@ -126,3 +126,16 @@ def boolean_expected(subs: dict[int, str], docs) -> set[tuple[int, str]]:
         for sub, q in subs.items()
         if holds(q, document_sequence(d.text, d.title))
     }
+
+
+def live_corpus(docs: int, queries: int, seed: int, vocab: int) -> tuple[list, list[str]]:
+    """A small generated corpus and Skew queries (mean size 2) drawn from it, as texts: what
+    the live-ring tests subscribe and publish."""
+    from cqengine.evaluation.matcher import document_frequencies
+    from cqengine.text.corpus import generate_corpus
+    from cqengine.text.workload import generate_queries
+
+    corpus = list(generate_corpus(docs, seed=seed, vocab_size=vocab, mean_terms=30))
+    df = document_frequencies(corpus)
+    drawn = generate_queries(df, queries, "skew", mean_size=2.0, seed=seed)
+    return corpus, [" ".join(q) for q in drawn]
