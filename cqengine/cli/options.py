@@ -190,6 +190,12 @@ ENGINE_FLAGS = {  # option -> (Settings field, type, help; engine_options states
     "--bloom-bits": ("bloom_bits", count, "Bloom filter size in bits"),
     "--bloom-hashes": ("bloom_hashes", count, "Bloom filter hash functions"),
     "--dialogue-batch": ("dialogue_batch", count, "ids asked per query per Term Dialogue round"),
+    "--header-terms": (
+        "header_terms",
+        count,
+        "hot terms (highest document frequency in --stats) whose presence every "
+        "announcement tells its QNs; 0: none",
+    ),
     "--max-doc-bytes": ("max_document_bytes", count, "largest document accepted"),
     "--max-query-bytes": (
         "max_query_bytes",

@@ -32,6 +32,11 @@ def _mine(ids: np.ndarray | list[int]) -> tuple[list[int], list[None]]:
     return [0] * len(ids), [None]
 
 
+def _presence_bytes(msg: pb.Announcement) -> int:
+    """What the term-presence header adds to a message: its field, tag and length."""
+    return pb.Announcement(presence=msg.presence).ByteSize()
+
+
 class Announcer:
     def __init__(self, ctx: Context, heard: Callable[[Heard], Op]) -> None:
         """`heard(h)`: what the QN here does with the runs of a batch that stopped here."""
@@ -39,7 +44,7 @@ class Announcer:
 
     def on_announce(self, msg: pb.Announcement) -> pb.AnnounceReply:
         ctx = self.ctx
-        docs = announced(msg)
+        docs = announced(msg, ctx.settings.header_terms)
         if msg.share and self._idle(docs, msg.hops):  # its share goes back with the reply,
             return pb.AnnounceReply(share=msg.share)  # not in a report of nothing
         dn = NodeRef(msg.dn_id, msg.dn) if msg.dn_id else ctx.peer(msg.dn)
@@ -120,7 +125,7 @@ class Announcer:
                     ctx.chord.forget(hop)
                     kept += part
         mine = [
-            Announced(docs[i].key, docs[i].max_id, runs)
+            Announced(docs[i].key, docs[i].max_id, runs, docs[i].presence)
             for i, runs in sorted(local.items())
             if runs
         ]
@@ -142,11 +147,15 @@ class Announcer:
     ) -> pb.Announcement:
         """The announcement to a next hop of its runs of each document."""
         ctx = self.ctx
+        headers = [docs[i].presence for i in parts]
         out = announcement(
             dn.address,
             hops + 1,
             ((docs[i].key, docs[i].max_id, runs) for i, runs in parts.items()),
+            headers if all(h is not None for h in headers) else None,
         )
+        if out.presence:
+            ctx.count("presence_bytes", _presence_bytes(out))
         if ctx.replicated:  # where its documents are when the DN is gone,
             out.dn_id = dn.id  # and whether I know the ids to be the hop's
             out.owner = all(

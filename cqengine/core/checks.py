@@ -18,7 +18,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from chord.checks import address_problem
-from cqengine.core import limits
+from cqengine.core import limits, presence
 from cqengine.core.postings import FEW
 from cqengine.core.settings import Settings
 from cqengine.proto import cqengine_pb2 as pb
@@ -290,6 +290,11 @@ def _announce(settings: Settings, msg: pb.Announcement) -> str | None:
         why = run_problem(r, n, max_ids, k)
         if why is not None:
             return why
+    if msg.presence:  # a header must decode against this ring's hot terms, or be refused
+        try:
+            presence.decode(msg.presence, n, settings.header_terms)
+        except ValueError as e:
+            return str(e)
     return None
 
 

@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 
 from chord.node import Call, Op, PeerUnreachable
 from chord.routing import NodeRef
-from cqengine.core import limits
+from cqengine.core import limits, presence
 from cqengine.core.context import Context
 from cqengine.core.delivery import Alerts, Delivery
 from cqengine.core.documents import Document, Documents, PublishedDoc, prepare
@@ -162,7 +162,16 @@ class DN:
                 return False
             ctx.store.hold(held)  # a leave hands it over with the rest
             self.own[name] = took
-        batch = [Announced(doc.key, max(doc.ids), [Run.whole(sorted(doc.ids))]) for doc in stored]
+        hot = ctx.settings.hot_ids
+        batch = [
+            Announced(
+                doc.key,
+                max(doc.ids),
+                [Run.whole(sorted(doc.ids))],
+                presence.places(hot, doc.sorted_ids()) if len(hot) else None,
+            )
+            for doc in stored
+        ]
         share = 0
         if self.hold > 0:  # count the reports of the batch
             share = limits.WHOLE

@@ -27,6 +27,9 @@ from chord.ids import MASK, arc_spans, intersect_spans, union_spans
 from cqengine.core.postings import Block, any_per_query, member, ranges
 from cqengine.core.runs import Run, successors
 
+NONE = np.zeros(0, dtype=np.uint64)  # no ids
+NONE.flags.writeable = False
+
 
 @dataclass
 class Knowledge:
@@ -37,6 +40,8 @@ class Knowledge:
     region: tuple[int, int] | None = None  # (predecessor, me]: Observation 1's scope
     run_arcs: list[tuple[int, int, int]] = field(default_factory=list)  # (prev, last, next)
     piggy_arcs: list[tuple[int, int]] = field(default_factory=list)  # (x, s_k]
+    # ids a term-presence header says the document lacks (cqengine.core.presence), ascending
+    absent_ids: np.ndarray = field(default_factory=lambda: NONE)
 
     @cached_property
     def present_array(self) -> np.ndarray:
@@ -88,6 +93,8 @@ class Knowledge:
         inside = self.in_spans(ys)
         if inside.any():  # often none lies in a span, and then nothing needs the membership test
             inside &= ~member(ys, self.present_array)
+        if len(self.absent_ids):
+            inside |= member(ys, self.absent_ids)
         return inside
 
     def absent(self, y: int) -> bool:
@@ -137,7 +144,15 @@ def known_in_parts(
     at, wanted = at[hit], wanted[hit]
     present = np.zeros(n, dtype=bool)
     present[at[keys[at] == wanted]] = True
-    return inside & ~present, present
+    absent = inside & ~present
+    if any(len(k.absent_ids) for k in knows):  # a header's absent ids, placed the same way
+        at, wanted = place(
+            np.concatenate([k.absent_ids for k in knows]), [len(k.absent_ids) for k in knows]
+        )
+        hit = at < n
+        at, wanted = at[hit], wanted[hit]
+        absent[at[keys[at] == wanted]] = True
+    return absent, present
 
 
 def knowledge(
@@ -147,12 +162,16 @@ def knowledge(
     k: int,
     obs1: bool = True,
     obs2: bool = True,
+    header: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> Knowledge:
     """The knowledge local runs give; `region` None (predecessor unknown) turns Observation 1
-    off."""
+    off; `header`: the hot ids a term-presence header says present and absent."""
     know = Knowledge(
         present=set(), max_id=max_id if obs2 else None, region=region if obs1 else None
     )
+    if header is not None:
+        know.present.update(header[0].tolist())
+        know.absent_ids = header[1]
     for run in runs:
         know.present.update(run.ids)
         know.present.update(run.succ)

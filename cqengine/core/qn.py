@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from chord.node import Call, Op, PeerUnreachable
+from cqengine.core import presence
 from cqengine.core.bloom import BloomFilter, received_filter
 from cqengine.core.conditions import Conditions, questions_in
 from cqengine.core.conditions import request as request_of
@@ -40,8 +41,11 @@ class QN:
         self.ctx, self.gather = ctx, gather
 
     def knowledge(self, doc: Announced) -> Knowledge:
-        """What my runs of a document tell me of it (Observations 1-2, Algorithm 4)."""
-        return knowledge(doc.runs, doc.max_id, self.ctx.region(), self.ctx.settings.piggyback)
+        """What my runs of a document tell me of it (Observations 1-2, Algorithm 4), and
+        its term-presence header if it came with one."""
+        s = self.ctx.settings
+        header = None if doc.presence is None else presence.split(s.hot_ids, doc.presence)
+        return knowledge(doc.runs, doc.max_id, self.ctx.region(), s.piggyback, header=header)
 
     def heard(self, h: Heard) -> Op:
         """Runs of a batch stopped here: resolve them (or have the shell resolve them with

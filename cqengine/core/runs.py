@@ -18,6 +18,7 @@ from typing import Callable, Hashable, Iterable, Sequence, TypeVar
 import numpy as np
 
 from chord.routing import NodeRef
+from cqengine.core import presence
 from cqengine.core.postings import FEW
 from cqengine.proto import cqengine_pb2 as pb
 
@@ -47,6 +48,9 @@ class Announced:
     key: int
     max_id: int
     runs: list[Run]
+    # its term-presence header: the places among the ring's hot ids of those it holds
+    # (cqengine.core.presence); None: no header came
+    presence: list[int] | None = None
 
     def local_ids(self) -> list[int]:
         """The ids of its runs here, ascending: the keys whose lists a QN consults."""
@@ -65,10 +69,14 @@ class Heard:
 
 
 def announcement(
-    dn: str, hops: int, docs: Iterable[tuple[int, int, Iterable[Run]]]
+    dn: str,
+    hops: int,
+    docs: Iterable[tuple[int, int, Iterable[Run]]],
+    headers: Sequence[Sequence[int]] | None = None,
 ) -> pb.Announcement:
     """The message carrying these documents' runs, (key, largest id, runs) each: the runs
-    added in place, not built and then copied."""
+    added in place, not built and then copied; with `headers`, each document's term-presence
+    header (its places among the hot ids)."""
     out = pb.Announcement(dn=dn, hops=hops)
     add = out.runs.add
     for i, (key, max_id, runs) in enumerate(docs):
@@ -76,11 +84,14 @@ def announcement(
         out.max_ids.append(max_id)
         for r in runs:
             add(ids=r.ids, prev=r.prev, next=r.next, succ=r.succ, doc=i)
+    if headers is not None:
+        out.presence.extend(presence.encode(headers))
     return out
 
 
-def announced(msg: pb.Announcement) -> list[Announced]:
-    """The documents of an announcement received, each with its runs."""
+def announced(msg: pb.Announcement, hot: int = 0) -> list[Announced]:
+    """The documents of an announcement received, each with its runs (and its header,
+    among `hot` hot ids)."""
     if len(msg.doc_keys) != len(msg.max_ids):
         raise ValueError(
             f"an announcement of {len(msg.doc_keys)} documents with {len(msg.max_ids)} largest ids"
@@ -90,6 +101,9 @@ def announced(msg: pb.Announcement) -> list[Announced]:
         if r.doc >= len(docs) or not r.ids:
             raise ValueError(f"a run of document {r.doc} of {len(docs)} with {len(r.ids)} ids")
         docs[r.doc].runs.append(Run.from_pb(r))
+    if msg.presence:
+        for doc, ps in zip(docs, presence.decode(msg.presence, len(docs), hot)):
+            doc.presence = ps
     return docs
 
 

@@ -12,9 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from functools import cached_property
 
+import numpy as np
+
 from chord.routing import SUCCESSORS
 from cqengine.core.indexing import STRATEGIES
 from cqengine.core.limits import MAILBOX_BYTES
+from cqengine.core.presence import MAX_HEADER_TERMS, hot_ids
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.analysis import term_id
 from cqengine.text.query import MAX_ALTERNATIVES
@@ -45,6 +48,9 @@ class Settings:
     synopsis_y: int = 32
     synopsis_hashes: int = 1
     gossip_period: float = 1.0
+    # term-presence headers: the DN tells QNs which of this many hot terms its document
+    # holds (cqengine.core.presence); 0: none, the paper's announcement
+    header_terms: int = 0
     # a re-indexed entry stays at its old key this long, for documents already on their way
     reindex_grace: float = 5.0
     # copies of every record (cqengine.core.replication): 1 is the paper's, a command-line
@@ -70,6 +76,7 @@ class Settings:
         "synopsis_y",
         "synopsis_hashes",
         "gossip_period",
+        "header_terms",
         "reindex_grace",
         "replicas",
         "reconcile_period",
@@ -106,6 +113,12 @@ class Settings:
             raise SettingsError(
                 "synopsis size must be positive, coin tosses 1-64 and registers 1-16"
             )
+        if not 0 <= self.header_terms <= MAX_HEADER_TERMS:
+            raise SettingsError(f"header terms {self.header_terms} is outside 0-{MAX_HEADER_TERMS}")
+        if self.header_terms and self.df is None:
+            raise SettingsError(
+                "term-presence headers choose their terms by document frequency: give --stats FILE"
+            )
         if not 1 <= self.replicas <= MAX_REPLICAS:
             raise SettingsError(f"replicas {self.replicas} is outside 1-{MAX_REPLICAS}")
         if self.reconcile_period <= 0:
@@ -115,6 +128,14 @@ class Settings:
                 "the gossip period must be positive and the re-index grace not negative"
             )
         return self
+
+    @cached_property
+    def hot_ids(self) -> np.ndarray:
+        """The term-presence header's terms' ids, ascending (cqengine.core.presence); none
+        when headers are off. Computed once: every node of a simulated ring shares them."""
+        if not self.header_terms or self.df is None:
+            return np.zeros(0, dtype=np.uint64)
+        return hot_ids(self.df, self.header_terms)
 
     @cached_property
     def popular_ids(self) -> frozenset[int] | None:

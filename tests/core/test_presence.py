@@ -1,0 +1,181 @@
+"""Term-presence headers (cqengine.core.presence): a header says exactly which hot terms a
+document holds, a QN never calls a document's term absent because of one, and a
+simulated ring with headers sends exactly the matcher's alerts, each once, for every
+strategy and both ways of resolving, conjunctive and boolean queries alike."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+from support.oracle import assert_exact
+from support.workloads import (
+    SHAPES,
+    boolean_oracle,
+    boolean_queries,
+    make_settings,
+    subscribe_all,
+    workload,
+)
+
+from cqengine.core import checks, presence
+from cqengine.core.knowledge import knowledge
+from cqengine.core.runs import Run, announced, announcement, group_runs, per_id
+from cqengine.core.settings import Settings, SettingsError
+from cqengine.evaluation.matcher import matches
+from cqengine.evaluation.sim import EngineSimulator
+from cqengine.proto import cqengine_pb2 as pb
+
+ids64 = st.integers(1, 2**64 - 1)
+
+
+@given(st.lists(st.lists(st.integers(0, 499), unique=True), max_size=4))
+def test_a_header_decodes_to_what_was_encoded(docs):
+    docs = [sorted(d) for d in docs]
+    assert presence.decode(presence.encode(docs), len(docs), 500) == docs
+
+
+@given(st.lists(st.integers(0, 600), max_size=12), st.integers(0, 3), st.integers(0, 500))
+def test_any_values_decode_to_well_formed_headers_or_are_refused(values, docs, k):
+    try:
+        got = presence.decode(values, docs, k)
+    except ValueError:
+        return
+    assert len(got) == docs
+    for ps in got:
+        assert ps == sorted(set(ps)) and all(0 <= p < k for p in ps)
+    assert presence.encode(got) == values
+
+
+@given(st.sets(ids64, max_size=40), st.sets(ids64, min_size=1, max_size=40))
+def test_a_header_splits_the_hot_ids_into_present_and_absent(hot, doc):
+    hot_ids = np.array(sorted(hot), dtype=np.uint64)
+    doc_ids = np.array(sorted(doc), dtype=np.uint64)
+    present, absent = presence.split(hot_ids, presence.places(hot_ids, doc_ids))
+    assert set(present.tolist()) == hot & doc
+    assert set(absent.tolist()) == hot - doc
+
+
+@hsettings(max_examples=60)
+@given(
+    st.sets(ids64, min_size=1, max_size=30),
+    st.sets(ids64, max_size=30),
+    st.lists(ids64, min_size=1, max_size=4, unique=True),
+    st.integers(0, 3),
+    st.data(),
+)
+def test_no_document_id_is_ever_called_absent_with_a_header(doc, hot, bounds, k, data):
+    """Whatever a QN's region and however its runs were split, the ids a header adds
+    never make a document's id absent, and every hot id the document lacks is absent."""
+    ids = sorted(doc)
+    hot_ids = np.array(sorted(hot | set(data.draw(st.lists(st.sampled_from(ids))))), np.uint64)
+    cuts = sorted(bounds)
+    runs = group_runs(
+        [Run.whole(ids)], per_id(lambda y: next((c for c in cuts if y <= c), cuts[0])), k
+    )
+    region = data.draw(st.sampled_from([None, (cuts[-1], cuts[0])]))
+    header = presence.split(hot_ids, presence.places(hot_ids, np.array(ids, np.uint64)))
+    for runs_here in runs.values():
+        know = knowledge(runs_here, ids[-1], region, k, header=header)
+        assert not know.absent_in(np.array(ids, dtype=np.uint64)).any()
+        lacking = np.array(sorted(set(hot_ids.tolist()) - doc), dtype=np.uint64)
+        assert know.absent_in(lacking).all()
+
+
+def test_an_announcement_carries_each_documents_header_through_a_hop():
+    runs = [Run([5, 9], 9, 5)], [Run([3], 3, 3)]
+    msg = announcement("n:1", 1, [(1, 9, runs[0]), (2, 3, runs[1])], [[0, 4], []])
+    got = announced(pb.Announcement.FromString(msg.SerializeToString()), hot=8)
+    assert [d.presence for d in got] == [[0, 4], []]
+    assert announced(announcement("n:1", 1, [(1, 9, runs[0])]), hot=8)[0].presence is None
+
+
+@pytest.mark.parametrize(
+    "values, why",
+    [
+        ([3, 0, 0], "a term-presence header of 3 terms"),  # more places than values
+        ([1, 9], "place 9 among 8"),  # past the hot ids
+        ([0, 0, 0], "left over"),  # values for a document the message does not have
+        ([], None),  # no header: the paper's announcement
+        ([2, 0, 6], None),  # places 0 and 7
+    ],
+)
+def test_an_owner_refuses_an_announcement_whose_header_does_not_decode(values, why):
+    s = Settings(df={"a": 1}, header_terms=8)
+    msg = announcement("n:1", 1, [(1, 9, [Run([5, 9], 9, 5)])])
+    msg.presence.extend(values)
+    got = checks._announce(s, msg)
+    assert got is None if why is None else why in got
+
+
+def test_headers_need_term_statistics_and_travel_to_a_joining_node():
+    with pytest.raises(SettingsError, match="--stats"):
+        Settings(header_terms=16).validate()
+    s = Settings(df={"levee": 3, "river": 2, "flood": 2, "dam": 1}, header_terms=3).validate()
+    again = Settings.from_pb(pb.EngineConfig.FromString(s.to_pb().SerializeToString()))
+    assert again.header_terms == 3
+    assert again.hot_ids.tolist() == s.hot_ids.tolist()
+    assert len(s.hot_ids) == 3  # "dam", the least frequent, is not hot
+
+
+STRATEGIES = ("ri", "oi", "mhi", "sap-mhi")
+
+
+@pytest.mark.parametrize("resolution", ("td", "bf"))
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@hsettings(max_examples=6, deadline=None, derandomize=True)
+@given(
+    nodes=st.integers(1, 32),
+    corpus_seed=st.sampled_from(sorted(SHAPES)),
+    seed=st.integers(0, 2**16),
+    depth=st.sampled_from([0, 2]),
+    hot=st.sampled_from([1, 16, 256, 60_000]),  # 60,000: every term hot
+)
+def test_alerts_with_headers_equal_the_matcher(
+    strategy, resolution, nodes, corpus_seed, seed, depth, hot
+):
+    wl = workload(corpus_seed)
+    s = make_settings(
+        wl, strategy=strategy, resolution=resolution, piggyback=depth, header_terms=hot
+    )
+    sim = EngineSimulator(nodes, s, seed=seed)
+    subs = subscribe_all(sim, wl)
+    for d in wl.docs:
+        sim.publish(d.docno, d.text, d.title)
+    want = matches(subs, wl.terms)
+    assert len(want) >= 10  # not vacuous
+    assert_exact(sim.alerts(), want)
+    assert sim.tally["presence_bytes"] > 0 or nodes == 1  # one node sends no announcement
+
+
+@pytest.mark.parametrize("resolution", ("td", "bf"))
+def test_boolean_alerts_with_headers_equal_the_matcher(resolution):
+    """Negated hot terms are settled by the header, phrases still asked of the DN."""
+    for corpus_seed in sorted(SHAPES):
+        wl = workload(corpus_seed)
+        sim = EngineSimulator(
+            16, make_settings(wl, strategy="mhi", resolution=resolution, header_terms=64), seed=3
+        )
+        queries = boolean_queries(wl, corpus_seed)
+        subs = {sim.subscribe(q).subscription_id: q for q in queries}
+        for d in wl.docs:
+            sim.publish(d.docno, d.text, d.title)
+        assert_exact(sim.alerts(), boolean_oracle(wl, subs))
+
+
+def test_headers_cut_candidates_and_questions_without_changing_matches():
+    """The same ring and documents with and without headers: the same matches, fewer
+    candidates and fewer ids asked."""
+    wl = workload(sorted(SHAPES)[0])
+    got = {}
+    for hot in (0, 256):
+        sim = EngineSimulator(16, make_settings(wl, strategy="oi", header_terms=hot), seed=5)
+        subscribe_all(sim, wl)
+        reports = [sim.publish(d.docno, d.text, d.title) for d in wl.docs]
+        asked = sum(r.total(("TermDialogue",)).bytes for r in reports)
+        got[hot] = (sim.tally["candidates"], sim.tally["matches"], asked, sorted(sim.alerts()))
+    assert got[256][1] == got[0][1] and got[256][3] == got[0][3]
+    assert got[256][0] < got[0][0]
+    assert got[256][2] < got[0][2]
