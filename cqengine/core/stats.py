@@ -87,6 +87,7 @@ class Stats:
             subscriptions=len(ctx.subscriptions) - replica_homes,
             documents_published=c["documents_published"],
             candidates=c["candidates"],
+            header_bytes=c["presence_bytes"],
             matches=c["matches"],
             alerts_delivered=c["alerts_delivered"],
             alerts_dropped=sum(dropped.values()),

@@ -37,6 +37,7 @@ COUNTERS = {
     "documents_published": ("documents_published", "documents this node announced as DN"),
     "candidates": ("candidates", "queries this node presented to resolution as QN"),
     "matches": ("matches", "candidates confirmed: alerts made"),
+    "header_bytes": ("header_bytes", "announcement bytes of term-presence headers sent"),
     "alerts_delivered": ("alerts_delivered", "alerts put in mailboxes served here"),
     "alerts_repeated": ("alerts_repeated", "matches of a document a mailbox had already"),
     "alerts_retried": ("alerts_retried", "alerts sent again to a home that did not answer"),

@@ -2,7 +2,7 @@
 (PublishBatch, and the DN's own gathering by linger time and batch size) alert exactly
 the subscribers the brute-force matcher names, each once, for every strategy and both
 resolution methods (each pair of them under `make test-slow`); conjunctions and queries
-with OR, NOT and phrases alike."""
+with OR, NOT and phrases alike, with term-presence headers and without."""
 
 from __future__ import annotations
 
@@ -22,18 +22,19 @@ from cqengine.live.ring import ring_up, stop_processes
 from cqengine.text.corpus import generate_corpus
 from cqengine.text.workload import generate_queries
 
-# (strategy, resolution, documents per batch at most, linger ms): `make test` runs every
-# strategy and both resolutions, each half of the matrix; `make test-slow` the other half
+# (strategy, resolution, documents per batch at most, linger ms, term-presence header
+# terms): `make test` runs every strategy and both resolutions, each half of the matrix,
+# with and without headers; `make test-slow` the other half
 SLOW = pytest.mark.slow
 CASES = [
-    ("ri", "td", 64, 5),
-    pytest.param("ri", "bf", 4, 20, marks=SLOW),
-    pytest.param("oi", "td", 16, 2, marks=SLOW),
-    ("oi", "bf", 1, 0),
-    pytest.param("mhi", "td", 1, 0, marks=SLOW),
-    ("mhi", "bf", 64, 50),
-    ("sap-mhi", "td", 8, 5),
-    pytest.param("sap-mhi", "bf", 32, 1, marks=SLOW),
+    ("ri", "td", 64, 5, 0),
+    pytest.param("ri", "bf", 4, 20, 64, marks=SLOW),
+    pytest.param("oi", "td", 16, 2, 0, marks=SLOW),
+    ("oi", "bf", 1, 0, 64),
+    pytest.param("mhi", "td", 1, 0, 256, marks=SLOW),
+    ("mhi", "bf", 64, 50, 0),
+    ("sap-mhi", "td", 8, 5, 32),
+    pytest.param("sap-mhi", "bf", 32, 1, 0, marks=SLOW),
 ]
 
 
@@ -60,9 +61,9 @@ def subscribed(clients: dict, queries: list[str], rng: random.Random) -> list:
     return out
 
 
-@pytest.mark.parametrize("strategy,resolution,batch_docs,linger_ms", CASES)
+@pytest.mark.parametrize("strategy,resolution,batch_docs,linger_ms,headers", CASES)
 def test_batched_publishing_alerts_each_matching_subscriber_once(
-    corpus, tmp_path, strategy, resolution, batch_docs, linger_ms
+    corpus, tmp_path, strategy, resolution, batch_docs, linger_ms, headers
 ):
     docs, queries, boolean, files = corpus
     engine = [
@@ -76,6 +77,8 @@ def test_batched_publishing_alerts_each_matching_subscriber_once(
         str(files["stats"]),
         "--popular",
         str(files["popular"]),
+        "--header-terms",
+        str(headers),
     ]
     ring = ring_up(
         8,
@@ -131,3 +134,5 @@ def test_batched_publishing_alerts_each_matching_subscriber_once(
         assert cpu["unmetered"] >= 0 and all(v >= 0 for v in cpu.values())
         assert (cpu["analysis"] > 0) == (s.documents_published > 0)
     assert sum(s.cpu_seconds["op Announcer.announce"] > 0 for s in stats) >= 2
+    assert all(s.config.header_terms == headers for s in stats)  # every node reads them alike
+    assert (sum(s.header_bytes for s in stats) > 0) == (headers > 0)

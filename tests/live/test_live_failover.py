@@ -1,6 +1,7 @@
 """Failover on live loopback rings with three replicas (the command line's default): nodes
 killed with SIGKILL (R-1 consecutive ones, among them a home whose subscriber has a stream
-open; a DN in the middle of resolving a batch) or leaving gracefully take nothing with them.
+open, on a ring with term-presence headers; a DN in the middle of resolving a batch) or
+leaving gracefully take nothing with them.
 Every alert of every document accepted is the brute-force matcher's, exactly once, and a
 subscription's alerts are numbered 0, 1, 2, ... across the failover."""
 
@@ -18,6 +19,8 @@ from support.oracle import assert_exact, assert_numbered, expected
 from support.waiting import eventually
 from support.workloads import live_corpus
 
+from cqengine.demo import write_inputs
+from cqengine.evaluation.matcher import document_frequencies
 from cqengine.live.client import Client
 from cqengine.live.ring import observe, ring_up, stop_processes, wait_converged
 
@@ -87,7 +90,10 @@ def ring_order(addresses, credentials) -> list[str]:
 
 def test_r_minus_1_consecutive_nodes_killed_lose_no_subscription_alert_or_stream(corpus, tmp_path):
     docs, queries = corpus
-    ring = ring_up(6, tmp_path / "ring.json", timing=FAST, out=io.StringIO(), engine=ENGINE)
+    # with term-presence headers: they must not cost an alert across the failover either
+    files = write_inputs(document_frequencies(docs), tmp_path)
+    engine = ENGINE + ["--stats", str(files["stats"]), "--header-terms", "64"]
+    ring = ring_up(6, tmp_path / "ring.json", timing=FAST, out=io.StringIO(), engine=engine)
     nodes, credentials = list(ring.nodes), ring.credentials()
     try:
         addresses = ring.addresses()
