@@ -31,11 +31,12 @@ With `--data-dirs on` the nodes keep their state in SQLite data directories, as
 command line's default), side by side, and `--tls off,on` rings speaking plaintext and
 mutual TLS (the default): what TLS costs. `--metrics off,on` measures a ring whose nodes
 serve Prometheus metrics, scraped every `--scrape-every` s, beside one without: what
-metrics cost.
+metrics cost. `--header-terms 0,256`: rings without and with term-presence headers.
 
     python experiments/bench_live.py [--nodes 8] [--subscriptions 10000,100000] [--docs 2000]
         [--producer-linger-ms 20,100] [--data-dirs off|on|off,on] [--replicas 1,3]
         [--tls off|on|off,on] [--metrics off|on|off,on] [--scrape-every 5]
+        [--header-terms 0,256]
         [--name bench_live]
         [--logs DIR]
 
@@ -253,6 +254,7 @@ async def measure_ring(
     replicas: int,
     secure: bool,
     metrics: bool,
+    headers: int = 0,
 ) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-live-") as tmp:
         ring_path = Path(tmp) / "ring.json"
@@ -265,6 +267,8 @@ async def measure_ring(
             str(stats_file),
             "--replicas",
             str(replicas),
+            "--header-terms",
+            str(headers),
         ]
         say(f"starting {args.nodes} nodes ...")
         ring_file = ring_up(
@@ -342,7 +346,8 @@ async def measure_ring(
     }
 
 
-FLAGS = ("data_dirs", "replicas", "tls", "metrics")  # what a ring of a run was measured with
+# what a ring of a run was measured with
+FLAGS = ("data_dirs", "replicas", "tls", "metrics", "headers")
 
 
 def side_by_side(runs: list[dict], flag: str, names: tuple[str, str]) -> list[dict]:
@@ -411,18 +416,20 @@ async def run(args) -> dict:
                 single = len(docs) / seconds
                 say(f"  single process: {single:.0f} docs/s, {len(oracle)} matches")
                 rings = [
-                    (d, r, t, m)
+                    (d, r, t, m, h)
                     for d in args.data_dirs
                     for r in args.replicas
                     for t in args.tls
                     for m in args.metrics
+                    for h in args.header_terms
                 ]
-                for stored, replicas, secure, metrics in rings:
+                for stored, replicas, secure, metrics, headers in rings:
                     if len(rings) > 1:
                         say(
                             f"  nodes {'with' if stored else 'without'} data directories, "
                             f"{replicas} replicas, {'mutual TLS' if secure else 'plaintext'}, "
-                            f"{'metrics scraped' if metrics else 'no metrics'}"
+                            f"{'metrics scraped' if metrics else 'no metrics'}, "
+                            f"{headers} header terms"
                         )
                     ring = await measure_ring(
                         args,
@@ -436,6 +443,7 @@ async def run(args) -> dict:
                         replicas,
                         secure,
                         metrics,
+                        headers,
                     )
                     fast = ring["throughput"]
                     out.append(
@@ -447,6 +455,7 @@ async def run(args) -> dict:
                             "replicas": replicas,
                             "tls": secure,
                             "metrics": metrics,
+                            "headers": headers,
                             "single_process_docs_per_second": single,
                             "matches": len(oracle),
                             "ring_docs_per_second": fast["docs_per_second"],
@@ -479,6 +488,7 @@ async def run(args) -> dict:
         },
         "tls_cost": side_by_side(out, "tls", ("plaintext", "tls")),
         "metrics_cost": side_by_side(out, "metrics", ("without_metrics", "with_metrics")),
+        "headers_cost": side_by_side(out, "headers", ("without_headers", "with_headers")),
         "runs": out,
     }
 
@@ -531,20 +541,19 @@ def main(argv: list[str] | None = None) -> int:
         "scraped every --scrape-every s), off",
     )
     p.add_argument("--scrape-every", type=float, default=5.0, help="s between scrapes of each node")
+    p.add_argument(
+        "--header-terms",
+        default="0",
+        help="comma-separated, a ring each: the nodes' --header-terms (0: no headers)",
+    )
     p.add_argument("--name", default="bench_live", help="the results file: NAME.json")
     args = p.parse_args(argv)
-    metrics = args.metrics.split(",")
-    if set(metrics) - {"off", "on"} or len(set(metrics)) < len(metrics):
-        p.error(f"--metrics takes off and on, each once, not {args.metrics}")
-    args.metrics = [m == "on" for m in metrics]
-    modes = args.data_dirs.split(",")
-    if set(modes) - {"off", "on"} or len(set(modes)) < len(modes):
-        p.error(f"--data-dirs takes off and on, each once, not {args.data_dirs}")
-    args.data_dirs = [m == "on" for m in modes]
-    tls = args.tls.split(",")
-    if set(tls) - {"off", "on"} or len(set(tls)) < len(tls):
-        p.error(f"--tls takes off and on, each once, not {args.tls}")
-    args.tls = [m == "on" for m in tls]
+    for flag in ("metrics", "data_dirs", "tls"):  # off and/or on: a ring each
+        modes = getattr(args, flag).split(",")
+        if set(modes) - {"off", "on"} or len(set(modes)) < len(modes):
+            p.error(f"--{flag.replace('_', '-')} takes off and on, each once, not {modes}")
+        setattr(args, flag, [m == "on" for m in modes])
+    args.header_terms = [int(k) for k in args.header_terms.split(",")]
     args.replicas = [int(r) for r in args.replicas.split(",")]
     args.subscriptions = [int(n) for n in args.subscriptions.split(",")]
     args.workloads = args.workloads.split(",")
@@ -586,6 +595,13 @@ def main(argv: list[str] | None = None) -> int:
             f"metrics scraped every {args.scrape_every:g} s cost {cost['workload']} at "
             f"{cost['subscriptions']} subscriptions {100 * cost['cost']:.1f}% of its "
             "documents/s (goal <= 3%)"
+        )
+    for cost in result["headers_cost"]:
+        print(
+            f"term-presence headers cost {cost['workload']} at {cost['subscriptions']} "
+            f"subscriptions {100 * cost['cost']:.1f}% of its documents/s; CPU ms per document "
+            f"{cost['without_headers_cpu_ms_per_document']:.2f} without, "
+            f"{cost['with_headers_cpu_ms_per_document']:.2f} with"
         )
     print(f"wrote {path}")
     right = all(

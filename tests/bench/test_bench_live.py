@@ -34,6 +34,8 @@ def test_bench_live_small(tmp_path):
             "on",  # every node serving Prometheus metrics, scraped as the ring works
             "--scrape-every",
             "0.5",
+            "--header-terms",
+            "64",  # term-presence headers on
             "--out",
             str(tmp_path),
         ]
@@ -47,6 +49,7 @@ def test_bench_live_small(tmp_path):
     ]
     assert all(r["tls"] for r in result["runs"])  # the secure default, as `ring up` runs
     assert result["tls_cost"] == result["metrics_cost"] == []  # no twin to compare with
+    assert result["headers_cost"] == [] and all(r["headers"] == 64 for r in result["runs"])
     assert all(r["metrics"] and r["scrapes"] > 0 for r in result["runs"])
     for r in result["runs"]:
         fast = r["throughput"]
@@ -105,7 +108,7 @@ def test_side_by_side_pairs_rings_alike_but_for_one_flag():
     bench = load_script("experiments/bench_live.py")
 
     def run(workload, tls, metrics, docs_per_second):
-        flags = {"data_dirs": True, "replicas": 3, "tls": tls, "metrics": metrics}
+        flags = {"data_dirs": True, "replicas": 3, "tls": tls, "metrics": metrics, "headers": 0}
         cpu = {"cpu_seconds_per_document": 1 / docs_per_second}
         return {"workload": workload, "subscriptions": 10, **flags, "throughput": cpu} | {
             "ring_docs_per_second": docs_per_second
