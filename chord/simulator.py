@@ -141,10 +141,12 @@ class Simulator:
 
     # ---- building ---------------------------------------------------------------------
 
-    def build_instant(self, addresses: Iterable[str]) -> None:
-        """Every table set straight from the oracle: no messages, any size in seconds."""
-        for a in addresses:
-            self.new_node(a)
+    def build_instant(self, addresses: Iterable[str], ids: Iterable[int] | None = None) -> None:
+        """Every table set straight from the oracle: no messages, any size in seconds; the
+        nodes' ids hashed from their addresses, or `ids`."""
+        addresses = list(addresses)
+        for a, node_id in zip(addresses, ids if ids is not None else [None] * len(addresses)):
+            self.new_node(a, node_id)
         oracle = RingOracle(n.me for n in self.nodes.values())
         for node in self.nodes.values():
             want = oracle.table(node.me, self.r)

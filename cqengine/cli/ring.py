@@ -131,6 +131,13 @@ def add_ring(sub) -> None:
         help="each node serves Prometheus metrics on a port of its own on 127.0.0.1, listed "
         "in the ring file (`cqengine ring metrics` prints a scrape configuration)",
     )
+    up.add_argument(
+        "--balanced-ids",
+        action="store_true",
+        help="give the nodes evenly spaced ids instead of ids hashed from their addresses: "
+        "every node's range the same size, so load follows the lists alone; restart such a "
+        "ring with --balanced-ids and as many nodes",
+    )
     ring_file_option(up)
     timing_options(up)
     publishing_options(up)
@@ -245,6 +252,7 @@ def cmd_ring(args: argparse.Namespace) -> int:
             data_root=args.data_dir or args.ring_file.parent / DATA,
             insecure=args.insecure,
             metrics=args.metrics,
+            balanced_ids=args.balanced_ids,
         )
         progress("")
         return 0

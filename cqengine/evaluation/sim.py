@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Callable, Iterable
 
+from chord.ids import spread_ids
 from chord.ledger import Count, Ledger
 from chord.node import PeerUnreachable
 from chord.routing import SUCCESSORS
@@ -87,7 +88,10 @@ class EngineSimulator:
         r: int = SUCCESSORS,
         ledger: Ledger | None = None,
         observer: Tally | None = None,
+        balanced: bool = False,
     ) -> None:
+        """`balanced`: the nodes' ids evenly spaced (chord.ids.spread_ids, as `ring up
+        --balanced-ids` gives them), not hashed from their addresses."""
         settings.validate()
         self.settings = settings
         self.rng = random.Random(seed)
@@ -106,7 +110,9 @@ class EngineSimulator:
                 gather=lambda node, h: self.heard.append((node, h)),
             ),
         )
-        self.ring.build_instant([f"node-{i}" for i in range(nodes)])
+        self.ring.build_instant(
+            [f"node-{i}" for i in range(nodes)], spread_ids(nodes, seed) if balanced else None
+        )
 
     @staticmethod
     def _ids(settings: Settings, node_id: int) -> Callable[[], int]:

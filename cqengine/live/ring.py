@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Callable, TextIO
 
 from chord.client import fetch_states, serving, table_from_state
-from chord.ids import short
+from chord.ids import short, spread_ids
 from chord.live import Timing
 from chord.messages import to_ref
 from chord.oracle import RingOracle, ring_problems
@@ -345,12 +345,15 @@ def ring_up(
     data_root: Path | None = None,
     insecure: bool = False,
     metrics: bool = False,
+    balanced_ids: bool = False,
 ) -> RingFile:
     """Start n node processes on loopback, the first with the ring-wide `engine` options,
     every one with `node_args` (options of each node, such as how it batches) and, with a
     data root, its data directory there, and wait until the ring has converged. The ring
     runs mutual TLS with the certificates in tls/ beside the ring file (made if missing),
-    unless `insecure`."""
+    unless `insecure`. With `balanced_ids` the nodes' ids are evenly spaced in port order
+    (chord.ids.spread_ids), not hashed from their addresses: a ring restarted from its
+    data must be started so again, with as many nodes."""
     if n < 1:
         raise RingError(f"a ring needs at least one node, not {n}")
     timing = timing or Timing()
@@ -399,9 +402,12 @@ def ring_up(
 
     exporters = dict(zip(ports, free_ports(n, exclude=ports))) if metrics else {}
 
+    ids = dict(zip(sorted(ports), spread_ids(n, min(ports)))) if balanced_ids else {}
+
     def start(port: int, join: str | None) -> NodeEntry:
+        own = [*node_args, *(["--id", hex(ids[port])] if port in ids else [])]
         return spawn(
-            port, join, r, timing, log_dir, engine, node_args, data(port), tls, exporters.get(port)
+            port, join, r, timing, log_dir, engine, own, data(port), tls, exporters.get(port)
         )
 
     try:

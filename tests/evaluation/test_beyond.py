@@ -22,12 +22,11 @@ def report(tmp_path_factory):
     return files, json.loads((out / "beyond.json").read_text())
 
 
-def test_every_configuration_runs_with_and_without_headers_and_is_reported(report):
+def test_every_configuration_runs_with_each_technique_and_is_reported(report):
     files, data = report
     assert all(f.exists() and f.stat().st_size for f in files)
-    assert set(data["runs"]) == {
-        f"{c}/{t}" for c in beyond.CONFIGURATIONS for t in ("paper", "headers")
-    }
+    techniques = ("paper", "headers", "balanced", "all")
+    assert set(data["runs"]) == {f"{c}/{t}" for c in beyond.CONFIGURATIONS for t in techniques}
     md = files[0].read_text()
     assert all(name in md for name in data["runs"])
 
@@ -43,6 +42,21 @@ def test_headers_prune_without_changing_matches(report):
         # the header is the only thing added to the announcement
         extra = headers["announcement_bytes_per_doc"] - paper["announcement_bytes_per_doc"]
         assert extra == pytest.approx(headers["header_bytes_per_doc"])
+
+
+def test_balanced_ids_even_out_the_regions_without_changing_alerts(report):
+    """OI's lists are short: its load follows the regions, which balanced ids even out."""
+    _, data = report
+    runs = data["runs"]
+    for c in beyond.CONFIGURATIONS:
+        assert runs[f"{c}/balanced"]["alerts"] == runs[f"{c}/paper"]["alerts"]
+        both = runs[f"{c}/all"]
+        assert both["load_p1_p50_p99"] == runs[f"{c}/balanced"]["load_p1_p50_p99"]
+        assert both["header_bytes_per_doc"] > 0
+    ratio = {
+        t: data["verdicts"][f"oi/td/{t}"]["load_p99_over_median"] for t in ("paper", "balanced")
+    }
+    assert ratio["balanced"] < ratio["paper"]
 
 
 def test_goals_follow_from_the_runs(report):

@@ -14,6 +14,7 @@ from support.live import FAST, wait_gone
 from support.waiting import eventually
 
 from chord.client import fetch_state, lookup, serving
+from chord.ids import SPACE
 from chord.messages import to_ref
 from chord.oracle import RingOracle
 from cqengine.live.ring import observe, pid_alive, ring_up, stop_processes, wait_converged
@@ -128,6 +129,7 @@ def test_cli_ring_up_status_down(tmp_path):
         FAST.stabilize,
         "--fix-fingers",
         FAST.fix_fingers,
+        "--balanced-ids",
         timeout=90,
     )
     ring = RingFile.load(path) if path.exists() else None
@@ -135,6 +137,11 @@ def test_cli_ring_up_status_down(tmp_path):
         assert up.returncode == 0, up.stderr
         assert "ring of 3 nodes converged" in up.stdout
         assert len(ring.nodes) == 3 and all(pid_alive(e.pid, e.port) for e in ring.nodes)
+        # --balanced-ids: every node's region a third of the circle
+        view = observe(ring.addresses(), 3, credentials=ring.credentials())
+        ids = sorted(state.node.id for state in view.states.values())
+        gaps = [(b - a) % SPACE for a, b in zip(ids, ids[1:] + ids[:1])]
+        assert max(gaps) - min(gaps) <= 1
         again = cqengine("ring", "up", "-n", 2, "--ring-file", path)
         assert_one_line_error(again, "already running")
         status = cqengine("ring", "status", "--ring-file", path)
