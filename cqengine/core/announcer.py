@@ -44,7 +44,7 @@ class Announcer:
 
     def on_announce(self, msg: pb.Announcement) -> pb.AnnounceReply:
         ctx = self.ctx
-        docs = announced(msg, ctx.settings.header_terms)
+        docs = announced(msg)
         if msg.share and self._idle(docs, msg.hops):  # its share goes back with the reply,
             return pb.AnnounceReply(share=msg.share)  # not in a report of nothing
         dn = NodeRef(msg.dn_id, msg.dn) if msg.dn_id else ctx.peer(msg.dn)

@@ -291,10 +291,7 @@ def _announce(settings: Settings, msg: pb.Announcement) -> str | None:
         if why is not None:
             return why
     if msg.presence:  # a header must decode against this ring's hot terms, or be refused
-        try:
-            presence.decode(msg.presence, n, settings.header_terms)
-        except ValueError as e:
-            return str(e)
+        return presence.problem(msg.presence, n, settings.header_terms)
     return None
 
 

@@ -168,7 +168,7 @@ class DN:
                 doc.key,
                 max(doc.ids),
                 [Run.whole(sorted(doc.ids))],
-                presence.places(hot, doc.sorted_ids()) if len(hot) else None,
+                presence.encode_one(presence.places(hot, doc.sorted_ids())) if len(hot) else None,
             )
             for doc in stored
         ]

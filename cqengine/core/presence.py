@@ -45,43 +45,69 @@ def places(hot: np.ndarray, sorted_ids: np.ndarray) -> list[int]:
     return at[hot[at] == sorted_ids[inside]].tolist()
 
 
+def encode_one(places: Sequence[int]) -> list[int]:
+    """A document's header: the count of its hot places, then their gaps (small numbers:
+    a byte each, mostly). Made once, by the DN; every hop passes it on as it came."""
+    if not len(places):
+        return [0]
+    ps = np.asarray(places, dtype=np.int64)
+    return [len(ps), int(ps[0]), *(np.diff(ps) - 1).tolist()]
+
+
 def encode(per_doc: Iterable[Sequence[int]]) -> list[int]:
-    """Each document's places as a count then gaps (small numbers: one byte each, mostly)."""
-    out: list[int] = []
-    for ps in per_doc:
-        out.append(len(ps))
-        last = -1
-        for p in ps:
-            out.append(p - last - 1)
-            last = p
-    return out
+    """Several documents' headers, one after another."""
+    return [v for ps in per_doc for v in encode_one(ps)]
 
 
-def decode(values: Sequence[int], docs: int, k: int) -> list[list[int]]:
-    """encode's inverse for `docs` documents among k hot ids; ValueError if the values
-    do not make `docs` well-formed headers."""
+def split_docs(values: Sequence[int], docs: int) -> list[list[int]]:
+    """A message's headers, one per document, each as encode_one made it; ValueError if
+    the values do not hold exactly `docs` of them."""
     out, at, n = [], 0, len(values)
     for _ in range(docs):
         if at >= n:
             raise ValueError(f"a term-presence header of {len(out)} documents of {docs}")
-        count, at = values[at], at + 1
-        if count > k or at + count > n:
-            raise ValueError(f"a term-presence header of {count} terms of {k}")
-        ps, last = [], -1
-        for gap in values[at : at + count]:
-            last += gap + 1
-            ps.append(last)
-        if ps and ps[-1] >= k:
-            raise ValueError(f"a term-presence header's place {ps[-1]} among {k} hot terms")
-        out.append(ps)
-        at += count
+        end = at + 1 + values[at]
+        if end > n:
+            raise ValueError(f"a term-presence header of {values[at]} terms in {n - at - 1} values")
+        out.append(list(values[at:end]))
+        at = end
     if at != n:
         raise ValueError(f"a term-presence header with {n - at} values left over")
     return out
 
 
-def split(hot: np.ndarray, ps: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+def places_of(header: Sequence[int], k: int) -> np.ndarray:
+    """One document's header read back: its places among k hot ids, ascending;
+    ValueError if one lies past them."""
+    ps = np.cumsum(np.asarray(header[1:], dtype=np.int64) + 1) - 1
+    if len(ps) and ps[-1] >= k:
+        raise ValueError(f"a term-presence header's place {int(ps[-1])} among {k} hot terms")
+    return ps
+
+
+def decode(values: Sequence[int], docs: int, k: int) -> list[list[int]]:
+    """encode's inverse for `docs` documents among k hot ids; ValueError if the values
+    do not make `docs` well-formed headers."""
+    return [places_of(h, k).tolist() for h in split_docs(values, docs)]
+
+
+def problem(values: Sequence[int], docs: int, k: int) -> str | None:
+    """Why a message's headers for `docs` documents among k hot ids are malformed; None if
+    they are not. One pass over all of them: a header's values (count and gaps) add up to
+    its last place plus one."""
+    try:
+        headers = split_docs(values, docs)
+    except ValueError as e:
+        return str(e)
+    starts = np.cumsum([0] + [len(h) for h in headers[:-1]])
+    last = np.add.reduceat(np.asarray(values, dtype=np.int64), starts) - 1 if docs else []
+    if len(last) and last.max() >= k:
+        return f"a term-presence header's place {int(last.max())} among {k} hot terms"
+    return None
+
+
+def split(hot: np.ndarray, ps: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A document's header as hot ids present and hot ids absent (both ascending)."""
     mask = np.zeros(len(hot), dtype=bool)
-    mask[list(ps)] = True
+    mask[np.asarray(ps, dtype=np.intp)] = True
     return hot[mask], hot[~mask]

@@ -44,7 +44,12 @@ class QN:
         """What my runs of a document tell me of it (Observations 1-2, Algorithm 4), and
         its term-presence header if it came with one."""
         s = self.ctx.settings
-        header = None if doc.presence is None else presence.split(s.hot_ids, doc.presence)
+        hot = s.hot_ids
+        header = (
+            None
+            if doc.presence is None
+            else presence.split(hot, presence.places_of(doc.presence, len(hot)))
+        )
         return knowledge(doc.runs, doc.max_id, self.ctx.region(), s.piggyback, header=header)
 
     def heard(self, h: Heard) -> Op:

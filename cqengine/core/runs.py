@@ -48,8 +48,8 @@ class Announced:
     key: int
     max_id: int
     runs: list[Run]
-    # its term-presence header: the places among the ring's hot ids of those it holds
-    # (cqengine.core.presence); None: no header came
+    # its term-presence header as the DN encoded it (cqengine.core.presence.encode_one);
+    # None: no header came
     presence: list[int] | None = None
 
     def local_ids(self) -> list[int]:
@@ -76,7 +76,7 @@ def announcement(
 ) -> pb.Announcement:
     """The message carrying these documents' runs, (key, largest id, runs) each: the runs
     added in place, not built and then copied; with `headers`, each document's term-presence
-    header (its places among the hot ids)."""
+    header as its DN encoded it."""
     out = pb.Announcement(dn=dn, hops=hops)
     add = out.runs.add
     for i, (key, max_id, runs) in enumerate(docs):
@@ -85,13 +85,12 @@ def announcement(
         for r in runs:
             add(ids=r.ids, prev=r.prev, next=r.next, succ=r.succ, doc=i)
     if headers is not None:
-        out.presence.extend(presence.encode(headers))
+        out.presence.extend(chain.from_iterable(headers))
     return out
 
 
-def announced(msg: pb.Announcement, hot: int = 0) -> list[Announced]:
-    """The documents of an announcement received, each with its runs (and its header,
-    among `hot` hot ids)."""
+def announced(msg: pb.Announcement) -> list[Announced]:
+    """The documents of an announcement received, each with its runs (and its header)."""
     if len(msg.doc_keys) != len(msg.max_ids):
         raise ValueError(
             f"an announcement of {len(msg.doc_keys)} documents with {len(msg.max_ids)} largest ids"
@@ -102,8 +101,8 @@ def announced(msg: pb.Announcement, hot: int = 0) -> list[Announced]:
             raise ValueError(f"a run of document {r.doc} of {len(docs)} with {len(r.ids)} ids")
         docs[r.doc].runs.append(Run.from_pb(r))
     if msg.presence:
-        for doc, ps in zip(docs, presence.decode(msg.presence, len(docs), hot)):
-            doc.presence = ps
+        for doc, header in zip(docs, presence.split_docs(msg.presence, len(docs))):
+            doc.presence = header
     return docs
 
 

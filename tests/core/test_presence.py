@@ -91,10 +91,12 @@ def test_no_document_id_is_ever_called_absent_with_a_header(doc, hot, bounds, k,
 
 def test_an_announcement_carries_each_documents_header_through_a_hop():
     runs = [Run([5, 9], 9, 5)], [Run([3], 3, 3)]
-    msg = announcement("n:1", 1, [(1, 9, runs[0]), (2, 3, runs[1])], [[0, 4], []])
-    got = announced(pb.Announcement.FromString(msg.SerializeToString()), hot=8)
-    assert [d.presence for d in got] == [[0, 4], []]
-    assert announced(announcement("n:1", 1, [(1, 9, runs[0])]), hot=8)[0].presence is None
+    headers = [presence.encode_one([0, 4]), presence.encode_one([])]
+    msg = announcement("n:1", 1, [(1, 9, runs[0]), (2, 3, runs[1])], headers)
+    got = announced(pb.Announcement.FromString(msg.SerializeToString()))
+    assert [d.presence for d in got] == headers == [[2, 0, 3], [0]]
+    assert [presence.places_of(d.presence, 8).tolist() for d in got] == [[0, 4], []]
+    assert announced(announcement("n:1", 1, [(1, 9, runs[0])]))[0].presence is None
 
 
 @pytest.mark.parametrize(
@@ -215,3 +217,13 @@ def test_headers_stay_exact_while_gossip_reindexes_and_a_node_fails():
     want = boolean_expected({r.subscription_id: q for q, r in zip(queries, replies)}, docs)
     assert len(want) > 300
     assert_exact(got, want)
+
+
+@given(st.lists(st.integers(0, 600), max_size=12), st.integers(0, 3), st.integers(0, 500))
+def test_an_owners_one_pass_check_agrees_with_decoding(values, docs, k):
+    try:
+        presence.decode(values, docs, k)
+        fine = True
+    except ValueError:
+        fine = False
+    assert (presence.problem(values, docs, k) is None) == fine
