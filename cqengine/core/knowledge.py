@@ -27,9 +27,6 @@ from chord.ids import MASK, arc_spans, intersect_spans, union_spans
 from cqengine.core.postings import Block, any_per_query, member, ranges
 from cqengine.core.runs import Run, successors
 
-NONE = np.zeros(0, dtype=np.uint64)  # no ids
-NONE.flags.writeable = False
-
 
 @dataclass
 class Knowledge:
@@ -40,8 +37,9 @@ class Knowledge:
     region: tuple[int, int] | None = None  # (predecessor, me]: Observation 1's scope
     run_arcs: list[tuple[int, int, int]] = field(default_factory=list)  # (prev, last, next)
     piggy_arcs: list[tuple[int, int]] = field(default_factory=list)  # (x, s_k]
-    # ids a term-presence header says the document lacks (cqengine.core.presence), ascending
-    absent_ids: np.ndarray = field(default_factory=lambda: NONE)
+    # the ring's hot ids, when a term-presence header came (cqengine.core.presence): every
+    # one of them not in `present` is absent
+    hot: np.ndarray | None = None
 
     @cached_property
     def present_array(self) -> np.ndarray:
@@ -93,8 +91,8 @@ class Knowledge:
         inside = self.in_spans(ys)
         if inside.any():  # often none lies in a span, and then nothing needs the membership test
             inside &= ~member(ys, self.present_array)
-        if len(self.absent_ids):
-            inside |= member(ys, self.absent_ids)
+        if self.hot is not None:
+            inside |= member(ys, self.hot) & ~member(ys, self.present_array)
         return inside
 
     def absent(self, y: int) -> bool:
@@ -145,13 +143,10 @@ def known_in_parts(
     present = np.zeros(n, dtype=bool)
     present[at[keys[at] == wanted]] = True
     absent = inside & ~present
-    if any(len(k.absent_ids) for k in knows):  # a header's absent ids, placed the same way
-        at, wanted = place(
-            np.concatenate([k.absent_ids for k in knows]), [len(k.absent_ids) for k in knows]
-        )
-        hit = at < n
-        at, wanted = at[hit], wanted[hit]
-        absent[at[keys[at] == wanted]] = True
+    headed = np.array([k.hot is not None for k in knows], dtype=bool)
+    if headed.any():  # a header's hot ids the document lacks: all the ring's not present
+        hot = next(k.hot for k in knows if k.hot is not None)  # one ring: the same ids
+        absent |= member(terms, hot) & ~present & np.repeat(headed, np.diff(term_start))
     return absent, present
 
 
@@ -165,13 +160,13 @@ def knowledge(
     header: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> Knowledge:
     """The knowledge local runs give; `region` None (predecessor unknown) turns Observation 1
-    off; `header`: the hot ids a term-presence header says present and absent."""
+    off; `header`: the hot ids a term-presence header says present, and the ring's hot ids."""
     know = Knowledge(
         present=set(), max_id=max_id if obs2 else None, region=region if obs1 else None
     )
     if header is not None:
         know.present.update(header[0].tolist())
-        know.absent_ids = header[1]
+        know.hot = header[1]
     for run in runs:
         know.present.update(run.ids)
         know.present.update(run.succ)

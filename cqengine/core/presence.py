@@ -104,10 +104,3 @@ def problem(values: Sequence[int], docs: int, k: int) -> str | None:
     if len(last) and last.max() >= k:
         return f"a term-presence header's place {int(last.max())} among {k} hot terms"
     return None
-
-
-def split(hot: np.ndarray, ps: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A document's header as hot ids present and hot ids absent (both ascending)."""
-    mask = np.zeros(len(hot), dtype=bool)
-    mask[np.asarray(ps, dtype=np.intp)] = True
-    return hot[mask], hot[~mask]

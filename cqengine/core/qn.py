@@ -46,9 +46,7 @@ class QN:
         s = self.ctx.settings
         hot = s.hot_ids
         header = (
-            None
-            if doc.presence is None
-            else presence.split(hot, presence.places_of(doc.presence, len(hot)))
+            None if doc.presence is None else (hot[presence.places_of(doc.presence, len(hot))], hot)
         )
         return knowledge(doc.runs, doc.max_id, self.ctx.region(), s.piggyback, header=header)
 
