@@ -16,8 +16,8 @@ from cqengine.evaluation.scale import Scale
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     out = tmp_path_factory.mktemp("beyond")
-    corpus = generated(120, 4, 600, 30)
-    scale = Scale(nodes=24, queries=600, docs=120, seed=4, mean_size=3, workers=2)
+    corpus = generated(80, 4, 500, 30)
+    scale = Scale(nodes=16, queries=400, docs=80, seed=4, mean_size=3, workers=2)
     files = beyond.beyond(corpus, scale, out, "test", quiet=True, headers=64)
     return files, json.loads((out / "beyond.json").read_text())
 
