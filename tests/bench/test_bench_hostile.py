@@ -84,6 +84,7 @@ def test_a_look_told_to_slow_down_is_made_again_not_read_as_a_change(monkeypatch
     assert callers.digest("127.0.0.1:1") is None
 
 
+@pytest.mark.slow  # a benchmark end to end: `make test-slow` (make test's time budget)
 def test_bench_hostile_small(tmp_path):
     # a low rate, so the flood is refused however slowly this machine calls: 1,000 calls
     # within the limit would take 36 s

@@ -6,6 +6,7 @@ import pytest
 from support.repo import load_script
 
 
+@pytest.mark.slow  # a benchmark end to end: `make test-slow` (make test's time budget)
 def test_bench_live_small(tmp_path):
     bench = load_script("experiments/bench_live.py")
     rc = bench.main(
