@@ -10,9 +10,7 @@ from pathlib import Path
 
 from cqengine.cli.options import CliError, count, defaults_of, positive, positive_float
 from cqengine.demo import run_demo
-from cqengine.evaluation.scale import QUICK, Scale, quick_scale
-
-HEADERS = 256  # beyond's hot terms per header (cqengine.evaluation.beyond.HEADERS)
+from cqengine.evaluation.scale import HEADERS, QUICK, Scale, quick_scale
 
 
 def add_parsers(sub) -> None:

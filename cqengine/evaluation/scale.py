@@ -7,6 +7,10 @@ from dataclasses import dataclass
 
 from cqengine.evaluation import EvaluationError
 
+# `experiment beyond`: hot terms per term-presence header, chosen by measurement
+# (experiments/results/README.md, "Beyond the paper")
+HEADERS = 256
+
 # --quick: every run small, on a generated corpus of this vocabulary and document length
 QUICK = {"nodes": 64, "queries": 2000, "docs": 300, "vocab": 3000, "mean_terms": 60}
 
