@@ -16,7 +16,7 @@ pass the join check, so this is a malformed message) is refused by the checks.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -54,11 +54,6 @@ def encode_one(places: Sequence[int]) -> list[int]:
     return [len(ps), int(ps[0]), *(np.diff(ps) - 1).tolist()]
 
 
-def encode(per_doc: Iterable[Sequence[int]]) -> list[int]:
-    """Several documents' headers, one after another."""
-    return [v for ps in per_doc for v in encode_one(ps)]
-
-
 def split_docs(values: Sequence[int], docs: int) -> list[list[int]]:
     """A message's headers, one per document, each as encode_one made it; ValueError if
     the values do not hold exactly `docs` of them."""
@@ -86,8 +81,9 @@ def places_of(header: Sequence[int], k: int) -> np.ndarray:
 
 
 def decode(values: Sequence[int], docs: int, k: int) -> list[list[int]]:
-    """encode's inverse for `docs` documents among k hot ids; ValueError if the values
-    do not make `docs` well-formed headers."""
+    """encode_one's inverse over a message's headers, `docs` of them among k hot ids;
+    ValueError if the values do not make `docs` well-formed headers. (A QN reads one
+    header with places_of; an owner checks a message with problem, which agrees.)"""
     return [places_of(h, k).tolist() for h in split_docs(values, docs)]
 
 

@@ -23,13 +23,12 @@ from support.workloads import (
 )
 
 from cqengine.core.errors import EngineError
+from cqengine.core.indexing import STRATEGIES
 from cqengine.core.settings import Settings
 from cqengine.evaluation.matcher import document_frequencies
 from cqengine.evaluation.sim import EngineSimulator
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.corpus import generate_corpus
-
-STRATEGIES = ("ri", "oi", "mhi", "sap-mhi")
 
 
 def entries(sim: EngineSimulator) -> list:
