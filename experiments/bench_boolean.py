@@ -62,6 +62,31 @@ def load(corpus: Path | None, docs: int, seed: int) -> list[TrecDoc]:
     return out
 
 
+def subscribed(sim: EngineSimulator, queries: list[str]) -> list:
+    """Every query subscribed, in SubscribeBatch calls: the replies; none may be refused."""
+    replies = []
+    for i in range(0, len(queries), BATCH):
+        replies += sim.subscribe_many(queries[i : i + BATCH])
+    refused = [r for r in replies if not hasattr(r, "subscription_id")]
+    if refused:
+        raise SystemExit(f"{len(refused)} queries refused, e.g. {refused[0]}")
+    return replies
+
+
+def corpus_options(
+    p: argparse.ArgumentParser, queries: int, mean_size: float, docs: int, out: Path
+) -> None:
+    """The options of a benchmark of a simulated ring over a corpus (this one's and its
+    siblings')."""
+    p.add_argument("--corpus", type=Path, help="a directory of TREC files (default: generate)")
+    p.add_argument("--nodes", type=int, default=1000)
+    p.add_argument("--queries", type=int, default=queries)
+    p.add_argument("--mean-size", type=float, default=mean_size)
+    p.add_argument("--docs", type=int, default=docs)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--out", type=Path, default=out)
+
+
 def run(
     nodes: int,
     settings: Settings,
@@ -75,12 +100,7 @@ def run(
     sim = EngineSimulator(nodes, settings, seed=seed)
     for e in sim.engines.values():
         e.index.merge = merge
-    replies = []
-    for i in range(0, len(queries), BATCH):
-        replies += sim.subscribe_many(queries[i : i + BATCH])
-    refused = [r for r in replies if not hasattr(r, "subscription_id")]
-    if refused:
-        raise SystemExit(f"{len(refused)} queries refused, e.g. {refused[0]}")
+    replies = subscribed(sim, queries)
     kinds: Counter = Counter()
     counters: Counter = Counter()
     cpu = time.process_time()
@@ -127,16 +147,10 @@ def check(alerts: list, want: set, what: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--corpus", type=Path, help="a directory of TREC files (default: generate)")
-    p.add_argument("--nodes", type=int, default=1000)
-    p.add_argument("--queries", type=int, default=10_000)
-    p.add_argument("--mean-size", type=float, default=2.0)
-    p.add_argument("--docs", type=int, default=1000)
+    corpus_options(p, 10_000, 2.0, 1000, RESULTS / "bench_boolean.json")
     p.add_argument("--subscribers", type=int, default=10_000)
     p.add_argument("--distinct", type=int, default=1000)
     p.add_argument("--strategy", default="mhi")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--out", type=Path, default=RESULTS / "bench_boolean.json")
     args = p.parse_args(argv)
 
     docs = load(args.corpus, args.docs, args.seed)

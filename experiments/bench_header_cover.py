@@ -33,7 +33,7 @@ from cqengine.text.analysis import term_id
 from cqengine.text.workload import boolean_workload
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_boolean import BATCH, load  # noqa: E402
+from bench_boolean import corpus_options, load, subscribed  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -57,22 +57,15 @@ class Questions(Tally):
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--corpus", type=Path, help="a directory of TREC files (default: generate)")
-    p.add_argument("--nodes", type=int, default=1000)
-    p.add_argument("--queries", type=int, default=100_000)
-    p.add_argument("--mean-size", type=float, default=5.0)
-    p.add_argument("--docs", type=int, default=400)
+    corpus_options(p, 100_000, 5.0, 400, RESULTS / "bench_header_cover.json")
     p.add_argument("--ks", default="16,64,256,1024")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--out", type=Path, default=RESULTS / "bench_header_cover.json")
     args = p.parse_args(argv)
     docs = load(args.corpus, args.docs, args.seed)
     df = document_frequencies(docs)
     queries = boolean_workload(df, args.queries, "skew", args.mean_size, args.seed, 0.0)
     settings = Settings(strategy="oi", resolution="td", df=df, seed=args.seed)
     sim = EngineSimulator(args.nodes, settings, seed=args.seed)
-    for i in range(0, len(queries), BATCH):
-        sim.subscribe_many(queries[i : i + BATCH])
+    subscribed(sim, queries)
     watch = Questions()
     sim.observe(watch)
     for k, d in enumerate(docs):

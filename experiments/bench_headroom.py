@@ -35,7 +35,7 @@ from cqengine.text.analysis import analyze, term_id
 from cqengine.text.workload import boolean_workload
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_boolean import BATCH, check, load  # noqa: E402
+from bench_boolean import check, corpus_options, load, subscribed  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -75,9 +75,7 @@ class Headroom(Tally):
 
 def run(nodes: int, settings: Settings, queries: list[str], docs, seed: int) -> dict:
     sim = EngineSimulator(nodes, settings, seed=seed)
-    replies = []
-    for i in range(0, len(queries), BATCH):
-        replies += sim.subscribe_many(queries[i : i + BATCH])
+    replies = subscribed(sim, queries)
     indexed = {key for e in sim.engines.values() for key in e.index.keys()}
     terms = [document_terms(d.text, d.title) for d in docs]
     oracle = match_documents([analyze(q) for q in queries], terms)
@@ -114,14 +112,8 @@ def run(nodes: int, settings: Settings, queries: list[str], docs, seed: int) -> 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--corpus", type=Path, help="a directory of TREC files (default: generate)")
-    p.add_argument("--nodes", type=int, default=1000)
-    p.add_argument("--queries", type=int, default=10_000)
-    p.add_argument("--mean-size", type=float, default=2.0)
-    p.add_argument("--docs", type=int, default=1000)
+    corpus_options(p, 10_000, 2.0, 1000, RESULTS / "bench_headroom.json")
     p.add_argument("--strategies", default="ri,oi,mhi")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--out", type=Path, default=RESULTS / "bench_headroom.json")
     args = p.parse_args(argv)
     docs = load(args.corpus, args.docs, args.seed)
     df = document_frequencies(docs)
