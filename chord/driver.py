@@ -4,11 +4,13 @@ An operation yields a Call and is resumed with its reply, or has PeerUnreachable
 into it when the peer does not answer; its return value is the operation's result. It may
 yield a Fanout of calls instead, made at once on a live node (one after the other in the
 simulator), and is resumed with the list of their replies, a PeerUnreachable in place of
-each that did not answer. Every
-shell runs operations through these two loops, which differ only in whether making a call
-is awaited: synchronously in the simulator (chord.transport), with asyncio on a live node
-(chord.grpc_transport). Any other exception a call raises ends the operation: it is closed
-at once (its `finally` clauses run now, not when it is collected) and the exception goes
+each that did not answer. Every shell runs operations through these two loops, which
+differ only in whether making a call is awaited: synchronously in the simulator
+(chord.transport), with asyncio on a live node (chord.grpc_transport). An operation that
+yields a Pause is resumed once that long has passed: by the shell's `pause` (the
+simulator's clock steps on), or an asyncio sleep. Any other exception a call raises ends
+the operation: it is closed at once (its `finally` clauses run now, not when it is
+collected) and the exception goes
 on to whoever drove it.
 """
 
@@ -20,7 +22,7 @@ from inspect import isawaitable
 from typing import Any, Callable
 
 from chord.meter import Meter, charged
-from chord.node import Call, Fanout, Op, PeerUnreachable
+from chord.node import Call, Fanout, Op, Pause, PeerUnreachable
 
 
 def _next(op: Op, reply: Any, error: PeerUnreachable | None) -> tuple[bool, Any]:
@@ -31,13 +33,19 @@ def _next(op: Op, reply: Any, error: PeerUnreachable | None) -> tuple[bool, Any]
         return True, stop.value
 
 
-def drive(op: Op, call: Callable[[Call], Any]) -> Any:
-    """Run the operation to its end, making each of its calls with `call`."""
+def drive(op: Op, call: Callable[[Call], Any], pause: Callable[[float], None] | None = None) -> Any:
+    """Run the operation to its end, making each of its calls with `call` and each of its
+    pauses with `pause`."""
     done, out = _next(op, None, None)
     while not done:
         reply, error = None, None
         try:
-            reply = _each(call, out.calls) if isinstance(out, Fanout) else call(out)
+            if isinstance(out, Pause):
+                if pause is None:
+                    raise RuntimeError(f"{op.__qualname__} pauses where no time passes")
+                pause(out.seconds)
+            else:
+                reply = _each(call, out.calls) if isinstance(out, Fanout) else call(out)
         except PeerUnreachable as e:
             error = e
         except BaseException:
@@ -57,7 +65,9 @@ async def drive_async(op: Op, call: Callable[[Call], Any], meter: Meter | None =
     while not done:
         reply, error = None, None
         try:
-            if isinstance(out, Fanout):
+            if isinstance(out, Pause):
+                await asyncio.sleep(out.seconds)
+            elif isinstance(out, Fanout):
                 reply = await asyncio.gather(*(_answer(call, c) for c in out.calls))
             else:
                 reply = call(out)

@@ -62,7 +62,14 @@ class Fanout(NamedTuple):
     calls: tuple[Call, ...]
 
 
-Op = Generator[Call | Fanout, Any, Any]
+class Pause(NamedTuple):
+    """An operation waits this many seconds before it goes on (resumed with None): on a
+    live node a sleep of its own, in the simulator a step of the virtual clock."""
+
+    seconds: float
+
+
+Op = Generator[Call | Fanout | Pause, Any, Any]
 RegionListener = Callable[[NodeRef | None, NodeRef | None], None]
 
 

@@ -47,6 +47,11 @@ class VirtualClock:
     def later(self, seconds: float, fn: Callable[[], None]) -> None:
         self.timers.append((self.t + seconds, fn))
 
+    def advance(self, seconds: float) -> None:
+        """An operation's pause: time moves on; the timers it passes fire at the next `fire`
+        (late, as a busy live node's would), not inside the operation."""
+        self.t += max(seconds, 0.0)
+
     def fire(self) -> int:
         """Fire the timers set so far, in the order they were set (a timer they set waits
         for the next call); how many fired."""
@@ -84,6 +89,7 @@ class Simulator:
         self.apps: dict[str, Handler] = {}  # what answers at each address: the app, or the node
         self.make_app = app
         self.clock = VirtualClock()
+        self.transport.pause = self.clock.advance
         self.queue: deque[tuple[str, Op]] = deque()
         self._standing = False  # lookups are instant: membership must not change
 

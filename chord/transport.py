@@ -9,7 +9,7 @@ handler never shares an object with its caller.
 from __future__ import annotations
 
 from inspect import isgenerator
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from chord.driver import drive
 from chord.ledger import Ledger, LocalLedger
@@ -31,6 +31,8 @@ class MemoryTransport:
     def __init__(self, ledger: Ledger | None = None) -> None:
         self.ledger = ledger if ledger is not None else LocalLedger()
         self.nodes: dict[str, Handler] = {}
+        # how an operation's Pause passes (the simulator steps its clock); None: none may
+        self.pause: Callable[[float], None] | None = None
 
     def register(self, node: Handler) -> None:
         self.nodes[node.me.address] = node
@@ -73,4 +75,4 @@ def run_sync(node: Handler, op: Op, transport: MemoryTransport) -> Any:
             return answer(node, c.method, c.request, transport)
         return transport.call(c.peer, c.method, c.request)
 
-    return drive(op, call)
+    return drive(op, call, transport.pause)
