@@ -325,7 +325,8 @@ def print_stats(replies) -> None:
     print(f"nodes: {', '.join(r.node for r in replies)}")
     print(
         f"engine: strategy {cfg.strategy}, resolution {cfg.resolution}, piggyback {cfg.piggyback}"
-        f", header terms {cfg.header_terms}, replicas {cfg.replicas}"
+        f", header terms {cfg.header_terms}, filter lease {cfg.filter_lease:g} s"
+        f", replicas {cfg.replicas}"
     )
     for f in fields:
         print(f"{f.replace('_', ' '):20} {sums[f]}")

@@ -196,6 +196,12 @@ ENGINE_FLAGS = {  # option -> (Settings field, type, help; engine_options states
         "hot terms (highest document frequency in --stats) whose presence every "
         "announcement tells its QNs; 0: none",
     ),
+    "--filter-lease": (
+        "filter_lease",
+        non_negative_float,
+        "seconds a node's aggregate filter of its region is good for: an announcement none "
+        "of whose ids has a list at its next hop is not sent; 0: no filters",
+    ),
     "--max-doc-bytes": ("max_document_bytes", count, "largest document accepted"),
     "--max-query-bytes": (
         "max_query_bytes",

@@ -21,6 +21,7 @@ from chord.node import Call, Op, PeerUnreachable
 from chord.routing import NodeRef
 from cqengine.core import limits
 from cqengine.core.context import Context
+from cqengine.core.filters import Filters
 from cqengine.core.runs import Announced, Heard, Run, announced, announcement, route_runs
 from cqengine.proto import cqengine_pb2 as pb
 
@@ -38,18 +39,23 @@ def _presence_bytes(msg: pb.Announcement) -> int:
 
 
 class Announcer:
-    def __init__(self, ctx: Context, heard: Callable[[Heard], Op]) -> None:
-        """`heard(h)`: what the QN here does with the runs of a batch that stopped here."""
-        self.ctx, self.heard = ctx, heard
+    def __init__(self, ctx: Context, heard: Callable[[Heard], Op], filters: Filters) -> None:
+        """`heard(h)`: what the QN here does with the runs of a batch that stopped here;
+        `filters`: the aggregate filters I hold of my hops and grant of my region."""
+        self.ctx, self.heard, self.filters = ctx, heard, filters
 
     def on_announce(self, msg: pb.Announcement) -> pb.AnnounceReply:
         ctx = self.ctx
         docs = announced(msg)
+        reply = pb.AnnounceReply()
+        if msg.filter:
+            self.filters.grant(reply)
         if msg.share and self._idle(docs, msg.hops):  # its share goes back with the reply,
-            return pb.AnnounceReply(share=msg.share)  # not in a report of nothing
+            reply.share = msg.share  # not in a report of nothing
+            return reply
         dn = NodeRef(msg.dn_id, msg.dn) if msg.dn_id else ctx.peer(msg.dn)
         ctx.host.spawn(self.announce(dn, docs, msg.hops, msg.batch, msg.share, msg.owner))
-        return pb.AnnounceReply()
+        return reply
 
     def _routes(self, ids: np.ndarray) -> bool:
         """Does my table send any of these ids (unique, uint64) on to another node?"""
@@ -97,6 +103,7 @@ class Announcer:
             router = table.routes if hops < limits.HOP_LIMIT else _mine
             for i, runs in by_hop.pop(None, {}).items():
                 local.setdefault(i, []).extend(runs)
+            self._filter(by_hop)
             todo = []
             part = kept // (len(by_hop) + 1)
             if by_hop and kept and not part:
@@ -113,10 +120,14 @@ class Announcer:
                 if ctx.observer is not None:
                     ctx.observer.on_announce(ctx, out)
                 kept -= part
+                asked_at = ctx.host.now()
                 try:
                     reply = yield Call(hop, "Announce", out)
                     kept += reply.share  # handed back: nothing there to report
+                    if out.filter:
+                        self.filters.keep(hop, reply, asked_at)
                 except PeerUnreachable:
+                    self.filters.forget(hop)
                     # forgotten by the lookup layer: regroup around it; and if it was my
                     # successor, the next one owns its keys once I tell it (at once)
                     todo += [(i, run) for i, runs in parts.items() for run in runs]
@@ -142,6 +153,16 @@ class Announcer:
             kept = 0
         yield from self.heard(Heard(dn, mine, batch, kept))
 
+    def _filter(self, by_hop: dict) -> None:
+        """Leave out of each hop's runs the documents its aggregate filter spares, and the
+        hops left with none: nothing there could match (cqengine.core.filters)."""
+        for hop, parts in list(by_hop.items()):
+            for i in self.filters.spared(hop, parts):
+                del parts[i]
+            if not parts:
+                del by_hop[hop]
+                self.ctx.count("announcements_filtered")
+
     def _message(
         self, dn: NodeRef, docs: list[Announced], hops: int, hop: NodeRef, parts: dict
     ) -> pb.Announcement:
@@ -156,6 +177,7 @@ class Announcer:
         )
         if out.presence:
             ctx.count("presence_bytes", _presence_bytes(out))
+        out.filter = self.filters.wanted(hop)
         if ctx.replicated:  # where its documents are when the DN is gone,
             out.dn_id = dn.id  # and whether I know the ids to be the hop's
             out.owner = all(

@@ -27,6 +27,7 @@ from cqengine.core.announcer import Announcer
 from cqengine.core.context import Context
 from cqengine.core.dn import DN
 from cqengine.core.documents import Documents
+from cqengine.core.filters import Filters
 from cqengine.core.gossip import Gossip
 from cqengine.core.home import Home
 from cqengine.core.journal import Journal
@@ -49,8 +50,8 @@ class EngineNode:
     # every attribute a node has: setting another (a role's, say) fails instead of doing nothing
     __slots__ = (
         "ctx", "chord", "settings", "index", "subscriptions", "store", "counters", "synopsis",
-        "documents", "qn", "announcer", "dn", "replication", "home", "placement", "gossip",
-        "statistics", "handlers",
+        "documents", "qn", "filters", "announcer", "dn", "replication", "home", "placement",
+        "gossip", "statistics", "handlers",
     )  # fmt: skip
 
     def __init__(
@@ -81,14 +82,15 @@ class EngineNode:
         self.synopsis = Synopsis(s.synopsis_k, s.synopsis_y, s.synopsis_hashes)
         self.documents = Documents(lambda: ctx.host.new_id(), settings)  # the host as it is now
         self.qn = QN(ctx, None if gather is None else (lambda h: gather(self, h)))
-        self.announcer = Announcer(ctx, self.qn.heard)
+        self.filters = Filters(ctx)
+        self.announcer = Announcer(ctx, self.qn.heard, self.filters)
         self.dn = DN(ctx, self.documents, self.synopsis, self.announcer.announce, hold)
         self.dn.delivery.stamped = stamped
         self.replication = Replication(
             ctx, self.documents, self.dn.take_over, lambda: list(self.dn.own)
         )
         self.home = Home(ctx, self.replication.copy)
-        self.placement = Placement(ctx, self.synopsis.popular, self.replication.copy)
+        self.placement = Placement(ctx, self.synopsis.popular, self.replication.copy, self.filters)
         self.gossip = Gossip(ctx, self.synopsis, self.placement, self.replication.copy)
         self.statistics = Stats(
             ctx, self.synopsis, self.replication.copies, self.dn.in_flight, self.home.latency

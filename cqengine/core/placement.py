@@ -16,6 +16,7 @@ from __future__ import annotations
 import hmac
 import secrets
 from bisect import bisect_right
+from inspect import isgenerator
 from typing import Callable, Sequence
 
 from chord.node import Call, Op, PeerUnreachable
@@ -23,6 +24,7 @@ from chord.routing import NodeRef
 from cqengine.core import limits
 from cqengine.core.context import Context
 from cqengine.core.errors import LEAVING, EngineError
+from cqengine.core.filters import Filters
 from cqengine.core.indexing import chooser
 from cqengine.core.mailboxes import Subscription, home_record, token_hash
 from cqengine.core.queries import (
@@ -90,10 +92,13 @@ def check_batch(n: int) -> None:
 
 
 class Placement:
-    def __init__(self, ctx: Context, popular: Callable[[], frozenset[int]], copy: Copy) -> None:
+    def __init__(
+        self, ctx: Context, popular: Callable[[], frozenset[int]], copy: Copy, filters: Filters
+    ) -> None:
         """`popular`: the popular term ids SAP-MHI avoids, as they are now (the ring's fixed
-        list, or what gossip learnt); `copy`: records changed here, to my replicas."""
-        self.ctx, self.copy = ctx, copy
+        list, or what gossip learnt); `copy`: records changed here, to my replicas;
+        `filters`: what an entry under a key new here waits for (cqengine.core.filters)."""
+        self.ctx, self.copy, self.filters = ctx, copy, filters
         s = ctx.settings
         fixed = s.popular_ids
         self.choose = chooser(
@@ -344,6 +349,19 @@ class Placement:
     # ---- at the owner of an index term ---------------------------------------------------
 
     def on_index(self, req: pb.IndexRequest) -> pb.IndexReply | Op:
+        owns = self.ctx.chord.table.owns
+        keys = {e.index_id for e in (req.entries or [req.entry]) if owns(e.index_id)}
+        if not self.filters.hold(keys):
+            return self._index(req)
+        return self._settled(self._index(req), keys)
+
+    def _settled(self, placed: pb.IndexReply | Op, keys: set[int]) -> Op:
+        """The reply once entries under keys new here may be acknowledged."""
+        reply = (yield from placed) if isgenerator(placed) else placed
+        yield from self.filters.settle(keys)
+        return reply
+
+    def _index(self, req: pb.IndexRequest) -> pb.IndexReply | Op:
         if req.entries:
             return self._index_many(req.entries)
         e, ctx = req.entry, self.ctx

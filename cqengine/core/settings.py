@@ -25,6 +25,7 @@ from cqengine.text.query import MAX_ALTERNATIVES
 RESOLUTIONS = ("td", "bf")
 REPLICAS = 3  # the command line's default: a record survives two nodes failing at once
 MAX_REPLICAS = SUCCESSORS  # no more than the successor list's default length
+MAX_FILTER_LEASE = 60.0  # s: how long a subscription under a new key may wait, at most
 
 
 class SettingsError(ValueError):
@@ -51,6 +52,9 @@ class Settings:
     # term-presence headers: the DN tells QNs which of this many hot terms its document
     # holds (cqengine.core.presence); 0: none, the paper's announcement
     header_terms: int = 0
+    # aggregate filters: seconds a node's filter of its region is good for at the nodes it
+    # grants it to (cqengine.core.filters); 0: none, the paper's announcement
+    filter_lease: float = 0.0
     # a re-indexed entry stays at its old key this long, for documents already on their way
     reindex_grace: float = 5.0
     # copies of every record (cqengine.core.replication): 1 is the paper's, a command-line
@@ -77,6 +81,7 @@ class Settings:
         "synopsis_hashes",
         "gossip_period",
         "header_terms",
+        "filter_lease",
         "reindex_grace",
         "replicas",
         "reconcile_period",
@@ -118,6 +123,11 @@ class Settings:
         if self.header_terms and self.df is None:
             raise SettingsError(
                 "term-presence headers choose their terms by document frequency: give --stats FILE"
+            )
+        if not 0 <= self.filter_lease <= MAX_FILTER_LEASE:
+            raise SettingsError(
+                f"filter lease {self.filter_lease} s is outside 0-{MAX_FILTER_LEASE:g} s: a "
+                "subscription under a new key may wait that long"
             )
         if not 1 <= self.replicas <= MAX_REPLICAS:
             raise SettingsError(f"replicas {self.replicas} is outside 1-{MAX_REPLICAS}")

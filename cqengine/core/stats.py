@@ -88,6 +88,8 @@ class Stats:
             documents_published=c["documents_published"],
             candidates=c["candidates"],
             header_bytes=c["presence_bytes"],
+            announcements_filtered=c["announcements_filtered"],
+            filter_waits=c["filter_waits"],
             matches=c["matches"],
             alerts_delivered=c["alerts_delivered"],
             alerts_dropped=sum(dropped.values()),

@@ -38,6 +38,14 @@ COUNTERS = {
     "candidates": ("candidates", "queries this node presented to resolution as QN"),
     "matches": ("matches", "candidates confirmed: alerts made"),
     "header_bytes": ("header_bytes", "announcement bytes of term-presence headers sent"),
+    "announcements_filtered": (
+        "announcements_filtered",
+        "announcements not sent: the hop's aggregate filter showed no list there",
+    ),
+    "filter_waits": (
+        "filter_waits",
+        "entries under new keys acknowledged only once older filters expired",
+    ),
     "alerts_delivered": ("alerts_delivered", "alerts put in mailboxes served here"),
     "alerts_repeated": ("alerts_repeated", "matches of a document a mailbox had already"),
     "alerts_retried": ("alerts_retried", "alerts sent again to a home that did not answer"),
