@@ -13,6 +13,13 @@ from cqengine.demo import run_demo
 from cqengine.evaluation.scale import HEADERS, QUICK, Scale, quick_scale
 
 
+def names_list(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if not names:
+        raise argparse.ArgumentTypeError(f"{text!r} names nothing")
+    return names
+
+
 def add_parsers(sub) -> None:
     add_experiment(sub)
     add_demo(sub)
@@ -85,6 +92,13 @@ def add_experiment(sub) -> None:
         help="beyond: hot terms per term-presence header (default: the measured choice, "
         f"{HEADERS})",
     )
+    x.add_argument(
+        "--techniques",
+        type=names_list,
+        metavar="A,B",
+        help="beyond: the techniques to run beside the paper's own (default: every one: "
+        "headers, balanced, filters, all)",
+    )
     x.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
 
 
@@ -145,7 +159,9 @@ def cmd_experiment(args: argparse.Namespace) -> int:
             from cqengine.evaluation.beyond import beyond
 
             headers = args.header_terms or HEADERS
-            files = beyond(corpus, scale, args.out, command, args.quiet, headers)
+            files = beyond(
+                corpus, scale, args.out, command, args.quiet, headers, names=args.techniques
+            )
         else:
             files = evaluate(args.name, corpus, scale, args.out, command, args.quick, args.quiet)
     except EvaluationError as e:

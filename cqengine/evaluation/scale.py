@@ -10,6 +10,10 @@ from cqengine.evaluation import EvaluationError
 # `experiment beyond`: hot terms per term-presence header, chosen by measurement
 # (experiments/results/README.md, "Beyond the paper")
 HEADERS = 256
+# `experiment beyond`: seconds an aggregate filter is good for. A simulated ring's clock
+# stands still while it publishes, so each filter is granted once per sender and hop;
+# a live ring grants it again each lease (docs/protocol.md, "Aggregate filters")
+FILTER_LEASE = 10.0
 
 # --quick: every run small, on a generated corpus of this vocabulary and document length
 QUICK = {"nodes": 64, "queries": 2000, "docs": 300, "vocab": 3000, "mean_terms": 60}

@@ -25,7 +25,7 @@ def report(tmp_path_factory):
 def test_every_configuration_runs_with_each_technique_and_is_reported(report):
     files, data = report
     assert all(f.exists() and f.stat().st_size for f in files)
-    techniques = ("paper", "headers", "balanced", "all")
+    techniques = ("paper", "headers", "balanced", "filters", "all")
     assert set(data["runs"]) == {f"{c}/{t}" for c in beyond.CONFIGURATIONS for t in techniques}
     md = files[0].read_text()
     assert all(name in md for name in data["runs"])
@@ -42,6 +42,24 @@ def test_headers_prune_without_changing_matches(report):
         # the header is the only thing added to the announcement
         extra = headers["announcement_bytes_per_doc"] - paper["announcement_bytes_per_doc"]
         assert extra == pytest.approx(headers["header_bytes_per_doc"])
+
+
+def test_filters_spare_announcements_without_changing_alerts(report):
+    _, data = report
+    runs = data["runs"]
+    for c in beyond.CONFIGURATIONS:
+        paper, filters = runs[f"{c}/paper"], runs[f"{c}/filters"]
+        assert filters["alerts"] == paper["alerts"]
+        assert (
+            filters["announcements_filtered_per_doc"] > 0 == paper["announcements_filtered_per_doc"]
+        )
+        assert filters["announcement_messages_per_doc"] < paper["announcement_messages_per_doc"]
+
+
+def test_techniques_can_be_chosen_and_the_paper_always_runs():
+    assert list(beyond.chosen_techniques(("filters",))) == ["paper", "filters"]
+    with pytest.raises(EvaluationError, match="unknown technique bogus"):
+        beyond.chosen_techniques(("bogus", "headers"))
 
 
 def test_balanced_ids_even_out_the_regions_without_changing_alerts(report):

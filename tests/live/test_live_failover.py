@@ -10,11 +10,10 @@ from __future__ import annotations
 import io
 import signal
 import threading
-import time
 from collections import defaultdict
 
 import pytest
-from support.live import FAST, kill_hard, subscribe, wait_gone
+from support.live import FAST, collect, kill_hard, publish, serving, subscribe, wait_gone
 from support.oracle import assert_exact, assert_numbered, expected
 from support.waiting import eventually
 from support.workloads import live_corpus
@@ -30,33 +29,6 @@ ENGINE = ["--reconcile", "0.5"]
 @pytest.fixture(scope="module")
 def corpus():
     return live_corpus(80, 200, seed=29, vocab=700)
-
-
-def publish(address, docs, credentials):
-    with Client(address, credentials=credentials) as c:
-        replies = c.publish_many([(d.docno, d.text, d.title) for d in docs])
-    assert all(r.accepted for r in replies)
-
-
-def serving(subs, addresses, credentials) -> dict[str, list]:
-    """The subscriptions by the node that serves them now, as a lookup of each home key
-    from a live node finds it."""
-    out = defaultdict(list)
-    with Client(addresses[0], credentials=credentials) as c:
-        for s in subs:
-            out[c.find_home(s.home_id, addresses)].append(s)
-    return out
-
-
-def collect(subs, addresses, want: int, credentials, timeout: float = 60.0) -> list:
-    """Alerts from the nodes serving these subscriptions, until `want` have come or time is
-    up (each drain acknowledges what it took: the next takes only what came since)."""
-    got, deadline = [], time.monotonic() + timeout
-    while len(got) < want and time.monotonic() < deadline:
-        for node, group in serving(subs, addresses, credentials).items():
-            with Client(node, credentials=credentials) as c:
-                got += list(c.alerts(group, home=node, timeout=1.0))
-    return got
 
 
 def assert_exact_and_numbered(alerts, want) -> None:

@@ -4,6 +4,8 @@ killed and restarted, subscriptions spread over a ring's nodes."""
 import os
 import random
 import signal
+import time
+from collections import defaultdict
 from pathlib import Path
 
 from chord.live import Timing
@@ -86,3 +88,36 @@ def subscribe(addresses, queries, credentials, seed):
     finally:
         for c in clients.values():
             c.close()
+
+
+def publish(address, docs, credentials):
+    from cqengine.live.client import Client
+
+    with Client(address, credentials=credentials) as c:
+        replies = c.publish_many([(d.docno, d.text, d.title) for d in docs])
+    assert all(r.accepted for r in replies)
+
+
+def serving(subs, addresses, credentials) -> dict[str, list]:
+    """The subscriptions by the node that serves them now, as a lookup of each home key
+    from a live node finds it."""
+    from cqengine.live.client import Client
+
+    out = defaultdict(list)
+    with Client(addresses[0], credentials=credentials) as c:
+        for s in subs:
+            out[c.find_home(s.home_id, addresses)].append(s)
+    return out
+
+
+def collect(subs, addresses, want: int, credentials, timeout: float = 60.0) -> list:
+    """Alerts from the nodes serving these subscriptions, until `want` have come or time is
+    up (each drain acknowledges what it took: the next takes only what came since)."""
+    from cqengine.live.client import Client
+
+    got, deadline = [], time.monotonic() + timeout
+    while len(got) < want and time.monotonic() < deadline:
+        for node, group in serving(subs, addresses, credentials).items():
+            with Client(node, credentials=credentials) as c:
+                got += list(c.alerts(group, home=node, timeout=1.0))
+    return got
