@@ -27,6 +27,7 @@ Time is each node's own `host.now`: only durations cross the wire, so clocks nee
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from itertools import chain
 from typing import Iterable
@@ -40,6 +41,8 @@ from cqengine.core.postings import member
 from cqengine.core.runs import Run
 from cqengine.core.summaries import in_range
 from cqengine.proto import cqengine_pb2 as pb
+
+log = logging.getLogger("cqengine.core.filters")
 
 MAX_FILTER_KEYS = 4096  # a region with more lists grants no filter (they would rarely skip)
 PRUNE = 1024  # filters held, or fresh keys, past which the expired ones are dropped
@@ -91,10 +94,14 @@ class Filters:
 
     def keep(self, hop: NodeRef, reply: pb.AnnounceReply, asked_at: float) -> None:
         """The filter a hop granted in its reply to a message sent at `asked_at`."""
-        if reply.filter_lease <= 0:
+        if not reply.filter_lease > 0:  # none granted (or not a number: none either)
             return
         until = asked_at + min(reply.filter_lease, self.lease)
-        self.held[hop.address] = filter_of(reply, until)
+        try:
+            self.held[hop.address] = filter_of(reply, until)
+        except ValueError as e:  # a filter I cannot read spares nothing
+            log.warning("%s granted a filter I ignore: %s", hop.address, e)
+            return
         if len(self.held) > PRUNE:
             now = self.ctx.host.now()
             self.held = {a: f for a, f in self.held.items() if f.until > now}

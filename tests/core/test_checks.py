@@ -89,6 +89,7 @@ def busy_ring(
     corpus_seed: int = 1,
     batch: int = 5,
     piggyback: int = K,
+    **kw,
 ):
     """A ring's whole life, every message checked: queries subscribed through four homes,
     half one by one and half in a batch per home; documents published one by one, then in
@@ -97,7 +98,7 @@ def busy_ring(
     (replicated) a home and its successor failing. The simulator, the alerts taken and the
     matcher's."""
     wl = workload(corpus_seed)
-    s = ring_settings(wl, strategy, resolution, replicas, seed, piggyback=piggyback)
+    s = ring_settings(wl, strategy, resolution, replicas, seed, piggyback=piggyback, **kw)
     sim = EngineSimulator(nodes, s, seed=seed)
     sim.hold(replicas > 1)  # DNs count their reports, as live ones do (and release copies)
     vias = sorted(sim.engines)[:4]  # homes (unreplicated, a subscription stays at its own)
@@ -174,6 +175,25 @@ def test_no_message_of_a_correct_ring_is_refused(
     expected |= {"Gossip"} if strategy == "sap-mhi" else set()
     expected |= {"Replicate", "Reconcile", "Release"} if replicas > 1 else set()
     assert expected <= kinds, expected - kinds  # every kind was sent, and checked
+
+
+@pytest.mark.parametrize("replicas", [1, R])
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@hsettings(max_examples=2, deadline=None, derandomize=True)
+@given(
+    nodes=st.integers(8, 40),
+    seed=st.integers(0, 2**16),
+    batch=st.sampled_from([1, 5, 12]),
+    lease=st.sampled_from([0.5, 30.0]),
+)
+def test_a_busy_ring_with_aggregate_filters_alerts_exactly(
+    strategy, replicas, nodes, seed, batch, lease
+):
+    """The same life with filters (cqengine.core.filters): batches split over hops,
+    filters gone stale as nodes leave, join and fail and gossip re-indexes."""
+    sim, got, want = busy_ring(strategy, "td", replicas, seed, nodes, 1, batch, filter_lease=lease)
+    assert refused(sim) == 0
+    assert_exact(got, want)
 
 
 @pytest.mark.parametrize("nodes", [1, 2])

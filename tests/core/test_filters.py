@@ -27,6 +27,7 @@ from cqengine.core.indexing import STRATEGIES
 from cqengine.core.settings import Settings, SettingsError
 from cqengine.evaluation.matcher import document_frequencies
 from cqengine.evaluation.sim import EngineSimulator
+from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.analysis import analyze, term_id
 from cqengine.text.corpus import generate_corpus
 
@@ -202,3 +203,20 @@ def test_a_node_whose_region_changed_waits_out_its_former_owners_filters():
     assert clock.now() >= joined_at + lease
     sim.publish("doc-new", f"news of {term}", "")
     assert (reply.subscription_id, "doc-new") in set(sim.alerts())
+
+
+def test_a_filter_that_cannot_be_read_spares_nothing():
+    """A reply whose filter is out of order, or whose lease is not a number, is ignored:
+    the hop keeps getting every announcement."""
+    wl = workload(sorted(SHAPES)[0])
+    sim = EngineSimulator(4, make_settings(wl, strategy="ri", filter_lease=5.0), seed=1)
+    engine = next(iter(sim.engines.values()))
+    hop = engine.chord.table.successor
+    for reply in (
+        pb.AnnounceReply(filter_lo=1, filter_hi=9, filter_keys=[7, 3], filter_lease=5.0),
+        pb.AnnounceReply(filter_lo=1, filter_hi=9, filter_keys=[3], filter_lease=float("nan")),
+    ):
+        engine.filters.keep(hop, reply, asked_at=0.0)
+        assert hop.address not in engine.filters.held
+    engine.filters.keep(hop, pb.AnnounceReply(filter_lo=1, filter_hi=9, filter_lease=5.0), 0.0)
+    assert engine.filters.held[hop.address].spares(np.array([4], dtype=np.uint64))
