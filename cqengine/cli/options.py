@@ -13,6 +13,7 @@ from chord.ids import parse_id
 from chord.live import Limits, Timing
 from chord.routing import RoutingTable
 from cqengine.core.indexing import STRATEGIES
+from cqengine.core.presence import DEFAULT_HEADER_TERMS
 from cqengine.core.settings import REPLICAS, RESOLUTIONS, Settings, SettingsError
 from cqengine.live.ringfile import DEFAULT_RING_FILE
 from cqengine.text.termfiles import TermFileError, load_stats, load_terms
@@ -194,7 +195,8 @@ ENGINE_FLAGS = {  # option -> (Settings field, type, help; engine_options states
         "header_terms",
         count,
         "hot terms (highest document frequency in --stats) whose presence every "
-        "announcement tells its QNs; 0: none",
+        "announcement tells its QNs; 0: none (default 0), but "
+        f"{DEFAULT_HEADER_TERMS} when the ring has --stats and --resolution td: there they pay",
     ),
     "--filter-lease": (
         "filter_lease",
@@ -342,6 +344,13 @@ def engine_defaults() -> Settings:
     return Settings(replicas=REPLICAS)
 
 
+def headers_pay(settings: Settings) -> bool:
+    """Do term-presence headers pay where the command line leaves them to the ring? With
+    term statistics and Term Dialogue they take 13-57% off a document's bytes at paper
+    scale; with Bloom filters they add 8-12% (experiments/results/paper-real/beyond.md)."""
+    return settings.df is not None and settings.resolution == "td"
+
+
 def engine_options(p: argparse.ArgumentParser) -> None:
     # no option has a default here: what is not given is left to the ring (given_engine_flags)
     d = engine_defaults()
@@ -351,7 +360,9 @@ def engine_options(p: argparse.ArgumentParser) -> None:
             flag,
             type=kind,
             default=None,
-            help=text if flag in FILES else f"{text} (default {stated(name, getattr(d, name))})",
+            help=text
+            if flag in FILES or "(default" in text
+            else f"{text} (default {stated(name, getattr(d, name))})",
             metavar="FILE" if flag in FILES else None,
         )
 
@@ -380,6 +391,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
             value = getattr(args, flag[2:].replace("-", "_"))
             if value is not None:
                 setattr(settings, name, FILES[flag](Path(value)) if flag in FILES else value)
+        if args.header_terms is None and headers_pay(settings):
+            settings.header_terms = DEFAULT_HEADER_TERMS
         return settings.validate()
     except (SettingsError, TermFileError) as e:
         raise CliError(str(e)) from None

@@ -23,6 +23,10 @@ import numpy as np
 from cqengine.text.analysis import term_id
 
 MAX_HEADER_TERMS = 1 << 16
+# hot terms per header where the command line gives a ring term statistics and Term
+# Dialogue, and `experiment beyond`'s: chosen by measurement (experiments/results/README.md,
+# "Beyond the paper"; K = 64 prunes a third as many candidates at paper scale)
+DEFAULT_HEADER_TERMS = 256
 
 
 def hot_ids(df: dict[str, int], k: int) -> np.ndarray:

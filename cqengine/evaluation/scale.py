@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cqengine.core.presence import DEFAULT_HEADER_TERMS
 from cqengine.evaluation import EvaluationError
 
 # `experiment beyond`: hot terms per term-presence header, chosen by measurement
-# (experiments/results/README.md, "Beyond the paper")
-HEADERS = 256
+HEADERS = DEFAULT_HEADER_TERMS
 # `experiment beyond`: seconds an aggregate filter is good for. A simulated ring's clock
 # stands still while it publishes, so each filter is granted once per sender and hop;
 # a live ring grants it again each lease (docs/protocol.md, "Aggregate filters")

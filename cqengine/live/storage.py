@@ -34,6 +34,7 @@ from typing import Iterable
 
 import mmh3
 import numpy as np
+from google.protobuf.message import DecodeError
 
 from chord.live import StartupError
 from cqengine.core.limits import MAILBOX, SEEN_KEPT
@@ -43,6 +44,9 @@ from cqengine.proto import cqengine_pb2 as pb
 
 FILE = "node.sqlite"
 SCHEMA = "5"
+# settings that shape only what crosses the wire, never what a node keeps: a ring may be
+# restarted with them changed (its nodes together: a node that joins takes the ring's)
+WIRE_ONLY = ("header_terms", "filter_lease")
 MIGRATIONS = {  # from a schema to the next
     "1": "ALTER TABLE subscriptions ADD COLUMN key INTEGER NOT NULL DEFAULT 0",
     # alert_runs is made with the other tables; an alert kept a row each in `alerts` is
@@ -173,7 +177,7 @@ class Storage:
                 f"data directory {data_dir} holds the state of node {meta['address']}, not "
                 f"{address}: start that node there, or give this one another --data-dir"
             )
-        if bytes(meta["settings"]) != settings:
+        if not same_state(bytes(meta["settings"]), settings):
             raise StartupError(
                 f"data directory {data_dir} was written in a ring with other engine settings: "
                 "start the ring with the options it had, or remove the directory"
@@ -482,3 +486,15 @@ class Storage:
     def close(self) -> None:
         self.commit()
         self.db.close()
+
+
+def same_state(kept: bytes, given: bytes) -> bool:
+    """Were these settings (EngineConfig) alike in all that shapes what a node keeps?"""
+    try:
+        a, b = pb.EngineConfig.FromString(kept), pb.EngineConfig.FromString(given)
+    except DecodeError:  # not settings at all: alike only if the very same bytes
+        return kept == given
+    for config in (a, b):
+        for name in WIRE_ONLY:
+            config.ClearField(name)
+    return a.SerializeToString(deterministic=True) == b.SerializeToString(deterministic=True)

@@ -24,6 +24,7 @@ from cqengine.cli.options import (
     settings_from,
     timing_from,
 )
+from cqengine.core.presence import DEFAULT_HEADER_TERMS
 from cqengine.core.settings import REPLICAS, Settings
 from cqengine.live.publishing import Publishing
 from cqengine.live.ring import free_ports, pid_alive
@@ -61,6 +62,23 @@ def test_metrics_port_in_use(node_tls):
         taken = s.getsockname()[1]
         proc = cqengine("node", "--port", port, "--metrics-port", taken, *node_tls, timeout=30)
     assert_one_line_error(proc, f"cannot serve metrics on 127.0.0.1:{taken}")
+
+
+def test_headers_are_on_by_default_where_they_pay(tmp_path):
+    """With term statistics and Term Dialogue a ring gets term-presence headers unless
+    told otherwise; with Bloom filters (where they cost bytes), or without statistics, none."""
+    stats = tmp_path / "stats.tsv"
+    stats.write_text("levee\t3\nriver\t2\n")
+    parser = command("node")
+
+    def headers(*args) -> int:
+        return settings_from(parser.parse_args(["--port", "7000", *map(str, args)])).header_terms
+
+    assert headers("--stats", stats) == DEFAULT_HEADER_TERMS
+    assert headers("--stats", stats, "--resolution", "bf") == 0
+    assert headers("--stats", stats, "--header-terms", 0) == 0
+    assert headers("--stats", stats, "--header-terms", 8) == 8
+    assert headers() == 0
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,7 @@ from cqengine.core import limits
 from cqengine.core.mailboxes import Subscription, Subscriptions, home_record, numbered_batch
 from cqengine.core.postings import InvertedIndex
 from cqengine.core.records import RecordStore
+from cqengine.core.settings import Settings
 from cqengine.evaluation.sim import EngineSimulator
 from cqengine.live import storage as storage_module
 from cqengine.live.storage import Storage
@@ -224,6 +225,15 @@ def test_a_data_directory_serves_only_its_own_node_and_ring(tmp_path):
     with pytest.raises(StartupError, match="other engine settings"):
         Storage.open(tmp_path, "127.0.0.1:7000", b"other")
     Storage.open(tmp_path, "127.0.0.1:7000", SETTINGS).close()  # its own: fine
+    # the announcement's techniques leave no state: a ring may restart with them changed
+    techniques = Settings(header_terms=64, df={"a": 1}, filter_lease=2.0).to_pb()
+    plain = Settings(df={"a": 1}).to_pb()
+    (tmp_path / "b").mkdir()
+    Storage.open(tmp_path / "b", "127.0.0.1:7000", plain.SerializeToString()).close()
+    Storage.open(tmp_path / "b", "127.0.0.1:7000", techniques.SerializeToString()).close()
+    with pytest.raises(StartupError, match="other engine settings"):
+        other = Settings(df={"a": 1}, strategy="ri").to_pb().SerializeToString()
+        Storage.open(tmp_path / "b", "127.0.0.1:7000", other)
     (tmp_path / "file").write_text("")
     with pytest.raises(StartupError, match="cannot use data directory"):
         Storage.open(tmp_path / "file", "127.0.0.1:7000", SETTINGS)
