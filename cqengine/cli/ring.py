@@ -132,11 +132,14 @@ def add_ring(sub) -> None:
         "in the ring file (`cqengine ring metrics` prints a scrape configuration)",
     )
     up.add_argument(
-        "--balanced-ids",
+        "--hashed-ids",
         action="store_true",
-        help="give the nodes evenly spaced ids instead of ids hashed from their addresses: "
-        "every node's range the same size, so load follows the lists alone; restart such a "
-        "ring with --balanced-ids and as many nodes",
+        help="give a new ring's nodes ids hashed from their addresses, as Chord's (default: "
+        "evenly spaced ids, every node's range the same size, so load follows the lists "
+        "alone); a node restarted from its data keeps the id it had either way",
+    )
+    up.add_argument(  # the default now; kept so that scripts that give it still run
+        "--balanced-ids", action="store_true", help=argparse.SUPPRESS
     )
     ring_file_option(up)
     timing_options(up)
@@ -252,7 +255,7 @@ def cmd_ring(args: argparse.Namespace) -> int:
             data_root=args.data_dir or args.ring_file.parent / DATA,
             insecure=args.insecure,
             metrics=args.metrics,
-            balanced_ids=args.balanced_ids,
+            balanced_ids=not args.hashed_ids,
         )
         progress("")
         return 0

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sqlite3
 from collections import deque
 from pathlib import Path
@@ -498,3 +499,21 @@ def same_state(kept: bytes, given: bytes) -> bool:
         for name in WIRE_ONLY:
             config.ClearField(name)
     return a.SerializeToString(deterministic=True) == b.SerializeToString(deterministic=True)
+
+
+def stored_id(data_dir: Path) -> int | None:
+    """The ring id of the node whose state data_dir holds (None: no state, or none
+    recorded): a node restarted there must take it again."""
+    path = data_dir / FILE
+    if not path.exists():
+        return None
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            row = db.execute("SELECT value FROM meta WHERE name = 'address'").fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return None
+    found = re.search(r"\(id ([0-9a-f]{16})\)$", str(row[0])) if row else None
+    return int(found.group(1), 16) if found else None

@@ -129,7 +129,6 @@ def test_cli_ring_up_status_down(tmp_path):
         FAST.stabilize,
         "--fix-fingers",
         FAST.fix_fingers,
-        "--balanced-ids",
         timeout=90,
     )
     ring = RingFile.load(path) if path.exists() else None
@@ -137,7 +136,7 @@ def test_cli_ring_up_status_down(tmp_path):
         assert up.returncode == 0, up.stderr
         assert "ring of 3 nodes converged" in up.stdout
         assert len(ring.nodes) == 3 and all(pid_alive(e.pid, e.port) for e in ring.nodes)
-        # --balanced-ids: every node's region a third of the circle
+        # evenly spaced ids by default: every node's region a third of the circle
         view = observe(ring.addresses(), 3, credentials=ring.credentials())
         ids = sorted(state.node.id for state in view.states.values())
         gaps = [(b - a) % SPACE for a, b in zip(ids, ids[1:] + ids[:1])]
@@ -150,6 +149,14 @@ def test_cli_ring_up_status_down(tmp_path):
         assert down.returncode == 0 and "stopped 3 of 3" in down.stdout
         wait_gone(ring.nodes)
         assert not path.exists()
+        # restarted from their data, the nodes keep their ids, whatever a new ring would get
+        up = cqengine("ring", "up", "-n", 3, "--ring-file", path, "--hashed-ids", timeout=90)
+        ring = RingFile.load(path) if path.exists() else None
+        assert up.returncode == 0, up.stderr
+        view = observe(ring.addresses(), 3, credentials=ring.credentials())
+        assert sorted(state.node.id for state in view.states.values()) == ids
+        assert cqengine("ring", "down", "--ring-file", path).returncode == 0
+        wait_gone(ring.nodes)
     finally:
         if ring:
             stop_processes(ring.nodes, grace=1.0)
