@@ -83,6 +83,16 @@ def count(text: str) -> int:
     return value
 
 
+def switch(text: str) -> bool:
+    """on / off (also true / false, yes / no, 1 / 0)."""
+    value = text.strip().lower()
+    if value in ("on", "true", "yes", "1"):
+        return True
+    if value in ("off", "false", "no", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected on or off, not {text!r}")
+
+
 def positive(text: str) -> int:
     value = count(text)
     if value == 0:
@@ -195,6 +205,12 @@ ENGINE_FLAGS = {  # option -> (Settings field, type, help; engine_options states
         count,
         "hot terms (highest document frequency in --stats) whose presence every "
         "announcement tells its QNs; 0: none",
+    ),
+    "--merge-queries": (
+        "merge_queries",
+        switch,
+        "on: queries of a list that ask the same first question are one merged column, "
+        "split when it matches (fewer candidates, the same bytes)",
     ),
     "--max-doc-bytes": ("max_document_bytes", count, "largest document accepted"),
     "--max-query-bytes": (
@@ -352,6 +368,8 @@ def engine_options(p: argparse.ArgumentParser) -> None:
 
 def stated(name: str, value: str | int | float) -> str:
     """A setting's default as help states it: sizes in whole MiB, seconds without a `.0`."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
     if name.endswith("_bytes") and value and not value % (1 << 20):
         return f"{value >> 20} MiB"
     return f"{value:g}" if isinstance(value, float) else str(value)

@@ -51,6 +51,9 @@ class Settings:
     # term-presence headers: the DN tells QNs which of this many hot terms its document
     # holds (cqengine.core.presence); 0: none, the paper's announcement
     header_terms: int = 0
+    # query merging: the queries of a list that ask the same first question are one
+    # column, split when it matches (cqengine.core.merging); off: each its own
+    merge_queries: bool = False
     # a re-indexed entry stays at its old key this long, for documents already on their way
     reindex_grace: float = 5.0
     # copies of every record (cqengine.core.replication): 1 is the paper's, a command-line
@@ -77,6 +80,7 @@ class Settings:
         "synopsis_hashes",
         "gossip_period",
         "header_terms",
+        "merge_queries",
         "reindex_grace",
         "replicas",
         "reconcile_period",
