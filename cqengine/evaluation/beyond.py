@@ -51,7 +51,8 @@ def techniques(headers: int = HEADERS) -> dict[str, dict]:
         "paper": {},
         "headers": {"header_terms": headers},
         "balanced": {"balanced": True},
-        "all": {"header_terms": headers, "balanced": True},
+        "merged": {"merge_queries": True},
+        "all": {"header_terms": headers, "balanced": True, "merge_queries": True},
     }
 
 
