@@ -97,7 +97,7 @@ def add_experiment(sub) -> None:
         type=names_list,
         metavar="A,B",
         help="beyond: the techniques to run beside the paper's own (default: every one: "
-        "headers, balanced, filters, all)",
+        "headers, balanced, filters, merged, all)",
     )
     x.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
 

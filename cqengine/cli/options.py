@@ -84,6 +84,16 @@ def count(text: str) -> int:
     return value
 
 
+def switch(text: str) -> bool:
+    """on / off (also true / false, yes / no, 1 / 0)."""
+    value = text.strip().lower()
+    if value in ("on", "true", "yes", "1"):
+        return True
+    if value in ("off", "false", "no", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected on or off, not {text!r}")
+
+
 def positive(text: str) -> int:
     value = count(text)
     if value == 0:
@@ -203,6 +213,12 @@ ENGINE_FLAGS = {  # option -> (Settings field, type, help; engine_options states
         non_negative_float,
         "seconds a node's aggregate filter of its region is good for: an announcement none "
         "of whose ids has a list at its next hop is not sent; 0: no filters",
+    ),
+    "--merge-queries": (
+        "merge_queries",
+        switch,
+        "on: queries of a list that ask the same first question are one merged column, "
+        "split when it matches (fewer candidates, the same bytes)",
     ),
     "--max-doc-bytes": ("max_document_bytes", count, "largest document accepted"),
     "--max-query-bytes": (
@@ -369,6 +385,8 @@ def engine_options(p: argparse.ArgumentParser) -> None:
 
 def stated(name: str, value: str | int | float) -> str:
     """A setting's default as help states it: sizes in whole MiB, seconds without a `.0`."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
     if name.endswith("_bytes") and value and not value % (1 << 20):
         return f"{value >> 20} MiB"
     return f"{value:g}" if isinstance(value, float) else str(value)

@@ -22,6 +22,7 @@ from chord.routing import NodeRef
 from cqengine.core import limits
 from cqengine.core.journal import Journal
 from cqengine.core.mailboxes import Subscriptions
+from cqengine.core.merging import merged
 from cqengine.core.observer import Observer
 from cqengine.core.postings import InvertedIndex
 from cqengine.core.records import RecordStore
@@ -51,6 +52,7 @@ class Context:
         self.chord, self.settings, self.host, self.observer = chord, settings, host, observer
         df = settings.df
         self.index = InvertedIndex((lambda y, t: df.get(t, 0)) if df is not None else None)
+        self.index.merger = merged if settings.merge_queries else None
         self.subscriptions = Subscriptions()
         # inverted lists (and, replicated, home records and held documents) follow key ownership
         self.store = RecordStore(self.index, self.subscriptions, settings.replicas, host.clock)

@@ -92,6 +92,9 @@ class Block:
     _bloom: tuple = ()
     _subscriptions: bytes | None = None
     members: np.ndarray | None = None  # per column, the tuple of its entries
+    # per column, None or the Block of the queries merged under it (over these terms), its
+    # codes then their common first questions (cqengine.core.merging); None: no merges
+    groups: np.ndarray | None = None
 
     def subscriptions(self) -> bytes:
         """Its queries' subscription ids in order, as bytes: which queries it holds, as a
@@ -107,10 +110,18 @@ class Block:
 
     def all_entries(self) -> list[pb.QueryEntry]:
         """Every entry, the members of merged queries one after another."""
+        if self.groups is not None:
+            return [
+                e
+                for i, g in enumerate(self.groups.tolist())
+                for e in (expand(self.entries, self.members, [i]) if g is None else g.all_entries())
+            ]
         return expand(self.entries, self.members, np.arange(len(self.entries)))
 
     def held(self) -> int:
         """How many entries it holds (merged queries count each member)."""
+        if self.groups is not None:
+            return len(self.all_entries())
         return len(self.entries) if self.members is None else sum(map(len, self.members))
 
     def bloom_positions(self, bits: int, hashes: int) -> np.ndarray:
@@ -152,6 +163,8 @@ class Block:
     def concat(cls, blocks: Sequence["Block"]) -> "Block":
         if len(blocks) == 1:
             return blocks[0]
+        if any(b.groups is not None for b in blocks):
+            raise ValueError("blocks with merged queries are resolved a key at a time")
         terms, inverse = union_terms(blocks)
         width = max(b.codes.shape[0] for b in blocks)
         parts, start = [], 0
@@ -176,8 +189,11 @@ class Block:
     def select(self, keep: np.ndarray) -> "Block":
         """The queries a boolean mask keeps (the terms stay: a superset is harmless)."""
         members = None if self.members is None else self.members[keep]
+        groups = None if self.groups is None else self.groups[keep]
         codes = self.codes.compress(keep, axis=1)
-        return Block(self.entries[keep], self.terms, codes, self._bloom, members=members)
+        return Block(
+            self.entries[keep], self.terms, codes, self._bloom, members=members, groups=groups
+        )
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -223,6 +239,9 @@ class InvertedIndex(SortedKeyStore):
         super().__init__(encode=lambda e: e.SerializeToString(), decode=pb.QueryEntry.FromString)
         self.rarity = rarity
         self.merge = True  # queries alike in a list are one column of its block (Block)
+        # (block, key) -> the block kept: cqengine.core.merging's, to merge queries that
+        # ask the same first question into one column; None: kept as built
+        self.merger: Callable[[Block, int], Block] | None = None
         self.journal: Journal | None = None
         self._blocks: dict[int, Block] = {}
         self._subs: dict[int, dict[int, pb.QueryEntry]] = {}  # key -> subscription -> its entry
@@ -242,8 +261,12 @@ class InvertedIndex(SortedKeyStore):
             entries = self._values.get(key)
             if not entries:
                 return None
-            b = self._blocks[key] = Block.of(entries, self.rarity, self.merge)
+            b = self._blocks[key] = self.compiled(key, Block.of(entries, self.rarity, self.merge))
         return b
+
+    def compiled(self, key: int, block: Block) -> Block:
+        """The key's block as it is kept: its queries merged if the index merges them."""
+        return block if self.merger is None else self.merger(block, key)
 
     def lists(self, keys: np.ndarray) -> list[Block]:
         """The blocks of the lists under these keys (uint64, ascending) that hold queries, in

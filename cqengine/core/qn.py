@@ -181,6 +181,7 @@ class Resolution:
             self.step = Resolver.knowing(inputs, self.settings.dialogue_batch)
             for (g, _), n in zip(self.parts, self.step.candidates.tolist()):
                 self.heard[g][0].ctx.count("candidates", n)
+            self._counted = self.step.candidates.copy()  # per part, the candidates counted
         self.failed = np.zeros(len(self.parts), dtype=bool)
         self._filters = self.step is not None and self.settings.resolution == "bf"
         self._round: list[Ask] = []  # this round's requests, answered or not
@@ -290,6 +291,14 @@ class Resolution:
         ]
         counts = [len(ask.request.ids) for ask in round_]
         step.learn(np.concatenate([at for _, at, _ in self._asked]), unpack_many(vectors, counts))
+        self._count_candidates()  # merged queries split: their members are candidates too
+
+    def _count_candidates(self) -> None:
+        """Count each part's candidates not counted yet."""
+        more = self.step.candidates - self._counted
+        for p in np.flatnonzero(more).tolist():
+            self.heard[self.parts[p][0]][0].ctx.count("candidates", int(more[p]))
+        self._counted += more
 
     def _conditions_answered(self, ask: Ask) -> None:
         """A conditions round's reply: each part's share of its ids and phrases."""

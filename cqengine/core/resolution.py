@@ -29,7 +29,7 @@ import numpy as np
 
 from cqengine.core.bloom import BloomFilter
 from cqengine.core.knowledge import Knowledge, known_in_parts
-from cqengine.core.postings import FEW, Block, any_per_query, expand, members_of, ranges
+from cqengine.core.postings import FEW, Block, any_per_query, expand, members_of, ranges, widen
 from cqengine.proto import cqengine_pb2 as pb
 
 
@@ -122,6 +122,58 @@ def fail_any(
     return out
 
 
+def alive(
+    columns: np.ndarray,
+    at: np.ndarray,
+    offset: np.ndarray | int,
+    fails: np.ndarray,
+    merged: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
+    """Per query in these columns: does none of its terms fail? A merged column (`merged`:
+    per column, where its members' columns begin and how many; cqengine.core.merging) is
+    alive while one of its members is: its own terms are but their common first ones, and
+    it must ask nothing that none of them would."""
+    out = ~fail_any(columns, at, offset, fails)
+    if merged is None:
+        return out
+    first, count = merged
+    grouped = out & (count[at] > 0)
+    if grouped.any():
+        k = count[at[grouped]]
+        inner = ranges(first[at[grouped]], k)
+        shifted = offset if isinstance(offset, int) else np.repeat(offset[grouped], k)
+        ok = ~fail_any(columns, inner, shifted, fails)
+        out[grouped] = np.logical_or.reduceat(ok, np.cumsum(k) - k)
+    return out
+
+
+def with_members(
+    columns: np.ndarray, blocks: Sequence[Block], starts: np.ndarray, places: np.ndarray
+) -> tuple[np.ndarray, list[Block], tuple[np.ndarray, np.ndarray] | None]:
+    """The blocks' columns, then their merged queries' members' (cqengine.core.merging),
+    codes among every part's terms; the members' blocks; and per column where a merged
+    one's members begin and how many (None: the blocks merge none)."""
+    inner, at, first_col = [], [], 0
+    for b, start in zip(blocks, starts.tolist()):
+        if b.groups is not None:
+            for i, g in enumerate(b.groups.tolist()):
+                if g is not None:
+                    inner.append((g, start, first_col + i))
+        first_col += len(b)
+    if not inner:
+        return columns, [], None
+    subs = [g for g, _, _ in inner]
+    more = places[side_by_side(subs, np.array([s for _, s, _ in inner], dtype=np.intp))]
+    width = max(columns.shape[0], more.shape[0])
+    count = np.zeros(first_col + more.shape[1], dtype=np.intp)
+    sizes = np.array([len(g) for g in subs], dtype=np.intp)
+    first = np.zeros_like(count)
+    at = np.array([c for _, _, c in inner], dtype=np.intp)
+    count[at] = sizes
+    first[at] = first_col + np.cumsum(sizes) - sizes
+    return np.hstack([widen(columns, width), widen(more, width)]), subs, (first, count)
+
+
 def side_by_side(blocks: Sequence[Block], offsets: np.ndarray | int) -> np.ndarray:
     """The blocks' columns of codes side by side, each block's plus its offset, in as many
     rows as the widest has: a shorter query repeats its first code (which changes nothing),
@@ -188,6 +240,16 @@ class Rounds:
         self.rows = self.rows[keep]
         self.codes = codes.compress(keep, axis=1)
 
+    def add(self, names: np.ndarray, codes: np.ndarray) -> None:
+        """More queries (a merged query's members, split): decided at once by what is
+        known, or left to ask."""
+        dropped = any_per_query(self.absent[codes])
+        done = ~dropped & ~any_per_query(self.waiting[codes])
+        self.matched += names[done].tolist()
+        keep = ~dropped & ~done
+        self.rows = np.concatenate([self.rows, names[keep]])
+        self.codes = np.hstack([self.codes, codes.compress(keep, axis=1)])
+
 
 class Resolver:
     """The resolution of many parts at once, each part's terms apart from every other's.
@@ -229,6 +291,9 @@ class Resolver:
         self.batch, self.parts = max(1, batch), len(term_start) - 1
         self.columns, self.entries, self.term_start = columns, entries, term_start
         self.members: np.ndarray | None = None
+        # per column, where a merged one's members' columns begin and how many (None: none)
+        self.merged: tuple[np.ndarray, np.ndarray] | None = None
+        self.fails = np.zeros(len(present), dtype=bool)  # per term: known absent, ruled out
         self.part, self.col, self.offset, self.present = part, col, offset, present
         self.candidates = np.bincount(part, minlength=self.parts)  # per part
         self.asker, self.code = first_asked(self.columns, col, offset, ~present, self.batch)
@@ -267,13 +332,17 @@ class Resolver:
         absent, present = known_in_parts(merged, term_start, [know for _, know in parts])
         part = np.repeat(owner, [len(b) for b in blocks])
         col = np.arange(len(part))
+        columns, inner, split = with_members(columns, blocks, starts, places)
         if absent.any():
-            kept = ~fail_any(columns, col, 0, absent)
+            kept = alive(columns, col, 0, absent, split)
             part, col = part[kept], col[kept]
-        entries = np.concatenate([b.entries for b in blocks])
+        entries = np.concatenate([b.entries for b in blocks + inner])
         self = cls(columns, entries, term_start, part, col, 0, present, batch)
-        self.members = members_of(blocks)
+        self.members = members_of(blocks + inner)
         self.terms = merged
+        if split is not None:
+            self.merged, self.fails = split, absent
+            self._split_unasked()
         self._occurrences = (blocks, owner, starts, sizes, places)
         self._sources = None  # made when a filter asks (sources())
         return self
@@ -333,7 +402,9 @@ class Resolver:
         (over every part's terms) rules out. No term known present fails a filter."""
         if self.rounds is not None:
             raise ValueError("a filter rules out before the first round")
-        out = fail_any(self.columns, self.col[self.open], self._offset(self.open), ~passes)
+        at = self.open
+        out = ~alive(self.columns, self.col[at], self._offset(at), ~passes, self.merged)
+        self.fails = self.fails | ~passes  # for the members of merged queries split later
         gone = np.zeros(len(self.part), dtype=bool)
         gone[self.open[out]] = True
         self.open = self.open[~out]
@@ -359,6 +430,7 @@ class Resolver:
 
     def learn(self, at: np.ndarray, present: np.ndarray) -> None:
         """The answers for the terms at `at` (a round's, ascending, among every part's terms)."""
+        before = 0 if self.rounds is None else len(self.rounds.matched)
         if self.rounds is None:
             told = np.zeros(len(self.present), dtype=bool)  # answered absent
             told[at[~present]] = True
@@ -368,6 +440,55 @@ class Resolver:
             codes = self.columns[:, self.col[rest]] + self._offset(rest)
             self.rounds = Rounds(rest, codes, self.present, self.batch)
         self.rounds.learn(at, present)
+        if self.merged is not None:
+            self._split_rounds(before)
+
+    def _split(self, found: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Of candidates found matched, the queries; and the members of the merged ones,
+        made candidates (their places), less those a term known absent or ruled out by a
+        filter drops, as it would have dropped them unmerged."""
+        first, count = self.merged
+        k = count[self.col[found]]
+        split = k > 0
+        if not split.any():
+            return found, np.zeros(0, dtype=np.intp)
+        groups, k = found[split], k[split]
+        col = ranges(first[self.col[groups]], k)
+        part = np.repeat(self.part[groups], k)
+        offset = self._offset(groups)
+        offset = offset if isinstance(offset, int) else np.repeat(offset, k)
+        keep = ~fail_any(self.columns, col, offset, self.fails)
+        new = np.arange(len(self.part), len(self.part) + int(keep.sum()))
+        self.part = np.concatenate([self.part, part[keep]])
+        self.col = np.concatenate([self.col, col[keep]])
+        if not isinstance(offset, int):
+            self.offset = np.concatenate([self.offset, offset[keep]])
+        self.candidates = self.candidates + np.bincount(part[keep], minlength=self.parts)
+        return found[~split], new
+
+    def _split_unasked(self) -> None:
+        """Split the merged queries matched before any round (their common terms known
+        present): their members ask in the first round, as they would unmerged."""
+        leaves, new = self._split(self.unasked)
+        if not len(new):
+            return
+        unknown = ~self.present
+        q, c = first_asked(self.columns, self.col[new], self._offset(new), unknown, self.batch)
+        asked = np.zeros(len(new), dtype=bool)
+        asked[q] = True
+        self.unasked = np.concatenate([leaves, new[~asked]])
+        self.open = np.concatenate([self.open, np.unique(new[q])])
+        self.asker, self.code = np.concatenate([self.asker, new[q]]), np.concatenate([self.code, c])
+
+    def _split_rounds(self, before: int) -> None:
+        """Split the merged queries matched in this round: their members go on asking."""
+        rounds = self.rounds
+        found = np.array(rounds.matched[before:], dtype=np.intp)
+        leaves, new = self._split(found)
+        if len(leaves) == len(found):
+            return
+        rounds.matched[before:] = leaves.tolist()
+        rounds.add(new, self.columns[:, self.col[new]] + self._offset(new))
 
     def _matched(self) -> np.ndarray:
         return np.concatenate(

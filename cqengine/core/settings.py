@@ -55,6 +55,9 @@ class Settings:
     # aggregate filters: seconds a node's filter of its region is good for at the nodes it
     # grants it to (cqengine.core.filters); 0: none, the paper's announcement
     filter_lease: float = 0.0
+    # query merging: the queries of a list that ask the same first question are one
+    # column, split when it matches (cqengine.core.merging); off: each its own
+    merge_queries: bool = False
     # a re-indexed entry stays at its old key this long, for documents already on their way
     reindex_grace: float = 5.0
     # copies of every record (cqengine.core.replication): 1 is the paper's, a command-line
@@ -82,6 +85,7 @@ class Settings:
         "gossip_period",
         "header_terms",
         "filter_lease",
+        "merge_queries",
         "reindex_grace",
         "replicas",
         "reconcile_period",

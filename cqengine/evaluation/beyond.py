@@ -52,7 +52,13 @@ def techniques(headers: int = HEADERS) -> dict[str, dict]:
         "headers": {"header_terms": headers},
         "balanced": {"balanced": True},
         "filters": {"filter_lease": FILTER_LEASE},
-        "all": {"header_terms": headers, "balanced": True, "filter_lease": FILTER_LEASE},
+        "merged": {"merge_queries": True},
+        "all": {
+            "header_terms": headers,
+            "balanced": True,
+            "filter_lease": FILTER_LEASE,
+            "merge_queries": True,
+        },
     }
 
 

@@ -172,9 +172,10 @@ def compile_blocks(
             row = orders[entry_slot(e)] = ask_order(e, index.rarity)
         rows.append(row)
     blocks, start = [], 0
-    for _, values in unbuilt:
+    for key, values in unbuilt:
         end = start + len(values)
-        blocks.append(Block.of_rows(entries[start:end], rows[start:end], index.merge))
+        block = Block.of_rows(entries[start:end], rows[start:end], index.merge)
+        blocks.append(index.compiled(key, block))
         start = end
     positions = positions_array(np.concatenate([b.terms for b in blocks]), *bloom)
     start = 0

@@ -45,9 +45,10 @@ from cqengine.proto import cqengine_pb2 as pb
 
 FILE = "node.sqlite"
 SCHEMA = "5"
-# settings that shape only what crosses the wire, never what a node keeps: a ring may be
-# restarted with them changed (its nodes together: a node that joins takes the ring's)
-WIRE_ONLY = ("header_terms", "filter_lease")
+# settings that shape how documents are announced and resolved, never what a node keeps: a
+# ring may be restarted with them changed (its nodes together: a node that joins takes the
+# ring's)
+NO_STATE = ("header_terms", "filter_lease", "merge_queries")
 MIGRATIONS = {  # from a schema to the next
     "1": "ALTER TABLE subscriptions ADD COLUMN key INTEGER NOT NULL DEFAULT 0",
     # alert_runs is made with the other tables; an alert kept a row each in `alerts` is
@@ -496,7 +497,7 @@ def same_state(kept: bytes, given: bytes) -> bool:
     except DecodeError:  # not settings at all: alike only if the very same bytes
         return kept == given
     for config in (a, b):
-        for name in WIRE_ONLY:
+        for name in NO_STATE:
             config.ClearField(name)
     return a.SerializeToString(deterministic=True) == b.SerializeToString(deterministic=True)
 

@@ -207,6 +207,8 @@ def stated_default(action) -> str | None:
 def same(stated: str, value) -> bool:
     if isinstance(value, str):
         return stated == value
+    if isinstance(value, bool):
+        return stated == ("on" if value else "off")
     if stated.endswith(" MiB"):
         return int(stated.removesuffix(" MiB")) << 20 == value
     return float(stated) == value

@@ -25,10 +25,18 @@ def report(tmp_path_factory):
 def test_every_configuration_runs_with_each_technique_and_is_reported(report):
     files, data = report
     assert all(f.exists() and f.stat().st_size for f in files)
-    techniques = ("paper", "headers", "balanced", "filters", "all")
+    techniques = ("paper", "headers", "balanced", "filters", "merged", "all")
     assert set(data["runs"]) == {f"{c}/{t}" for c in beyond.CONFIGURATIONS for t in techniques}
     md = files[0].read_text()
     assert all(name in md for name in data["runs"])
+
+
+def test_merging_changes_no_byte(report):
+    _, data = report
+    for c in beyond.CONFIGURATIONS:
+        paper, merged = data["runs"][f"{c}/paper"], data["runs"][f"{c}/merged"]
+        assert merged["bytes_per_doc_by_kind"] == paper["bytes_per_doc_by_kind"]
+        assert merged["alerts"] == paper["alerts"]
 
 
 def test_headers_prune_without_changing_matches(report):
