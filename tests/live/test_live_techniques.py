@@ -1,8 +1,10 @@
-"""Aggregate filters on a live 8-node loopback ring with three replicas (`--filter-lease`):
-while SAP-MHI's gossip re-indexes queries, a node is killed, and more queries are
-subscribed under keys new at their owners between documents, every subscriber gets
-exactly the alerts the brute-force matcher names for the documents published after its
-subscription, each once; and filters did spare announcements."""
+"""The techniques beyond the paper on a live 8-node loopback ring with three replicas:
+aggregate filters (`--filter-lease`), merged queries (`--merge-queries on`) and
+term-presence headers (on by default with --stats and Term Dialogue). While SAP-MHI's
+gossip re-indexes queries, a node is killed, and more queries are subscribed under keys
+new at their owners between documents, every subscriber gets exactly the alerts the
+brute-force matcher names for the documents published after its subscription, each once;
+and every technique was at work."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from support.oracle import assert_exact, expected
 from support.waiting import eventually
 from support.workloads import live_corpus
 
+from cqengine.core.presence import DEFAULT_HEADER_TERMS
 from cqengine.demo import write_inputs
 from cqengine.evaluation.matcher import document_frequencies
 from cqengine.live.client import Client
@@ -29,12 +32,13 @@ def stats(addresses, credentials) -> list:
     return out
 
 
-def test_filters_lose_no_alert_across_reindexing_a_failure_and_new_keys(tmp_path):
+def test_techniques_lose_no_alert_across_reindexing_a_failure_and_new_keys(tmp_path):
     docs, queries = live_corpus(90, 240, seed=31, vocab=900)
     files = write_inputs(document_frequencies(docs), tmp_path)
     engine = [
         "--strategy", "sap-mhi", "--synopsis-k", "40", "--gossip", "0.3",
         "--stats", str(files["stats"]), "--filter-lease", LEASE, "--reconcile", "0.5",
+        "--merge-queries", "on",
     ]  # fmt: skip
     ring = ring_up(8, tmp_path / "ring.json", timing=FAST, out=io.StringIO(), engine=engine)
     nodes, credentials = list(ring.nodes), ring.credentials()
@@ -64,6 +68,8 @@ def test_filters_lose_no_alert_across_reindexing_a_failure_and_new_keys(tmp_path
         stop_processes(nodes, grace=2.0)
     assert len(want) > 150  # the workload really exercises matching
     assert_exact([(a.subscription_id, a.docno) for a in got], want)
-    assert all(s.config.filter_lease == float(LEASE) for s in after)
+    assert all(s.config.filter_lease == float(LEASE) and s.config.merge_queries for s in after)
+    assert all(s.config.header_terms == DEFAULT_HEADER_TERMS for s in after)
+    assert sum(s.header_bytes for s in after) > 0
     assert sum(s.announcements_filtered for s in after) > 0
     assert sum(s.filter_waits for s in after) > 0
