@@ -38,7 +38,7 @@ from chord.routing import SUCCESSORS
 from chord.tls import ADMIN, NODE, Credentials
 from cqengine.live.client import Client, ClientError
 from cqengine.live.ringfile import CLIENT, NodeEntry, RingError, RingFile
-from cqengine.live.storage import FILE, stored_id
+from cqengine.live.storage import FILE
 
 HOST = "127.0.0.1"
 DATA = "data"  # the nodes' data root beside the ring file, unless `ring up --data-dir` says
@@ -345,15 +345,16 @@ def ring_up(
     data_root: Path | None = None,
     insecure: bool = False,
     metrics: bool = False,
-    balanced_ids: bool = False,
+    balanced_ids: bool = True,
 ) -> RingFile:
     """Start n node processes on loopback, the first with the ring-wide `engine` options,
     every one with `node_args` (options of each node, such as how it batches) and, with a
     data root, its data directory there, and wait until the ring has converged. The ring
     runs mutual TLS with the certificates in tls/ beside the ring file (made if missing),
-    unless `insecure`. With `balanced_ids` a new ring's node ids are evenly spaced in port
-    order (chord.ids.spread_ids), not hashed from their addresses; a node restarted from
-    its data takes the id it had, whichever way it was chosen."""
+    unless `insecure`. With `balanced_ids` (as `ring up` has it unless --hashed-ids) a new
+    ring's node ids are evenly spaced in port order (chord.ids.spread_ids), not hashed from
+    their addresses; a node restarted from its data takes the id it had, whichever way it
+    was chosen."""
     if n < 1:
         raise RingError(f"a ring needs at least one node, not {n}")
     timing = timing or Timing()
@@ -402,13 +403,10 @@ def ring_up(
 
     exporters = dict(zip(ports, free_ports(n, exclude=ports))) if metrics else {}
 
-    # a node restarted from its data keeps its id (the keys it holds are its region's);
-    # a new ring's nodes get evenly spaced ones if asked
+    # a new ring's nodes get evenly spaced ids if asked; a node restarted from its data
+    # takes the id it had from there (cqengine.live.service), so a ring that keeps some is
+    # not new: its new nodes' ids are hashed
     ids = dict(zip(sorted(ports), spread_ids(n, min(ports)))) if balanced_ids and not kept else {}
-    for port in kept:
-        was = stored_id(data_root / str(port))
-        if was is not None:
-            ids[port] = was
 
     def start(port: int, join: str | None) -> NodeEntry:
         own = [*node_args, *(["--id", hex(ids[port])] if port in ids else [])]

@@ -30,7 +30,7 @@ from cqengine.core.placement import analyze_all, check_batch
 from cqengine.core.settings import Settings, SettingsError
 from cqengine.live.metrics import MetricsServer
 from cqengine.live.publishing import Batcher, Publishing
-from cqengine.live.storage import Storage
+from cqengine.live.storage import Storage, stored_id
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.proto import cqengine_pb2_grpc as pb_grpc
 
@@ -341,6 +341,8 @@ async def serve_engine(
     storage = None
     if data_dir is not None:
         address = f"{advertise or host}:{port}"
+        if node_id is None:  # restarted there: the id it had (its keys are its region's)
+            node_id = stored_id(data_dir)
         ring_id = hash_id(address) if node_id is None else node_id
         storage = Storage.open(
             data_dir,

@@ -28,7 +28,7 @@ from cqengine.core.records import RecordStore
 from cqengine.core.settings import Settings
 from cqengine.evaluation.sim import EngineSimulator
 from cqengine.live import storage as storage_module
-from cqengine.live.storage import Storage
+from cqengine.live.storage import Storage, stored_id
 from cqengine.proto import cqengine_pb2 as pb
 
 SETTINGS = b"settings"
@@ -237,6 +237,14 @@ def test_a_data_directory_serves_only_its_own_node_and_ring(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(StartupError, match="cannot use data directory"):
         Storage.open(tmp_path / "file", "127.0.0.1:7000", SETTINGS)
+
+
+def test_a_data_directory_tells_the_id_its_node_had(tmp_path):
+    assert stored_id(tmp_path / "none") is None
+    Storage.open(tmp_path / "a", "127.0.0.1:7000 (id 00000000000000ff)", SETTINGS).close()
+    assert stored_id(tmp_path / "a") == 255
+    Storage.open(tmp_path / "b", "127.0.0.1:7001", SETTINGS).close()  # none recorded
+    assert stored_id(tmp_path / "b") is None
 
 
 def entry(sub: int, key: int) -> pb.QueryEntry:
