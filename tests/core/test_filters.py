@@ -107,17 +107,22 @@ def test_filters_spare_announcements_without_changing_alerts():
     assert got[10.0][1] < got[0.0][1]
 
 
+def published_ring(corpus_seed: int, nodes: int, lease: float, seed: int) -> EngineSimulator:
+    """An RI ring with filters, every query subscribed and every document published."""
+    wl = workload(corpus_seed)
+    sim = EngineSimulator(nodes, make_settings(wl, strategy="ri", filter_lease=lease), seed=seed)
+    for q in wl.queries:
+        sim.subscribe(q)
+    for d in wl.docs:
+        sim.publish(d.docno, d.text, d.title)
+    return sim
+
+
 def test_a_new_key_is_acknowledged_only_after_the_filters_without_it_expired():
     """A node holds its hop's filter; a query under a key the hop holds no list for is
     subscribed: its acknowledgement waits out the filter, and the next document with
     the term reaches the hop and alerts."""
-    wl = workload(sorted(SHAPES)[2])
-    lease = 30.0
-    sim = EngineSimulator(24, make_settings(wl, strategy="ri", filter_lease=lease), seed=2)
-    for q in wl.queries:
-        sim.subscribe(q)
-    for d in wl.docs:  # filters granted along the way
-        sim.publish(d.docno, d.text, d.title)
+    sim = published_ring(sorted(SHAPES)[2], 24, lease=30.0, seed=2)  # filters granted
     sim.alerts()
     holders = [(a, e.filters.held) for a, e in sim.engines.items() if e.filters.held]
     assert holders
@@ -187,13 +192,8 @@ def test_a_node_whose_region_changed_waits_out_its_former_owners_filters():
     """A node joins and takes keys from its successor, whose filters of the old region
     other nodes may hold: a subscription under a key new in the joiner's region is
     acknowledged only a lease after the join."""
-    wl = workload(sorted(SHAPES)[1])
     lease = 20.0
-    sim = EngineSimulator(12, make_settings(wl, strategy="ri", filter_lease=lease), seed=4)
-    for q in wl.queries:
-        sim.subscribe(q)
-    for d in wl.docs:
-        sim.publish(d.docno, d.text, d.title)
+    sim = published_ring(sorted(SHAPES)[1], 12, lease, seed=4)
     clock = sim.ring.clock
     sim.ring.join("node-joined")
     joined_at = clock.now()
