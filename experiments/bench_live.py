@@ -31,12 +31,15 @@ With `--data-dirs on` the nodes keep their state in SQLite data directories, as
 command line's default), side by side, and `--tls off,on` rings speaking plaintext and
 mutual TLS (the default): what TLS costs. `--metrics off,on` measures a ring whose nodes
 serve Prometheus metrics, scraped every `--scrape-every` s, beside one without: what
-metrics cost. `--header-terms 0,256`: rings without and with term-presence headers.
+metrics cost. `--header-terms 0,256`: rings without and with term-presence headers;
+`--balanced-ids off,on`: hashed and evenly spaced node ids; `--filter-lease 0,1`: rings
+without and with aggregate filters. Every default is what `cqengine ring up` runs with
+this bench's `--stats` and Term Dialogue (headers 256, evenly spaced ids, no filters).
 
     python experiments/bench_live.py [--nodes 8] [--subscriptions 10000,100000] [--docs 2000]
         [--producer-linger-ms 20,100] [--data-dirs off|on|off,on] [--replicas 1,3]
         [--tls off|on|off,on] [--metrics off|on|off,on] [--scrape-every 5]
-        [--header-terms 0,256]
+        [--header-terms 0,256] [--balanced-ids off,on] [--filter-lease 0,1]
         [--name bench_live]
         [--logs DIR]
 
@@ -56,6 +59,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from itertools import product
 from pathlib import Path
 
 from cqengine.evaluation.matcher import (
@@ -250,12 +254,10 @@ async def measure_ring(
     stats_file: Path,
     oracle: set[tuple[int, str]],
     analyzed: list[list[str]] | None,
-    stored: bool,
-    replicas: int,
-    secure: bool,
-    metrics: bool,
-    headers: int = 0,
+    variant: dict,
 ) -> dict:
+    """One ring (`variant`: its VARIANTS' values) measured."""
+    metrics = variant["metrics"]
     with tempfile.TemporaryDirectory(prefix="bench-live-") as tmp:
         ring_path = Path(tmp) / "ring.json"
         engine = [
@@ -266,9 +268,11 @@ async def measure_ring(
             "--stats",
             str(stats_file),
             "--replicas",
-            str(replicas),
+            str(variant["replicas"]),
             "--header-terms",
-            str(headers),
+            str(variant["headers"]),
+            "--filter-lease",
+            str(variant["filters"]),
         ]
         say(f"starting {args.nodes} nodes ...")
         ring_file = ring_up(
@@ -277,9 +281,11 @@ async def measure_ring(
             out=io.StringIO(),
             engine=engine,
             node_args=["--batch-docs", str(args.batch_docs), "--linger-ms", str(args.linger_ms)],
-            data_root=Path(tmp) / "data" if stored else None,  # as `cqengine ring up` does
-            insecure=not secure,
+            # as `cqengine ring up` does
+            data_root=Path(tmp) / "data" if variant["data_dirs"] else None,
+            insecure=not variant["tls"],
             metrics=metrics,
+            balanced_ids=variant["balanced"],
         )
         ring = Ring(ring_file.addresses(), random.Random(args.seed), ring_file.credentials())
         scraper = Scraper([e.metrics for e in ring_file.nodes], args.scrape_every)
@@ -346,8 +352,25 @@ async def measure_ring(
     }
 
 
-# what a ring of a run was measured with
-FLAGS = ("data_dirs", "replicas", "tls", "metrics", "headers")
+def on_off(text: str) -> bool:
+    if text not in ("on", "off"):
+        raise ValueError(f"on or off, not {text!r}")
+    return text == "on"
+
+
+# what a ring of a run is measured with: its key in a run -> the option (a comma-separated
+# list, a ring each), how a value reads, the default (what `cqengine ring up` runs with
+# this bench's --stats and --resolution td), what it says
+VARIANTS = {
+    "data_dirs": ("--data-dirs", on_off, "off", "on: each node keeps its state in SQLite"),
+    "replicas": ("--replicas", int, "3", "copies of every record (1: none)"),
+    "tls": ("--tls", on_off, "on", "on: mutual TLS; off: plaintext (--insecure)"),
+    "metrics": ("--metrics", on_off, "off", "on: Prometheus metrics, scraped"),
+    "headers": ("--header-terms", int, "256", "term-presence header terms (0: none)"),
+    "balanced": ("--balanced-ids", on_off, "on", "on: evenly spaced ids; off: hashed"),
+    "filters": ("--filter-lease", float, "0", "s an aggregate filter holds (0: none)"),
+}
+FLAGS = tuple(VARIANTS)
 
 
 def side_by_side(runs: list[dict], flag: str, names: tuple[str, str]) -> list[dict]:
@@ -416,34 +439,17 @@ async def run(args) -> dict:
                 single = len(docs) / seconds
                 say(f"  single process: {single:.0f} docs/s, {len(oracle)} matches")
                 rings = [
-                    (d, r, t, m, h)
-                    for d in args.data_dirs
-                    for r in args.replicas
-                    for t in args.tls
-                    for m in args.metrics
-                    for h in args.header_terms
+                    dict(zip(FLAGS, values))
+                    for values in product(*(getattr(args, f) for f in FLAGS))
                 ]
-                for stored, replicas, secure, metrics, headers in rings:
+                for variant in rings:
                     if len(rings) > 1:
                         say(
-                            f"  nodes {'with' if stored else 'without'} data directories, "
-                            f"{replicas} replicas, {'mutual TLS' if secure else 'plaintext'}, "
-                            f"{'metrics scraped' if metrics else 'no metrics'}, "
-                            f"{headers} header terms"
+                            "  "
+                            + ", ".join(f"{VARIANTS[f][0][2:]} {v}" for f, v in variant.items())
                         )
                     ring = await measure_ring(
-                        args,
-                        kind,
-                        queries,
-                        docs,
-                        stats_file,
-                        oracle,
-                        analyzed,
-                        stored,
-                        replicas,
-                        secure,
-                        metrics,
-                        headers,
+                        args, kind, queries, docs, stats_file, oracle, analyzed, variant
                     )
                     fast = ring["throughput"]
                     out.append(
@@ -451,11 +457,7 @@ async def run(args) -> dict:
                             "workload": kind,
                             "subscriptions": n,
                             "documents": len(docs),
-                            "data_dirs": stored,
-                            "replicas": replicas,
-                            "tls": secure,
-                            "metrics": metrics,
-                            "headers": headers,
+                            **variant,
                             "single_process_docs_per_second": single,
                             "matches": len(oracle),
                             "ring_docs_per_second": fast["docs_per_second"],
@@ -489,6 +491,8 @@ async def run(args) -> dict:
         "tls_cost": side_by_side(out, "tls", ("plaintext", "tls")),
         "metrics_cost": side_by_side(out, "metrics", ("without_metrics", "with_metrics")),
         "headers_cost": side_by_side(out, "headers", ("without_headers", "with_headers")),
+        "balanced_cost": side_by_side(out, "balanced", ("hashed_ids", "balanced_ids")),
+        "filters_cost": side_by_side(out, "filters", ("without_filters", "with_filters")),
         "runs": out,
     }
 
@@ -516,45 +520,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument("--logs", type=Path, help="keep each ring's node logs under this directory")
-    p.add_argument(
-        "--data-dirs",
-        default="off",
-        help="comma-separated, a ring each: off (nodes keep nothing), on (each node keeps its "
-        "state in SQLite, as `cqengine ring up` has them do)",
-    )
-    p.add_argument(
-        "--replicas",
-        default="3",
-        help="comma-separated, a ring each: copies of every record (the command line's "
-        "default 3; 1: none)",
-    )
-    p.add_argument(
-        "--tls",
-        default="on",
-        help="comma-separated, a ring each: on (mutual TLS, as `cqengine ring up` runs by "
-        "default), off (plaintext, --insecure)",
-    )
-    p.add_argument(
-        "--metrics",
-        default="off",
-        help="comma-separated, a ring each: on (every node serves Prometheus metrics, "
-        "scraped every --scrape-every s), off",
-    )
     p.add_argument("--scrape-every", type=float, default=5.0, help="s between scrapes of each node")
-    p.add_argument(
-        "--header-terms",
-        default="0",
-        help="comma-separated, a ring each: the nodes' --header-terms (0: no headers)",
-    )
+    for flag, (option, _, default, text) in VARIANTS.items():
+        p.add_argument(
+            option,
+            dest=flag,
+            default=default,
+            help=f"comma-separated, a ring each: {text} (default %(default)s)",
+        )
     p.add_argument("--name", default="bench_live", help="the results file: NAME.json")
     args = p.parse_args(argv)
-    for flag in ("metrics", "data_dirs", "tls"):  # off and/or on: a ring each
-        modes = getattr(args, flag).split(",")
-        if set(modes) - {"off", "on"} or len(set(modes)) < len(modes):
-            p.error(f"--{flag.replace('_', '-')} takes off and on, each once, not {modes}")
-        setattr(args, flag, [m == "on" for m in modes])
-    args.header_terms = [int(k) for k in args.header_terms.split(",")]
-    args.replicas = [int(r) for r in args.replicas.split(",")]
+    for flag, (option, read, _, _) in VARIANTS.items():  # a ring each
+        texts = getattr(args, flag).split(",")
+        try:
+            values = [read(t) for t in texts]
+        except ValueError as e:
+            p.error(f"{option}: {e}")
+        if len(set(values)) < len(values):
+            p.error(f"{option} names a value twice: {texts}")
+        setattr(args, flag, values)
     args.subscriptions = [int(n) for n in args.subscriptions.split(",")]
     args.workloads = args.workloads.split(",")
     args.producer_linger_ms = [float(x) for x in args.producer_linger_ms.split(",")]

@@ -51,6 +51,8 @@ def test_bench_live_small(tmp_path):
     assert all(r["tls"] for r in result["runs"])  # the secure default, as `ring up` runs
     assert result["tls_cost"] == result["metrics_cost"] == []  # no twin to compare with
     assert result["headers_cost"] == [] and all(r["headers"] == 64 for r in result["runs"])
+    assert result["balanced_cost"] == result["filters_cost"] == []
+    assert all(r["balanced"] and r["filters"] == 0 for r in result["runs"])  # ring up's
     assert all(r["metrics"] and r["scrapes"] > 0 for r in result["runs"])
     for r in result["runs"]:
         fast = r["throughput"]
@@ -109,7 +111,8 @@ def test_side_by_side_pairs_rings_alike_but_for_one_flag():
     bench = load_script("experiments/bench_live.py")
 
     def run(workload, tls, metrics, docs_per_second):
-        flags = {"data_dirs": True, "replicas": 3, "tls": tls, "metrics": metrics, "headers": 0}
+        flags = {"data_dirs": True, "replicas": 3, "tls": tls, "metrics": metrics}
+        flags |= {"headers": 0, "balanced": True, "filters": 0.0}
         cpu = {"cpu_seconds_per_document": 1 / docs_per_second}
         return {"workload": workload, "subscriptions": 10, **flags, "throughput": cpu} | {
             "ring_docs_per_second": docs_per_second
