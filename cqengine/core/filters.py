@@ -7,9 +7,9 @@ The sender keeps it that long, counted from before it sent (so never longer than
 granter counts), and sends the hop no document whose runs there all lie in the stated
 region and meet none of its keys: every id would stop at the hop and find no list, so the
 hop would only hand its share back (Announcer._idle). The filter covers one hop's region,
-not a finger's range: measured at paper scale, a filter of whole subtrees could spare 2-3%
-of the announcement's messages (`bench_headroom.json`, `skippable_share`), and nearly all
-of those are last hops, which this one spares at the cost of one small reply per lease.
+not a finger's range: a hop whose subtree holds lists is rarely without one for any of a
+document's ids. At paper scale these spare 0.7-5.6% of the announcement's messages, about
+what their grants cost in bytes (experiments/results/README.md, "Beyond the paper").
 
 A filter must never say "no list" where a subscription acknowledged before the document
 was published has one: a false "maybe" costs a message, a false "no" loses an alert. So
