@@ -85,6 +85,7 @@ class ChordNode:
         self.store: KeyStore = store if store is not None else SortedKeyStore()
         self.rng = random.Random(seed if seed is not None else me.id)
         self.region_listeners: list[RegionListener] = []
+        self.received_listeners: list[Callable[[], None]] = []  # told when keys are handed me
         self.successor_listeners: list[Callable[[], None]] = []  # told my successors changed
         # a leaver handed me keys that may be my predecessor's: the next Notify hands them on
         self.leaver_keys = False
@@ -339,6 +340,8 @@ class ChordNode:
         good = items if self.items_problem(items) is None else self._good(items, t.successor)
         self.store.put_items(good)
         self.settled = True
+        for listener in self.received_listeners if good else ():
+            listener()
 
     def _ask(self, peer: NodeRef, method: str, request: Any) -> Op:
         """A call whose reply I route by, checked (chord.checks): a malformed one is

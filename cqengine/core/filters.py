@@ -83,7 +83,7 @@ class Filters:
         if self.lease:
             self.changed()  # a start: what this region's owner granted before may hold
             ctx.chord.region_listeners.append(lambda old, new: self.changed())
-            ctx.store.received.append(self.changed)
+            ctx.chord.received_listeners.append(self.changed)
 
     # ---- a sender's side ---------------------------------------------------------------
 

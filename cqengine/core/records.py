@@ -84,7 +84,6 @@ class RecordStore:
         self.replicas = replicas
         self.clock = clock
         self.journal: Journal | None = None
-        self.received: list[Callable[[], None]] = []  # told when keys are handed over to me
         self.tombstones: dict[tuple[int, int], tuple[int, float]] = {}  # (key, slot): version, when
         self.gone: dict[int, tuple[int, float]] = {}  # unsubscribed: sub -> home key, when
         self.held: OrderedDict[int, pb.HeldBatch] = OrderedDict()  # batch name -> its documents
@@ -572,16 +571,11 @@ class RecordStore:
         return out
 
     def put_items(self, items: Iterable[tuple[int, bytes]]) -> None:
-        items = list(items)
-        if not items:
-            return
         if self.replicas == 1:
             self.index.put_items(items)
-        else:
-            for _, data in items:
-                self.merge(pb.Records.FromString(data))
-        for listener in self.received:
-            listener()
+            return
+        for _, data in items:
+            self.merge(pb.Records.FromString(data))
 
     def __len__(self) -> int:
         return len(self.index)

@@ -351,10 +351,8 @@ def ring_up(
     every one with `node_args` (options of each node, such as how it batches) and, with a
     data root, its data directory there, and wait until the ring has converged. The ring
     runs mutual TLS with the certificates in tls/ beside the ring file (made if missing),
-    unless `insecure`. With `balanced_ids` (as `ring up` has it unless --hashed-ids) a new
-    ring's node ids are evenly spaced in port order (chord.ids.spread_ids), not hashed from
-    their addresses; a node restarted from its data takes the id it had, whichever way it
-    was chosen."""
+    unless `insecure`. With `balanced_ids` a new ring's ids are evenly spaced in port order
+    (chord.ids.spread_ids); a node restarted from its data takes the id it had."""
     if n < 1:
         raise RingError(f"a ring needs at least one node, not {n}")
     timing = timing or Timing()
@@ -403,9 +401,7 @@ def ring_up(
 
     exporters = dict(zip(ports, free_ports(n, exclude=ports))) if metrics else {}
 
-    # a new ring's nodes get evenly spaced ids if asked; a node restarted from its data
-    # takes the id it had from there (cqengine.live.service), so a ring that keeps some is
-    # not new: its new nodes' ids are hashed
+    # a ring that keeps some nodes' data is not new: its new nodes' ids are hashed
     ids = dict(zip(sorted(ports), spread_ids(n, min(ports)))) if balanced_ids and not kept else {}
 
     def start(port: int, join: str | None) -> NodeEntry:
