@@ -430,8 +430,12 @@ class ChordNode:
             owner, _ = yield from self.lookup(start)
             t.fingers[i] = owner
             i += 1
-            while i < BITS and in_open_closed(
-                (t.me.id + (1 << i)) & ((1 << BITS) - 1), start, owner.id
+            # (start, owner] holds the next starts it also owns; none when the owner's id is
+            # the start itself (evenly spaced ids), not the whole circle (lo == hi)
+            while (
+                i < BITS
+                and owner.id != start
+                and in_open_closed((t.me.id + (1 << i)) & ((1 << BITS) - 1), start, owner.id)
             ):
                 t.fingers[i] = owner
                 i += 1

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from chord.ids import hash_id
+from chord.ids import hash_id, spread_ids
 from chord.node import JoinError, PeerUnreachable
 from chord.oracle import RingOracle, ring_problems, zave_problems
 from chord.proto import chord_pb2 as pb
@@ -47,6 +47,21 @@ def test_joins_reach_the_instant_build_tables(r):
 @pytest.mark.parametrize("n", [1, 2, 3, 9])
 def test_small_rings_converge(n):
     sim = built_by_joins(n, seed=n)
+    assert sim.problems() == []
+    assert_lookups_correct(sim)
+
+
+@pytest.mark.parametrize("n", [2, 4, 8, 16, 12])
+def test_evenly_spaced_ids_converge_to_their_oracle_tables(n):
+    """Evenly spaced ids (`ring up`'s) put finger starts exactly on node ids: a lookup of
+    a start then finds the start's own node, whose range ahead is empty, not the circle."""
+    sim = Simulator(seed=n)
+    ids = spread_ids(n, seed=40_000 + n)
+    sim.join(addr(0), node_id=ids[0])
+    for i in range(1, n):
+        sim.join(addr(i), via=addr(0), node_id=ids[i])
+    for _ in range(40):
+        sim.round()
     assert sim.problems() == []
     assert_lookups_correct(sim)
 
