@@ -69,17 +69,20 @@ queries = st.lists(st.sets(st.sampled_from(IDS), min_size=1, max_size=5), min_si
 def test_a_merge_never_loses_a_match_and_asks_what_its_members_would(
     qs, keys, doc, df, parts, max_id, known, noise, batch
 ):
-    """Arbitrary lists (each query under one of its terms, the keys spread over `parts`
-    QNs), what each QN knows of the document (ids it holds, none above max_id), a sound
-    filter (it passes every id the document holds, and errs on `noise`), and dialogue
-    batches: merged, the matches are the brute force's, and the unmerged resolution's
-    ids, round by round, at batch 1."""
+    """Arbitrary lists (each query under one of its terms, the keys spread over `parts` QNs, those
+    under the document's ids consulted, as a QN does), what each QN knows of the document
+    (ids it holds, none above max_id), a sound filter (it passes every id the document
+    holds, and errs on `noise`), and dialogue batches: merged, the matches are the brute
+    force's, and the unmerged resolution's ids, round by round, at batch 1."""
     doc = {y for y in doc if y <= max_id}
     rarity = lambda y, t: df[y - 1]  # noqa: E731
     lists: dict[int, dict[int, list[pb.QueryEntry]]] = defaultdict(lambda: defaultdict(list))
     for sub, ids in enumerate(qs):
         key = sorted(ids)[0] if keys is None else keys.draw(st.sampled_from(sorted(ids)))
-        lists[key % parts][key].append(entry(sub, ids))
+        if key in doc:  # a QN consults the lists under the document's own ids only
+            lists[key % parts][key].append(entry(sub, ids))
+    if not lists:
+        return
     ruled_out = None if noise is None else set(IDS) - doc - noise
     got = {}
     for merge in (False, True):
