@@ -30,6 +30,7 @@ from cqengine.cli.options import (
     timing_from,
     timing_options,
 )
+from cqengine.core.filters import lease_problem
 from cqengine.live.ring import DATA, ring_down, ring_metrics, ring_status, ring_up
 
 
@@ -234,7 +235,10 @@ def node_credentials(args: argparse.Namespace):
 
 def cmd_ring(args: argparse.Namespace) -> int:
     if args.ring_command == "up":
-        settings_from(args)  # refuse bad settings here, before any process starts
+        # refuse bad settings here, before any process starts
+        why = lease_problem(settings_from(args).filter_lease, timing_from(args).call_timeout)
+        if why is not None:
+            raise CliError(why)
         if args.insecure:
             print(
                 "cqengine: WARNING: --insecure: the ring speaks plaintext; anyone who reaches "

@@ -62,6 +62,17 @@ class Filter:
         return bool(in_range(ids, self.lo, self.hi).all()) and not member(ids, self.keys).any()
 
 
+def lease_problem(lease: float, call_timeout: float) -> str | None:
+    """Why a live node cannot use this lease (None: it can): an Index call that waits out
+    a lease must not time out first."""
+    if lease < call_timeout:
+        return None
+    return (
+        f"the ring's filter lease ({lease:g} s) must be shorter than --call-timeout "
+        f"({call_timeout:g} s): a subscription may wait that long"
+    )
+
+
 def filter_of(reply: pb.AnnounceReply, until: float) -> Filter:
     keys = np.array(reply.filter_keys, dtype=np.uint64)
     if len(keys) > 1 and not (keys[1:] > keys[:-1]).all():

@@ -349,6 +349,8 @@ class Placement:
     # ---- at the owner of an index term ---------------------------------------------------
 
     def on_index(self, req: pb.IndexRequest) -> pb.IndexReply | Op:
+        if not self.filters.lease:
+            return self._index(req)
         owns = self.ctx.chord.table.owns
         keys = {e.index_id for e in (req.entries or [req.entry]) if owns(e.index_id)}
         if not self.filters.hold(keys):

@@ -24,6 +24,7 @@ from chord.live import Limits, LiveNode, StartupError, Timing, serve
 from chord.meter import charged
 from chord.tls import ADMIN, PUBLISHER, SUBSCRIBER, Credentials, aio_channel, tls_failure
 from cqengine.core.errors import EngineError
+from cqengine.core.filters import lease_problem
 from cqengine.core.mailboxes import Subscription, numbered_batch
 from cqengine.core.node import EngineNode
 from cqengine.core.placement import analyze_all, check_batch
@@ -338,6 +339,9 @@ async def serve_engine(
             f"the ring keeps {settings.replicas} copies of every record, on a node's next "
             f"{settings.replicas - 1} successors: --successors must be at least that, not {r}"
         )
+    why = lease_problem(settings.filter_lease, timing.call_timeout)
+    if why is not None:
+        raise StartupError(why)
     storage = None
     if data_dir is not None:
         address = f"{advertise or host}:{port}"

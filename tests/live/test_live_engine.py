@@ -362,6 +362,7 @@ def test_cli_publish_reports_malformed_trec_with_its_line(ring, tmp_path):
         ),
         (["ring", "up", "-n", "2", "--resolution", "xx"], "choose td or bf"),
         (["ring", "up", "-n", "2", "--bloom-bits", "1001"], "multiple of 8"),
+        (["ring", "up", "-n", "2", "--filter-lease", "40"], "shorter than --call-timeout"),
     ],
 )
 def test_bad_engine_settings_are_refused_before_starting(args, fragment, tmp_path):
