@@ -73,18 +73,17 @@ def make_certificates(tls: Path, ports: list[int]) -> None:
 def pid_alive(pid: int, port: int | None = None) -> bool:
     """True if pid is a running (not zombie) cqengine node, on `port` when given."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         for _ in range(EXEC_WAITS):
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            if stat.rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+                return False  # exited (a zombie has no command line: no need to wait)
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
             if cmdline:
                 break
             # a node just spawned may be caught inside exec, its arguments not yet there
             # (Popen returns once exec is under way): it was taken for dead in CI
             time.sleep(0.01)
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
-        return False
-    if stat.rsplit(")", 1)[1].split()[0] in ("Z", "X"):
         return False
     args = [a.decode(errors="replace") for a in cmdline.split(b"\0")]
     if "cqengine" not in " ".join(args) or "node" not in args:
