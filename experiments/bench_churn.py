@@ -44,9 +44,9 @@ from pathlib import Path
 from chord.live import Timing
 from cqengine.evaluation.matcher import document_frequencies, document_terms, matches
 from cqengine.live.client import Client, ClientError
+from cqengine.live.ports import free_ports
 from cqengine.live.ring import (
     _wait_serving,
-    free_ports,
     observe,
     ring_up,
     spawn,

@@ -41,7 +41,8 @@ from pathlib import Path
 from cqengine.demo import sample_corpus
 from cqengine.evaluation.matcher import document_terms, matches
 from cqengine.live.client import Client
-from cqengine.live.ring import free_ports, ring_down, ring_up
+from cqengine.live.ports import free_ports
+from cqengine.live.ring import ring_down, ring_up
 from cqengine.text.analysis import analyze
 
 RESULTS = Path(__file__).resolve().parent / "results"

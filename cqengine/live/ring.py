@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -37,10 +36,10 @@ from chord.oracle import RingOracle, ring_problems
 from chord.routing import SUCCESSORS
 from chord.tls import ADMIN, NODE, Credentials
 from cqengine.live.client import Client, ClientError
+from cqengine.live.ports import HOST, free_ports, port_free
 from cqengine.live.ringfile import CLIENT, NodeEntry, RingError, RingFile
 from cqengine.live.storage import FILE
 
-HOST = "127.0.0.1"
 DATA = "data"  # the nodes' data root beside the ring file, unless `ring up --data-dir` says
 TLS = "tls"  # the ring's certificates beside the ring file
 EXEC_WAITS = 50  # 10 ms looks at a process whose command line is not there yet (pid_alive)
@@ -89,32 +88,6 @@ def pid_alive(pid: int, port: int | None = None) -> bool:
     if "cqengine" not in " ".join(args) or "node" not in args:
         return False  # the pid was reused by something else
     return port is None or str(port) in args
-
-
-def port_free(port: int, host: str = HOST) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-            return True
-        except OSError:
-            return False
-
-
-def free_ports(n: int, host: str = HOST, exclude=()) -> list[int]:
-    """n distinct ports the kernel says are free now (none of `exclude`)."""
-    socks, ports = [], []
-    try:
-        while len(ports) < n:
-            s = socket.socket()
-            s.bind((host, 0))
-            socks.append(s)
-            if s.getsockname()[1] not in exclude:
-                ports.append(s.getsockname()[1])
-    finally:
-        for s in socks:
-            s.close()
-    return ports
 
 
 def node_command(

@@ -14,7 +14,7 @@ from chord.links import Exchanges
 from chord.live import SERVER_OPTIONS
 from chord.node import NodeRef, PeerUnreachable, Refused
 from chord.proto import chord_pb2 as pb
-from cqengine.live.ring import free_ports
+from cqengine.live.ports import free_ports
 
 LINKED = frozenset({"FindSuccessor", "Ping"})
 

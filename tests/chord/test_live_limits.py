@@ -20,7 +20,7 @@ from chord.grpc_transport import SIZE_OPTIONS, GrpcTransport
 from chord.live import Limits, LiveNode, Timing
 from chord.node import Call, NodeRef
 from chord.proto import chord_pb2 as pb
-from cqengine.live.ring import free_ports
+from cqengine.live.ports import free_ports
 
 FAST = Timing(stabilize=0.05, fix_fingers=0.1, check_predecessor=0.1)
 

@@ -81,7 +81,7 @@ def test_a_node_refuses_calls_until_it_knows_its_successor_and_once_it_stops():
 
     from chord.grpc_transport import GrpcTransport
     from chord.node import PeerUnreachable
-    from cqengine.live.ring import free_ports
+    from cqengine.live.ports import free_ports
 
     async def main():
         port_b, port_x = free_ports(2)
@@ -151,7 +151,7 @@ def test_a_handler_that_fails_unexpectedly_answers_internal_and_the_node_serves_
     should not know); the node's log has it, and the node answers the next call."""
     from chord.gate import INTERNAL
     from chord.grpc_transport import GrpcTransport
-    from cqengine.live.ring import free_ports
+    from cqengine.live.ports import free_ports
 
     node = LiveNode("127.0.0.1", free_ports(1)[0])
     handle = node.node.handle
@@ -190,7 +190,7 @@ def test_bytes_that_are_no_message_are_refused_as_bad_input_never_unknown():
     import random
 
     from chord.grpc_transport import CHORD_SERVICE
-    from cqengine.live.ring import free_ports
+    from cqengine.live.ports import free_ports
 
     node = LiveNode("127.0.0.1", free_ports(1)[0])
     rng = random.Random(7)

@@ -26,8 +26,9 @@ from cqengine.cli.options import (
 )
 from cqengine.core.presence import DEFAULT_HEADER_TERMS
 from cqengine.core.settings import REPLICAS, Settings
+from cqengine.live.ports import free_ports
 from cqengine.live.publishing import Publishing
-from cqengine.live.ring import free_ports, pid_alive
+from cqengine.live.ring import pid_alive
 
 
 @pytest.fixture

@@ -47,7 +47,7 @@ def test_a_joining_node_takes_settings_larger_than_grpcs_default_message():
 
     from chord.live import LiveNode
     from cqengine.core.node import EngineNode
-    from cqengine.live.ring import free_ports
+    from cqengine.live.ports import free_ports
     from cqengine.live.service import fetch_settings
 
     df = {f"term{i:06d}": i for i in range(300_000)}

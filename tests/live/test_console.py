@@ -19,7 +19,8 @@ from support.netns import netns_usable
 from support.repo import load_script
 
 from cqengine.live.console import COOKIE
-from cqengine.live.ring import free_ports, ring_down, ring_up
+from cqengine.live.ports import free_ports
+from cqengine.live.ring import ring_down, ring_up
 
 bench = load_script("experiments/bench_console.py")
 

@@ -20,8 +20,8 @@ from chord import tls
 from cqengine.demo import collect_alerts, wait_quiet
 from cqengine.evaluation.matcher import document_frequencies
 from cqengine.live.client import Client, ClientError
+from cqengine.live.ports import free_ports
 from cqengine.live.ring import (
-    free_ports,
     make_certificates,
     node_certificate,
     ring_up,

@@ -15,7 +15,7 @@ from chord.live import LiveNode
 from cqengine.core.documents import prepare
 from cqengine.core.errors import EngineError
 from cqengine.core.node import EngineNode
-from cqengine.live.ring import free_ports
+from cqengine.live.ports import free_ports
 
 
 def engine_ring(settings) -> list[LiveNode]:

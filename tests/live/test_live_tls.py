@@ -17,7 +17,7 @@ from chord.node import PeerUnreachable
 from chord.proto import chord_pb2 as pb
 from chord.tls import Credentials, TlsError
 from cqengine.live.certs import init_ca, issue
-from cqengine.live.ring import free_ports
+from cqengine.live.ports import free_ports
 
 FAST = Timing(stabilize=0.05, fix_fingers=0.1, check_predecessor=0.1)
 

@@ -53,7 +53,7 @@ def _credentials(tls: str, name: str):
 
 
 def agent_ports(host: str, n: int) -> list[int]:
-    from cqengine.live.ring import free_ports
+    from cqengine.live.ports import free_ports
 
     return free_ports(n, host)
 

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 from support.waiting import eventually
 
-from cqengine.live.ring import free_ports
+from cqengine.live.ports import free_ports
 from cqengine.spark.prep import discover, run_prep
 from cqengine.spark.workload_job import run_workload
 from cqengine.text.corpus import write_corpus_files

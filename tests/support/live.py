@@ -53,7 +53,7 @@ def engine_node(**kw):
     from chord.live import LiveNode
     from cqengine.core.node import EngineNode
     from cqengine.core.settings import Settings
-    from cqengine.live.ring import free_ports
+    from cqengine.live.ports import free_ports
 
     settings = Settings().validate()
     return LiveNode(
