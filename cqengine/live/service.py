@@ -29,7 +29,6 @@ from cqengine.core.mailboxes import Subscription, numbered_batch
 from cqengine.core.node import EngineNode
 from cqengine.core.placement import analyze_all, check_batch
 from cqengine.core.settings import Settings, SettingsError
-from cqengine.live.metrics import MetricsServer
 from cqengine.live.publishing import Batcher, Publishing
 from cqengine.live.storage import Storage, stored_id
 from cqengine.proto import cqengine_pb2 as pb
@@ -373,6 +372,9 @@ async def serve_engine(
     serving: list[LiveNode] = []  # the node, once it serves
     exporter = None
     if metrics is not None:
+        # aiohttp and prometheus_client are a third of a node's start: only when asked for
+        from cqengine.live.metrics import MetricsServer
+
         exporter = MetricsServer(
             *metrics, lambda: node_stats(serving[0], False) if serving else None
         )
