@@ -3,11 +3,9 @@ are published lose no subscription and no alert, and repeat none."""
 
 import json
 
-import pytest
 from support.repo import load_script
 
 
-@pytest.mark.slow  # a benchmark end to end: `make test-slow` (make test's time budget)
 def test_bench_churn_small(tmp_path):
     bench = load_script("experiments/bench_churn.py")
     rc = bench.main(

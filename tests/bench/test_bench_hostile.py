@@ -84,7 +84,6 @@ def test_a_look_told_to_slow_down_is_made_again_not_read_as_a_change(monkeypatch
     assert callers.digest("127.0.0.1:1") is None
 
 
-@pytest.mark.slow  # a benchmark end to end: `make test-slow` (make test's time budget)
 def test_bench_hostile_small(tmp_path):
     # a low rate, so the flood is refused however slowly this machine calls: 1,000 calls
     # within the limit would take 36 s
@@ -92,6 +91,6 @@ def test_bench_hostile_small(tmp_path):
     check(run(tmp_path, 3, 1000, limits), 1000)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(reason="a soak: 10,000 hostile calls on a ring of 8")
 def test_bench_hostile_ten_thousand_calls(tmp_path):
     check(run(tmp_path, 8, 10_000), 10_000)

@@ -2,11 +2,9 @@
 
 import json
 
-import pytest
 from support.repo import load_script
 
 
-@pytest.mark.slow  # a benchmark end to end: `make test-slow` (make test's time budget)
 def test_bench_live_small(tmp_path):
     bench = load_script("experiments/bench_live.py")
     rc = bench.main(
@@ -87,7 +85,6 @@ def test_bench_live_small(tmp_path):
     assert result["runs"][2]["matches"] > 0  # the query language's alerts, = the matcher's
 
 
-@pytest.mark.slow  # the small run above checks side_by_side's empty case; this its pairs
 def test_bench_live_measures_what_tls_costs_on_twin_rings(tmp_path):
     """--tls off,on: the same documents through a plaintext ring and a mutual-TLS one, both
     exact against the matcher; the cost compares the two rings' documents/s."""

@@ -50,7 +50,7 @@ def test_benchmark_small(tmp_path):
     check(run(tmp_path, sizes, 1500), sizes)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(reason="paper scale: lookups on rings of up to 4,096 nodes")
 def test_benchmark_full_scale(tmp_path):
     sizes = bench().DEFAULT_SIZES
     check(run(tmp_path, sizes, 4000), sizes)

@@ -6,7 +6,7 @@ import pytest
 from support.repo import load_script
 
 
-@pytest.mark.slow
+@pytest.mark.slow(reason="paper scale: 1,000 nodes, 100,000 queries, 10,000 documents")
 @pytest.mark.timeout(1800)
 def test_one_paper_scale_configuration_equals_the_matcher(tmp_path):
     """1,000 nodes, 100,000 Skew queries, 10,000 TREC-AP-like documents, MHI with Term

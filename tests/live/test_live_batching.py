@@ -1,7 +1,7 @@
 """Batches end to end on live 8-node loopback rings: documents published in batches
 (PublishBatch, and the DN's own gathering by linger time and batch size) alert exactly
 the subscribers the brute-force matcher names, each once, for every strategy and both
-resolution methods (each pair of them under `make test-slow`); conjunctions and queries
+resolution methods; conjunctions and queries
 with OR, NOT and phrases alike, with term-presence headers and without."""
 
 from __future__ import annotations
@@ -23,18 +23,16 @@ from cqengine.text.corpus import generate_corpus
 from cqengine.text.workload import generate_queries
 
 # (strategy, resolution, documents per batch at most, linger ms, term-presence header
-# terms): `make test` runs every strategy and both resolutions, each half of the matrix,
-# with and without headers; `make test-slow` the other half
-SLOW = pytest.mark.slow
+# terms): every strategy with both resolutions, with and without headers
 CASES = [
     ("ri", "td", 64, 5, 0),
-    pytest.param("ri", "bf", 4, 20, 64, marks=SLOW),
-    pytest.param("oi", "td", 16, 2, 0, marks=SLOW),
+    ("ri", "bf", 4, 20, 64),
+    ("oi", "td", 16, 2, 0),
     ("oi", "bf", 1, 0, 64),
-    pytest.param("mhi", "td", 1, 0, 256, marks=SLOW),
+    ("mhi", "td", 1, 0, 256),
     ("mhi", "bf", 64, 50, 0),
     ("sap-mhi", "td", 8, 5, 32),
-    pytest.param("sap-mhi", "bf", 32, 1, 0, marks=SLOW),
+    ("sap-mhi", "bf", 32, 1, 0),
 ]
 
 

@@ -56,3 +56,37 @@ def test_no_test_module_imports_another_or_conftest():
     }
     wrong = {path: names for path, names in wrong.items() if names}
     assert not wrong, f"import helpers from tests/support instead: {wrong}"
+
+
+SLOW_REASONS = ("paper scale", "soak")  # what alone may keep a test out of `make test`
+
+
+def unexplained_slow_marks(source: str) -> list[int]:
+    """The lines of `pytest.mark.slow` marks that do not say, by a reason naming paper scale
+    or a soak, why the test stays out of `make test`."""
+    nodes = list(ast.walk(ast.parse(source)))
+    calls = {id(n.func): n for n in nodes if isinstance(n, ast.Call)}
+    out = []
+    for node in nodes:
+        if not (isinstance(node, ast.Attribute) and node.attr == "slow"):
+            continue
+        call = calls.get(id(node))
+        reason = next((k.value for k in call.keywords if k.arg == "reason"), None) if call else None
+        text = reason.value if isinstance(reason, ast.Constant) else ""
+        if not any(word in str(text) for word in SLOW_REASONS):
+            out.append(node.lineno)
+    return out
+
+
+def test_a_test_stays_slow_only_for_paper_scale_or_a_soak():
+    """`make test` runs everything else (issue 55): a slow test says why in its marker."""
+    assert unexplained_slow_marks("@pytest.mark.slow\ndef test_a(): pass\n") == [1]
+    assert unexplained_slow_marks('@pytest.mark.slow(reason="budget")\ndef t(): pass\n') == [1]
+    assert unexplained_slow_marks("S = pytest.mark.slow\n") == [1]
+    assert not unexplained_slow_marks('@pytest.mark.slow(reason="a soak: 1 h")\ndef t(): pass\n')
+    wrong = {
+        str(path.relative_to(TESTS)): lines
+        for path in collected_modules()
+        if (lines := unexplained_slow_marks(path.read_text()))
+    }
+    assert not wrong, f"slow marks without a paper-scale or soak reason: {wrong}"

@@ -3,13 +3,9 @@ the experiment command on prep's output."""
 
 import json
 
-import pytest
 from support.command_line import assert_one_line_error, cqengine
 
 
-# make test-slow: the cluster test runs prep and workload through the command line, and
-# the evaluation tests the experiments; this whole chain costs 37 s of the suite's budget
-@pytest.mark.slow
 def test_gen_corpus_prep_workload(tmp_path):
     corpus = tmp_path / "corpus"
     gen = cqengine(
