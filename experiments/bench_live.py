@@ -173,8 +173,10 @@ async def throughput(ring: Ring, docs: list[TrecDoc], args, want: int, pids: lis
     published = time.perf_counter()
     await ring.wait_alerts(want, args.settle)
     end = max([published] + [t for *_, t in ring.arrivals])
-    cpu = cpu_seconds(pids) - cpu
+    # /proc read right after each ledger, as before: the meters' window (the two Stats
+    # replies) and /proc's end alike, not a ledger call's worth apart
     after = await ring.ledger()
+    cpu = cpu_seconds(pids) - cpu
     n = len(docs)
     messages = {k: after[0][k] - before[0][k] for k in after[0]}
     size = {k: after[1][k] - before[1][k] for k in after[1]}

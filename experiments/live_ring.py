@@ -40,12 +40,18 @@ CHANNEL = [
 
 
 def cpu_seconds(pids: list[int]) -> float:
-    """User and system CPU seconds the processes have taken so far."""
-    tick, total = os.sysconf("SC_CLK_TCK"), 0
-    for pid in pids:
+    """CPU seconds the processes have taken so far, every thread's, to the nanosecond: the
+    kernel's CPU clock of each process (/proc's utime and stime count 10 ms ticks, too
+    coarse for a short run: 30 documents of a small ring are a few ticks)."""
+    return sum(_process_cpu(pid) for pid in pids)
+
+
+def _process_cpu(pid: int) -> float:
+    try:  # Linux names another process's CPU clock thus (MAKE_PROCESS_CPUCLOCK)
+        return time.clock_gettime(((~pid) << 3) | 2)
+    except OSError:  # no such clock here: /proc's ticks
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / tick
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
 def quantiles(values: list[float]) -> tuple[float | None, float | None]:

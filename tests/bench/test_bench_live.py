@@ -75,7 +75,7 @@ def test_bench_live_small(tmp_path):
         )
         assert {"analysis", "announcement", "gRPC, TLS and event loop"} <= set(stages)
         spent = 1000 * fast["cpu_seconds_per_document"]
-        assert abs(sum(stages.values()) - spent) < 0.5 * spent  # (clock ticks of 10 ms)
+        assert abs(sum(stages.values()) - spent) < 0.5 * spent  # (read a moment apart)
         assert "op Announcer.announce" in accounts
         for slow in r["latency"]:
             assert slow["alerts_equal_matcher"] and slow["alerts_dropped"] == 0
