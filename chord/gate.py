@@ -20,10 +20,15 @@ from chord.tls import NODE, caller_name, caller_role
 log = logging.getLogger("chord.live")
 
 NOT_MEMBER = "this node is not (or no longer) a member of the ring; ask another node"
+# a node names its ring's identity on every call (metadata): a node of another ring (a
+# partition healed onto a ring started anew, a port taken by another ring's node) is refused
+RING_HEADER = "cqengine-ring"
+OF_ANOTHER_RING = "another ring"  # how such a refusal's details begin
 
 # why the gate refuses a call (Gate.refused, Stats.calls_refused)
 REFUSALS = {
     "not_member": "the node is not (or no longer) a member of the ring: UNAVAILABLE",
+    "another_ring": "a node of another ring (another id or other settings): FAILED_PRECONDITION",
     "role": "the caller's certificate names no role that may call the method: PERMISSION_DENIED",
     "rate": "a client calling faster than its rate: RESOURCE_EXHAUSTED",
     "malformed": "a request that is no message of its kind: INVALID_ARGUMENT",
@@ -72,14 +77,18 @@ class Gate(grpc.aio.ServerInterceptor):
         ring: frozenset[str] = frozenset(),
         rate: ClientRate | None = None,
         meter: Meter | None = None,
+        identity: str = "",
     ) -> None:
         """`access`: the roles that may call each method, by its path (None: anyone may,
         the ring runs plaintext); a method it does not name nobody may call. Who calls is
         read from the certificate the caller presented, never from what it sends. `ring`:
         the paths `rate` does not limit (the ring's own methods; on mutual TLS a client's
         Lookup and GetState are limited, a node's calls never). `meter`: charged the CPU
-        time of parsing requests and serializing replies (chord.meter)."""
+        time of parsing requests and serializing replies (chord.meter). `identity`: the
+        ring's (RING_HEADER); a call naming another is refused, one naming none (a client,
+        a node of an earlier version) is not."""
         self.member = member
+        self.identity = identity
         self.access = access
         self.ring = ring
         self.rate = rate
@@ -92,6 +101,9 @@ class Gate(grpc.aio.ServerInterceptor):
             return handler
         if details.method.startswith("/grpc.health."):  # for anyone, member or not
             return _guarded(handler, details.method, None, None, self.meter, self.refused)
+        theirs = self.identity and _header(details.invocation_metadata, RING_HEADER)
+        if theirs and theirs != self.identity:
+            return _answering(handler, self._another_ring(theirs), self.meter)
         if not self.member():
             return _answering(handler, self._refuse, self.meter)
         roles = None if self.access is None else self.access.get(details.method, frozenset())
@@ -101,6 +113,21 @@ class Gate(grpc.aio.ServerInterceptor):
     async def _refuse(self, request, context) -> None:
         self.refused["not_member"] += 1
         await context.abort(grpc.StatusCode.UNAVAILABLE, NOT_MEMBER)
+
+    def _another_ring(self, theirs: str):
+        async def refuse(request, context) -> None:
+            self.refused["another_ring"] += 1
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"{OF_ANOTHER_RING}: this node is of ring {self.identity}, the caller of {theirs}",
+            )
+
+        return refuse
+
+
+def _header(metadata, name: str) -> str:
+    """A call's metadata value of that name ("" if it has none)."""
+    return next((value for key, value in metadata or () if key == name), "")
 
 
 # a client's calls of the ring's own methods: limited like the client API, never a node's

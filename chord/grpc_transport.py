@@ -19,10 +19,11 @@ from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message_factory import GetMessageClass
 
 from chord.driver import drive_async
+from chord.gate import OF_ANOTHER_RING, RING_HEADER
 from chord.ledger import Ledger
 from chord.links import Broken, Link
 from chord.meter import Meter, charged, metered
-from chord.node import Call, Op, PeerUnreachable, Refused
+from chord.node import ANOTHER_RING, Call, Op, PeerUnreachable, Refused
 from chord.proto import chord_pb2
 from chord.routing import NodeRef
 from chord.tls import Credentials, aio_channel
@@ -135,6 +136,7 @@ class GrpcTransport:
         max_channels: int = 1024,
         meter: Meter | None = None,
         linked: frozenset[str] = frozenset(),
+        identity: str = "",
     ) -> None:
         """`timeout`: seconds a call waits for its reply before its peer counts as
         unreachable; `timeouts`: other waits for some methods.
@@ -148,7 +150,8 @@ class GrpcTransport:
         channels stay open: the least recently used closes first. `meter`: charged the
         CPU time of preparing calls and of (de)serializing their messages (chord.meter).
         `linked`: the methods whose calls go over one long-lived stream to each peer
-        (chord.links), not a unary call each."""
+        (chord.links), not a unary call each. `identity`: the ring's, named on every call
+        (chord.gate.RING_HEADER): a peer of another ring refuses it, and counts as gone."""
         self.ledger = ledger if ledger is not None else Ledger()
         self.timeout = timeout
         self.timeouts = timeouts or {}
@@ -163,6 +166,7 @@ class GrpcTransport:
         self.meter = meter
         self.linked = linked
         self._links: dict[str, Link] = {}  # by address
+        self.metadata = ((RING_HEADER, identity),) if identity else None
 
     def _callable(self, address: str, method: str):
         calls = self._calls.get(address)
@@ -191,9 +195,10 @@ class GrpcTransport:
         """A call of this method over my link to the address (a new one if it broke)."""
         link = self._links.get(address)
         if link is None or link.broken is not None:
-            link = self._links[address] = Link(self._channels[address], self.meter)
+            link = self._links[address] = Link(self._channels[address], self.meter, self.metadata)
         reply_class = self.table.methods[method][2]
-        return lambda request, timeout: link.call(method, request, reply_class, timeout)
+        # the link named the ring as it opened (chord.links): a call over it names nothing
+        return lambda request, timeout, metadata: link.call(method, request, reply_class, timeout)
 
     def _stale(self, address: str) -> bool:
         """Is my channel to this address backing off after a failed connection (its peer
@@ -249,10 +254,15 @@ class GrpcTransport:
             self._record(method, request)
             start = time.monotonic()
             try:
-                reply = await self._callable(peer.address, method)(request, timeout=wait)
+                reply = await self._callable(peer.address, method)(
+                    request, timeout=wait, metadata=self.metadata
+                )
                 break
             except grpc.aio.AioRpcError as e:
                 code = e.code()
+                if code == grpc.StatusCode.FAILED_PRECONDITION and _another_ring(e):
+                    log.warning("%s to %s refused: %s", method, peer.address, e.details())
+                    raise PeerUnreachable(peer, ANOTHER_RING) from None
                 if code == grpc.StatusCode.DEADLINE_EXCEEDED:
                     wait = self.longer(peer.address, method, wait, begun)
                     if wait is not None:
@@ -289,6 +299,11 @@ class GrpcTransport:
         self._channels.clear()
         self._retired.clear()
         self._calls.clear()
+
+
+def _another_ring(e: grpc.aio.AioRpcError) -> bool:
+    """Did the peer refuse the call as one of another ring's (chord.gate)?"""
+    return (e.details() or "").startswith(OF_ANOTHER_RING)
 
 
 def _count(ledger: Ledger, kind: str, message: Any) -> None:

@@ -52,12 +52,15 @@ class Broken(grpc.aio.AioRpcError):
 class Link:
     """My end of one Exchange stream to a peer."""
 
-    def __init__(self, channel: grpc.aio.Channel, meter: Meter | None = None) -> None:
+    def __init__(
+        self, channel: grpc.aio.Channel, meter: Meter | None = None, metadata=None
+    ) -> None:
+        """`metadata`: sent as the stream opens (the ring's identity, chord.gate)."""
         self.stream = channel.stream_stream(
             EXCHANGE,
             request_serializer=metered(meter, "serialize", pb.Envelope.SerializeToString),
             response_deserializer=metered(meter, "parse", pb.Envelope.FromString),
-        )()
+        )(metadata=metadata)
         self.meter = meter
         self.ids = itertools.count(1)
         self.waiting: dict[int, asyncio.Future] = {}

@@ -126,11 +126,14 @@ class LiveNode:
         credentials: Credentials | None = None,
         access: dict[str, frozenset[str]] | None = None,
         limits: Limits | None = None,
+        identity: str = "",
     ) -> None:
         """`credentials`: mutual TLS with the ring's certificates (None: plaintext, anyone
         may call anything). Then only ring nodes may call the ring's own services, and
         `access` names the roles that may call each method of the services added beside
-        them (the client API), by path. `limits`: what others may make it hold or do."""
+        them (the client API), by path. `limits`: what others may make it hold or do.
+        `identity`: the ring's, named on every call to another node; a node of another
+        ring refuses it, and this one refuses theirs (chord.gate; "": no identity)."""
         self.limits = (limits or Limits()).check()
         address = f"{advertise or host}:{port}"
         self.host, self.port = host, port
@@ -163,6 +166,7 @@ class LiveNode:
             credentials=credentials,
             max_channels=self.limits.channels,
             meter=self.meter,
+            identity=identity,
         )
         self.credentials = credentials
         self.health = health.aio.HealthServicer()
@@ -192,6 +196,7 @@ class LiveNode:
             if self.limits.client_rate
             else None,
             self.meter,
+            identity,
         )
         self.stopped = False
         self.reflected: list[str] = []  # services added by the shell, for reflection
@@ -307,8 +312,9 @@ class LiveNode:
         probe = NodeRef(0, address)
         try:
             state = await self.transport.call(probe, "GetState", pb.Empty())
-        except PeerUnreachable:
-            raise StartupError(f"cannot reach {address} to join: no node answers there") from None
+        except PeerUnreachable as e:
+            why = "a node of another ring answers" if e.another_ring else "no node answers"
+            raise StartupError(f"cannot reach {address} to join: {why} there") from None
         bootstrap = to_ref(state.node)
         try:
             await self.run_op(self.node.join(bootstrap))
@@ -376,6 +382,7 @@ async def serve(
     credentials: Credentials | None = None,
     access: dict[str, frozenset[str]] | None = None,
     limits: Limits | None = None,
+    identity: str = "",
 ) -> None:
     node = LiveNode(
         host,
@@ -388,6 +395,7 @@ async def serve(
         credentials=credentials,
         access=access,
         limits=limits,
+        identity=identity,
     )
     try:
         await node.start(

@@ -28,14 +28,20 @@ LOST_TRIES = 60  # unanswered recontacts before a lost node is given up (some 15
 LOST_WAIT = 8  # rounds at most between two recontacts of one node (the wait doubles)
 
 
+ANOTHER_RING = "ANOTHER_RING"  # why a peer is unreachable: it is a node of another ring
+
+
 class PeerUnreachable(Exception):
-    """A peer did not answer in time, or refused the connection."""
+    """A peer did not answer in time, or refused the connection, or is of another ring."""
 
     def __init__(self, peer: NodeRef, why: str = "") -> None:
         super().__init__(f"{peer.address} unreachable{': ' + why if why else ''}")
         self.peer = peer
-        # refused (nothing listens there: it is gone), not just slow to answer
-        self.refused = why in ("UNAVAILABLE", "no such node")
+        # a node of another ring answers there (another ring id, or other settings: the
+        # live shell's Gate tells): to this ring it is as gone as one that refuses
+        self.another_ring = why == ANOTHER_RING
+        # refused (nothing of this ring listens there: it is gone), not just slow to answer
+        self.refused = why in ("UNAVAILABLE", "no such node") or self.another_ring
 
 
 class Refused(Exception):
@@ -385,7 +391,8 @@ class ChordNode:
         is dropped once it is in my tables or names my successor (my ring again): not
         when I adopt its answer, which a stabilize under way may yet undo. Unanswered, it
         waits twice as many rounds as before, and after LOST_TRIES it is given up: a
-        node that crashed for good is not asked for ever."""
+        node that crashed for good is not asked for ever. A node of another ring (the live
+        shell tells by the ring's identity) is given up at once: two rings never merge."""
         t = self.table
         for n in [n for n in self.lost if n in t.successors or n in t.fingers]:
             del self.lost[n]  # it is in my tables again: my ring knows it
@@ -406,7 +413,10 @@ class ChordNode:
                     break
             else:
                 return
-        except PeerUnreachable:
+        except PeerUnreachable as e:
+            if e.another_ring:  # no ring of mine to merge with there: never ask it again
+                self.lost.pop(lost, None)
+                return
             state = self.lost.get(lost)
             if state is not None:
                 state[0] += 1
