@@ -51,7 +51,7 @@ class EngineNode:
     __slots__ = (
         "ctx", "chord", "settings", "index", "subscriptions", "store", "counters", "synopsis",
         "documents", "qn", "filters", "announcer", "dn", "replication", "home", "placement",
-        "gossip", "statistics", "handlers",
+        "gossip", "statistics", "handlers", "ring",
     )  # fmt: skip
 
     def __init__(
@@ -74,6 +74,7 @@ class EngineNode:
         batches carry when their documents were accepted (Delivery.stamped: a live node's)."""
         ctx = self.ctx = Context(chord, settings, host, observer)
         self.chord, self.settings = chord, settings
+        self.ring = 0  # the ring's id, which a live shell sets (EngineConfig.ring; 0: none)
         self.index, self.subscriptions = ctx.index, ctx.subscriptions
         self.store, self.counters = ctx.store, ctx.counters
         chord.store = ctx.store  # what the node holds follows key ownership
@@ -97,7 +98,7 @@ class EngineNode:
         )
         ctx.journal = journal
         self.handlers: dict[str, Callable[[Any], Any]] = {
-            "GetConfig": lambda req: settings.to_pb(),
+            "GetConfig": self._config,
             "Index": self.placement.on_index,
             "Unindex": self.placement.on_unindex,
             "Announce": self.announcer.on_announce,
@@ -130,6 +131,12 @@ class EngineNode:
 
     def serves(self, key: int) -> bool:
         return self.ctx.serves(key)
+
+    def _config(self, request: pb.ConfigRequest) -> pb.EngineConfig:
+        """What a joining node takes: the ring's settings, and its id."""
+        config = self.settings.to_pb()
+        config.ring = self.ring
+        return config
 
     def stats(self, ledger, digests: bool = True) -> pb.StatsReply:
         return self.statistics.reply(ledger, digests)

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 from itertools import islice
 from pathlib import Path
 from typing import Sequence
 
 import grpc
+import mmh3
 
 from chord.grpc_transport import SIZE_OPTIONS
 from chord.ids import hash_id
@@ -30,7 +32,7 @@ from cqengine.core.node import EngineNode
 from cqengine.core.placement import analyze_all, check_batch
 from cqengine.core.settings import Settings, SettingsError
 from cqengine.live.publishing import Batcher, Publishing
-from cqengine.live.storage import Storage, stored_id
+from cqengine.live.storage import Storage, stored_id, stored_ring_id
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.proto import cqengine_pb2_grpc as pb_grpc
 
@@ -279,10 +281,11 @@ def node_stats(live: LiveNode, digests: bool = True) -> pb.StatsReply:
     return reply
 
 
-async def fetch_settings(
+async def fetch_config(
     address: str, timeout: float = 5.0, credentials: Credentials | None = None
-) -> Settings:
-    """The settings of the ring that `address` belongs to (they travel by value)."""
+) -> tuple[Settings, int]:
+    """The settings of the ring that `address` belongs to (they travel by value), and its
+    id (0: a node of an earlier version, which sends none)."""
     try:
         # the settings carry the term statistics by value: lift gRPC's 4 MiB default
         async with aio_channel(address, credentials, SIZE_OPTIONS) as channel:
@@ -301,9 +304,23 @@ async def fetch_settings(
             raise StartupError(f"cannot join through {address}: {why}") from None
         raise StartupError(f"cannot reach {address} to join: {e.code().name.lower()}") from None
     try:
-        return Settings.from_pb(reply)
+        return Settings.from_pb(reply), reply.ring
     except SettingsError as e:
         raise StartupError(f"the ring's settings are unusable here: {e}") from None
+
+
+def new_ring() -> int:
+    """A new ring's id: at random, never 0 (unknown)."""
+    return secrets.randbits(64) or 1
+
+
+def ring_identity(ring: int, settings: Settings) -> str:
+    """What names the ring on every call between its nodes (chord.gate): its id, and a
+    digest of its settings ("" when the id is unknown: no check)."""
+    if not ring:
+        return ""
+    config = settings.to_pb().SerializeToString(deterministic=True)
+    return f"{ring:016x}.{mmh3.hash(config, signed=False):08x}"
 
 
 async def serve_engine(
@@ -327,8 +344,9 @@ async def serve_engine(
     the client API each client as its certificate's role allows (CLIENT_ACCESS). With
     `metrics` (host, port) it serves Prometheus' text format there (cqengine.live.metrics)."""
     publishing = (publishing or Publishing()).check()
+    ring = 0  # the ring's id: the first node makes it (or has it from its data directory)
     if join:
-        settings = await fetch_settings(join, credentials=credentials)
+        settings, ring = await fetch_config(join, credentials=credentials)
     try:
         settings = (settings or Settings()).validate()
     except SettingsError as e:
@@ -346,17 +364,22 @@ async def serve_engine(
         address = f"{advertise or host}:{port}"
         if node_id is None:  # restarted there: the id it had (its keys are its region's)
             node_id = stored_id(data_dir)
-        ring_id = hash_id(address) if node_id is None else node_id
+        if not join:  # a ring restarted from its data is the ring it was
+            ring = stored_ring_id(data_dir) or new_ring()
         storage = Storage.open(
             data_dir,
-            f"{address} (id {ring_id:016x})",
+            f"{address} (id {hash_id(address) if node_id is None else node_id:016x})",
             settings.to_pb().SerializeToString(deterministic=True),
+            ring,  # a node of another ring's data is refused here
         )
+    elif not join:
+        ring = new_ring()
 
     def engine(chord, host) -> EngineNode:
         node = EngineNode(
             chord, settings, host, hold=timing.call_timeout, journal=storage, stamped=True
         )
+        node.ring = ring
         if storage is not None:
             kept = storage.load()
             node.restore(*kept)
@@ -402,6 +425,7 @@ async def serve_engine(
             credentials=credentials,
             access=CLIENT_ACCESS,
             limits=limits,
+            identity=ring_identity(ring, settings),
         )
     finally:
         if exporter is not None:

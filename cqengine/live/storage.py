@@ -144,8 +144,10 @@ class Storage:
         self._commits = 0
 
     @classmethod
-    def open(cls, data_dir: Path, address: str, settings: bytes) -> "Storage":
-        """The storage in data_dir, made if new; refused if it is another node's or ring's."""
+    def open(cls, data_dir: Path, address: str, settings: bytes, ring: int = 0) -> "Storage":
+        """The storage in data_dir, made if new; refused if it is another node's or ring's.
+        `ring`: the ring's id, recorded where none is (0: unknown), and the one that was
+        must be it."""
         try:
             data_dir.mkdir(parents=True, exist_ok=True)
             storage = cls(data_dir / FILE)
@@ -157,7 +159,7 @@ class Storage:
                 "INSERT INTO meta VALUES (?, ?)",
                 [("schema", SCHEMA), ("address", address), ("settings", settings)],
             )
-            storage.db.commit()
+            storage._record_ring(ring)
             return storage
         storage.close()
         if meta.get("schema") in MIGRATIONS:
@@ -184,7 +186,22 @@ class Storage:
                 f"data directory {data_dir} was written in a ring with other engine settings: "
                 "start the ring with the options it had, or remove the directory"
             )
-        return cls(data_dir / FILE)
+        kept = int(meta["ring"], 16) if "ring" in meta else 0
+        if kept and ring and kept != ring:
+            raise StartupError(
+                f"data directory {data_dir} holds the state of a node of ring {kept:016x}, "
+                f"not of ring {ring:016x}: start it in its own ring, or give it another "
+                "--data-dir (two rings never merge)"
+            )
+        storage = cls(data_dir / FILE)
+        if not kept:
+            storage._record_ring(ring)  # written before rings had ids: this one's from now
+        return storage
+
+    def _record_ring(self, ring: int) -> None:
+        if ring:
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES ('ring', ?)", (f"{ring:016x}",))
+        self.db.commit()
 
     def load(self) -> tuple[list, list, list, list]:
         """What EngineNode.restore takes back: the subscriptions homed or replicated here
@@ -502,19 +519,32 @@ def same_state(kept: bytes, given: bytes) -> bool:
     return a.SerializeToString(deterministic=True) == b.SerializeToString(deterministic=True)
 
 
-def stored_id(data_dir: Path) -> int | None:
-    """The ring id of the node whose state data_dir holds (None: no state, or none
-    recorded): a node restarted there must take it again."""
+def stored_ring_id(data_dir: Path) -> int:
+    """The id of the ring whose node's state data_dir holds (0: no state, or none recorded:
+    it was written before rings had ids)."""
+    value = _meta(data_dir, "ring")
+    return int(value, 16) if value else 0
+
+
+def _meta(data_dir: Path, name: str):
+    """A value of data_dir's meta table, read only (None: no state, or no such value)."""
     path = data_dir / FILE
     if not path.exists():
         return None
     try:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
-            row = db.execute("SELECT value FROM meta WHERE name = 'address'").fetchone()
+            row = db.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
         finally:
             db.close()
     except sqlite3.Error:
         return None
-    found = re.search(r"\(id ([0-9a-f]{16})\)$", str(row[0])) if row else None
+    return row[0] if row else None
+
+
+def stored_id(data_dir: Path) -> int | None:
+    """The id (its place on the ring) of the node whose state data_dir holds (None: no
+    state, or none recorded): a node restarted there must take it again."""
+    address = _meta(data_dir, "address")
+    found = re.search(r"\(id ([0-9a-f]{16})\)$", str(address)) if address else None
     return int(found.group(1), 16) if found else None

@@ -48,7 +48,7 @@ def test_a_joining_node_takes_settings_larger_than_grpcs_default_message():
     from chord.live import LiveNode
     from cqengine.core.node import EngineNode
     from cqengine.live.ports import free_ports
-    from cqengine.live.service import fetch_settings
+    from cqengine.live.service import fetch_config
 
     df = {f"term{i:06d}": i for i in range(300_000)}
     first = Settings(strategy="oi", df=df).validate()
@@ -60,9 +60,10 @@ def test_a_joining_node_takes_settings_larger_than_grpcs_default_message():
     async def main():
         await node.start()
         try:
-            return await fetch_settings(node.me.address)
+            return await fetch_config(node.me.address)
         finally:
             await node.stop(graceful=False)
 
-    joined = asyncio.run(asyncio.wait_for(main(), 60))
+    joined, ring = asyncio.run(asyncio.wait_for(main(), 60))
     assert joined.df == df and joined.strategy == "oi"
+    assert ring == 0  # a node whose shell set no ring id (an earlier version's) sends none

@@ -153,3 +153,29 @@ def test_alerts_for_a_home_that_restarts_wait_at_their_dn_and_arrive_once(tmp_pa
         mine = [a for a in got if a.subscription_id == s.subscription_id]
         assert [a.seq for a in mine] == list(range(10))
         assert sorted(a.docno for a in mine) == [f"D{i}" for i in range(10)]
+
+
+def test_a_node_holding_another_rings_data_is_refused(tmp_path):
+    """Every data directory keeps its ring's id: a node of one ring, started to join
+    another (of the same certificate authority: their ring files share tls/), is refused
+    in one line that names both rings, and changes neither."""
+    from support.command_line import assert_one_line_error, cqengine
+
+    from cqengine.live.ring import node_certificate
+    from cqengine.live.storage import stored_ring_id
+
+    a = ring_up(1, tmp_path / "a.json", timing=FAST, out=io.StringIO(), data_root=tmp_path / "a")
+    (node,) = a.nodes
+    stop_processes(a.nodes, grace=2.0, how=signal.SIGUSR1)  # stopped, keeping its state
+    b = ring_up(1, tmp_path / "b.json", timing=FAST, out=io.StringIO())
+    try:
+        ring = stored_ring_id(tmp_path / "a" / str(node.port))
+        assert ring != 0
+        join = ("--join", b.addresses()[0], "--data-dir", tmp_path / "a" / str(node.port))
+        tls = ("--tls-dir", tmp_path / "tls", "--tls-name", node_certificate(node.port))
+        proc = cqengine("node", "--port", node.port, *join, *tls, timeout=60)
+        assert_one_line_error(proc, f"node of ring {ring:016x}", "two rings never merge")
+        assert observe(b.addresses(), b.r, credentials=b.credentials()).ok
+        assert stored_ring_id(tmp_path / "a" / str(node.port)) == ring
+    finally:
+        stop_processes(b.nodes, grace=2.0)

@@ -28,7 +28,7 @@ from cqengine.core.records import RecordStore
 from cqengine.core.settings import Settings
 from cqengine.evaluation.sim import EngineSimulator
 from cqengine.live import storage as storage_module
-from cqengine.live.storage import Storage, stored_id
+from cqengine.live.storage import Storage, stored_id, stored_ring_id
 from cqengine.proto import cqengine_pb2 as pb
 
 SETTINGS = b"settings"
@@ -245,6 +245,22 @@ def test_a_data_directory_tells_the_id_its_node_had(tmp_path):
     assert stored_id(tmp_path / "a") == 255
     Storage.open(tmp_path / "b", "127.0.0.1:7001", SETTINGS).close()  # none recorded
     assert stored_id(tmp_path / "b") is None
+
+
+def test_a_data_directory_keeps_its_rings_id_and_serves_no_other_ring(tmp_path):
+    assert stored_ring_id(tmp_path / "none") == 0
+    Storage.open(tmp_path / "a", "n", SETTINGS, ring=0xAB).close()
+    assert stored_ring_id(tmp_path / "a") == 0xAB
+    Storage.open(tmp_path / "a", "n", SETTINGS, ring=0xAB).close()  # its own ring: fine
+    Storage.open(tmp_path / "a", "n", SETTINGS).close()  # a ring of unknown id: fine too
+    with pytest.raises(StartupError, match="of ring 00000000000000ab, not of ring 0000000000"):
+        Storage.open(tmp_path / "a", "n", SETTINGS, ring=0xCD)
+    assert stored_ring_id(tmp_path / "a") == 0xAB
+    # written before rings had ids: the first ring it is opened in is its ring from then on
+    Storage.open(tmp_path / "b", "n", SETTINGS).close()
+    assert stored_ring_id(tmp_path / "b") == 0
+    Storage.open(tmp_path / "b", "n", SETTINGS, ring=0xEF).close()
+    assert stored_ring_id(tmp_path / "b") == 0xEF
 
 
 def entry(sub: int, key: int) -> pb.QueryEntry:
