@@ -1,0 +1,241 @@
+"""The leader of a home key's log: the node that serves the key (docs/home-log.md).
+
+It leads only in an epoch it started, and starts one thus:
+
+1. It picks an epoch above every one it knows of, and asks the members of the sets that
+   decide now to promise it: the latest epoch entry's set, the set before that one while
+   the entry is not known committed, and the set the ring gives now.
+2. A promiser holding a later epoch entry names its sets: those members are asked too,
+   until no promiser knows a later entry. An epoch's entry is committed only once a
+   majority of the set before it holds it, so this chain reaches the latest one.
+3. It needs the promises of a majority of every set that decides.
+4. Recovery: of every promiser's log, the one furthest on (by its last entry's epoch, then
+   position) holds every committed entry. It takes the entries it lacks from there.
+5. It appends the epoch's entry, with its member set and the set before it, and that entry
+   is committed once a majority of both hold it (and everything before it with it). One
+   change at a time: if the latest entry's change is not known through, the new epoch
+   carries that change on first, and the set the ring gives waits for the next epoch.
+
+From then on it appends entries and counts a position committed once a majority of its
+members hold it, counting only positions of its own epoch (Raft's rule: an earlier
+epoch's entry is committed by the first of its own after it). A member that promised a
+higher epoch refuses its appends: it is fenced, and leads no more.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+from chord.node import Call, Fanout, Op, PeerUnreachable
+from chord.routing import NodeRef
+from cqengine.core.homelog.log import EPOCH, Config, Log
+from cqengine.proto import cqengine_pb2 as pb
+
+ROUNDS = 4  # appends sent again to a member whose log ends before what it was sent follows
+
+
+class Superseded(Exception):
+    """A higher epoch was promised elsewhere: another node leads, or tries to."""
+
+    def __init__(self, epoch: int) -> None:
+        super().__init__(f"epoch {epoch} was promised to another leader")
+        self.epoch = epoch
+
+
+class NoMajority(Exception):
+    """Too few members answered: nothing may be numbered (a minority holds)."""
+
+
+def _later(a: Config | None, b: Config | None) -> Config | None:
+    """The later of two epoch entries; of one seen twice, committed if either knows it."""
+    if a is None or b is None:
+        return a or b
+    if a.epoch != b.epoch:
+        return a if a.epoch > b.epoch else b
+    return Config(a.epoch, a.members, a.previous, a.committed or b.committed)
+
+
+def majority(holders: Iterable[str], members: list[str]) -> bool:
+    """Do these hold a majority of the member set (an empty set: a log not begun)?"""
+    if not members:
+        return True
+    return 2 * len(set(holders) & set(members)) > len(members)
+
+
+class Leader:
+    """What the node serving a home key does with its log: start epochs, append, commit.
+    `peer(address)`: the node to call there."""
+
+    def __init__(self, log: Log, me: str, peer: Callable[[str], NodeRef]) -> None:
+        self.log, self.me, self.peer = log, me, peer
+        self.epoch = 0  # the epoch I lead in (0: none)
+        self.members: list[str] = []  # the set my epoch counts on
+        self.joint: list[str] = []  # the set before it, until my epoch's entry is committed
+        self.matched: dict[str, int] = {}  # how far each member's log is known to match mine
+        self.seen = 0  # the highest epoch I know was promised anywhere
+
+    @property
+    def leading(self) -> bool:
+        """Do I lead now? Not once my own copy promised a higher epoch to another."""
+        return self.epoch > 0 and self.log.promised == self.epoch
+
+    # ---- starting an epoch -----------------------------------------------------------
+
+    def start(self, members: list[str], new: bool = False) -> Op:
+        """Lead the log in a new epoch; its entry committed, return the epoch. Superseded or
+        NoMajority: I do not lead.
+
+        The epoch counts on `members` (me among them), unless the latest epoch entry is not
+        known committed: then it counts on that entry's set, carrying its change through
+        first (one change at a time, as in Raft), and `self.members` says so: start again.
+
+        `new`: I made this log's key just now, at random (a first subscription): nobody
+        else can hold a copy, and its first epoch needs no earlier member set. Any other
+        start needs one, from my copy or a promiser's: two nodes that each began a log of
+        one key on its own could each find a majority of the set it chose."""
+        log = self.log
+        self.epoch = 0
+        epoch = max(log.promised, self.seen) + 1
+        request = pb.LogPromise(key=log.key, epoch=epoch, members=members, candidate=self.me)
+        latest = log.config()
+        asked: set[str] = set()
+        replies: dict[str, pb.LogPromiseReply] = {}
+        while True:
+            deciding = [*(latest.deciding() if latest else []), members]
+            ask = sorted({a for s in deciding for a in s} - asked)
+            if not ask:
+                break
+            asked.update(ask)
+            replies.update((yield from self._ask(ask, "LogPromise", request)))
+            higher = max((r.epoch for r in replies.values() if not r.promised), default=0)
+            if higher >= epoch:
+                self.seen = max(self.seen, higher)
+                raise Superseded(higher)
+            for reply in replies.values():  # a later epoch entry: its sets decide
+                latest = _later(latest, Config.of(reply))
+        if latest is None and not new:
+            raise NoMajority("no copy of the log answers: none to take over")
+        for needed in deciding:
+            if not majority(replies, needed):
+                raise NoMajority(f"promises of {sorted(replies)}, not a majority of {needed}")
+        yield from self._recover(replies, epoch)
+        config = _later(log.config(), latest)  # mine now, as the promisers know it
+        if config is None or config.committed:
+            entry = pb.LogEntry(epoch=epoch, kind=EPOCH, members=members)
+            entry.previous.extend(config.members if config else [])
+        else:  # its change is not known through: this epoch carries it through first
+            entry = pb.LogEntry(
+                epoch=epoch, kind=EPOCH, members=config.members, previous=config.previous
+            )
+        self.epoch, self.members, self.joint = epoch, list(entry.members), list(entry.previous)
+        self.matched = {}
+        yield from self.append([entry])
+        self.joint = []
+        return epoch
+
+    def _ask(self, addresses: list[str], method: str, request) -> Op:
+        """The replies of these members (mine answered by my own copy), those that answered."""
+        replies = {}
+        if self.me in addresses:
+            replies[self.me] = self.log.on_promise(request)
+        others = [a for a in addresses if a != self.me]
+        answers = yield Fanout(tuple(Call(self.peer(a), method, request) for a in others))
+        for address, answer in zip(others, answers):
+            if not isinstance(answer, PeerUnreachable):
+                replies[address] = answer
+        return replies
+
+    def _recover(self, replies: dict[str, pb.LogPromiseReply], epoch: int) -> Op:
+        """Take the entries my copy lacks from the promiser whose log is furthest on (as it
+        was when it promised me the epoch)."""
+        log = self.log
+        best = max(replies, key=lambda a: (replies[a].last_epoch, replies[a].last))
+        reply = replies[best]
+        if best == self.me or (reply.last_epoch, reply.last) <= (log.last_epoch, log.last):
+            return
+        after = min(log.committed, reply.committed)  # committed: the same in both copies
+        request = pb.LogFetch(key=log.key, after=after, epoch=epoch)
+        try:
+            fetched = yield Call(self.peer(best), "LogFetch", request)
+        except PeerUnreachable:
+            raise NoMajority(f"{best}, whose log is furthest on, does not answer") from None
+        if fetched.promised > epoch:
+            self.seen = max(self.seen, fetched.promised)
+            raise Superseded(fetched.promised)
+        log.take(fetched.after, fetched.after_epoch, list(fetched.entries))
+
+    # ---- appending ---------------------------------------------------------------------
+
+    def append(self, entries: list[pb.LogEntry]) -> Op:
+        """Append entries of my epoch and replicate them; once a majority holds them,
+        return the position committed (the last of them). NoMajority: they wait in my copy,
+        uncommitted (a later append, or a later leader, commits or replaces them);
+        Superseded: I lead no more."""
+        if not self.leading:
+            raise Superseded(self.log.promised)
+        log = self.log
+        log.entries.extend(entries)
+        end = log.last
+        yield from self.replicate()
+        if log.committed < end:
+            raise NoMajority(f"position {end} is held by {sorted(self._holding(end))} only")
+        return end
+
+    def replicate(self) -> Op:
+        """Send each member what it lacks of my copy; count what is committed."""
+        behind = [a for a in self._members() if a != self.me]
+        for _ in range(ROUNDS):
+            if not behind:
+                break
+            requests = [self._append_request(a) for a in behind]
+            answers = yield Fanout(
+                tuple(Call(self.peer(a), "LogAppend", r) for a, r in zip(behind, requests))
+            )
+            again = []
+            for address, answer in zip(behind, answers):
+                if isinstance(answer, PeerUnreachable):
+                    continue
+                if answer.epoch > self.epoch:
+                    self.seen = max(self.seen, answer.epoch)
+                    self.epoch = 0
+                    raise Superseded(answer.epoch)
+                if answer.taken:  # (another append's reply may have come first)
+                    self.matched[address] = max(self.matched.get(address, 0), answer.last)
+                else:  # it lacks what the request followed: from its commit on
+                    self.matched[address] = answer.last
+                    again.append(address)
+            behind = again
+        self._commit()
+
+    def _members(self) -> list[str]:
+        return sorted(set(self.members) | set(self.joint))
+
+    def _append_request(self, address: str) -> pb.LogAppend:
+        log = self.log
+        prev = min(self.matched.get(address, log.last - 1), log.last)
+        prev = max(prev, 0)
+        return pb.LogAppend(
+            key=log.key,
+            epoch=self.epoch,
+            prev=prev,
+            prev_epoch=log.epoch_at(prev),
+            entries=log.after(prev),
+            commit=log.committed,
+        )
+
+    def _holding(self, position: int) -> list[str]:
+        """The members known to hold my copy up to this position, me included."""
+        held = [a for a, at in self.matched.items() if at >= position]
+        return [self.me, *held] if self.log.last >= position else held
+
+    def _commit(self) -> None:
+        """Move the commit position to the last position of my epoch a majority holds (and
+        a majority of the set before, while my epoch's entry is not committed)."""
+        log = self.log
+        for position in range(log.last, log.committed, -1):
+            if log.epoch_at(position) != self.epoch:
+                break  # an earlier epoch's: committed only by one of mine after it
+            holders = self._holding(position)
+            if majority(holders, self.members) and majority(holders, self.joint):
+                log.committed = position
+                break

@@ -1,0 +1,328 @@
+"""The home's log (cqengine.core.homelog): a member's rules, and a leader's epochs, appends
+and commits on a simulated network that drops messages, cuts links, pauses and restarts
+nodes, with several nodes trying to lead at once (as a ring's nodes do while it churns).
+
+Whatever happens, what is committed is committed for good and alike everywhere (State
+Machine Safety, as Raft names it): two copies hold the same entry at every position both
+know committed; an entry known committed is at its position in every later leader's copy;
+an epoch has at most one leader. And when the network is whole again, a leader commits."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+
+from chord.node import Call, Fanout, PeerUnreachable
+from chord.routing import NodeRef
+from cqengine.core.homelog.leader import Leader, NoMajority, Superseded, majority
+from cqengine.core.homelog.log import EPOCH, Log
+from cqengine.proto import cqengine_pb2 as pb
+
+KEY = 7
+DELIVER = pb.LOG_DELIVER
+
+
+def entry(epoch: int, data: bytes = b"") -> pb.LogEntry:
+    return pb.LogEntry(epoch=epoch, kind=DELIVER, data=data)
+
+
+# ---- a member's rules ------------------------------------------------------------------
+
+
+def test_a_member_promises_only_an_epoch_above_its_promise_or_the_same_candidate_again():
+    log = Log(KEY)
+    assert log.on_promise(pb.LogPromise(epoch=2, candidate="a")).promised
+    assert log.on_promise(pb.LogPromise(epoch=2, candidate="a")).promised  # sent again
+    assert not log.on_promise(pb.LogPromise(epoch=2, candidate="b")).promised
+    refused = log.on_promise(pb.LogPromise(epoch=1, candidate="c"))
+    assert not refused.promised and refused.epoch == 2
+    assert log.on_promise(pb.LogPromise(epoch=3, candidate="b")).promised
+
+
+def test_a_member_takes_entries_only_after_one_it_holds_and_never_from_a_lower_epoch():
+    log = Log(KEY)
+    first = pb.LogAppend(epoch=1, prev=0, entries=[entry(1, b"a"), entry(1, b"b")], commit=1)
+    assert log.on_append(first).taken and log.last == 2 and log.committed == 1
+    # a gap: it holds nothing at 5; the leader is told to send after its committed entries
+    gap = log.on_append(pb.LogAppend(epoch=1, prev=5, prev_epoch=1, entries=[entry(1)]))
+    assert not gap.taken and gap.last == 1
+    # sent again: nothing changes
+    assert log.on_append(first).taken and [e.data for e in log.entries] == [b"a", b"b"]
+    # a later epoch's leader replaces what was never committed
+    later = pb.LogAppend(epoch=3, prev=1, prev_epoch=1, entries=[entry(3, b"c")], commit=2)
+    assert log.on_append(later).taken
+    assert [(e.epoch, e.data) for e in log.entries] == [(1, b"a"), (3, b"c")]
+    assert log.committed == 2 and log.promised == 3
+    # the earlier leader is fenced: refused, told the epoch that replaced it
+    stale = log.on_append(pb.LogAppend(epoch=1, prev=2, prev_epoch=1, entries=[entry(1)]))
+    assert not stale.taken and stale.epoch == 3
+    assert log.on_promise(pb.LogPromise(epoch=3, candidate="x")).config_epoch == 0
+
+
+def test_majority_of_a_member_set():
+    assert majority(["a", "b"], ["a", "b", "c"]) and not majority(["a"], ["a", "b", "c"])
+    assert not majority(["a", "b"], ["a", "b", "c", "d"]) and majority(["x"], [])
+
+
+# ---- a simulated network ----------------------------------------------------------------
+
+
+@dataclass
+class Node:
+    address: str
+    log: Log
+    leader: Leader
+    paused: bool = False
+
+
+@dataclass
+class Net:
+    """Nodes that answer one another's calls unless a link is cut, one of them is paused,
+    or the request or its reply is lost."""
+
+    rng: random.Random
+    nodes: dict[str, Node] = field(default_factory=dict)
+    cut: set[frozenset[str]] = field(default_factory=set)
+    loss: float = 0.0
+    committed: dict[int, pb.LogEntry] = field(default_factory=dict)  # every commit seen
+    # the node that made the log's key (at random, for its first subscription) may begin
+    # it, until its process dies: then nothing of it was kept, or its copy says what was
+    maker: str = ""
+
+    def add(self, address: str) -> Node:
+        log = Log(KEY)
+        node = self.nodes[address] = Node(address, log, self._leader(address, log))
+        return node
+
+    def _leader(self, address: str, log: Log) -> Leader:
+        return Leader(log, address, lambda a: NodeRef(0, a))
+
+    def restart(self, address: str) -> None:
+        """The process dies and starts again: its log (on disk) stays, its leading goes."""
+        node = self.nodes[address]
+        node.leader = self._leader(address, node.log)
+        if address == self.maker:
+            self.maker = ""
+
+    def reaches(self, src: str, dst: str) -> bool:
+        return (
+            frozenset((src, dst)) not in self.cut
+            and not self.nodes[src].paused
+            and not self.nodes[dst].paused
+        )
+
+    def call(self, src: str, call: Call):
+        dst = call.peer.address
+        if not self.reaches(src, dst) or self.rng.random() < self.loss:
+            return PeerUnreachable(call.peer, "UNAVAILABLE")
+        log = self.nodes[dst].log
+        handler = {
+            "LogPromise": log.on_promise,
+            "LogAppend": log.on_append,
+            "LogFetch": log.on_fetch,
+        }
+        reply = handler[call.method](call.request)
+        if self.rng.random() < self.loss:  # taken, but the reply is lost
+            return PeerUnreachable(call.peer, "DEADLINE_EXCEEDED")
+        return reply
+
+    def check(self) -> None:
+        """Safety, after every step."""
+        logs = [n.log for n in self.nodes.values()]
+        for log in logs:
+            for position in range(1, log.committed + 1):
+                seen = self.committed.setdefault(position, log.entries[position - 1])
+                assert log.entries[position - 1] == seen, f"position {position} committed twice"
+        for log in logs:  # a committed entry is in every copy that holds that far alike
+            for position, e in self.committed.items():
+                if log.committed >= position:
+                    assert log.entries[position - 1] == e
+        leaders = [n.leader for n in self.nodes.values() if n.leader.leading]
+        epochs = [leader.epoch for leader in leaders]
+        assert len(epochs) == len(set(epochs)), f"two leaders of one epoch: {epochs}"
+
+
+class Op:
+    """An operation of a node's leader, run a step at a time (its calls answered by the
+    network when the scheduler gets to it)."""
+
+    def __init__(self, net: Net, address: str, gen, what: str) -> None:
+        self.net, self.address, self.gen, self.what = net, address, gen, what
+        self.pending = None  # what it yielded last, not yet answered
+        self.result = None
+        self.error: Exception | None = None
+        self.done = False
+        self._resume(None)
+
+    def _resume(self, value) -> None:
+        try:
+            if isinstance(value, BaseException):
+                self.pending = self.gen.throw(value)
+            else:
+                self.pending = self.gen.send(value)
+        except StopIteration as stop:
+            self.done, self.result = True, stop.value
+        except (Superseded, NoMajority) as e:
+            self.done, self.error = True, e
+
+    def step(self) -> None:
+        net, src = self.net, self.address
+        if net.nodes[src].paused:
+            return  # a paused process does nothing
+        y = self.pending
+        if isinstance(y, Fanout):
+            self._resume([net.call(src, c) for c in y.calls])
+        else:
+            reply = net.call(src, y)
+            self._resume(reply)
+
+
+ADDRESSES = ["n0", "n1", "n2", "n3", "n4"]
+
+
+def members_now(rng: random.Random, leader: str) -> list[str]:
+    """The member set a ring would give: the leader and some of the others."""
+    others = [a for a in ADDRESSES if a != leader]
+    return sorted([leader, *rng.sample(others, rng.choice([2, 4]))])
+
+
+def run(seed: int, steps: int, loss: float, churn: float) -> Net:
+    rng = random.Random(seed)
+    net = Net(rng, loss=loss, maker="n0")
+    for a in ADDRESSES:
+        net.add(a)
+    # n0 makes the key and begins its log on a whole network; then anything goes
+    first = Op(net, "n0", net.nodes["n0"].leader.start(ADDRESSES[:3], True), "start")
+    lossy, net.loss = net.loss, 0.0
+    while not first.done:
+        first.step()
+    net.loss = lossy
+    net.check()
+    ops: list[Op] = []
+    n = 0
+    for _ in range(steps):
+        roll = rng.random()
+        if roll < churn:  # the network changes
+            what = rng.choice(["cut", "heal", "pause", "resume", "restart", "whole"])
+            a, b = rng.sample(ADDRESSES, 2)
+            if what == "cut":
+                net.cut.add(frozenset((a, b)))
+            elif what == "heal":
+                net.cut.discard(frozenset((a, b)))
+            elif what == "pause":
+                net.nodes[a].paused = True
+            elif what == "resume":
+                net.nodes[a].paused = False
+            elif what == "restart":
+                net.restart(a)
+                ops = [o for o in ops if o.address != a]  # its operations died with it
+            else:
+                net.cut.clear()
+                for node in net.nodes.values():
+                    node.paused = False
+        elif roll < churn + 0.15 or not ops:  # a node comes to think it serves the key
+            a = rng.choice(ADDRESSES)
+            if any(o.address == a for o in ops):
+                continue  # a node runs one operation of a log at a time
+            leader = net.nodes[a].leader
+            if leader.leading and rng.random() < 0.7:
+                n += 1
+                ops.append(Op(net, a, leader.append([entry(leader.epoch, b"%d" % n)]), "append"))
+            else:
+                new = a == net.maker and not net.nodes[a].log.entries
+                ops.append(Op(net, a, leader.start(members_now(rng, a), new), "start"))
+        else:  # an operation under way goes one step further
+            op = rng.choice(ops)
+            op.step()
+        ops = [o for o in ops if not o.done]
+        net.check()
+    return net
+
+
+@hsettings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(
+    seed=st.integers(0, 2**32),
+    loss=st.sampled_from([0.0, 0.05, 0.2]),
+    churn=st.sampled_from([0.02, 0.1, 0.3]),
+)
+def test_what_is_committed_stays_committed_alike_whatever_the_network_does(seed, loss, churn):
+    net = run(seed, 400, loss, churn)
+    assert net.committed  # the run committed something: the property was put to the test
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_leader_commits_once_the_network_is_whole(seed):
+    """After any history of cuts, pauses, restarts and rival leaders, a node that serves
+    the key alone, on a whole network, starts an epoch and commits (retrying as a ring's
+    node does: after a rival's higher epoch, with a higher one)."""
+    net = run(seed, 300, 0.1, 0.3)
+    net.cut.clear()
+    net.loss = 0.0
+    for node in net.nodes.values():
+        node.paused = False
+    address = ADDRESSES[seed % len(ADDRESSES)]
+    node = net.nodes[address]
+    members = sorted(ADDRESSES[:3] if address in ADDRESSES[:3] else [address, *ADDRESSES[:2]])
+    for _ in range(6):  # a change left half-way is carried through first: start again
+        op = Op(net, address, node.leader.start(members), "start")
+        while not op.done:
+            op.step()
+        net.check()
+        if op.error is None and node.leader.members == members:
+            break
+    assert op.error is None and node.leader.members == members, op.error
+    op = Op(net, address, node.leader.append([entry(node.leader.epoch, b"last")]), "append")
+    while not op.done:
+        op.step()
+    net.check()
+    assert op.error is None and node.log.committed == node.log.last
+    assert node.log.entries[-1].data == b"last"
+    # what was committed before is still there, at its place
+    for position, e in net.committed.items():
+        assert node.log.entries[position - 1] == e
+    assert node.log.entries[node.log.last - 2].kind == EPOCH  # the epoch began right before
+
+
+def finish(op: Op) -> Op:
+    while not op.done:
+        op.step()
+    return op
+
+
+def test_a_paused_leader_is_fenced_and_a_cut_minority_commits_nothing():
+    """n0 leads epoch 1 of {n0, n1, n2}. Cut off from the others, it appends: nothing is
+    committed (the minority holds). n1 takes over with epoch 2, and its entries are
+    committed. Back, n0 is refused (fenced), and its uncommitted entry is replaced by the
+    majority's log when it follows again."""
+    net = Net(random.Random(0), maker="n0")
+    for a in ADDRESSES[:3]:
+        net.add(a)
+    members = ADDRESSES[:3]
+    n0, n1 = net.nodes["n0"], net.nodes["n1"]
+    assert finish(Op(net, "n0", n0.leader.start(members, True), "start")).error is None
+    net.cut |= {frozenset(("n0", "n1")), frozenset(("n0", "n2"))}
+    held = finish(Op(net, "n0", n0.leader.append([entry(1, b"minority")]), "append"))
+    assert isinstance(held.error, NoMajority) and n0.log.committed == 1 and n0.log.last == 2
+    assert finish(Op(net, "n1", n1.leader.start(members), "start")).error is None
+    assert n1.leader.epoch == 2
+    taken = finish(Op(net, "n1", n1.leader.append([entry(2, b"majority")]), "append"))
+    assert taken.error is None and n1.log.committed == 3
+    net.cut.clear()
+    fenced = finish(Op(net, "n0", n0.leader.append([entry(1, b"late")]), "append"))
+    assert isinstance(fenced.error, Superseded) and fenced.error.epoch == 2
+    assert not n0.leader.leading
+    # n1's next append brings n0 into line: its uncommitted entries are gone
+    assert finish(Op(net, "n1", n1.leader.append([entry(2, b"next")]), "append")).error is None
+    assert [e.data for e in n0.log.entries] == [e.data for e in n1.log.entries]
+    assert b"minority" not in [e.data for e in n0.log.entries]
+    net.check()
