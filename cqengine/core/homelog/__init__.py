@@ -4,5 +4,7 @@ promised, so that no partition or pause lets two nodes number one home.
 
 - `log`: one member's copy of a log, and its answers to a leader (promise, append, fetch);
 - `leader`: what the node that serves the key does with them: start an epoch (promises,
-  recovery), append and commit.
+  recovery), append and commit;
+- `derive`: the mailboxes, alert numbers and all, that a log's entries make, from any
+  checkpoint: every member derives the leader's.
 """

@@ -1,0 +1,108 @@
+"""Numbers as a function of the log: the mailboxes a home key's log makes (docs/home-log.md).
+
+Every member that holds the same entries derives the same mailboxes, alert numbers and all:
+the entries are applied in the log's order with the home's own rules
+(cqengine.core.mailboxes: a docno enters a mailbox once, past its limits the oldest alert
+goes, counted as dropped; an acknowledgement moves a mailbox's first number on), and
+nothing else decides a number, not arrival order, not dict order, not a clock. So a member
+need not number anything as entries come: it derives the mailboxes when it must serve
+them, from a checkpoint (what the entries up to a position made) and the entries after it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from cqengine.core import limits
+from cqengine.core.mailboxes import (
+    AlertDoc,
+    Subscription,
+    batch_documents,
+    home_record,
+    record_alerts,
+    subscription_of,
+)
+from cqengine.proto import cqengine_pb2 as pb
+
+# alerts a document at a time: the document, the subscriptions it alerts, each one's number
+Runs = list[tuple[AlertDoc, list[int], list[int]]]
+
+
+class Derived:
+    """The subscriptions of a home key's log and their mailboxes, as its entries up to
+    `position` make them."""
+
+    def __init__(self, limit_bytes: int = limits.MAILBOX_BYTES) -> None:
+        self.limit_bytes = limit_bytes  # a mailbox's bytes at most (Settings.mailbox_bytes)
+        self.subscriptions: dict[int, Subscription] = {}
+        self.position = 0
+        self.dropped = 0  # alerts the mailboxes' limits pushed out
+        self.repeated = 0  # alerts of documents their mailboxes had already
+
+    def apply(self, position: int, entry: pb.LogEntry) -> Runs:
+        """The entry at the next position, applied; the alerts it numbered."""
+        if position != self.position + 1:
+            raise ValueError(f"entry {position} applied after {self.position}")
+        self.position = position
+        kind = entry.kind
+        if kind == pb.LOG_DELIVER:
+            return self._deliver(pb.AlertBatch.FromString(entry.data))
+        if kind == pb.LOG_ACKS:
+            acked = pb.Acknowledged.FromString(entry.data)
+            for sub_id, first in zip(acked.subscription_ids, acked.firsts):
+                sub = self.subscriptions.get(sub_id)
+                if sub is not None:
+                    sub.mailbox.acknowledge(first)
+        elif kind == pb.LOG_SUBSCRIBE:
+            record = pb.HomeRecord.FromString(entry.data)
+            if record.subscription_id not in self.subscriptions:
+                self.subscriptions[record.subscription_id] = subscription_of(record)
+        elif kind == pb.LOG_UNSUBSCRIBE:
+            self.subscriptions.pop(pb.HomeRecord.FromString(entry.data).subscription_id, None)
+        return []
+
+    def _deliver(self, batch: pb.AlertBatch) -> Runs:
+        """A DN's alert batch into the mailboxes, a document at a time in the batch's order,
+        each of its subscriptions in order (Home._delivered's rules)."""
+        counts = batch.counts or [len(batch.subscription_ids)]
+        subs, at, runs = batch.subscription_ids, 0, []
+        for doc, n in zip(batch_documents(batch), counts):
+            took, numbers = [], []
+            for sub_id in subs[at : at + n]:
+                sub = self.subscriptions.get(sub_id)
+                if sub is None:
+                    continue  # not (or no longer) subscribed at this point of the log
+                box = sub.mailbox
+                dropped = box.dropped
+                if box.offer(doc, self.limit_bytes):
+                    took.append(sub_id)
+                    numbers.append(box.next - 1)
+                    self.dropped += box.dropped - dropped
+                else:
+                    self.repeated += 1
+            if took:
+                runs.append((doc, took, numbers))
+            at += n
+        return runs
+
+    def checkpoint(self) -> pb.LogCheckpoint:
+        """What the entries so far made: each subscription's whole record (its waiting
+        alerts, and its memory of the documents acknowledged lately)."""
+        homes = [home_record(self.subscriptions[s]) for s in sorted(self.subscriptions)]
+        return pb.LogCheckpoint(position=self.position, homes=homes)
+
+    @classmethod
+    def restore(cls, checkpoint: pb.LogCheckpoint, limit_bytes: int = limits.MAILBOX_BYTES):
+        """The mailboxes a checkpoint holds, to apply the entries after it to."""
+        derived = cls(limit_bytes)
+        derived.position = checkpoint.position
+        for record in checkpoint.homes:
+            sub = subscription_of(record)
+            box = sub.mailbox
+            waiting = record_alerts(record)
+            box.extend(waiting)
+            box.seen.update(doc[0] for doc in waiting)
+            box.acked = deque(record.seen, maxlen=limits.SEEN_KEPT)
+            box.seen.update(record.seen)
+            derived.subscriptions[sub.id] = sub
+        return derived

@@ -1,0 +1,144 @@
+"""Numbers as a function of the log (cqengine.core.homelog.derive): a member replaying a
+home key's log, from its beginning or from any checkpoint, derives exactly the mailboxes
+and the alert numbers the leader made as it appended, whatever the entries: subscriptions
+coming and going, documents alerted twice, mailboxes overflowing, acknowledgements."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+
+from cqengine.core.homelog.derive import Derived
+from cqengine.core.mailboxes import alert_batch
+from cqengine.proto import cqengine_pb2 as pb
+
+LIMIT_BYTES = 8  # small: mailboxes overflow often (a document here weighs 2 or 3 bytes)
+SUBS = list(range(1, 7))
+DOCNOS = [f"d{i}" for i in range(12)]  # few: documents come again
+
+
+def entry(kind, message) -> pb.LogEntry:
+    return pb.LogEntry(epoch=1, kind=kind, data=message.SerializeToString())
+
+
+def state(derived: Derived) -> dict:
+    """Everything that decides a number, by subscription."""
+    return {
+        s: (b.first, b.next, list(b.queue), sorted(b.seen), list(b.acked))
+        for s, b in ((s, sub.mailbox) for s, sub in sorted(derived.subscriptions.items()))
+    }
+
+
+operation = st.one_of(
+    st.tuples(st.just("subscribe"), st.sampled_from(SUBS)),
+    st.tuples(st.just("unsubscribe"), st.sampled_from(SUBS)),
+    st.tuples(
+        st.just("deliver"),
+        st.lists(
+            st.tuples(st.sampled_from(DOCNOS), st.lists(st.sampled_from([*SUBS, 99]), max_size=4)),
+            min_size=1,
+            max_size=4,
+        ),
+    ),
+    st.tuples(st.just("ack"), st.sampled_from(SUBS), st.floats(0, 1)),
+)
+
+
+def entries_of(operations, leader: Derived) -> tuple[list[pb.LogEntry], list]:
+    """The log a leader appends for these operations (an acknowledgement up to a number it
+    has, as a subscriber's would be), applying each as it appends; and what each numbered."""
+    log, numbered = [], []
+    for op in operations:
+        if op[0] == "subscribe":
+            record = pb.HomeRecord(key=7, subscription_id=op[1], token_hash=b"h", terms=["t"])
+            e = entry(pb.LOG_SUBSCRIBE, record)
+        elif op[0] == "unsubscribe":
+            e = entry(pb.LOG_UNSUBSCRIBE, pb.HomeRecord(key=7, subscription_id=op[1], deleted=1))
+        elif op[0] == "deliver":
+            docs = [((docno, "", ""), subs) for docno, subs in op[1]]
+            e = entry(pb.LOG_DELIVER, alert_batch(docs))
+        else:
+            sub = leader.subscriptions.get(op[1])
+            if sub is None:
+                continue
+            box = sub.mailbox
+            first = box.first + round(op[2] * (box.next - box.first))
+            e = entry(pb.LOG_ACKS, pb.Acknowledged(subscription_ids=[op[1]], firsts=[first]))
+        log.append(e)
+        numbered.append(leader.apply(len(log), e))
+    return log, numbered
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(st.lists(operation, max_size=40), st.integers(0, 40))
+def test_a_member_replaying_the_log_from_any_checkpoint_derives_the_leaders_numbers(ops, at):
+    leader = Derived(LIMIT_BYTES)
+    log, numbered = entries_of(ops, leader)
+    at = min(at, len(log))
+    # a member that held the checkpoint at `at` (its bytes) and the entries after it
+    replay = Derived(LIMIT_BYTES)
+    for position, e in enumerate(log[:at], 1):
+        replay.apply(position, e)
+    saved = replay.checkpoint().SerializeToString()
+    member = Derived.restore(pb.LogCheckpoint.FromString(saved), LIMIT_BYTES)
+    assert state(member) == state(replay)
+    again = [member.apply(position, e) for position, e in enumerate(log[at:], at + 1)]
+    assert again == numbered[at:]
+    assert state(member) == state(leader)
+    # and from the beginning, counting alike
+    whole = Derived(LIMIT_BYTES)
+    assert [whole.apply(p, e) for p, e in enumerate(log, 1)] == numbered
+    assert (whole.dropped, whole.repeated) == (leader.dropped, leader.repeated)
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(st.lists(operation, max_size=40))
+def test_each_subscription_is_numbered_without_gap_or_repeat(ops):
+    """Numbers go 0, 1, 2, ... per subscription (a mailbox overflowing drops the oldest,
+    never a number), and no document alerts one subscription twice while its mailbox
+    remembers it."""
+    leader = Derived(LIMIT_BYTES)
+    _, numbered = entries_of(ops, leader)
+    seqs: dict[int, list[int]] = {}
+    docs: dict[int, list[str]] = {}
+    for runs in numbered:
+        for doc, subs, numbers in runs:
+            for sub, seq in zip(subs, numbers):
+                seqs.setdefault(sub, []).append(seq)
+                docs.setdefault(sub, []).append(doc[0])
+    for sub, numbers in seqs.items():
+        # a subscription that came back after leaving starts again from 0
+        runs = [numbers[0]] + [b for a, b in zip(numbers, numbers[1:]) if b != a + 1]
+        assert all(r == 0 for r in runs), numbers
+    # every document this run alerts is remembered (SEEN_KEPT is 1,024): none twice, but
+    # to a subscription that left and came back, which starts anew
+    again = {op[1] for op in ops if op[0] == "unsubscribe"}
+    for sub, names in docs.items():
+        assert len(names) == len(set(names)) or sub in again, names
+
+
+def test_an_overflowing_mailbox_is_derived_alike_from_a_checkpoint():
+    ops = [("subscribe", 1), ("deliver", [(d, [1]) for d in DOCNOS[:6]]), ("ack", 1, 0.5)]
+    ops += [("deliver", [(d, [1]) for d in DOCNOS[6:]])]
+    leader = Derived(LIMIT_BYTES)
+    log, numbered = entries_of(ops, leader)
+    assert leader.dropped > 0  # the limits pushed alerts out
+    member = Derived.restore(
+        pb.LogCheckpoint.FromString(leader.checkpoint().SerializeToString()), LIMIT_BYTES
+    )
+    assert state(member) == state(leader)
+    more = entry(pb.LOG_DELIVER, alert_batch([(("d0", "", ""), [1]), (("z", "", ""), [1])]))
+    assert member.apply(len(log) + 1, more) == leader.apply(len(log) + 1, more)
+    assert state(member) == state(leader)
+
+
+def test_entries_apply_in_order_only():
+    derived = Derived()
+    derived.apply(1, pb.LogEntry(epoch=1, kind=pb.LOG_EPOCH))
+    try:
+        derived.apply(3, pb.LogEntry(epoch=1, kind=pb.LOG_EPOCH))
+    except ValueError as e:
+        assert "entry 3 applied after 1" in str(e)
+    else:
+        raise AssertionError("an entry applied out of order")
