@@ -174,6 +174,12 @@ def test_a_refused_call_leaves_nothing_of_its_request_behind():
             if size(v) >= big
         ]
 
+    async def let_go(what: str) -> None:
+        """The node holds no large request once it has finished with the call: its reply
+        may reach the client a moment before the server's last frames end (a loaded
+        machine shows it), so wait for that, not for ever: what is kept stays."""
+        await eventually_async(holding, 5, f"no frame holding {what}", holds=lambda h: h == [])
+
     async def main():
         await start_with_client_api(node)
         try:
@@ -188,12 +194,12 @@ def test_a_refused_call_leaves_nothing_of_its_request_behind():
                     with pytest.raises(grpc.aio.AioRpcError) as e:
                         await call
                     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-                    assert holding() == []
+                    await let_go("a refused request")
                 # nor does an accepted batch stay behind once published
                 docs = [cpb.PublishRequest(docno=f"D{i}", text=b"word " * 30_000) for i in range(8)]
                 reply = await stub.PublishBatch(cpb.PublishBatchRequest(documents=docs))
                 assert all(r.accepted for r in reply.results)
-                assert holding() == []
+                await let_go("a published batch")
         finally:
             await node.stop(graceful=False)
 
