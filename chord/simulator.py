@@ -92,6 +92,7 @@ class Simulator:
         self.transport.pause = self.clock.advance
         self.queue: deque[tuple[str, Op]] = deque()
         self._standing = False  # lookups are instant: membership must not change
+        self.partitioned = False  # a partition was made: maintenance recontacts lost nodes
 
     @property
     def ledger(self) -> Ledger:
@@ -188,6 +189,8 @@ class Simulator:
                 self.run(node, node.stabilize())
                 self.run(node, node.check_predecessor())
                 self.run(node, node.fix_fingers())
+                if self.partitioned:  # (else nothing is lost but failed nodes: no messages)
+                    self.run(node, node.recontact())
 
     def rounds(self, k: int) -> None:
         for _ in range(k):
@@ -204,6 +207,17 @@ class Simulator:
         raise RuntimeError(f"ring did not converge in {max_rounds} rounds: {self.problems()[:3]}")
 
     # ---- churn ------------------------------------------------------------------------
+
+    def cut(self, addresses: Iterable[str]) -> None:
+        """A network partition: calls between these nodes and the rest fail from now on,
+        each side's processes running on, until `heal`."""
+        self._moving()
+        self.transport.cut = frozenset(addresses)
+        self.partitioned = True
+
+    def heal(self) -> None:
+        """The partition's link is back (the rounds after it merge the two rings)."""
+        self.transport.cut = frozenset()
 
     def leave(self, address: str) -> None:
         self._moving()

@@ -33,6 +33,8 @@ class MemoryTransport:
         self.nodes: dict[str, Handler] = {}
         # how an operation's Pause passes (the simulator steps its clock); None: none may
         self.pause: Callable[[float], None] | None = None
+        # a network partition: the nodes cut off from the rest (their calls across fail)
+        self.cut: frozenset[str] = frozenset()
 
     def register(self, node: Handler) -> None:
         self.nodes[node.me.address] = node
@@ -40,16 +42,19 @@ class MemoryTransport:
     def unregister(self, address: str) -> None:
         self.nodes.pop(address, None)
 
-    def _deliver(self, peer: NodeRef, method: str, request: Any) -> Any:
+    def _deliver(self, peer: NodeRef, method: str, request: Any, sender: str = "") -> Any:
         data = request.SerializeToString()
         self.ledger.record(method, len(data))
         target = self.nodes.get(peer.address)
         if target is None:
             raise PeerUnreachable(peer, "no such node")
+        if self.cut and (sender in self.cut) != (peer.address in self.cut):
+            raise PeerUnreachable(peer, "partitioned")
         return answer(target, method, type(request).FromString(data), self)
 
-    def call(self, peer: NodeRef, method: str, request: Any) -> Any:
-        reply = self._deliver(peer, method, request)
+    def call(self, peer: NodeRef, method: str, request: Any, sender: str = "") -> Any:
+        """The reply; `sender`: who calls (a call across a partition fails)."""
+        reply = self._deliver(peer, method, request, sender)
         data = reply.SerializeToString()
         self.ledger.record(method + REPLY, len(data))
         return type(reply).FromString(data)
@@ -73,6 +78,6 @@ def run_sync(node: Handler, op: Op, transport: MemoryTransport) -> Any:
     def call(c: Call) -> Any:
         if c.peer == me:
             return answer(node, c.method, c.request, transport)
-        return transport.call(c.peer, c.method, c.request)
+        return transport.call(c.peer, c.method, c.request, me.address)
 
     return drive(op, call, transport.pause)

@@ -18,6 +18,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from chord.checks import address_problem
+from chord.routing import SUCCESSORS
 from cqengine.core import limits, presence
 from cqengine.core.postings import FEW
 from cqengine.core.settings import Settings
@@ -373,6 +374,34 @@ def _reconcile(settings: Settings, req: pb.ReconcileRequest) -> str | None:
     return None
 
 
+def _members_problem(members: Sequence[str]) -> str | None:
+    if len(members) > 2 * SUCCESSORS:
+        return f"a member set of {len(members)} nodes"
+    for address in members:
+        why = address_problem(address)
+        if why is not None:
+            return why
+    return None
+
+
+def _log_promise(settings: Settings, req: pb.LogPromise) -> str | None:
+    return _members_problem(req.members) or (
+        address_problem(req.candidate) if req.candidate else None
+    )
+
+
+def _log_append(settings: Settings, req: pb.LogAppend) -> str | None:
+    """A leader's entries are kept as they came and read when a member derives its
+    mailboxes: an entry of a kind no member knows would stop every one of them there."""
+    for entry in req.entries:
+        if entry.kind not in pb.LogKind.values():
+            return f"a log entry of kind {entry.kind}"
+        why = _members_problem(entry.members) or _members_problem(entry.previous)
+        if why is not None:
+            return why
+    return None
+
+
 CHECKS: dict[str, Callable[[Any, Any], str | None]] = {
     "Index": _index,
     "Unindex": _anything,
@@ -386,6 +415,9 @@ CHECKS: dict[str, Callable[[Any, Any], str | None]] = {
     "Reconcile": _reconcile,
     "Repair": _records,
     "Release": _anything,
+    "LogPromise": _log_promise,
+    "LogAppend": _log_append,
+    "LogFetch": _anything,
 }
 
 

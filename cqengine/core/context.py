@@ -55,7 +55,9 @@ class Context:
         self.index.merger = merged if settings.merge_queries else None
         self.subscriptions = Subscriptions()
         # inverted lists (and, replicated, home records and held documents) follow key ownership
-        self.store = RecordStore(self.index, self.subscriptions, settings.replicas, host.clock)
+        self.store = RecordStore(
+            self.index, self.subscriptions, settings.replicas, host.clock, settings.home_log
+        )
         self.counters: Counter[str] = Counter()
         self.stopping = False  # the node stops: it takes on no new work
         self._journal: Journal | None = None

@@ -5,8 +5,10 @@ that cannot be reached (restarting, say) is tried again, each wait twice the las
 DN's hold in all; only then are its alerts counted lost. A home takes a batch twice
 harmlessly: a docno enters a mailbox once. Replicated, a batch goes to whichever node
 serves its home key now: where it was last found, else the key's owner, looked up (a
-replica took over from the home). A batch of the DN's own is through, and its held copies
-may go, once each of its deliveries has ended: taken, or counted lost.
+replica took over from the home). A home whose log has no majority (Settings.home_log)
+holds the batch: it is tried again as an unreachable home's is. A batch of the DN's own
+is through, and its held copies may go, once each of its deliveries has ended: taken, or
+counted lost.
 """
 
 from __future__ import annotations
@@ -87,6 +89,8 @@ class Delivery:
                 batch = found
             try:
                 reply = yield Call(ctx.peer(at), "Deliver", batch)
+                if reply.held:  # its home's log has no majority now: nothing was numbered
+                    break
                 if not reply.moved:
                     if key and at != home:
                         self._found_home(key, at)

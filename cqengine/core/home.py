@@ -6,6 +6,10 @@ A DN's alert batch reaches the node that serves each subscription's home key. It
 with no gap. Replicated, new alerts are copied to the home's replicas before a stream may
 show them, so that whichever replica serves next knows every number a subscriber may have
 seen. A node that finds its predecessor gone takes the alerts of the home keys it now owns.
+
+With the ring's home log on (Settings.home_log), a batch is appended to its home key's log
+instead, and numbered once committed (cqengine.core.homelog.homes): nothing is copied per
+alert, and a home without a majority of its log's members numbers nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from chord.node import Call, Op, PeerUnreachable
 from chord.proto import chord_pb2 as chord_pb
 from cqengine.core.checks import per_document
 from cqengine.core.context import Context
+from cqengine.core.homelog.homes import Held, HomeLogs, Moved
 from cqengine.core.mailboxes import AlertDoc, Mailbox, Subscription, batch_documents, numbered_runs
 from cqengine.core.stats import Histogram
 from cqengine.proto import cqengine_pb2 as pb
@@ -31,20 +36,58 @@ class Home:
         self.ctx, self.copy = ctx, copy
         self.latency = Histogram()  # s from each alert's document accepted to its mailbox
         self.alert_listeners: list[Callable[[list[int]], None]] = []  # told who was alerted
+        self.logs: HomeLogs | None = None  # the home keys' logs (Settings.home_log)
+        if ctx.settings.home_log:
+            self.logs = HomeLogs(ctx, self._applied)
 
     def on_deliver(self, batch: pb.AlertBatch) -> pb.DeliverReply | Op:
         ctx = self.ctx
+        if self.logs is not None and batch.home_id:
+            return self._logged(batch)
         if batch.home_id and not ctx.serves(batch.home_id):
             if batch.owner and batch.home and ctx.chord.settled:
                 return self._delivered_if_mine(batch)
             return pb.DeliverReply(moved=True)
         return self._delivered(batch)
 
+    def _logged(self, batch: pb.AlertBatch) -> Op:
+        """The batch appended to its home key's log as it came (DN hints aside); its
+        alerts numbered once it is committed (`_applied`)."""
+        assert self.logs is not None
+        entry = pb.LogEntry(kind=pb.LOG_DELIVER)
+        if batch.owner or batch.home:
+            plain = pb.AlertBatch()
+            plain.CopyFrom(batch)
+            plain.ClearField("owner")
+            plain.ClearField("home")
+            batch = plain
+        entry.data = batch.SerializeToString()
+        try:
+            yield from self.logs.append(batch.home_id, [entry])
+        except Moved:
+            return pb.DeliverReply(moved=True)
+        except Held:
+            self.ctx.count("alerts_held", len(batch.subscription_ids))
+            return pb.DeliverReply(held=True)
+        return pb.DeliverReply()
+
+    def _applied(self, runs: Runs, fresh: bool) -> None:
+        """A committed entry of a log numbered these alerts here (`fresh`: first here, not
+        another leader's applied as I take its key over)."""
+        if fresh:
+            self._alerted(runs)
+        elif self.ctx.journal is not None:
+            self.ctx.journal.alerted_runs(runs)
+
     def acknowledge(self, acks: Sequence[tuple[Subscription, int]]) -> None:
         """Each subscriber has every alert of its subscription numbered below its next_seq:
         they leave the mailboxes, and the replicas' copies in one message to each (a
-        client acknowledges many subscriptions at once)."""
+        client acknowledges many subscriptions at once). On the home log, they are
+        appended to their keys' logs, and leave once committed."""
         ctx = self.ctx
+        if self.logs is not None:
+            self._acknowledged_by_log(acks)
+            return
         boxes, subs, firsts = [], [], []
         for sub, next_seq in acks:
             box = sub.mailbox
@@ -62,6 +105,28 @@ class Home:
             acked = pb.Acknowledged(subscription_ids=subs, firsts=firsts)
             ctx.store.count_copies(subs)
             ctx.host.spawn(self._acknowledgements_copied(boxes, acked))
+
+    def _acknowledged_by_log(self, acks: Sequence[tuple[Subscription, int]]) -> None:
+        by_key: dict[int, pb.Acknowledged] = {}
+        for sub, next_seq in acks:
+            box = sub.mailbox
+            first = min(next_seq, box.next)
+            if first > box.first and sub.key:
+                acked = by_key.setdefault(sub.key, pb.Acknowledged())
+                acked.subscription_ids.append(sub.id)
+                acked.firsts.append(first)
+        for key, acked in sorted(by_key.items()):
+            entry = pb.LogEntry(kind=pb.LOG_ACKS, data=acked.SerializeToString())
+            self.ctx.host.spawn(self._appended(key, entry))
+
+    def _appended(self, key: int, entry: pb.LogEntry) -> Op:
+        """An entry appended on its own; not now, it waits for the subscriber to send it
+        again (an acknowledgement repeats what the last one said and more)."""
+        assert self.logs is not None
+        try:
+            yield from self.logs.append(key, [entry])
+        except (Held, Moved):
+            self.ctx.count("log_appends_held")
 
     def _acknowledgements_copied(self, boxes: list[Mailbox], acked: pb.Acknowledged) -> Op:
         """Acknowledgements to my replicas; until they are through, reconciliation does

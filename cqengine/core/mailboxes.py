@@ -440,3 +440,21 @@ def alert_batch(docs: Sequence[tuple[AlertDoc, list[int]]]) -> pb.AlertBatch:
     if len(docs) > 1:
         batch.counts.extend(len(subs) for _, subs in docs)
     return batch
+
+
+def alerts_taken(sub: Subscription, before: int) -> list[tuple[int, int, AlertDoc]]:
+    """The alerts a copy of a mailbox took, numbered from `before` (the journal's form)."""
+    box = sub.mailbox
+    numbers = range(before, box.next)
+    return [(sub.id, seq, doc) for seq, doc in zip(numbers, box.alerts(before, box.next))]
+
+
+def runs_of(alerts: list[tuple[int, AlertDoc]]) -> Iterator[tuple[int, list[AlertDoc]]]:
+    """Numbered alerts, in order of number, as runs of consecutive numbers: (first, docs)."""
+    start, docs = alerts[0][0], [alerts[0][1]]
+    for seq, doc in alerts[1:]:
+        if seq != start + len(docs):
+            yield start, docs
+            start, docs = seq, []
+        docs.append(doc)
+    yield start, docs

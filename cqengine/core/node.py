@@ -91,7 +91,9 @@ class EngineNode:
             ctx, self.documents, self.dn.take_over, lambda: list(self.dn.own)
         )
         self.home = Home(ctx, self.replication.copy)
-        self.placement = Placement(ctx, self.synopsis.popular, self.replication.copy, self.filters)
+        self.placement = Placement(
+            ctx, self.synopsis.popular, self.replication.copy, self.filters, self.home.logs
+        )
         self.gossip = Gossip(ctx, self.synopsis, self.placement, self.replication.copy)
         self.statistics = Stats(
             ctx, self.synopsis, self.replication.copies, self.dn.in_flight, self.home.latency
@@ -112,6 +114,11 @@ class EngineNode:
             "Repair": self.replication.on_repair,
             "Release": self.replication.on_release,
         }
+        logs = self.home.logs
+        if logs is not None:
+            self.handlers.update(
+                LogPromise=logs.on_promise, LogAppend=logs.on_append, LogFetch=logs.on_fetch
+            )
 
     @property
     def me(self) -> NodeRef:
@@ -144,9 +151,12 @@ class EngineNode:
     def periodic(self) -> list[tuple[Callable[[], Op], float]]:
         """Operations a live node runs on a timer, with their periods."""
         s = self.settings
-        return [(self.gossip.gossip, s.gossip_period)] * s.gossiped + [
-            (self.replication.reconcile, s.reconcile_period)
-        ] * self.ctx.replicated
+        logs = self.home.logs
+        return (
+            [(self.gossip.gossip, s.gossip_period)] * s.gossiped
+            + [(self.replication.reconcile, s.reconcile_period)] * self.ctx.replicated
+            + ([(logs.maintain, s.reconcile_period)] if logs is not None else [])
+        )
 
     def flush(self) -> None:
         """The node stops: it takes on no new work, and delivers at once what it holds."""

@@ -9,6 +9,10 @@ subscription's record to its own (a replica takes the home's place if it fails).
 A batch of queries is placed the same way, with fewer messages: one lookup per owner
 region its keys fall in, one Index message per owner, one copy of the owner's new entries
 and one of the home's new records to their replicas.
+
+With the ring's home log on (Settings.home_log), a subscription is homed under a key of
+the node's own log (cqengine.core.homelog.homes), and its record enters the log, not the
+replicas' copies: it exists once the entry is committed, before its entries are placed.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from cqengine.core import limits
 from cqengine.core.context import Context
 from cqengine.core.errors import LEAVING, EngineError
 from cqengine.core.filters import Filters
+from cqengine.core.homelog.homes import Held, HomeLogs, Moved
 from cqengine.core.indexing import chooser
 from cqengine.core.mailboxes import Subscription, home_record, token_hash
 from cqengine.core.queries import (
@@ -41,6 +46,7 @@ from cqengine.text.analysis import term_id
 
 NO_TOKEN = bytes(32)  # compared with when no subscription has the id: no token hashes to it
 MOVING = "the ring's ownership kept changing; try again"
+MINORITY = "the home's log has no majority of its members now (home in minority); try again"
 Copy = Callable[[pb.Records], Op]  # records to my replicas (Replication.copy)
 Analyzed = Query | EngineError  # a query analyzed, or why it was refused
 
@@ -93,12 +99,18 @@ def check_batch(n: int) -> None:
 
 class Placement:
     def __init__(
-        self, ctx: Context, popular: Callable[[], frozenset[int]], copy: Copy, filters: Filters
+        self,
+        ctx: Context,
+        popular: Callable[[], frozenset[int]],
+        copy: Copy,
+        filters: Filters,
+        logs: HomeLogs | None = None,
     ) -> None:
         """`popular`: the popular term ids SAP-MHI avoids, as they are now (the ring's fixed
         list, or what gossip learnt); `copy`: records changed here, to my replicas;
-        `filters`: what an entry under a key new here waits for (cqengine.core.filters)."""
-        self.ctx, self.copy, self.filters = ctx, copy, filters
+        `filters`: what an entry under a key new here waits for (cqengine.core.filters);
+        `logs`: the home keys' logs, on the home log (None: records copied)."""
+        self.ctx, self.copy, self.filters, self.logs = ctx, copy, filters, logs
         s = ctx.settings
         fixed = s.popular_ids
         self.choose = chooser(
@@ -128,7 +140,9 @@ class Placement:
         ctx = self.ctx
         if ctx.stopping:
             raise EngineError("UNAVAILABLE", LEAVING)
-        sub, entries, token = self._new(query)  # homed before placing: an alert may come at once
+        key = yield from self._home_key()
+        sub, entries, token = self._new(query, key)
+        yield from self._homed(key, [sub])  # before placing: an alert may come at once
         try:
             if len(entries) == 1:
                 request = pb.IndexRequest(entry=entries[0])
@@ -138,7 +152,7 @@ class Placement:
         except BaseException:
             self._abandon(sub, len(entries) > 1)
             raise
-        if ctx.replicated:  # the home's replicas take over if it fails
+        if ctx.replicated and self.logs is None:  # the home's replicas take over if it fails
             yield from self.copy(pb.Records(homes=[home_record(sub)]))
         if ctx.journal is not None:  # placed: from now on it must outlive the process
             ctx.journal.subscribed(sub)
@@ -160,11 +174,13 @@ class Placement:
         check_batch(len(queries))
         results: list[pb.SubscribeReply | EngineError | None] = []
         new: dict[int, tuple[int, Subscription, list[pb.QueryEntry], str, Query]] = {}
+        key = yield from self._home_key()
         for i, query in enumerate(queries):
             results.append(query if isinstance(query, EngineError) else None)  # placeholders
             if isinstance(query, Query):
-                sub, entries, token = self._new(query)
+                sub, entries, token = self._new(query, key)
                 new[sub.id] = (i, sub, entries, token, query)
+        yield from self._homed(key, [n[1] for n in new.values()])
         try:
             unplaced = yield from self.at_owners([e for n in new.values() for e in n[2]])
         except BaseException:
@@ -176,7 +192,7 @@ class Placement:
             results[i] = EngineError("UNAVAILABLE", MOVING)
             self._abandon(sub, len(entries) > 1)
         placed = [n[1] for n in new.values()]
-        if ctx.replicated and placed:
+        if ctx.replicated and placed and self.logs is None:
             yield from self.copy(pb.Records(homes=[home_record(sub) for sub in placed]))
         if ctx.journal is not None:
             for sub in placed:
@@ -186,14 +202,47 @@ class Placement:
             results[i] = self._reply(sub, query, token, contacts)
         return results
 
-    def _new(self, query: Query) -> tuple[Subscription, list[pb.QueryEntry], str]:
-        """A new subscription of this (checked) query, homed here; its index entries (one
-        per alternative) and token."""
+    def _home_key(self) -> Op:
+        """The home key of the subscriptions I make now: my own id (replicated), a key of my
+        own log (the home log), or none."""
+        ctx = self.ctx
+        if self.logs is None:
+            return ctx.me.id if ctx.replicated else 0
+        try:
+            return (yield from self.logs.own_key())
+        except Held:
+            raise EngineError("UNAVAILABLE", MINORITY) from None
+        except Moved:
+            raise EngineError("UNAVAILABLE", MOVING) from None
+
+    def _homed(self, key: int, subs: list[Subscription]) -> Op:
+        """New subscriptions homed here: into my subscriptions, or (the home log) into the
+        log of their key, there once committed."""
+        if self.logs is None:
+            for sub in subs:
+                self.ctx.subscriptions[sub.id] = sub
+            return
+        if subs:
+            yield from self._logged(key, pb.LOG_SUBSCRIBE, [home_record(sub) for sub in subs])
+
+    def _logged(self, key: int, kind: int, records: list[pb.HomeRecord]) -> Op:
+        """Records appended to a key's log, and committed."""
+        entries = [pb.LogEntry(kind=kind, data=r.SerializeToString()) for r in records]
+        assert self.logs is not None
+        try:
+            yield from self.logs.append(key, entries)
+        except Held:
+            raise EngineError("UNAVAILABLE", MINORITY) from None
+        except Moved:
+            raise EngineError("UNAVAILABLE", MOVING) from None
+
+    def _new(self, query: Query, key: int) -> tuple[Subscription, list[pb.QueryEntry], str]:
+        """A new subscription of this (checked) query, under this home key; its index
+        entries (one per alternative) and token."""
         ctx = self.ctx
         sub_id = ctx.host.new_id()
         while sub_id in ctx.subscriptions:  # never two alike here (64 random bits: never)
             sub_id = ctx.host.new_id()
-        key = ctx.me.id if ctx.replicated else 0  # its home key: mine
         entries, index_term = [], ""
         for i, alt in enumerate(query.alternatives):
             entry = entry_of(alt, i)
@@ -207,13 +256,16 @@ class Placement:
         sub = Subscription(sub_id, token_hash(token), terms, first, index_term, key=key)
         if not query.plain:
             sub.query, sub.index_ids = query.text, tuple(e.index_id for e in entries)
-        ctx.subscriptions[sub_id] = sub
         return sub, entries, token
 
     def _abandon(self, sub: Subscription, placed_some: bool) -> None:
         """A new subscription not placed goes; those of its entries that may have been
         placed (`placed_some`: another may have failed) are unindexed again."""
-        del self.ctx.subscriptions[sub.id]
+        if self.logs is None:
+            del self.ctx.subscriptions[sub.id]
+        else:
+            gone = pb.HomeRecord(key=sub.key, subscription_id=sub.id, deleted=1.0)
+            self.ctx.host.spawn(self._logged(sub.key, pb.LOG_UNSUBSCRIBE, [gone]))
         if placed_some:
             self.ctx.host.spawn(self._unindexed(sub))
 
@@ -245,7 +297,11 @@ class Placement:
     def unsubscribe(self, sub_id: int, token: str) -> Op:
         ctx = self.ctx
         sub = self.authorized(sub_id, token)
-        if ctx.replicated:  # a tombstone, for the replicas too
+        if self.logs is not None:  # it ends where the log's entries say
+            when = ctx.store.clock()
+            gone = pb.HomeRecord(key=sub.key, subscription_id=sub_id, deleted=when)
+            yield from self._logged(sub.key, pb.LOG_UNSUBSCRIBE, [gone])
+        elif ctx.replicated:  # a tombstone, for the replicas too
             ctx.store.unsubscribe(sub_id, sub.key)
             deleted = ctx.store.gone[sub_id][1]
             record = pb.HomeRecord(key=sub.key, subscription_id=sub_id, deleted=deleted)

@@ -36,11 +36,13 @@ from cqengine.core.mailboxes import (
     AlertDoc,
     Subscription,
     Subscriptions,
+    alerts_taken,
     cost,
     home_record,
     numbered_batch,
     numbered_documents,
     record_alerts,
+    runs_of,
     subscription_of,
 )
 from cqengine.core.postings import InvertedIndex
@@ -78,7 +80,10 @@ class RecordStore:
         subscriptions: dict[int, Subscription],
         replicas: int,
         clock: Callable[[], float],
+        logged: bool = False,
     ) -> None:
+        """`logged`: the home log keeps the subscriptions (cqengine.core.homelog): they are
+        none of this store's records, neither copied, nor handed over, nor collected."""
         self.index = index
         self.subscriptions = subscriptions
         self.replicas = replicas
@@ -94,7 +99,8 @@ class RecordStore:
         # acknowledgements; cqengine.core.home): how many copies each
         self.copying: dict[int, int] = {}
         # copies kept as columns until a mailbox is read (a plain dict tells no departures)
-        columns = replicas > 1 and isinstance(subscriptions, Subscriptions)
+        self.logged = logged
+        columns = replicas > 1 and isinstance(subscriptions, Subscriptions) and not logged
         self.copied: Copies | None = Copies(subscriptions) if columns else None
 
     # ---- entries -----------------------------------------------------------------------
@@ -186,7 +192,7 @@ class RecordStore:
     def _journal_alerted(self, sub: Subscription, before: int) -> None:
         """Tell the journal of the alerts a copy of a mailbox took, numbered from `before`."""
         if self.journal is not None and sub.mailbox.next != before:
-            self.journal.alerted(_taken(sub, before))
+            self.journal.alerted(alerts_taken(sub, before))
 
     def put_alerts(
         self, batch: pb.AlertBatch, serves: Callable[[int], bool]
@@ -275,7 +281,7 @@ class RecordStore:
         before = box.next
         alerts.sort(key=lambda a: a[0])
         gap = None
-        for start, docs in _runs(alerts):
+        for start, docs in runs_of(alerts):
             gap = box.put(start, docs, serves(sub.key))
             if gap is not None:
                 break
@@ -297,6 +303,8 @@ class RecordStore:
     def homes_in(self, lo: int, hi: int) -> Iterator[tuple[tuple, Subscription | None]]:
         """Each home record in (lo, hi] as what tells copies apart (key, subscription,
         unsubscribed, first, next), with its subscription (None: a tombstone)."""
+        if self.logged:
+            return
         for sub in self.subscriptions.values():
             if sub.key and in_range(sub.key, lo, hi):
                 yield (sub.key, sub.id, False, sub.mailbox.first, sub.mailbox.next), sub
@@ -353,7 +361,7 @@ class RecordStore:
         return Entries.of([(k, s, v, False) for k, s, v in self.index.versions_in(lo, hi)])
 
     def _homed_in(self, lo: int, hi: int) -> tuple[list[Subscription], np.ndarray, np.ndarray]:
-        subs = list(self.subscriptions.values())
+        subs = [] if self.logged else list(self.subscriptions.values())
         keys = np.fromiter((s.key for s in subs), dtype=np.uint64, count=len(subs))
         at = np.flatnonzero(summaries.in_range(keys, lo, hi) & (keys > 0))
         chosen = [subs[i] for i in at]
@@ -539,7 +547,7 @@ class RecordStore:
         names = list(self.held)
         for at in np.flatnonzero(outside(self.held[n].key for n in names)).tolist():
             gone += len(self.release(names[at]).documents)
-        subs = list(self.subscriptions.values())
+        subs = [] if self.logged else list(self.subscriptions.values())
         keys = [s.key for s in subs]
         for at in np.flatnonzero(outside(keys) & (np.array(keys, dtype=np.uint64) > 0)).tolist():
             sub = subs[at]
@@ -579,21 +587,3 @@ class RecordStore:
 
     def __len__(self) -> int:
         return len(self.index)
-
-
-def _taken(sub: Subscription, before: int) -> list[tuple[int, int, AlertDoc]]:
-    """The alerts a copy of a mailbox took, numbered from `before` (the journal's form)."""
-    box = sub.mailbox
-    numbers = range(before, box.next)
-    return [(sub.id, seq, doc) for seq, doc in zip(numbers, box.alerts(before, box.next))]
-
-
-def _runs(alerts: list[tuple[int, AlertDoc]]) -> Iterator[tuple[int, list[AlertDoc]]]:
-    """Numbered alerts, in order of number, as runs of consecutive numbers: (first, docs)."""
-    start, docs = alerts[0][0], [alerts[0][1]]
-    for seq, doc in alerts[1:]:
-        if seq != start + len(docs):
-            yield start, docs
-            start, docs = seq, []
-        docs.append(doc)
-    yield start, docs

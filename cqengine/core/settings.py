@@ -64,6 +64,9 @@ class Settings:
     # ring has REPLICAS
     replicas: int = 1
     reconcile_period: float = 2.0  # s between a live node's reconciliation rounds
+    # each home key a replicated log (cqengine.core.homelog): alerts numbered from its
+    # committed entries; off: every numbered alert copied to the replicas
+    home_log: bool = False
     df: dict[str, int] | None = field(default=None, repr=False)
     popular: frozenset[str] | None = field(default=None, repr=False)  # terms; None: gossip them
 
@@ -89,6 +92,7 @@ class Settings:
         "reindex_grace",
         "replicas",
         "reconcile_period",
+        "home_log",
     )
 
     def validate(self) -> "Settings":

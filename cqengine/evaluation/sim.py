@@ -15,6 +15,7 @@ from typing import Callable, Iterable
 from chord.ids import spread_ids
 from chord.ledger import Count, Ledger
 from chord.node import PeerUnreachable
+from chord.oracle import ring_problems
 from chord.routing import SUCCESSORS
 from chord.simulator import Simulator
 from cqengine.core.documents import Document
@@ -266,11 +267,15 @@ class EngineSimulator:
         return out
 
     def reconcile_round(self) -> None:
-        """Every node reconciles its range with its replicas once, in a seeded order."""
+        """Every node reconciles its range with its replicas once, in a seeded order (and,
+        on the home log, keeps the logs it leads: Homelogs.maintain)."""
         addresses = sorted(self.ring.nodes)
         self.rng.shuffle(addresses)
         for a in addresses:
-            self.ring.run(self.ring.nodes[a], self.engines[a].replication.reconcile())
+            engine = self.engines[a]
+            self.ring.run(self.ring.nodes[a], engine.replication.reconcile())
+            if engine.home.logs is not None:
+                self.ring.run(self.ring.nodes[a], engine.home.logs.maintain())
         self.settle()
 
     def fail(self, addresses: Iterable[str], converge: bool = True) -> int:
@@ -279,10 +284,33 @@ class EngineSimulator:
         ring is correct again; how many rounds that took."""
         for a in addresses:
             self.ring.fail(a)
+        return self._converge(self.ring.problems) if converge else 0
+
+    def cut(self, addresses: Iterable[str]) -> int:
+        """A network partition: these nodes cut off from the rest; then rounds of the ring's
+        maintenance, and whatever they set off, until each side is a correct ring of its
+        own (each took over what it lost of the other); how many rounds that took."""
+        apart = set(addresses)
+        self.ring.cut(apart)
+        return self._converge(
+            lambda: self._problems(apart) + self._problems(set(self.ring.nodes) - apart)
+        )
+
+    def _problems(self, side: set[str]) -> list[str]:
+        """What is wrong with the ring these nodes make on their own."""
+        tables = [node.table for a, node in self.ring.nodes.items() if a in side]
+        return ring_problems(tables, self.ring.r)
+
+    def heal(self) -> int:
+        """The partition heals: rounds of maintenance until the two rings are one again."""
+        self.ring.heal()
+        return self._converge(self.ring.problems)
+
+    def _converge(self, problems: Callable[[], list[str]]) -> int:
         rounds = 0
-        while converge and self.ring.problems():
+        while problems():
             if rounds == 200:
-                raise RuntimeError(f"the ring did not converge: {self.ring.problems()[:3]}")
+                raise RuntimeError(f"the ring did not converge: {problems()[:3]}")
             self.ring.round()
             self.settle()
             rounds += 1

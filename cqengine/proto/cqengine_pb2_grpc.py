@@ -494,6 +494,21 @@ class EngineStub:
                 request_serializer=cqengine_dot_proto_dot_cqengine__pb2.ReleaseRequest.SerializeToString,
                 response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.Ack.FromString,
                 _registered_method=True)
+        self.LogPromise = channel.unary_unary(
+                '/cqengine.Engine/LogPromise',
+                request_serializer=cqengine_dot_proto_dot_cqengine__pb2.LogPromise.SerializeToString,
+                response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.LogPromiseReply.FromString,
+                _registered_method=True)
+        self.LogAppend = channel.unary_unary(
+                '/cqengine.Engine/LogAppend',
+                request_serializer=cqengine_dot_proto_dot_cqengine__pb2.LogAppend.SerializeToString,
+                response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.LogAppendReply.FromString,
+                _registered_method=True)
+        self.LogFetch = channel.unary_unary(
+                '/cqengine.Engine/LogFetch',
+                request_serializer=cqengine_dot_proto_dot_cqengine__pb2.LogFetch.SerializeToString,
+                response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.LogFetchReply.FromString,
+                _registered_method=True)
 
 
 class EngineServicer:
@@ -588,6 +603,26 @@ class EngineServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LogPromise(self, request, context):
+        """The home's log (EngineConfig.home_log): a candidate's promises, a leader's appends,
+        a new leader's recovery.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LogAppend(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LogFetch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EngineServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -655,6 +690,21 @@ def add_EngineServicer_to_server(servicer, server):
                     servicer.Release,
                     request_deserializer=cqengine_dot_proto_dot_cqengine__pb2.ReleaseRequest.FromString,
                     response_serializer=cqengine_dot_proto_dot_cqengine__pb2.Ack.SerializeToString,
+            ),
+            'LogPromise': grpc.unary_unary_rpc_method_handler(
+                    servicer.LogPromise,
+                    request_deserializer=cqengine_dot_proto_dot_cqengine__pb2.LogPromise.FromString,
+                    response_serializer=cqengine_dot_proto_dot_cqengine__pb2.LogPromiseReply.SerializeToString,
+            ),
+            'LogAppend': grpc.unary_unary_rpc_method_handler(
+                    servicer.LogAppend,
+                    request_deserializer=cqengine_dot_proto_dot_cqengine__pb2.LogAppend.FromString,
+                    response_serializer=cqengine_dot_proto_dot_cqengine__pb2.LogAppendReply.SerializeToString,
+            ),
+            'LogFetch': grpc.unary_unary_rpc_method_handler(
+                    servicer.LogFetch,
+                    request_deserializer=cqengine_dot_proto_dot_cqengine__pb2.LogFetch.FromString,
+                    response_serializer=cqengine_dot_proto_dot_cqengine__pb2.LogFetchReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1016,6 +1066,87 @@ class Engine:
             '/cqengine.Engine/Release',
             cqengine_dot_proto_dot_cqengine__pb2.ReleaseRequest.SerializeToString,
             cqengine_dot_proto_dot_cqengine__pb2.Ack.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LogPromise(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cqengine.Engine/LogPromise',
+            cqengine_dot_proto_dot_cqengine__pb2.LogPromise.SerializeToString,
+            cqengine_dot_proto_dot_cqengine__pb2.LogPromiseReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LogAppend(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cqengine.Engine/LogAppend',
+            cqengine_dot_proto_dot_cqengine__pb2.LogAppend.SerializeToString,
+            cqengine_dot_proto_dot_cqengine__pb2.LogAppendReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LogFetch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cqengine.Engine/LogFetch',
+            cqengine_dot_proto_dot_cqengine__pb2.LogFetch.SerializeToString,
+            cqengine_dot_proto_dot_cqengine__pb2.LogFetchReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -43,6 +43,8 @@ from cqengine.text.analysis import analyze, term_id
 STRATEGIES = ("ri", "oi", "mhi", "sap-mhi")
 RESOLUTIONS = ("td", "bf")
 R = 3
+LOG_MEMBERS = 5  # a home log's members: a home and its successor failing leave a majority
+LOG_METHODS = ("LogPromise", "LogAppend", "LogFetch")
 K = 2  # piggybacked ids per run
 SYNOPSIS_K = 40  # small: the gossiped popular terms change, and entries move
 
@@ -177,6 +179,23 @@ def test_no_message_of_a_correct_ring_is_refused(
     assert expected <= kinds, expected - kinds  # every kind was sent, and checked
 
 
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@hsettings(max_examples=2, deadline=None, derandomize=True)
+@given(nodes=st.integers(8, 40), seed=st.integers(0, 2**16), batch=st.sampled_from([2, 12]))
+def test_no_message_of_a_ring_on_the_home_log_is_refused(strategy, nodes, seed, batch):
+    """The same life on the home log (cqengine.core.homelog): homes' logs started, taken
+    over by their successors as nodes leave, join and fail, every alert the matcher's."""
+    sim, got, want = busy_ring(
+        strategy, "td", LOG_MEMBERS, seed, nodes, 1, batch, piggyback=1, home_log=True
+    )
+    assert refused(sim) == 0
+    assert len(want) >= 40  # not vacuous
+    assert_exact(got, want)
+    kinds = set(sim.ring.ledger.snapshot())
+    assert {"LogPromise", "LogAppend", "Deliver"} <= kinds
+    assert "Replicate" in kinds  # the index's entries are still copied
+
+
 @pytest.mark.parametrize("replicas", [1, R])
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @hsettings(max_examples=2, deadline=None, derandomize=True)
@@ -302,6 +321,17 @@ def peers(r) -> tuple:
     return r.confirmed, r.in_sync, r.replicas_were
 
 
+def logs_state(e: EngineNode) -> list:
+    """Each home key's log copy at the node (the home log), as its members' rules see it."""
+    logs = e.home.logs
+    if logs is None:
+        return []
+    return [
+        (k, log.entries, log.promised, log.promised_to, log.committed)
+        for k, log in sorted(logs.logs.items())
+    ]
+
+
 def state_digest(e: EngineNode) -> str:
     """A fingerprint of everything a node holds: its inverted lists, subscriptions with
     their mailboxes, record store (tombstones, unsubscriptions, held batches), documents
@@ -318,6 +348,7 @@ def state_digest(e: EngineNode) -> str:
         "work": (e.dn.gathering, e.dn.own, e.gossip.retiring) + work(e.dn.delivery),
         "peers": peers(e.replication) + (e.gossip.gossiped_to, e.gossip.indexed_with),
         "counters": {k: v for k, v in e.counters.items() if k != "messages_refused"},
+        "logs": logs_state(e),
     }
     return hashlib.sha256(repr(plain(state)).encode()).hexdigest()
 
@@ -337,6 +368,18 @@ def shape(m: Message) -> tuple:
             kinds = frozenset(shape(x) for x in v if isinstance(x, Message))
             out.append((f.name, min(len(v), 2), kinds))
     return tuple(out)
+
+
+def lagging_member_takes_over(sim: EngineSimulator) -> None:
+    """A home's successor, cut off while the home appends, takes its key over when the home
+    fails: it fetches the entries it lacks (LogFetch)."""
+    home = next(e for e in sim.engines.values() if e.home.logs.own)
+    successor = home.chord.table.successor.address
+    sim.cut([successor])
+    docs = analyzed(workload(1), sim.settings)
+    sim.publish_batch([replace(d, docno=f"CUT-{d.docno}") for d in docs[:6]], via=home.me.address)
+    sim.heal()
+    sim.fail([home.me.address])
 
 
 @pytest.fixture(scope="module")
@@ -365,6 +408,11 @@ def captured():
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(EngineNode, "handle", handle_engine)
         mp.setattr(ChordNode, "handle", handle_chord)
+        # the home log's messages, from a ring of its own (its addresses are the same)
+        log_sim, _, _ = busy_ring("mhi", "td", LOG_MEMBERS, seed=4, home_log=True)
+        lagging_member_takes_over(log_sim)
+        logged = {m: seen.pop(m) for m in LOG_METHODS}
+        seen.clear()  # the other kinds, from the ring below
         sim, _, _ = busy_ring("sap-mhi", "bf", R, seed=4)
         docs = [replace(d, docno=f"NEW-{d.docno}") for d in analyzed(workload(1), sim.settings)]
         sim.publish_batch(docs[:12], via=sim.pick())  # alerts wait in mailboxes
@@ -388,6 +436,7 @@ def captured():
         "Leave": chord_pb.LeaveRequest,
         "FindSuccessor": chord_pb.FindSuccessorRequest,
     }
+    seen |= logged
     return Captured(
         sim,
         {
@@ -396,21 +445,28 @@ def captured():
             ]
             for method, by in seen.items()
         },
+        log_sim,
     )
 
 
 class Captured(NamedTuple):
     sim: EngineSimulator
     samples: dict[str, list[tuple[str, Message]]]  # method -> (receiver, request)
+    log_sim: EngineSimulator  # where the home log's messages were captured
+
+    def ring(self, method: str) -> EngineSimulator:
+        """The ring whose nodes received the samples of this method."""
+        return self.log_sim if method in LOG_METHODS else self.sim
 
     def __repr__(self) -> str:  # as hypothesis reports a failing example
         return f"<{sum(map(len, self.samples.values()))} requests>"
 
 
 def test_every_kind_was_captured_and_passes_as_sent(captured):
-    sim, samples = captured
+    samples = captured.samples
     assert set(samples) == set(checks.CHECKS) | set(chord_checks.CHECKS)
     for method, got in samples.items():
+        sim = captured.ring(method)
         for address, request in got:
             node = sim.engines[address] if address in sim.engines else None
             if node is None:
@@ -1012,6 +1068,32 @@ def _(m, node, draw):
     return True
 
 
+# -- the home log's messages
+
+
+@breaks("LogAppend", "an entry of a kind no member knows")
+def _unknown_kind(m, node, draw) -> bool:
+    if not m.entries:
+        return False
+    pick(draw, m.entries).kind = max(pb.LogKind.values()) + 1
+    return True
+
+
+@breaks("LogAppend", "an epoch whose member is no address")
+def _epoch_member(m, node, draw) -> bool:
+    epochs = [e for e in m.entries if e.kind == pb.LOG_EPOCH]
+    if not epochs:
+        return False
+    pick(draw, epochs).members.append(draw(st.sampled_from(["", "a b", "x" * 300])))
+    return True
+
+
+@breaks("LogPromise", "a member that is no address")
+def _promise_member(m, node, draw) -> bool:
+    m.members.append(draw(st.sampled_from(["", "a b", "x" * 300])))
+    return True
+
+
 def digest_of(sim: EngineSimulator, node: EngineNode) -> tuple:
     """The receiver's state, and the work queued on the ring (a spawned operation)."""
     return state_digest(node), len(sim.ring.queue), len(sim.ring.clock.timers), len(sim.heard)
@@ -1021,7 +1103,7 @@ def digest_of(sim: EngineSimulator, node: EngineNode) -> tuple:
 @hsettings(max_examples=8, deadline=None, derandomize=True)
 @given(data=st.data())
 def test_a_malformed_engine_message_is_refused_and_changes_nothing(captured, method, how, data):
-    sim, samples = captured
+    sim, samples = captured.ring(method), captured.samples
     live = [(a, m) for a, m in samples[method] if a in sim.engines]
     for i in data.draw(st.permutations(range(len(live))), label="samples in order"):
         address, genuine = live[i]
@@ -1085,7 +1167,7 @@ CHORD_BREAKS = [
 @hsettings(max_examples=8, deadline=None, derandomize=True)
 @given(data=st.data())
 def test_a_malformed_chord_message_is_refused_and_changes_nothing(captured, method, how, data):
-    sim, samples = captured
+    sim, samples = captured.sim, captured.samples
     live = [(a, m) for a, m in samples[method] if a in sim.engines]
     address, genuine = live[data.draw(st.integers(0, len(live) - 1), label="sample")]
     node = sim.engines[address]

@@ -730,6 +730,9 @@ def test_the_engine_service_serves_no_measurement():
         "Reconcile",
         "Repair",
         "Release",
+        "LogPromise",
+        "LogAppend",
+        "LogFetch",
     }
 
 

@@ -12,9 +12,15 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from cqengine.core.limits import EARLY_ALERTS
-from cqengine.core.mailboxes import Subscription, Subscriptions, numbered_alerts, numbered_batch
+from cqengine.core.mailboxes import (
+    Subscription,
+    Subscriptions,
+    numbered_alerts,
+    numbered_batch,
+    runs_of,
+)
 from cqengine.core.postings import InvertedIndex
-from cqengine.core.records import RecordStore, _runs
+from cqengine.core.records import RecordStore
 
 SUBS = [11, 12, 13, 14]
 GONE = 15  # unsubscribed: its alerts are no gap
@@ -57,7 +63,7 @@ def merged_by_oracle(store: RecordStore, batch, serves) -> list[tuple[int, int]]
                 behind.append((sub_id, 0))
             continue
         before = sub.mailbox.next
-        for start, docs in _runs(alerts):
+        for start, docs in runs_of(alerts):
             gap = sub.mailbox.put(start, docs, serves(sub.key))
             if gap is not None:
                 behind.append((sub_id, gap))

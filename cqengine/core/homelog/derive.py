@@ -12,6 +12,7 @@ them, from a checkpoint (what the entries up to a position made) and the entries
 from __future__ import annotations
 
 from collections import deque
+from typing import MutableMapping
 
 from cqengine.core import limits
 from cqengine.core.mailboxes import (
@@ -32,9 +33,15 @@ class Derived:
     """The subscriptions of a home key's log and their mailboxes, as its entries up to
     `position` make them."""
 
-    def __init__(self, limit_bytes: int = limits.MAILBOX_BYTES) -> None:
+    def __init__(
+        self,
+        limit_bytes: int = limits.MAILBOX_BYTES,
+        subscriptions: MutableMapping[int, Subscription] | None = None,
+    ) -> None:
+        """`subscriptions`: where the subscriptions go (a node's own, which every log it
+        serves shares: an entry names only subscriptions of its own key)."""
         self.limit_bytes = limit_bytes  # a mailbox's bytes at most (Settings.mailbox_bytes)
-        self.subscriptions: dict[int, Subscription] = {}
+        self.subscriptions = {} if subscriptions is None else subscriptions
         self.position = 0
         self.dropped = 0  # alerts the mailboxes' limits pushed out
         self.repeated = 0  # alerts of documents their mailboxes had already

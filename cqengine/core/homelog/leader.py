@@ -131,6 +131,9 @@ class Leader:
         self.matched = {}
         yield from self.append([entry])
         self.joint = []
+        # the members learn at once that it is committed: while none knows, the next
+        # leader needs a majority of the set before it too, which a failure more may take
+        yield from self.replicate()
         return epoch
 
     def _ask(self, addresses: list[str], method: str, request) -> Op:

@@ -1,0 +1,226 @@
+"""The homes on their logs (docs/home-log.md): what a node does with the logs of home keys.
+
+As a member of a key's log, it keeps its copy (`log`) and answers the leader. As the node
+that serves a key, it leads the key's log (`leader`): a DN's alert batch, acknowledgements,
+a subscription made or ended are appended, and they change the mailboxes only once
+committed, in the log's order, by the home's rules (`derive`). So the mailboxes of a key
+at any node are what the log's committed entries up to some position make. A node that
+takes a key over (a failure, a join, a heal) applies the committed entries after its
+position and numbers on exactly where the last leader did; a node that loses its
+majority commits nothing, so it shows nothing another could number otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from chord.ids import MASK
+from chord.node import Op
+from cqengine.core.context import Context
+from cqengine.core.homelog.derive import Derived, Runs
+from cqengine.core.homelog.leader import Leader, NoMajority, Superseded
+from cqengine.core.homelog.log import Log
+from cqengine.proto import cqengine_pb2 as pb
+
+log = logging.getLogger("cqengine.core.homelog")
+
+STARTS = 3  # epochs started in a row to reach the ring's member set (one change each)
+
+
+class Held(Exception):
+    """Nothing can be appended to the log now: no majority answers, or an epoch is being
+    started. The caller keeps what it brought and tries again."""
+
+
+class Moved(Exception):
+    """I do not lead the key's log: another node serves the key, or leads it now."""
+
+
+class HomeLogs:
+    """The logs of home keys this node holds a copy of, and leads.
+
+    `alerted(runs, fresh)`: a committed entry numbered these alerts here; `fresh` unless
+    they are another leader's, which this node applies as it takes the key over."""
+
+    def __init__(self, ctx: Context, alerted: Callable[[Runs, bool], None]) -> None:
+        self.ctx, self.alerted = ctx, alerted
+        self.logs: dict[int, Log] = {}  # my copy of each key's log
+        self.leaders: dict[int, Leader] = {}  # the keys I lead (or led, until I am fenced)
+        self.derived: dict[int, Derived] = {}  # how far each key's entries are applied here
+        self.fresh: dict[int, int] = {}  # a key I lead: positions after this are mine to show
+        self.starting: set[int] = set()  # keys whose epoch I am starting
+        self.own = 0  # the key my new subscriptions are homed under (0: none yet)
+        self.held = 0  # appends refused for want of a majority
+        ctx.chord.region_listeners.append(lambda old, new: ctx.host.spawn(self.take_over()))
+
+    def copy(self, key: int) -> Log:
+        """My copy of a key's log (empty if I hold none yet)."""
+        held = self.logs.get(key)
+        if held is None:
+            held = self.logs[key] = Log(key)
+        return held
+
+    def members(self, key: int) -> list[str]:
+        """The member set of a key I serve: me and my replica set, as the ring gives it;
+        while that is short of the ring's count (my successor list not yet whole: I just
+        joined, or a partition left me alone), topped up with the latest epoch's members.
+        A node that believes itself alone must not make a log of one from a log of three."""
+        ctx = self.ctx
+        members = [ctx.me.address, *(p.address for p in ctx.replica_set())]
+        latest = self.copy(key).config()
+        for address in latest.members if latest is not None else []:
+            if len(members) >= ctx.settings.replicas:
+                break
+            if address not in members:
+                members.append(address)
+        return members
+
+    def _current(self, leader: Leader | None, key: int) -> bool:
+        """Does this leader lead in an epoch of the member set the key has now?"""
+        if leader is None or not leader.leading:
+            return False
+        return set(leader.members) == set(self.members(key))
+
+    # ---- as a member -------------------------------------------------------------------
+
+    def on_promise(self, request: pb.LogPromise) -> pb.LogPromiseReply:
+        return self.copy(request.key).on_promise(request)
+
+    def on_append(self, request: pb.LogAppend) -> pb.LogAppendReply:
+        return self.copy(request.key).on_append(request)
+
+    def on_fetch(self, request: pb.LogFetch) -> pb.LogFetchReply:
+        return self.logs.get(request.key, Log(request.key)).on_fetch(request)
+
+    # ---- as the node that serves a key -------------------------------------------------
+
+    def own_key(self) -> Op:
+        """The key my new subscriptions are homed under: one I made at random in my region
+        and lead. Made at random, nobody else can hold a copy of its log, so its first epoch
+        needs no earlier member set (Leader.start's `new`)."""
+        ctx = self.ctx
+        if self.own and ctx.serves(self.own):
+            return self.own
+        region = ctx.region()
+        if region is None or not ctx.chord.settled:
+            raise Held("my region is not known yet")
+        lo, hi = region
+        span = (hi - lo) & MASK or MASK + 1
+        key = (lo + 1 + ctx.host.new_id() % span) & MASK or hi  # 0: no home key
+        yield from self.lead(key, new=True)
+        self.own = key
+        return key
+
+    def lead(self, key: int, new: bool = False) -> Op:
+        """The leader of the key's log, in an epoch of the members the ring gives now.
+        Moved: I do not serve the key, or another leads it; Held: no majority promised."""
+        ctx = self.ctx
+        if not ctx.serves(key):
+            raise Moved(f"I do not serve key {key:016x}")
+        leader = self.leaders.get(key)
+        if self._current(leader, key):
+            return leader
+        if key in self.starting:
+            raise Held(f"an epoch of key {key:016x} is being started")
+        self.starting.add(key)
+        try:
+            leader = yield from self._start(key, new)
+        finally:
+            self.starting.discard(key)
+        self.leaders[key] = leader
+        return leader
+
+    def _start(self, key: int, new: bool) -> Op:
+        """A new epoch of the key's log led by me, its member set the ring's (a change not
+        yet through is carried through first: an epoch more); what it committed applied."""
+        log_ = self.copy(key)
+        known = log_.committed  # what others showed before: applied here, not shown again
+        leader = Leader(log_, self.ctx.me.address, self.ctx.peer)
+        superseded = None
+        try:
+            for _ in range(STARTS):
+                members = self.members(key)
+                try:
+                    yield from leader.start(members, new)
+                except Superseded as e:  # a stale candidate's epoch: the ring says I serve
+                    superseded = e  # the key, so I ask again above it
+                    continue
+                new, superseded = False, None
+                if set(leader.members) == set(members):
+                    break
+        except NoMajority as e:
+            raise Held(str(e)) from None
+        finally:
+            self.fresh[key] = known
+            self.apply(key)
+        if superseded is not None:
+            raise Moved(str(superseded))
+        return leader
+
+    def append(self, key: int, entries: list[pb.LogEntry]) -> Op:
+        """Append entries to the log of a key I serve; once committed, they are applied.
+        Moved or Held (they may yet commit, with a later entry: applied then)."""
+        leader = yield from self.lead(key)
+        for entry in entries:
+            entry.epoch = leader.epoch
+        try:
+            yield from leader.append(entries)
+        except Superseded as e:
+            self.leaders.pop(key, None)
+            raise Moved(str(e)) from None
+        except NoMajority as e:
+            self.held += 1
+            raise Held(str(e)) from None
+        finally:
+            self.apply(key)
+
+    def apply(self, key: int) -> None:
+        """The key's committed entries not yet applied here, applied in order."""
+        log_ = self.logs.get(key)
+        if log_ is None:
+            return
+        derived = self.derived.get(key)
+        if derived is None:
+            derived = Derived(self.ctx.settings.mailbox_bytes, self.ctx.subscriptions)
+            self.derived[key] = derived
+        fresh = self.fresh.get(key, log_.committed)
+        while derived.position < log_.committed:
+            position = derived.position + 1
+            runs = derived.apply(position, log_.entries[position - 1])
+            if runs:
+                self.alerted(runs, position > fresh)
+
+    # ---- on a timer, and when my region changes ------------------------------------------
+
+    def take_over(self) -> Op:
+        """Lead the logs of the keys I serve now, of which I hold a copy: their mailboxes
+        are mine to serve."""
+        for key in sorted(self.logs):
+            leader = self.leaders.get(key)
+            if self.ctx.serves(key) and not (leader is not None and leader.leading):
+                try:
+                    yield from self.lead(key)
+                except (Held, Moved) as e:
+                    log.info("key %016x not taken over: %s", key, e)
+
+    def maintain(self) -> Op:
+        """Keep the logs I lead: a member set the ring changed starts an epoch of the new
+        one; the members learn what is committed (and a member behind takes what it lacks).
+        Then the keys I serve but do not lead (a leader fenced just now among them) are
+        taken over."""
+        for key in sorted(self.leaders):
+            leader = self.leaders[key]
+            if not leader.leading or not self.ctx.serves(key):
+                continue
+            try:
+                if not self._current(leader, key):
+                    yield from self.lead(key)
+                else:
+                    yield from leader.replicate()
+            except Superseded:
+                self.leaders.pop(key, None)
+            except (Held, Moved) as e:
+                log.info("key %016x: %s", key, e)
+            self.apply(key)
+        yield from self.take_over()
