@@ -6,9 +6,13 @@ document under it)."""
 
 from __future__ import annotations
 
+import random
 from collections import defaultdict
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 from support.oracle import assert_exact
 from support.workloads import make_settings, workload
 
@@ -206,3 +210,40 @@ def test_a_paused_home_is_fenced_not_obeyed():
     streams.read()
     streams.check_numbers()
     assert_exact(streams.shown, wl.oracle(subs))
+
+
+@hsettings(max_examples=6, deadline=None, derandomize=True)
+@given(
+    seed=st.integers(0, 2**16),
+    nodes=st.integers(6, 10),
+    faults=st.lists(st.sampled_from(["fail", "cut", "pause"]), min_size=1, max_size=3),
+)
+def test_any_faults_show_nothing_twice_and_lose_only_what_is_counted(seed, nodes, faults):
+    """Nodes fail, random groups are cut off and healed, homes pause, with documents
+    published all along: whatever happens, nothing is shown twice or under two numbers,
+    numbers run without gaps, nothing is shown that is not owed, and every alert owed but
+    not shown was counted lost by a DN."""
+    wl, sim, subs = ring(5, nodes=nodes, seed=seed)
+    streams = Subscribers(sim)
+    rng = random.Random(seed)
+    steps = [wl.docs[i :: len(faults) + 1] for i in range(len(faults) + 1)]
+    publish(sim, steps[0], sorted(sim.engines))
+    streams.read()
+    for fault, docs in zip(faults, steps[1:]):
+        alive = sorted(sim.engines)
+        if fault == "fail" and len(alive) > 5:
+            sim.fail([rng.choice(alive)])
+            publish(sim, docs, sorted(sim.engines))
+        else:
+            apart = rng.sample(alive, 1 if fault == "pause" else len(alive) // 3)
+            sim.cut(apart)
+            publish(sim, docs, sorted(set(alive) - set(apart)))
+            sim.heal()
+        streams.read()
+    streams.check_numbers()
+    assert len(streams.shown) == len(set(streams.shown))
+    owed = wl.oracle(subs)
+    assert set(streams.shown) <= owed
+    assert len(streams.shown) >= len(owed) // 2  # not vacuous
+    lost = sum(n for e in sim.engines.values() for k, n in e.counters.items() if "dropped:" in k)
+    assert len(owed - set(streams.shown)) <= lost
