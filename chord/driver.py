@@ -68,7 +68,7 @@ async def drive_async(op: Op, call: Callable[[Call], Any], meter: Meter | None =
             if isinstance(out, Pause):
                 await asyncio.sleep(out.seconds)
             elif isinstance(out, Fanout):
-                reply = await asyncio.gather(*(_answer(call, c) for c in out.calls))
+                reply = await _fanout(call, out)
             else:
                 reply = call(out)
                 if isawaitable(reply):
@@ -80,6 +80,27 @@ async def drive_async(op: Op, call: Callable[[Call], Any], meter: Meter | None =
             raise
         done, out = step(op, reply, error)
     return out
+
+
+UNWAITED: set[asyncio.Task] = set()  # calls of a fanout resumed without them, still going
+
+
+async def _fanout(call: Callable[[Call], Any], out: Fanout) -> list[Any]:
+    """A fanout's replies once all came, or once `out.enough` answered."""
+    if out.enough <= 0 or out.enough >= len(out.calls):
+        return await asyncio.gather(*(_answer(call, c) for c in out.calls))
+    tasks = [asyncio.ensure_future(_answer(call, c)) for c in out.calls]
+    pending, answered = set(tasks), 0
+    while pending and answered < out.enough:
+        done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+        answered += sum(not isinstance(t.result(), PeerUnreachable) for t in done)
+    for task in pending:  # they go on: a member that answers late still took the call
+        UNWAITED.add(task)
+        task.add_done_callback(UNWAITED.discard)
+    return [
+        t.result() if t.done() else PeerUnreachable(c.peer, "not waited for")
+        for t, c in zip(tasks, out.calls)
+    ]
 
 
 def _each(call: Callable[[Call], Any], calls: tuple[Call, ...]) -> list[Any]:

@@ -63,9 +63,13 @@ class Call(NamedTuple):
 
 class Fanout(NamedTuple):
     """Calls an operation makes at once (a copy to each replica, say): it is resumed with
-    their replies in order, a PeerUnreachable in place of each that did not answer."""
+    their replies in order, a PeerUnreachable in place of each that did not answer.
+    `enough` > 0: resumed once that many have answered (a majority of a log's members,
+    say), a PeerUnreachable in place of each still on its way, which goes on unwaited:
+    one member silent until its call times out must not hold up the rest."""
 
     calls: tuple[Call, ...]
+    enough: int = 0
 
 
 class Pause(NamedTuple):

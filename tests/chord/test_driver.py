@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from chord.driver import drive, drive_async
+from chord.driver import UNWAITED, drive, drive_async
 from chord.node import Call, Fanout, PeerUnreachable
 from chord.routing import NodeRef
 
@@ -79,3 +79,36 @@ def test_any_other_failure_of_a_fanout_ends_the_operation():
     with pytest.raises(ValueError):
         drive(failing(), call)
     assert closed == [True]
+
+
+def test_a_fanout_of_enough_answers_goes_on_without_the_silent_one():
+    """A fanout that needs only `enough` answers (a majority of a log's members) is
+    resumed once they came: the call to a stopped peer, silent until it would time out,
+    is in its place as not answered, and still goes on on its own."""
+    silent = asyncio.Event()  # a stopped peer: it answers when told to, much later
+    finished = []
+
+    async def answer(c: Call):
+        if c.peer == DOWN:
+            await silent.wait()
+        finished.append(c.peer)
+        return c.request * 10
+
+    def fanout():
+        return (yield Fanout(tuple(Call(p, "Ping", p.id) for p in PEERS), enough=3))
+
+    async def run():
+        replies = await asyncio.wait_for(drive_async(fanout(), answer), 5)
+        assert DOWN not in finished
+        silent.set()  # it answers after all: its call was not cancelled
+        await asyncio.wait_for(asyncio.gather(*UNWAITED), 5)
+        return replies
+
+    replies = asyncio.run(run())
+    assert [r if not isinstance(r, PeerUnreachable) else "down" for r in replies] == [
+        10,
+        20,
+        "down",
+        40,
+    ]
+    assert DOWN in finished
