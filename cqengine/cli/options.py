@@ -220,6 +220,13 @@ ENGINE_FLAGS = {  # option -> (Settings field, type, help; engine_options states
         "on: queries of a list that ask the same first question are one merged column, "
         "split when it matches (fewer candidates, the same bytes)",
     ),
+    "--home-log": (
+        "home_log",
+        switch,
+        "on: each home key a replicated log of its subscriptions' inputs, alerts numbered "
+        "only in an epoch a majority of its --replicas members promised (no partition or "
+        "pause numbers them twice); off: every numbered alert copied to the replicas",
+    ),
     "--max-doc-bytes": ("max_document_bytes", count, "largest document accepted"),
     "--max-query-bytes": (
         "max_query_bytes",

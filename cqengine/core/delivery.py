@@ -25,7 +25,8 @@ from cqengine.proto import cqengine_pb2 as pb
 
 # a DN's alerts: (home address, home key) -> document key -> the document, its subscriptions
 Alerts = dict[tuple[str, int], dict[int, tuple[PublishedDoc, list[int]]]]
-Retry = tuple[str, pb.AlertBatch, float, "int | None"]  # home, batch, s waited, batch of mine
+# home, batch, s waited, batch of mine, whether a home held it (then it is kept longer)
+Retry = tuple[str, pb.AlertBatch, float, "int | None", bool]
 
 
 class Delivery:
@@ -57,12 +58,12 @@ class Delivery:
     def flush(self) -> None:
         """The node stops: alerts waiting to be tried again get one last try."""
         retrying, self.retrying = self.retrying, []
-        for home, batch, _, mine in retrying:
+        for home, batch, _, mine, _ in retrying:
             self.ctx.host.spawn(self._send(home, batch, self.hold, mine))
 
     def waiting(self) -> int:
         """Alert batches of no batch of mine (replicas = 1) waiting to be tried again."""
-        return sum(1 for *_, mine in self.retrying if mine is None)
+        return sum(1 for _, _, _, mine, _ in self.retrying if mine is None)
 
     def _unsent(self, mine: int | None, n: int) -> None:
         """Deliveries of my batch `mine` begun (n > 0) or ended (n < 0): when none is left,
@@ -74,7 +75,9 @@ class Delivery:
             del self.unsent[mine]
             self.through(mine)
 
-    def _send(self, home: str, batch: pb.AlertBatch, waited: float, mine: int | None) -> Op:
+    def _send(
+        self, home: str, batch: pb.AlertBatch, waited: float, mine: int | None, held=False
+    ) -> Op:
         """Deliver an alert batch, to the node that serves its home key; if none takes it,
         try again later. The delivery of my batch `mine` has ended when the home took it
         or it is lost."""
@@ -90,7 +93,8 @@ class Delivery:
             try:
                 reply = yield Call(ctx.peer(at), "Deliver", batch)
                 if reply.held:  # its home's log has no majority now: nothing was numbered
-                    break
+                    self._later(home, batch, waited, mine, held=True)
+                    return
                 if not reply.moved:
                     if key and at != home:
                         self._found_home(key, at)
@@ -105,22 +109,28 @@ class Delivery:
             if owner.address == at:
                 break  # it is there but does not serve the key yet: wait for it
             at = owner.address
-        self._later(home, batch, waited, mine)
+        self._later(home, batch, waited, mine, held)
 
-    def _later(self, home: str, batch: pb.AlertBatch, waited: float, mine: int | None) -> None:
+    def _later(
+        self, home: str, batch: pb.AlertBatch, waited: float, mine: int | None, held=False
+    ) -> None:
         """No node took the batch: try it again after a wait, or, after the hold, count its
-        alerts lost."""
+        alerts lost. A batch the home `held` (its log has no majority now) is kept longer:
+        a partition that heals within limits.HELD_FOR loses nothing."""
         ctx = self.ctx
         wait = max(waited, limits.RETRY_FIRST)
-        if waited + wait > self.hold:
-            ctx.count("dropped:home_unreachable", len(batch.subscription_ids))
+        if held:
+            wait = min(wait, limits.RETRY_MOST)
+        if waited + wait > (limits.HELD_FOR if held else self.hold):
+            why = "home_in_minority" if held else "home_unreachable"
+            ctx.count(f"dropped:{why}", len(batch.subscription_ids))
             if waited:
                 self._unsent(mine, -1)
             return
         ctx.count("alerts_retried", len(batch.subscription_ids))
         if not waited:  # a delivery of the batch goes on after `deliver` is through
             self._unsent(mine, 1)
-        retry = (home, batch, waited + wait, mine)
+        retry = (home, batch, waited + wait, mine, held)
         self.retrying.append(retry)
         ctx.host.later(wait, lambda: self._retry(retry))
 

@@ -73,11 +73,10 @@ class Home:
 
     def _applied(self, runs: Runs, fresh: bool) -> None:
         """A committed entry of a log numbered these alerts here (`fresh`: first here, not
-        another leader's applied as I take its key over)."""
+        another leader's applied as I take its key over). The journal keeps the log, not
+        the mailboxes it makes."""
         if fresh:
             self._alerted(runs)
-        elif self.ctx.journal is not None:
-            self.ctx.journal.alerted_runs(runs)
 
     def acknowledge(self, acks: Sequence[tuple[Subscription, int]]) -> None:
         """Each subscriber has every alert of its subscription numbered below its next_seq:
@@ -242,7 +241,7 @@ class Home:
         if not runs:
             return
         ctx = self.ctx
-        if ctx.journal is not None:
+        if ctx.journal is not None and self.logs is None:
             ctx.journal.alerted_runs(runs)
         alerted = [sub_id for _, took, _ in runs for sub_id in took]
         ctx.count("alerts_delivered", len(alerted))

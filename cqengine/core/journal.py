@@ -5,13 +5,15 @@ journal (cqengine.live.storage) that writes these records to disk; the simulator
 What a node must not lose when its process dies is exactly what passes through here: the
 subscriptions homed (or replicated) at it, the inverted-list entries it holds and their
 tombstones, and the alerts waiting in its mailboxes, each alert under its subscription's
-sequence number.
+sequence number. On the home log, the logs of home keys instead of the subscriptions and
+their mailboxes, which are derived from the logs again (cqengine.core.homelog).
 """
 
 from __future__ import annotations
 
 from typing import Iterable, Protocol
 
+from cqengine.core.homelog.log import Log
 from cqengine.core.mailboxes import AlertDoc, Subscription
 from cqengine.proto import cqengine_pb2 as pb
 
@@ -44,6 +46,10 @@ class Journal(Protocol):
     def acknowledged(self, sub_id: int, first: int) -> None:
         """A subscription's alerts numbered below `first` were acknowledged: they left its
         mailbox."""
+
+    def log_changed(self, key: int, log: Log) -> None:
+        """A home key's log changed here (Settings.home_log): its entries from
+        `log.changed` on replace those kept, its promise and commit position as they are."""
 
     def commit(self) -> None:
         """Make everything recorded so far survive the process (one commit per batch)."""

@@ -62,6 +62,10 @@ PEERS = 4096  # node references kept by address, and homes by where they were fo
 PLACE_ATTEMPTS = 5  # lookups to place or remove a query while ownership moves
 ANNOUNCE_AGAIN = 3  # times a DN announces a batch again while reports are missing
 RETRY_FIRST = 0.25  # s before an alert batch is tried again (then twice as long each time)
+# s a DN keeps trying an alert batch its home holds for want of a majority of the home's
+# log (Settings.home_log): a partition that heals within it loses nothing
+HELD_FOR = 600.0
+RETRY_MOST = 5.0  # s between two tries of a held batch, at most
 STALE_AFTER = 5  # reconcile periods after which a copy of a batch its owner no longer has goes
 GC_AFTER = 30.0  # s a replica keeps records no owner has reconciled with it (at least)
 TOMBSTONE_TTL = 600.0  # s a tombstone is kept: every replica has it long before

@@ -47,6 +47,7 @@ from cqengine.text.analysis import term_id
 NO_TOKEN = bytes(32)  # compared with when no subscription has the id: no token hashes to it
 MOVING = "the ring's ownership kept changing; try again"
 MINORITY = "the home's log has no majority of its members now (home in minority); try again"
+TAKING_OVER = "this node is taking over the logs of home keys it serves now; try again"
 Copy = Callable[[pb.Records], Op]  # records to my replicas (Replication.copy)
 Analyzed = Query | EngineError  # a query analyzed, or why it was refused
 
@@ -154,7 +155,7 @@ class Placement:
             raise
         if ctx.replicated and self.logs is None:  # the home's replicas take over if it fails
             yield from self.copy(pb.Records(homes=[home_record(sub)]))
-        if ctx.journal is not None:  # placed: from now on it must outlive the process
+        if ctx.journal is not None and self.logs is None:  # placed: it must outlive the process
             ctx.journal.subscribed(sub)
         return self._reply(sub, query, token, self._contacts())
 
@@ -194,7 +195,7 @@ class Placement:
         placed = [n[1] for n in new.values()]
         if ctx.replicated and placed and self.logs is None:
             yield from self.copy(pb.Records(homes=[home_record(sub) for sub in placed]))
-        if ctx.journal is not None:
+        if ctx.journal is not None and self.logs is None:  # (on the log: its entry)
             for sub in placed:
                 ctx.journal.subscribed(sub)
         contacts = self._contacts()
@@ -338,6 +339,8 @@ class Placement:
         sub = ctx.subscriptions.get(sub_id)
         kept = sub.token_hash if sub is not None else NO_TOKEN
         if not hmac.compare_digest(kept, token_hash(token)) or sub is None:
+            if self.logs is not None and self.logs.taking_over():
+                raise EngineError("UNAVAILABLE", TAKING_OVER)  # it may be in one of them
             raise EngineError(
                 "NOT_FOUND", f"no subscription {sub_id:016x} with this token at {ctx.me.address}"
             )

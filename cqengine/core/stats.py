@@ -18,6 +18,8 @@ DROP_REASONS = {
     "document_gone": "the DN no longer held the document (evicted from its cache)",
     "dn_failed": "a QN could not resolve with the DN or report to it (unreachable, bad answer)",
     "home_unreachable": "the DN could not reach the subscriber's home node",
+    "home_in_minority": "the subscriber's home held the alerts for want of a majority of "
+    "its log's members for longer than the DN keeps them (limits.HELD_FOR)",
     "mailbox_full": "a subscriber's mailbox overflowed and dropped its oldest alert",
     "reports_missing": "documents (not alerts) of a batch delivered without the reports of "
     "nodes that failed under each of its announcements: their alerts are lost",

@@ -301,6 +301,11 @@ class EngineSimulator:
         tables = [node.table for a, node in self.ring.nodes.items() if a in side]
         return ring_problems(tables, self.ring.r)
 
+    def heal_later(self, seconds: float) -> None:
+        """The partition's link comes back this many (virtual) seconds from now, whatever
+        runs meanwhile (DNs trying held batches again, say); `heal` merges the rings."""
+        self.ring.clock.later(seconds, self.ring.heal)
+
     def heal(self) -> int:
         """The partition heals: rounds of maintenance until the two rings are one again."""
         self.ring.heal()

@@ -390,6 +390,14 @@ async def serve_engine(
                     f"{sum(len(s.mailbox.queue) for s in subs)} waiting alerts from {data_dir}",
                     flush=True,
                 )
+            logs = storage.logs.load()
+            if node.home.logs is not None and logs:
+                node.home.logs.restore(logs)
+                print(
+                    f"restored the logs of {len(logs)} home keys "
+                    f"({sum(log.last for log in logs)} entries) from {data_dir}",
+                    flush=True,
+                )
         return node
 
     serving: list[LiveNode] = []  # the node, once it serves

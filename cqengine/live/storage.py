@@ -38,9 +38,11 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from chord.live import StartupError
+from cqengine.core.homelog.log import Log
 from cqengine.core.limits import MAILBOX, SEEN_KEPT
 from cqengine.core.mailboxes import AlertDoc, Mailbox, Subscription
 from cqengine.core.queries import entry_slot
+from cqengine.live.logstore import LogStore
 from cqengine.proto import cqengine_pb2 as pb
 
 FILE = "node.sqlite"
@@ -121,6 +123,7 @@ class Storage:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(TABLES)
+        self.logs = LogStore(self.db)  # the home keys' logs (Settings.home_log)
         self.dirty = False
         self._soon = False
         # alerts not yet written: document id -> the subscriptions it alerted, their numbers
@@ -412,11 +415,16 @@ class Storage:
         self._acked[sub_id] = first
         self._changed()
 
+    def log_changed(self, key: int, log: Log) -> None:
+        self.logs.changed(key, log)
+        self._changed()
+
     def commit(self) -> None:
         if not self.dirty:
             return
         self.dirty = False
         db = self.db
+        self.logs.write()
         if self._docs:
             db.executemany(
                 "INSERT OR IGNORE INTO alert_docs VALUES (?, ?, ?, ?)",

@@ -483,3 +483,43 @@ def test_acknowledgements_are_a_row_a_commit_until_a_sweep_makes_them_one(tmp_pa
     assert {s: b.mailbox.first for s, b in back.items()} == {1: 5, 2: 5, 3: 2}
     assert [d[0] for d in back[1].mailbox.queue] == ["D5"]
     assert [d[0] for d in back[3].mailbox.queue] == [f"D{i}" for i in range(2, 6)]
+
+
+def test_the_home_logs_come_back_as_kept_and_a_damaged_entry_refuses_the_start(tmp_path):
+    """A member's logs (cqengine.live.logstore): entries as the leader serialized them, a
+    truncation by a later epoch, the promise and the commit position, as last committed;
+    an entry whose bytes fail their CRC refuses the start with the remedy."""
+    from cqengine.core.homelog.log import Log
+
+    def entry(epoch: int, n: int) -> pb.LogEntry:
+        batch = pb.AlertBatch(docnos=[f"D{n}"], subscription_ids=[n])
+        return pb.LogEntry(epoch=epoch, kind=pb.LOG_DELIVER, data=batch.SerializeToString())
+
+    key = (1 << 64) - 5  # above 2^63: kept signed
+    log = Log(key, promised=3, promised_to="127.0.0.1:1")
+    storage = Storage.open(tmp_path, "node", SETTINGS)
+    log.extend([entry(1, n) for n in range(5)])
+    storage.log_changed(key, log)
+    log.changed = log.last + 1
+    storage.commit()
+    log._truncate(2)  # a later epoch replaced the tail
+    log.extend([entry(3, 9)])
+    log.committed = 3
+    storage.log_changed(key, log)
+    storage.close()
+    [back] = Storage.open(tmp_path, "node", SETTINGS).logs.load()
+    assert (back.key, back.entries, back.promised, back.promised_to, back.committed) == (
+        key,
+        log.entries,
+        3,
+        "127.0.0.1:1",
+        3,
+    )
+    db = sqlite3.connect(tmp_path / storage_module.FILE)
+    (data,) = db.execute("SELECT entry FROM log_entries WHERE position = 2").fetchone()
+    damaged = bytes([data[0] ^ 1]) + data[1:]
+    db.execute("UPDATE log_entries SET entry = ? WHERE position = 2", (damaged,))
+    db.commit()
+    db.close()
+    with pytest.raises(StartupError, match="damaged at position 2: move the data directory"):
+        Storage.open(tmp_path, "node", SETTINGS).logs.load()

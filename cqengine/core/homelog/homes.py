@@ -16,7 +16,7 @@ import logging
 from typing import Callable
 
 from chord.ids import MASK
-from chord.node import Op
+from chord.node import Op, Pause
 from cqengine.core.context import Context
 from cqengine.core.homelog.derive import Derived, Runs
 from cqengine.core.homelog.leader import Leader, NoMajority, Superseded
@@ -26,6 +26,8 @@ from cqengine.proto import cqengine_pb2 as pb
 log = logging.getLogger("cqengine.core.homelog")
 
 STARTS = 3  # epochs started in a row to reach the ring's member set (one change each)
+START_WAIT = 5.0  # s a request waits for an epoch of its key being started, then is held
+START_POLL = 0.05  # s between two looks at it
 
 
 class Held(Exception):
@@ -85,13 +87,33 @@ class HomeLogs:
     # ---- as a member -------------------------------------------------------------------
 
     def on_promise(self, request: pb.LogPromise) -> pb.LogPromiseReply:
-        return self.copy(request.key).on_promise(request)
+        reply = self.copy(request.key).on_promise(request)
+        self.keep(request.key)  # (the shell commits before it answers)
+        return reply
 
     def on_append(self, request: pb.LogAppend) -> pb.LogAppendReply:
-        return self.copy(request.key).on_append(request)
+        reply = self.copy(request.key).on_append(request)
+        self.keep(request.key)
+        return reply
 
     def on_fetch(self, request: pb.LogFetch) -> pb.LogFetchReply:
         return self.logs.get(request.key, Log(request.key)).on_fetch(request)
+
+    def keep(self, key: int, now: bool = False) -> None:
+        """Tell the journal the key's log changed (`now`: and commit: my own copy counts
+        toward a majority only once it would outlive my process)."""
+        journal, log_ = self.ctx.journal, self.logs[key]
+        if journal is not None:
+            journal.log_changed(key, log_)
+            if now:
+                journal.commit()
+        log_.changed = log_.last + 1
+
+    def restore(self, logs: list[Log]) -> None:
+        """The logs a journal kept (a restarted node): their mailboxes are derived again
+        when this node leads them."""
+        for log_ in logs:
+            self.logs[log_.key] = log_
 
     # ---- as the node that serves a key -------------------------------------------------
 
@@ -121,8 +143,14 @@ class HomeLogs:
         leader = self.leaders.get(key)
         if self._current(leader, key):
             return leader
-        if key in self.starting:
-            raise Held(f"an epoch of key {key:016x} is being started")
+        if key in self.starting:  # (a live node's requests run side by side)
+            waited = 0.0
+            while key in self.starting and waited < START_WAIT:
+                yield Pause(START_POLL)
+                waited += START_POLL
+            if key in self.starting:
+                raise Held(f"an epoch of key {key:016x} is being started")
+            return (yield from self.lead(key, new))
         self.starting.add(key)
         try:
             leader = yield from self._start(key, new)
@@ -136,7 +164,7 @@ class HomeLogs:
         yet through is carried through first: an epoch more); what it committed applied."""
         log_ = self.copy(key)
         known = log_.committed  # what others showed before: applied here, not shown again
-        leader = Leader(log_, self.ctx.me.address, self.ctx.peer)
+        leader = Leader(log_, self.ctx.me.address, self.ctx.peer, lambda: self.keep(key, True))
         superseded = None
         try:
             for _ in range(STARTS):
@@ -190,6 +218,15 @@ class HomeLogs:
             runs = derived.apply(position, log_.entries[position - 1])
             if runs:
                 self.alerted(runs, position > fresh)
+
+    def taking_over(self) -> bool:
+        """Is there a key I serve whose log I hold a copy of but do not lead yet (its
+        subscriptions are not derived here yet)?"""
+        serves = self.ctx.serving()
+        return any(
+            serves(key) and not (key in self.leaders and self.leaders[key].leading)
+            for key in self.logs
+        )
 
     # ---- on a timer, and when my region changes ------------------------------------------
 

@@ -62,12 +62,25 @@ def majority(holders: Iterable[str], members: list[str]) -> bool:
     return 2 * len(set(holders) & set(members)) > len(members)
 
 
+def _spare(sets: list[list[str]]) -> int:
+    """How many nodes may stay silent, whichever they are, and leave a majority of every
+    one of these member sets: a fanout to them need not wait for the last so many."""
+    return min(((len(s) - 1) // 2 for s in sets if s), default=0)
+
+
 class Leader:
     """What the node serving a home key does with its log: start epochs, append, commit.
     `peer(address)`: the node to call there."""
 
-    def __init__(self, log: Log, me: str, peer: Callable[[str], NodeRef]) -> None:
-        self.log, self.me, self.peer = log, me, peer
+    def __init__(
+        self,
+        log: Log,
+        me: str,
+        peer: Callable[[str], NodeRef],
+        keep: Callable[[], None] = lambda: None,
+    ) -> None:
+        """`keep()`: make my copy outlive my process (before I count it toward a majority)."""
+        self.log, self.me, self.peer, self.keep = log, me, peer, keep
         self.epoch = 0  # the epoch I lead in (0: none)
         self.members: list[str] = []  # the set my epoch counts on
         self.joint: list[str] = []  # the set before it, until my epoch's entry is committed
@@ -105,8 +118,11 @@ class Leader:
             ask = sorted({a for s in deciding for a in s} - asked)
             if not ask:
                 break
+            # the first round waits for all but those whose silence leaves a majority of
+            # every set (a member stopped must not hold the start up for its timeout)
+            spare = 0 if asked else _spare(deciding)
             asked.update(ask)
-            replies.update((yield from self._ask(ask, "LogPromise", request)))
+            replies.update((yield from self._ask(ask, "LogPromise", request, spare)))
             higher = max((r.epoch for r in replies.values() if not r.promised), default=0)
             if higher >= epoch:
                 self.seen = max(self.seen, higher)
@@ -136,13 +152,16 @@ class Leader:
         yield from self.replicate()
         return epoch
 
-    def _ask(self, addresses: list[str], method: str, request) -> Op:
-        """The replies of these members (mine answered by my own copy), those that answered."""
+    def _ask(self, addresses: list[str], method: str, request, spare: int = 0) -> Op:
+        """The replies of these members (mine answered by my own copy), those that answered
+        (all of them, but for `spare` not waited for)."""
         replies = {}
         if self.me in addresses:
             replies[self.me] = self.log.on_promise(request)
+            self.keep()  # my promise to myself outlives me, as any member's does
         others = [a for a in addresses if a != self.me]
-        answers = yield Fanout(tuple(Call(self.peer(a), method, request) for a in others))
+        calls = tuple(Call(self.peer(a), method, request) for a in others)
+        answers = yield Fanout(calls, len(others) - spare if spare else 0)
         for address, answer in zip(others, answers):
             if not isinstance(answer, PeerUnreachable):
                 replies[address] = answer
@@ -177,7 +196,7 @@ class Leader:
         if not self.leading:
             raise Superseded(self.log.promised)
         log = self.log
-        log.entries.extend(entries)
+        log.extend(entries)
         end = log.last
         yield from self.replicate()
         if log.committed < end:
@@ -186,14 +205,15 @@ class Leader:
 
     def replicate(self) -> Op:
         """Send each member what it lacks of my copy; count what is committed."""
+        self.keep()
         behind = [a for a in self._members() if a != self.me]
         for _ in range(ROUNDS):
             if not behind:
                 break
             requests = [self._append_request(a) for a in behind]
-            answers = yield Fanout(
-                tuple(Call(self.peer(a), "LogAppend", r) for a, r in zip(behind, requests))
-            )
+            calls = tuple(Call(self.peer(a), "LogAppend", r) for a, r in zip(behind, requests))
+            spare = _spare([self.members, self.joint])
+            answers = yield Fanout(calls, len(behind) - spare if spare else 0)
             again = []
             for address, answer in zip(behind, answers):
                 if isinstance(answer, PeerUnreachable):

@@ -61,6 +61,9 @@ class Log:
     promised: int = 0  # the highest epoch promised: none lower is taken from then on
     promised_to: str = ""  # the candidate it was promised to (its request sent again: yes)
     committed: int = 0  # the last position known committed
+    # the first position whose entry changed since a shell last kept the log (cqengine.core
+    # .journal.Journal.log_changed); past the last entry: none did
+    changed: int = 1
 
     # ---- what it holds ---------------------------------------------------------------
 
@@ -93,6 +96,19 @@ class Log:
     def after(self, position: int) -> list[pb.LogEntry]:
         """The entries after a position."""
         return self.entries[position:]
+
+    def extend(self, entries: list[pb.LogEntry]) -> None:
+        """Entries appended after the last (by its leader)."""
+        self._changed_after(self.last)
+        self.entries.extend(entries)
+
+    def _truncate(self, after: int) -> None:
+        """The entries after a position go."""
+        self._changed_after(after)
+        del self.entries[after:]
+
+    def _changed_after(self, position: int) -> None:
+        self.changed = min(self.changed, position + 1)
 
     # ---- a leader's requests -------------------------------------------------------------
 
@@ -134,8 +150,8 @@ class Log:
             if at <= self.last:
                 if self.entries[at - 1].epoch == entry.epoch:
                     continue  # the same entry (an append sent again)
-                del self.entries[at - 1 :]  # never committed: a later epoch replaced it
-            self.entries.append(entry)
+                self._truncate(at - 1)  # never committed: a later epoch replaced it
+            self.extend([entry])
         matched = prev + len(request.entries)
         # what the leader knows committed, as far as this copy matches the leader's log
         self.committed = max(self.committed, min(request.commit, matched))
@@ -160,5 +176,5 @@ class Log:
         committed, goes."""
         if after > self.last or self.epoch_at(after) != after_epoch:
             raise ValueError(f"the entries do not follow mine at {after} of epoch {after_epoch}")
-        del self.entries[after:]
-        self.entries.extend(entries)
+        self._truncate(after)
+        self.extend(entries)
