@@ -33,14 +33,16 @@ mutual TLS (the default): what TLS costs. `--metrics off,on` measures a ring who
 serve Prometheus metrics, scraped every `--scrape-every` s, beside one without: what
 metrics cost. `--header-terms 0,256`: rings without and with term-presence headers;
 `--balanced-ids off,on`: hashed and evenly spaced node ids; `--filter-lease 0,1`: rings
-without and with aggregate filters. Every default is what `cqengine ring up` runs with
+without and with aggregate filters; `--home-log off,on`: rings whose homes copy every
+numbered alert to their replicas, and rings whose homes are replicated logs (issue 56).
+Every default is what `cqengine ring up` runs with
 this bench's `--stats` and Term Dialogue (headers 256, evenly spaced ids, no filters).
 
     python experiments/bench_live.py [--nodes 8] [--subscriptions 10000,100000] [--docs 2000]
         [--producer-linger-ms 20,100] [--data-dirs off|on|off,on] [--replicas 1,3]
         [--tls off|on|off,on] [--metrics off|on|off,on] [--scrape-every 5]
         [--header-terms 0,256] [--balanced-ids off,on] [--filter-lease 0,1]
-        [--name bench_live]
+        [--home-log off,on] [--name bench_live]
         [--logs DIR]
 
 Writes experiments/results/NAME.json (bench_live.json).
@@ -275,6 +277,8 @@ async def measure_ring(
             str(variant["headers"]),
             "--filter-lease",
             str(variant["filters"]),
+            "--home-log",
+            "on" if variant["home_log"] else "off",
         ]
         say(f"starting {args.nodes} nodes ...")
         ring_file = ring_up(
@@ -371,6 +375,7 @@ VARIANTS = {
     "headers": ("--header-terms", int, "256", "term-presence header terms (0: none)"),
     "balanced": ("--balanced-ids", on_off, "on", "on: evenly spaced ids; off: hashed"),
     "filters": ("--filter-lease", float, "0", "s an aggregate filter holds (0: none)"),
+    "home_log": ("--home-log", on_off, "off", "on: each home key a replicated log"),
 }
 FLAGS = tuple(VARIANTS)
 
@@ -495,6 +500,7 @@ async def run(args) -> dict:
         "headers_cost": side_by_side(out, "headers", ("without_headers", "with_headers")),
         "balanced_cost": side_by_side(out, "balanced", ("hashed_ids", "balanced_ids")),
         "filters_cost": side_by_side(out, "filters", ("without_filters", "with_filters")),
+        "home_log_cost": side_by_side(out, "home_log", ("copies", "home_log")),
         "runs": out,
     }
 

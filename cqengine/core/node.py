@@ -96,7 +96,12 @@ class EngineNode:
         )
         self.gossip = Gossip(ctx, self.synopsis, self.placement, self.replication.copy)
         self.statistics = Stats(
-            ctx, self.synopsis, self.replication.copies, self.dn.in_flight, self.home.latency
+            ctx,
+            self.synopsis,
+            self.replication.copies,
+            self.dn.in_flight,
+            self.home.latency,
+            self.home.logs,
         )
         ctx.journal = journal
         self.handlers: dict[str, Callable[[Any], Any]] = {

@@ -344,6 +344,8 @@ class Placement:
             raise EngineError(
                 "NOT_FOUND", f"no subscription {sub_id:016x} with this token at {ctx.me.address}"
             )
+        if self.logs is not None and self.logs.in_minority(sub.key):
+            raise EngineError("UNAVAILABLE", MINORITY)
         if sub.key and not ctx.serves(sub.key):
             raise EngineError(
                 "UNAVAILABLE",

@@ -10,6 +10,7 @@ import mmh3
 
 from cqengine.core.context import Context
 from cqengine.core.copies import numbers
+from cqengine.core.homelog.homes import HomeLogs
 from cqengine.core.synopsis import Synopsis
 from cqengine.proto import cqengine_pb2 as pb
 
@@ -55,12 +56,13 @@ class Stats:
         copies: Callable[[], int],
         in_flight: Callable[[], int],
         latency: Histogram,
+        logs: HomeLogs | None = None,
     ) -> None:
         """`copies()`: copies of my range the last reconciliation found whole (Replication);
         `in_flight()`: my batches not through yet (DN); `latency`: publish to alert, as
-        the home measures it (Home)."""
+        the home measures it (Home); `logs`: the home keys' logs (Settings.home_log)."""
         self.ctx, self.synopsis, self.copies, self.in_flight = ctx, synopsis, copies, in_flight
-        self.latency = latency
+        self.latency, self.logs = latency, logs
 
     def reply(self, ledger, digests: bool = True) -> pb.StatsReply:
         """The node's Stats; without `digests`, no state or synopsis digest (each reads
@@ -114,7 +116,21 @@ class Stats:
             state_digest=self.state_digest() if digests else 0,
             batches_in_flight=self.in_flight(),
             alert_latency=self.latency.to_pb(),
+            alerts_held=c["alerts_held"],
+            **self._logs(),
         )
+
+    def _logs(self) -> dict[str, int]:
+        """What the home keys' logs here come to (Settings.home_log)."""
+        logs = self.logs
+        if logs is None:
+            return {}
+        led = [k for k, leader in logs.leaders.items() if leader.leading]
+        return {
+            "logs_led": len(led),
+            "logs_in_minority": sum(map(logs.in_minority, led)),
+            "log_entries": sum(log.last for log in logs.logs.values()),
+        }
 
     def _homes(self) -> tuple[int, int, int]:
         """In one pass over the subscriptions held here (Stats is scraped every few

@@ -109,7 +109,7 @@ def test_side_by_side_pairs_rings_alike_but_for_one_flag():
 
     def run(workload, tls, metrics, docs_per_second):
         flags = {"data_dirs": True, "replicas": 3, "tls": tls, "metrics": metrics}
-        flags |= {"headers": 0, "balanced": True, "filters": 0.0}
+        flags |= {"headers": 0, "balanced": True, "filters": 0.0, "home_log": False}
         cpu = {"cpu_seconds_per_document": 1 / docs_per_second}
         return {"workload": workload, "subscriptions": 10, **flags, "throughput": cpu} | {
             "ring_docs_per_second": docs_per_second

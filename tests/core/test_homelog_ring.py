@@ -247,3 +247,30 @@ def test_any_faults_show_nothing_twice_and_lose_only_what_is_counted(seed, nodes
     assert len(streams.shown) >= len(owed) // 2  # not vacuous
     lost = sum(n for e in sim.engines.values() for k, n in e.counters.items() if "dropped:" in k)
     assert len(owed - set(streams.shown)) <= lost
+
+
+def test_a_home_cut_off_from_its_log_answers_its_subscribers_unavailable():
+    """A home cut off from the other members of its log leads on in its own view, but no
+    majority has answered it for a while: its subscribers are told the home is in a
+    minority (they look for its key's new home), not served what may no longer be true.
+    Once the cut heals and it leads with a majority again, they are served."""
+    from cqengine.core.errors import EngineError
+
+    wl, sim, _ = ring(3)
+    home = sorted(sim.engines)[1]
+    reply = sim.subscribe(wl.queries[0], via=home)
+    engine = sim.engines[home]
+    logs = engine.home.logs
+    engine.placement.authorized(reply.subscription_id, reply.token)  # served
+    sim.cut([home])
+    sim.ring.run(sim.ring.nodes[home], logs.maintain())  # no member answers
+    period = sim.settings.reconcile_period
+    sim.ring.clock.advance(5 * period)
+    assert logs.in_minority(reply.home_id)
+    with pytest.raises(EngineError, match="home in minority"):
+        engine.placement.authorized(reply.subscription_id, reply.token)
+    assert engine.stats(sim.ring.ledger).logs_in_minority == 1
+    sim.heal()
+    sim.reconcile_round()
+    assert not logs.in_minority(reply.home_id)
+    engine.placement.authorized(reply.subscription_id, reply.token)

@@ -28,6 +28,7 @@ log = logging.getLogger("cqengine.core.homelog")
 STARTS = 3  # epochs started in a row to reach the ring's member set (one change each)
 START_WAIT = 5.0  # s a request waits for an epoch of its key being started, then is held
 START_POLL = 0.05  # s between two looks at it
+QUORUM_WINDOW = 4  # reconcile periods a leader leads on unanswered by a majority
 
 
 class Held(Exception):
@@ -54,6 +55,7 @@ class HomeLogs:
         self.starting: set[int] = set()  # keys whose epoch I am starting
         self.own = 0  # the key my new subscriptions are homed under (0: none yet)
         self.held = 0  # appends refused for want of a majority
+        self.quorate_at: dict[int, float] = {}  # a key I lead: when a majority last answered
         ctx.chord.region_listeners.append(lambda old, new: ctx.host.spawn(self.take_over()))
 
     def copy(self, key: int) -> Log:
@@ -157,6 +159,7 @@ class HomeLogs:
         finally:
             self.starting.discard(key)
         self.leaders[key] = leader
+        self.quorate_at[key] = self.ctx.host.now()  # a majority promised it just now
         return leader
 
     def _start(self, key: int, new: bool) -> Op:
@@ -194,6 +197,7 @@ class HomeLogs:
             entry.epoch = leader.epoch
         try:
             yield from leader.append(entries)
+            self._heard(key, leader)
         except Superseded as e:
             self.leaders.pop(key, None)
             raise Moved(str(e)) from None
@@ -218,6 +222,20 @@ class HomeLogs:
             runs = derived.apply(position, log_.entries[position - 1])
             if runs:
                 self.alerted(runs, position > fresh)
+
+    def _heard(self, key: int, leader: Leader) -> None:
+        if leader.quorate:
+            self.quorate_at[key] = self.ctx.host.now()
+
+    def in_minority(self, key: int) -> bool:
+        """Do I lead the key's log without a majority of its members answering lately (a
+        partition's smaller side, as etcd's CheckQuorum tells)? Its streams hold: they
+        may show nothing more, and another node may be numbering the key's alerts."""
+        leader = self.leaders.get(key)
+        if leader is None or not leader.leading:
+            return False
+        lately = self.ctx.host.now() - QUORUM_WINDOW * self.ctx.settings.reconcile_period
+        return self.quorate_at.get(key, -1.0) < lately
 
     def taking_over(self) -> bool:
         """Is there a key I serve whose log I hold a copy of but do not lead yet (its
@@ -255,6 +273,7 @@ class HomeLogs:
                     yield from self.lead(key)
                 else:
                     yield from leader.replicate()
+                    self._heard(key, leader)
             except Superseded:
                 self.leaders.pop(key, None)
             except (Held, Moved) as e:

@@ -86,6 +86,7 @@ class Leader:
         self.joint: list[str] = []  # the set before it, until my epoch's entry is committed
         self.matched: dict[str, int] = {}  # how far each member's log is known to match mine
         self.seen = 0  # the highest epoch I know was promised anywhere
+        self.quorate = False  # did a majority answer my last round of appends?
 
     @property
     def leading(self) -> bool:
@@ -215,6 +216,8 @@ class Leader:
             spare = _spare([self.members, self.joint])
             answers = yield Fanout(calls, len(behind) - spare if spare else 0)
             again = []
+            answered = [a for a, r in zip(behind, answers) if not isinstance(r, PeerUnreachable)]
+            self.quorate = majority([self.me, *answered], self.members)
             for address, answer in zip(behind, answers):
                 if isinstance(answer, PeerUnreachable):
                     continue
