@@ -274,3 +274,15 @@ def test_a_home_cut_off_from_its_log_answers_its_subscribers_unavailable():
     sim.reconcile_round()
     assert not logs.in_minority(reply.home_id)
     engine.placement.authorized(reply.subscription_id, reply.token)
+
+
+def test_a_log_of_one_member_is_never_in_a_minority():
+    """A ring of one copy on the home log: each log's one member is its majority, however
+    long no other node answers (there is none to)."""
+    wl, sim, _ = ring(1, nodes=4)
+    publish(sim, wl.docs[:5], sorted(sim.engines))
+    sim.reconcile_round()
+    sim.ring.clock.advance(10 * sim.settings.reconcile_period)
+    sim.reconcile_round()
+    led = [(e, k) for e in sim.engines.values() for k in e.home.logs.leaders]
+    assert led and not any(e.home.logs.in_minority(k) for e, k in led)

@@ -208,6 +208,7 @@ class Leader:
         """Send each member what it lacks of my copy; count what is committed."""
         self.keep()
         behind = [a for a in self._members() if a != self.me]
+        self.quorate = majority([self.me], self.members)  # a log of one: it is its majority
         for _ in range(ROUNDS):
             if not behind:
                 break
