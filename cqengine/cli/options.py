@@ -14,7 +14,7 @@ from chord.live import Limits, Timing
 from chord.routing import RoutingTable
 from cqengine.core.indexing import STRATEGIES
 from cqengine.core.presence import DEFAULT_HEADER_TERMS
-from cqengine.core.settings import REPLICAS, RESOLUTIONS, Settings, SettingsError
+from cqengine.core.settings import LOG_MEMBERS, REPLICAS, RESOLUTIONS, Settings, SettingsError
 from cqengine.live.ringfile import DEFAULT_RING_FILE
 from cqengine.text.termfiles import TermFileError, load_stats, load_terms
 
@@ -225,7 +225,9 @@ ENGINE_FLAGS = {  # option -> (Settings field, type, help; engine_options states
         switch,
         "on: each home key a replicated log of its subscriptions' inputs, alerts numbered "
         "only in an epoch a majority of its --replicas members promised (no partition or "
-        "pause numbers them twice); off: every numbered alert copied to the replicas",
+        "pause numbers them twice; --replicas then defaults to "
+        f"{LOG_MEMBERS}, whose majority outlives two failures); off: every numbered alert "
+        "copied to the replicas",
     ),
     "--max-doc-bytes": ("max_document_bytes", count, "largest document accepted"),
     "--max-query-bytes": (
@@ -418,6 +420,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
                 setattr(settings, name, FILES[flag](Path(value)) if flag in FILES else value)
         if args.header_terms is None and headers_pay(settings):
             settings.header_terms = DEFAULT_HEADER_TERMS
+        if args.replicas is None and settings.home_log:  # a majority left after two fail
+            settings.replicas = LOG_MEMBERS
         return settings.validate()
     except (SettingsError, TermFileError) as e:
         raise CliError(str(e)) from None

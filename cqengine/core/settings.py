@@ -24,6 +24,9 @@ from cqengine.text.query import MAX_ALTERNATIVES
 
 RESOLUTIONS = ("td", "bf")
 REPLICAS = 3  # the command line's default: a record survives two nodes failing at once
+# the command line's default member count of a home's log (Settings.home_log): a majority
+# of five is left when two fail at once, as three copies survive two failures
+LOG_MEMBERS = 5
 MAX_REPLICAS = SUCCESSORS  # no more than the successor list's default length
 MAX_FILTER_LEASE = 60.0  # s: how long a subscription under a new key may wait, at most
 

@@ -25,7 +25,7 @@ from cqengine.cli.options import (
     timing_from,
 )
 from cqengine.core.presence import DEFAULT_HEADER_TERMS
-from cqengine.core.settings import REPLICAS, Settings
+from cqengine.core.settings import LOG_MEMBERS, REPLICAS, Settings
 from cqengine.live.ports import free_ports
 from cqengine.live.publishing import Publishing
 from cqengine.live.ring import pid_alive
@@ -80,6 +80,20 @@ def test_headers_are_on_by_default_where_they_pay(tmp_path):
     assert headers("--stats", stats, "--header-terms", 0) == 0
     assert headers("--stats", stats, "--header-terms", 8) == 8
     assert headers() == 0
+
+
+def test_a_ring_on_the_home_log_has_five_members_unless_told():
+    """Three copies survive two nodes failing at once; a log of three only one (a majority
+    must be left): on the home log the command line's default is five members."""
+    parser = command("node")
+
+    def members(*args) -> int:
+        return settings_from(parser.parse_args(["--port", "7000", *args])).replicas
+
+    assert members() == REPLICAS == 3
+    assert members("--home-log", "on") == LOG_MEMBERS == 5
+    assert members("--home-log", "on", "--replicas", "3") == 3
+    assert members("--home-log", "off") == 3
 
 
 @pytest.mark.parametrize(
