@@ -186,8 +186,9 @@ class Storage:
             )
         if not same_state(bytes(meta["settings"]), settings):
             raise StartupError(
-                f"data directory {data_dir} was written in a ring with other engine settings: "
-                "start the ring with the options it had, or remove the directory"
+                f"data directory {data_dir} was written in a ring with other engine settings"
+                f"{differing(bytes(meta['settings']), settings)}: start the ring with the "
+                "options it had, or remove the directory"
             )
         kept = int(meta["ring"], 16) if "ring" in meta else 0
         if kept and ring and kept != ring:
@@ -525,6 +526,23 @@ def same_state(kept: bytes, given: bytes) -> bool:
         for name in NO_STATE:
             config.ClearField(name)
     return a.SerializeToString(deterministic=True) == b.SerializeToString(deterministic=True)
+
+
+def differing(kept: bytes, given: bytes) -> str:
+    """Which settings differ, as the error names them: " (home_log: off there, on here)"."""
+    try:
+        a, b = pb.EngineConfig.FromString(kept), pb.EngineConfig.FromString(given)
+    except DecodeError:
+        return ""
+    names = [f.name for f in pb.EngineConfig.DESCRIPTOR.fields if f.name not in NO_STATE]
+    shown = {True: "on", False: "off"}
+    out = []
+    for name in names:
+        there, here = getattr(a, name), getattr(b, name)
+        if there != here and not hasattr(there, "ListFields"):  # (term files: not named)
+            there, here = shown.get(there, there), shown.get(here, here)
+            out.append(f"{name}: {there} there, {here} here")
+    return f" ({'; '.join(out)})" if out else ""
 
 
 def stored_ring_id(data_dir: Path) -> int:

@@ -523,3 +523,17 @@ def test_the_home_logs_come_back_as_kept_and_a_damaged_entry_refuses_the_start(t
     db.close()
     with pytest.raises(StartupError, match="damaged at position 2: move the data directory"):
         Storage.open(tmp_path, "node", SETTINGS).logs.load()
+
+
+def test_a_data_directory_of_a_ring_without_the_home_log_is_refused_on_it(tmp_path):
+    """A node's data of a ring that copied its alerts holds mailboxes, not logs: started in a
+    ring on the home log, it is refused in one line naming the setting and the remedy."""
+    off = Settings(replicas=3).to_pb().SerializeToString(deterministic=True)
+    on = Settings(replicas=3, home_log=True).to_pb().SerializeToString(deterministic=True)
+    Storage.open(tmp_path, "node", off).close()
+    with pytest.raises(StartupError) as refused:
+        Storage.open(tmp_path, "node", on)
+    message = str(refused.value)
+    assert "(home_log: off there, on here)" in message
+    assert "start the ring with the options it had, or remove the directory" in message
+    assert "\n" not in message
