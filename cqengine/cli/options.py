@@ -224,10 +224,15 @@ ENGINE_FLAGS = {  # option -> (Settings field, type, help; engine_options states
         "home_log",
         switch,
         "on: each home key a replicated log of its subscriptions' inputs, alerts numbered "
-        "only in an epoch a majority of its --replicas members promised (no partition or "
-        "pause numbers them twice; --replicas then defaults to "
-        f"{LOG_MEMBERS}, whose majority outlives two failures); off: every numbered alert "
-        "copied to the replicas",
+        "only in an epoch a majority of its --log-members promised (no partition or "
+        "pause numbers them twice); off: every numbered alert copied to the replicas",
+    ),
+    "--log-members": (
+        "log_members",
+        count,
+        "members of each home's log on --home-log on: the home and its next successors; "
+        "a majority of five outlives two nodes failing at once; 0: as many as --replicas "
+        f"(default {LOG_MEMBERS})",
     ),
     "--max-doc-bytes": ("max_document_bytes", count, "largest document accepted"),
     "--max-query-bytes": (
@@ -420,8 +425,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
                 setattr(settings, name, FILES[flag](Path(value)) if flag in FILES else value)
         if args.header_terms is None and headers_pay(settings):
             settings.header_terms = DEFAULT_HEADER_TERMS
-        if args.replicas is None and settings.home_log:  # a majority left after two fail
-            settings.replicas = LOG_MEMBERS
+        if args.log_members is None and settings.home_log:  # a majority left after two fail
+            settings.log_members = LOG_MEMBERS
         return settings.validate()
     except (SettingsError, TermFileError) as e:
         raise CliError(str(e)) from None

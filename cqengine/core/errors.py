@@ -5,6 +5,7 @@ refused differently: chord.node.Refused, by the checks (cqengine.core.checks).""
 from __future__ import annotations
 
 LEAVING = "this node is stopping; send it to another node of the ring"
+MINORITY = "the home's log has no majority of its members now (home in minority); try again"
 
 
 class EngineError(Exception):

@@ -21,6 +21,7 @@ from chord.node import Call, Op, PeerUnreachable
 from chord.proto import chord_pb2 as chord_pb
 from cqengine.core.checks import per_document
 from cqengine.core.context import Context
+from cqengine.core.errors import MINORITY, EngineError
 from cqengine.core.homelog.homes import Held, HomeLogs, Moved
 from cqengine.core.mailboxes import AlertDoc, Mailbox, Subscription, batch_documents, numbered_runs
 from cqengine.core.stats import Histogram
@@ -78,15 +79,16 @@ class Home:
         if fresh:
             self._alerted(runs)
 
-    def acknowledge(self, acks: Sequence[tuple[Subscription, int]]) -> None:
+    def acknowledge(self, acks: Sequence[tuple[Subscription, int]]) -> Op | None:
         """Each subscriber has every alert of its subscription numbered below its next_seq:
         they leave the mailboxes, and the replicas' copies in one message to each (a
-        client acknowledges many subscriptions at once). On the home log, they are
-        appended to their keys' logs, and leave once committed."""
+        client acknowledges many subscriptions at once). On the home log, an operation:
+        they are appended to their keys' logs, and leave once committed; the subscriber
+        is answered only then (an acknowledgement a failure could undo would show its
+        alerts again), UNAVAILABLE if the log has no majority."""
         ctx = self.ctx
         if self.logs is not None:
-            self._acknowledged_by_log(acks)
-            return
+            return self._acknowledged_by_log(acks)
         boxes, subs, firsts = [], [], []
         for sub, next_seq in acks:
             box = sub.mailbox
@@ -104,8 +106,10 @@ class Home:
             acked = pb.Acknowledged(subscription_ids=subs, firsts=firsts)
             ctx.store.count_copies(subs)
             ctx.host.spawn(self._acknowledgements_copied(boxes, acked))
+        return None
 
-    def _acknowledged_by_log(self, acks: Sequence[tuple[Subscription, int]]) -> None:
+    def _acknowledged_by_log(self, acks: Sequence[tuple[Subscription, int]]) -> Op:
+        assert self.logs is not None
         by_key: dict[int, pb.Acknowledged] = {}
         for sub, next_seq in acks:
             box = sub.mailbox
@@ -116,16 +120,14 @@ class Home:
                 acked.firsts.append(first)
         for key, acked in sorted(by_key.items()):
             entry = pb.LogEntry(kind=pb.LOG_ACKS, data=acked.SerializeToString())
-            self.ctx.host.spawn(self._appended(key, entry))
-
-    def _appended(self, key: int, entry: pb.LogEntry) -> Op:
-        """An entry appended on its own; not now, it waits for the subscriber to send it
-        again (an acknowledgement repeats what the last one said and more)."""
-        assert self.logs is not None
-        try:
-            yield from self.logs.append(key, [entry])
-        except (Held, Moved):
-            self.ctx.count("log_appends_held")
+            try:
+                yield from self.logs.append(key, [entry])
+            except Held:
+                raise EngineError("UNAVAILABLE", MINORITY) from None
+            except Moved:
+                raise EngineError(
+                    "UNAVAILABLE", f"home key {key:016x} is served by another node now"
+                ) from None
 
     def _acknowledgements_copied(self, boxes: list[Mailbox], acked: pb.Acknowledged) -> Op:
         """Acknowledgements to my replicas; until they are through, reconciliation does

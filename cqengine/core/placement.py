@@ -27,7 +27,7 @@ from chord.node import Call, Op, PeerUnreachable
 from chord.routing import NodeRef
 from cqengine.core import limits
 from cqengine.core.context import Context
-from cqengine.core.errors import LEAVING, EngineError
+from cqengine.core.errors import LEAVING, MINORITY, EngineError
 from cqengine.core.filters import Filters
 from cqengine.core.homelog.homes import Held, HomeLogs, Moved
 from cqengine.core.indexing import chooser
@@ -46,7 +46,6 @@ from cqengine.text.analysis import term_id
 
 NO_TOKEN = bytes(32)  # compared with when no subscription has the id: no token hashes to it
 MOVING = "the ring's ownership kept changing; try again"
-MINORITY = "the home's log has no majority of its members now (home in minority); try again"
 TAKING_OVER = "this node is taking over the logs of home keys it serves now; try again"
 Copy = Callable[[pb.Records], Op]  # records to my replicas (Replication.copy)
 Analyzed = Query | EngineError  # a query analyzed, or why it was refused
@@ -211,8 +210,8 @@ class Placement:
             return ctx.me.id if ctx.replicated else 0
         try:
             return (yield from self.logs.own_key())
-        except Held:
-            raise EngineError("UNAVAILABLE", MINORITY) from None
+        except Held as e:  # (my region unknown yet, or no majority for a new log)
+            raise EngineError("UNAVAILABLE", f"cannot home a subscription here now: {e}") from None
         except Moved:
             raise EngineError("UNAVAILABLE", MOVING) from None
 

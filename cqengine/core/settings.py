@@ -70,6 +70,9 @@ class Settings:
     # each home key a replicated log (cqengine.core.homelog): alerts numbered from its
     # committed entries; off: every numbered alert copied to the replicas
     home_log: bool = False
+    # the members of each home key's log (home_log): the home and its next successors; 0:
+    # as many as `replicas`. A majority must be left: 5 outlive two failures at once
+    log_members: int = 0
     df: dict[str, int] | None = field(default=None, repr=False)
     popular: frozenset[str] | None = field(default=None, repr=False)  # terms; None: gossip them
 
@@ -96,6 +99,7 @@ class Settings:
         "replicas",
         "reconcile_period",
         "home_log",
+        "log_members",
     )
 
     def validate(self) -> "Settings":
@@ -142,6 +146,8 @@ class Settings:
             )
         if not 1 <= self.replicas <= MAX_REPLICAS:
             raise SettingsError(f"replicas {self.replicas} is outside 1-{MAX_REPLICAS}")
+        if not 0 <= self.log_members <= MAX_REPLICAS:
+            raise SettingsError(f"log members {self.log_members} is outside 0-{MAX_REPLICAS}")
         if self.reconcile_period <= 0:
             raise SettingsError("the reconciliation period must be positive")
         if self.gossip_period <= 0 or self.reindex_grace < 0:
@@ -162,6 +168,11 @@ class Settings:
     def popular_ids(self) -> frozenset[int] | None:
         """The popular terms' ids (computed once: every node of a simulated ring shares them)."""
         return frozenset(term_id(t) for t in self.popular) if self.popular is not None else None
+
+    @property
+    def members(self) -> int:
+        """The members of a home key's log (home_log)."""
+        return self.log_members or self.replicas
 
     @property
     def gossiped(self) -> bool:

@@ -262,7 +262,9 @@ class EngineSimulator:
                     box = sub.mailbox
                     out += [(sub.id, docno) for docno, _, _ in box.alerts(box.first, box.shown)]
                     acks.append((sub, box.shown))
-            e.home.acknowledge(acks)  # all at once, as a client acknowledges its streams
+            acknowledged = e.home.acknowledge(acks)  # all at once, as a client does
+            if acknowledged is not None:  # on the home log: appended to the logs
+                self._run(e.me.address, acknowledged)
         self.settle()
         return out
 

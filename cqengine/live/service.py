@@ -224,7 +224,9 @@ class ClientAPI(pb_grpc.CQEngineServicer):
             subs = [self.engine.placement.authorized(k.subscription_id, k.token) for k in keys]
         except EngineError as e:
             await context.abort(getattr(grpc.StatusCode, e.code), str(e))
-        self.engine.home.acknowledge([(sub, k.next) for sub, k in zip(subs, keys)])
+        acknowledged = self.engine.home.acknowledge([(sub, k.next) for sub, k in zip(subs, keys)])
+        if acknowledged is not None:  # on the home log: once its logs committed it
+            await self._run(context, acknowledged)
         self.engine.durable()
         return subs
 
@@ -355,6 +357,11 @@ async def serve_engine(
         raise StartupError(
             f"the ring keeps {settings.replicas} copies of every record, on a node's next "
             f"{settings.replicas - 1} successors: --successors must be at least that, not {r}"
+        )
+    if settings.home_log and settings.members - 1 > r:
+        raise StartupError(
+            f"each home's log has {settings.members} members, the home and its next "
+            f"{settings.members - 1} successors: --successors must be at least that, not {r}"
         )
     why = lease_problem(settings.filter_lease, timing.call_timeout)
     if why is not None:

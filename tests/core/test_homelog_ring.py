@@ -46,7 +46,9 @@ class Subscribers:
                     assert named == docno, f"number {n} of {sub.id:x}: {named} and {docno}"
                     self.shown.append((sub.id, docno))
                 acks.append((sub, box.next))
-            e.home.acknowledge(acks)
+            acknowledged = e.home.acknowledge(acks)
+            if acknowledged is not None:
+                sim.ring.run(sim.ring.nodes[e.me.address], acknowledged)
         sim.settle()
 
     def check_numbers(self) -> None:

@@ -29,6 +29,7 @@ STARTS = 3  # epochs started in a row to reach the ring's member set (one change
 START_WAIT = 5.0  # s a request waits for an epoch of its key being started, then is held
 START_POLL = 0.05  # s between two looks at it
 QUORUM_WINDOW = 4  # reconcile periods a leader leads on unanswered by a majority
+GROUP_WAIT = 0.001  # s between two looks at a round of appends on its way
 
 
 class Held(Exception):
@@ -53,8 +54,8 @@ class HomeLogs:
         self.derived: dict[int, Derived] = {}  # how far each key's entries are applied here
         self.fresh: dict[int, int] = {}  # a key I lead: positions after this are mine to show
         self.starting: set[int] = set()  # keys whose epoch I am starting
+        self.sending: set[int] = set()  # keys with a round of appends on its way
         self.own = 0  # the key my new subscriptions are homed under (0: none yet)
-        self.held = 0  # appends refused for want of a majority
         self.quorate_at: dict[int, float] = {}  # a key I lead: when a majority last answered
         ctx.chord.region_listeners.append(lambda old, new: ctx.host.spawn(self.take_over()))
 
@@ -66,15 +67,18 @@ class HomeLogs:
         return held
 
     def members(self, key: int) -> list[str]:
-        """The member set of a key I serve: me and my replica set, as the ring gives it;
-        while that is short of the ring's count (my successor list not yet whole: I just
-        joined, or a partition left me alone), topped up with the latest epoch's members.
-        A node that believes itself alone must not make a log of one from a log of three."""
+        """The member set of a key I serve: me and my next successors, as many as the ring
+        says (Settings.members); while the ring gives fewer (my successor list not yet
+        whole: I just joined, or a partition left me alone), topped up with the latest
+        epoch's members. A node that believes itself alone must not make a log of one
+        from a log of three."""
         ctx = self.ctx
-        members = [ctx.me.address, *(p.address for p in ctx.replica_set())]
+        count = ctx.settings.members
+        others = [s.address for s in ctx.chord.table.successors if s != ctx.me]
+        members = [ctx.me.address, *others[: count - 1]]
         latest = self.copy(key).config()
         for address in latest.members if latest is not None else []:
-            if len(members) >= ctx.settings.replicas:
+            if len(members) >= count:
                 break
             if address not in members:
                 members.append(address)
@@ -191,21 +195,36 @@ class HomeLogs:
 
     def append(self, key: int, entries: list[pb.LogEntry]) -> Op:
         """Append entries to the log of a key I serve; once committed, they are applied.
-        Moved or Held (they may yet commit, with a later entry: applied then)."""
+        Moved or Held (they may yet commit, with a later entry: applied then).
+
+        Group commit: one round of appends to the members is on its way per key at a
+        time. Entries appended meanwhile wait for it, and go together in the next round
+        (a live home takes many Deliver batches and acknowledgements at once: each its
+        own round would be a message to every member each)."""
         leader = yield from self.lead(key)
+        log_ = leader.log
         for entry in entries:
             entry.epoch = leader.epoch
-        try:
-            yield from leader.append(entries)
-            self._heard(key, leader)
-        except Superseded as e:
-            self.leaders.pop(key, None)
-            raise Moved(str(e)) from None
-        except NoMajority as e:
-            self.held += 1
-            raise Held(str(e)) from None
-        finally:
-            self.apply(key)
+        log_.extend(entries)
+        end = log_.last
+        while log_.committed < end:
+            if key in self.sending:  # the round on its way: mine go in the next
+                yield Pause(GROUP_WAIT)
+                if not leader.leading:
+                    raise Moved(f"key {key:016x} is led in a later epoch now")
+                continue
+            self.sending.add(key)
+            try:
+                yield from leader.replicate()
+                self._heard(key, leader)
+            except Superseded as e:
+                self.leaders.pop(key, None)
+                raise Moved(str(e)) from None
+            finally:
+                self.sending.discard(key)
+                self.apply(key)
+            if log_.committed < end:  # they wait in my copy: a later round may commit them
+                raise Held(f"position {end} is not held by a majority of {leader.members}")
 
     def apply(self, key: int) -> None:
         """The key's committed entries not yet applied here, applied in order."""
@@ -271,7 +290,7 @@ class HomeLogs:
             try:
                 if not self._current(leader, key):
                     yield from self.lead(key)
-                else:
+                elif key not in self.sending:  # (a round on its way tells them as much)
                     yield from leader.replicate()
                     self._heard(key, leader)
             except Superseded:
