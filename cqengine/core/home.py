@@ -19,6 +19,7 @@ from typing import Callable, Sequence
 
 from chord.node import Call, Op, PeerUnreachable
 from chord.proto import chord_pb2 as chord_pb
+from cqengine.core import limits
 from cqengine.core.checks import per_document
 from cqengine.core.context import Context
 from cqengine.core.errors import MINORITY, EngineError
@@ -121,7 +122,7 @@ class Home:
         for key, acked in sorted(by_key.items()):
             entry = pb.LogEntry(kind=pb.LOG_ACKS, data=acked.SerializeToString())
             try:
-                yield from self.logs.append(key, [entry])
+                yield from self.logs.append(key, [entry], limits.ACK_LINGER)
             except Held:
                 raise EngineError("UNAVAILABLE", MINORITY) from None
             except Moved:

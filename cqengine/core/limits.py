@@ -66,6 +66,9 @@ RETRY_FIRST = 0.25  # s before an alert batch is tried again (then twice as long
 # log (Settings.home_log): a partition that heals within it loses nothing
 HELD_FOR = 600.0
 RETRY_MOST = 5.0  # s between two tries of a held batch, at most
+# s an acknowledgement waits to ride with the next round of appends to its home's log
+# (Settings.home_log) before it makes one of its own: a stream acknowledges every second
+ACK_LINGER = 0.05
 STALE_AFTER = 5  # reconcile periods after which a copy of a batch its owner no longer has goes
 GC_AFTER = 30.0  # s a replica keeps records no owner has reconciled with it (at least)
 TOMBSTONE_TTL = 600.0  # s a tombstone is kept: every replica has it long before

@@ -30,6 +30,7 @@ START_WAIT = 5.0  # s a request waits for an epoch of its key being started, the
 START_POLL = 0.05  # s between two looks at it
 QUORUM_WINDOW = 4  # reconcile periods a leader leads on unanswered by a majority
 GROUP_WAIT = 0.001  # s between two looks at a round of appends on its way
+LINGER_POLL = 0.005  # s between two looks for a round to ride with
 
 
 class Held(Exception):
@@ -193,9 +194,11 @@ class HomeLogs:
             raise Moved(str(superseded))
         return leader
 
-    def append(self, key: int, entries: list[pb.LogEntry]) -> Op:
+    def append(self, key: int, entries: list[pb.LogEntry], linger: float = 0.0) -> Op:
         """Append entries to the log of a key I serve; once committed, they are applied.
-        Moved or Held (they may yet commit, with a later entry: applied then).
+        Moved or Held (they may yet commit, with a later entry: applied then). `linger`:
+        seconds the entries may wait for a round another append starts (acknowledgements
+        ride with the next Deliver batch's round, rather than make one of their own).
 
         Group commit: one round of appends to the members is on its way per key at a
         time. Entries appended meanwhile wait for it, and go together in the next round
@@ -207,6 +210,10 @@ class HomeLogs:
             entry.epoch = leader.epoch
         log_.extend(entries)
         end = log_.last
+        waited = 0.0
+        while waited < linger and log_.committed < end and key not in self.sending:
+            yield Pause(LINGER_POLL)
+            waited += LINGER_POLL
         while log_.committed < end:
             if key in self.sending:  # the round on its way: mine go in the next
                 yield Pause(GROUP_WAIT)
