@@ -6,9 +6,9 @@ DN's hold in all; only then are its alerts counted lost. A home takes a batch tw
 harmlessly: a docno enters a mailbox once. Replicated, a batch goes to whichever node
 serves its home key now: where it was last found, else the key's owner, looked up (a
 replica took over from the home). A home whose log has no majority (Settings.home_log)
-holds the batch: it is tried again as an unreachable home's is. A batch of the DN's own
-is through, and its held copies may go, once each of its deliveries has ended: taken, or
-counted lost.
+holds the batch: it is tried again every few seconds for limits.HELD_FOR, so that a
+partition healing meanwhile loses nothing. A batch of the DN's own is through, and its
+held copies may go, once each of its deliveries has ended: taken, or counted lost.
 """
 
 from __future__ import annotations
