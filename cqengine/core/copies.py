@@ -28,10 +28,9 @@ from typing import Callable, Mapping
 import numpy as np
 
 from cqengine.core import limits
-from cqengine.core.mailboxes import AlertDoc, Subscription, batch_documents, cost
+from cqengine.core.mailboxes import AlertDoc, Runs, Subscription, batch_documents, cost
 from cqengine.proto import cqengine_pb2 as pb
 
-Runs = list[tuple[AlertDoc, list[int], list[int]]]
 # subscriptions whose copies are taken out of the columns alone (an array pass each) before
 # a reader's release folds everyone's (a pass in Python): a gap now and then costs little,
 # a reconciliation that reads thousands of mailboxes one fold

@@ -20,17 +20,14 @@ from typing import Callable, Sequence
 from chord.node import Call, Op, PeerUnreachable
 from chord.proto import chord_pb2 as chord_pb
 from cqengine.core import limits
-from cqengine.core.checks import per_document
 from cqengine.core.context import Context
 from cqengine.core.errors import MINORITY, EngineError
 from cqengine.core.homelog.homes import Held, HomeLogs, Moved
-from cqengine.core.mailboxes import AlertDoc, Mailbox, Subscription, batch_documents, numbered_runs
+from cqengine.core.mailboxes import Mailbox, Runs, Subscription, numbered_runs, offer_batch
 from cqengine.core.stats import Histogram
 from cqengine.proto import cqengine_pb2 as pb
 
 Copy = Callable[[pb.Records], Op]  # records to my replicas (Replication.copy)
-# alerts a document at a time: the document, the subscriptions it alerts, each one's number
-Runs = list[tuple[AlertDoc, list[int], list[int]]]
 
 
 class Home:
@@ -174,30 +171,13 @@ class Home:
     def _delivered(self, batch: pb.AlertBatch) -> pb.DeliverReply | Op:
         """The batch's alerts into the mailboxes of the subscriptions I serve."""
         ctx = self.ctx
-        subs = batch.subscription_ids
-        counts = per_document(batch.counts, len(subs))
-        start = 0
-        subscriptions = ctx.subscriptions
-        limit = ctx.settings.mailbox_bytes
-        runs: Runs = []
-        repeated = 0  # alerts of documents their mailboxes had already
-        unknown = False  # a subscription whose record has not reached me yet
-        for doc, c in zip(batch_documents(batch), counts):
-            took, numbers = [], []
-            for sub_id in subs[start : start + c]:
-                sub = subscriptions.get(sub_id)  # None: unsubscribed meanwhile, or not here yet
-                if sub is not None:
-                    box = sub.mailbox
-                    if box.offer(doc, limit):
-                        took.append(sub_id)
-                        numbers.append(box.next - 1)
-                    else:
-                        repeated += 1
-                elif batch.home_id and sub_id not in ctx.store.gone:
-                    unknown = True
-            if took:
-                runs.append((doc, took, numbers))
-            start += c
+        runs, repeated, _, missing = offer_batch(
+            batch, ctx.subscriptions, ctx.settings.mailbox_bytes
+        )
+        # a subscription missing was unsubscribed meanwhile, or its record has not reached
+        # me yet (unknown)
+        gone = ctx.store.gone
+        unknown = bool(batch.home_id) and any(s not in gone for s in missing)
         if repeated:
             ctx.count("alerts_repeated", repeated)
         if batch.accepted and runs:

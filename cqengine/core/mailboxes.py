@@ -16,12 +16,14 @@ from collections import deque
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import chain, islice
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 from cqengine.core import limits
 from cqengine.proto import cqengine_pb2 as pb
 
 AlertDoc = tuple[str, str, str]  # what an alert says of its document: docno, title, snippet
+# alerts a document at a time: the document, the subscriptions it alerts, each one's number
+Runs = list[tuple[AlertDoc, list[int], list[int]]]
 
 
 @lru_cache(maxsize=1 << 16)
@@ -400,6 +402,47 @@ def batch_documents(batch: pb.AlertBatch) -> list[AlertDoc]:
     n = len(batch.docnos)
     titles, snippets = batch.titles or [""] * n, batch.snippets or [""] * n
     return list(zip(batch.docnos, titles, snippets))
+
+
+class Offered(NamedTuple):
+    """What an alert batch offered to mailboxes numbered (`offer_batch`)."""
+
+    runs: Runs  # the alerts numbered, a document at a time
+    repeated: int  # alerts of documents their mailboxes had already
+    dropped: int  # older alerts the mailboxes' limits pushed out for them
+    missing: list[int]  # subscriptions it names that are not there
+
+
+def offer_batch(
+    batch: pb.AlertBatch, subscriptions: Mapping[int, Subscription], limit_bytes: int
+) -> Offered:
+    """A DN's alert batch into the mailboxes of these subscriptions, a document at a time
+    in the batch's order, each of its subscriptions in order: the one rule that numbers
+    alerts, at a home that copies them and at any member deriving a home's log."""
+    subs = batch.subscription_ids
+    counts = batch.counts or [len(subs)]
+    runs: Runs = []
+    repeated = dropped = at = 0
+    missing = []
+    for doc, n in zip(batch_documents(batch), counts):
+        took, numbers = [], []
+        for sub_id in subs[at : at + n]:
+            sub = subscriptions.get(sub_id)
+            if sub is None:
+                missing.append(sub_id)
+                continue
+            box = sub.mailbox
+            before = box.dropped
+            if box.offer(doc, limit_bytes):
+                took.append(sub_id)
+                numbers.append(box.next - 1)
+                dropped += box.dropped - before
+            else:
+                repeated += 1
+        if took:
+            runs.append((doc, took, numbers))
+        at += n
+    return Offered(runs, repeated, dropped, missing)
 
 
 def numbered_documents(

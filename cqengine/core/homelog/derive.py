@@ -16,17 +16,14 @@ from typing import MutableMapping
 
 from cqengine.core import limits
 from cqengine.core.mailboxes import (
-    AlertDoc,
+    Runs,
     Subscription,
-    batch_documents,
     home_record,
+    offer_batch,
     record_alerts,
     subscription_of,
 )
 from cqengine.proto import cqengine_pb2 as pb
-
-# alerts a document at a time: the document, the subscriptions it alerts, each one's number
-Runs = list[tuple[AlertDoc, list[int], list[int]]]
 
 
 class Derived:
@@ -69,28 +66,12 @@ class Derived:
         return []
 
     def _deliver(self, batch: pb.AlertBatch) -> Runs:
-        """A DN's alert batch into the mailboxes, a document at a time in the batch's order,
-        each of its subscriptions in order (Home._delivered's rules)."""
-        counts = batch.counts or [len(batch.subscription_ids)]
-        subs, at, runs = batch.subscription_ids, 0, []
-        for doc, n in zip(batch_documents(batch), counts):
-            took, numbers = [], []
-            for sub_id in subs[at : at + n]:
-                sub = self.subscriptions.get(sub_id)
-                if sub is None:
-                    continue  # not (or no longer) subscribed at this point of the log
-                box = sub.mailbox
-                dropped = box.dropped
-                if box.offer(doc, self.limit_bytes):
-                    took.append(sub_id)
-                    numbers.append(box.next - 1)
-                    self.dropped += box.dropped - dropped
-                else:
-                    self.repeated += 1
-            if took:
-                runs.append((doc, took, numbers))
-            at += n
-        return runs
+        """A DN's alert batch into the mailboxes by the home's own rule (offer_batch); a
+        subscription not (or no longer) subscribed at this point of the log takes none."""
+        offered = offer_batch(batch, self.subscriptions, self.limit_bytes)
+        self.dropped += offered.dropped
+        self.repeated += offered.repeated
+        return offered.runs
 
     def checkpoint(self) -> pb.LogCheckpoint:
         """What the entries so far made: each subscription's whole record (its waiting
