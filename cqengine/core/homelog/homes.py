@@ -18,9 +18,10 @@ from typing import Callable
 from chord.ids import MASK
 from chord.node import Op, Pause
 from cqengine.core.context import Context
-from cqengine.core.homelog.derive import Derived, Runs
+from cqengine.core.homelog.derive import Derived
 from cqengine.core.homelog.leader import Leader, NoMajority, Superseded
 from cqengine.core.homelog.log import Log
+from cqengine.core.mailboxes import Runs
 from cqengine.proto import cqengine_pb2 as pb
 
 log = logging.getLogger("cqengine.core.homelog")
@@ -77,6 +78,10 @@ class HomeLogs:
         count = ctx.settings.members
         others = [s.address for s in ctx.chord.table.successors if s != ctx.me]
         members = [ctx.me.address, *others[: count - 1]]
+        if len(members) >= count:
+            return members
+        # (only then: finding the latest epoch entry walks the log back to it, and every
+        # append asks for the member set)
         latest = self.copy(key).config()
         for address in latest.members if latest is not None else []:
             if len(members) >= count:
