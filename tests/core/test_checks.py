@@ -25,7 +25,7 @@ from google.protobuf.message_factory import GetMessageClass
 from hypothesis import Phase, example, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
-from support.oracle import assert_exact
+from support.oracle import assert_exact, consecutive
 from support.workloads import SHAPES, subscribe_all, workload
 
 from chord import checks as chord_checks
@@ -70,12 +70,6 @@ def ring_settings(wl, strategy: str, resolution: str, replicas: int, seed: int, 
 
 def refused(sim: EngineSimulator) -> int:
     return sum(e.counters["messages_refused"] + e.chord.refused for e in sim.engines.values())
-
-
-def consecutive(sim: EngineSimulator, start: str, n: int) -> list[str]:
-    nodes = sim.ring.oracle().nodes
-    at = [node.address for node in nodes].index(start)
-    return [nodes[(at + i) % len(nodes)].address for i in range(n)]
 
 
 def analyzed(wl, s: Settings) -> list[Document]:

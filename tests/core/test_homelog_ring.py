@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
-from support.oracle import assert_exact
+from support.oracle import assert_exact, consecutive
 from support.workloads import make_settings, workload
 
 from cqengine.evaluation.sim import EngineSimulator
@@ -69,12 +69,6 @@ def ring(members: int, nodes: int = 9, seed: int = 4):
     replies = [sim.subscribe(q, via=vias[i % len(vias)]) for i, q in enumerate(wl.queries)]
     subs = {r.subscription_id: analyze(q) for r, q in zip(replies, wl.queries)}
     return wl, sim, subs
-
-
-def consecutive(sim: EngineSimulator, start: str, n: int) -> list[str]:
-    oracle = sim.ring.oracle()
-    at = [node.address for node in oracle.nodes].index(start)
-    return [oracle.nodes[(at + i) % len(oracle.nodes)].address for i in range(n)]
 
 
 def busiest_home(sim: EngineSimulator) -> str:

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
-from support.oracle import assert_exact
+from support.oracle import assert_exact, consecutive
 from support.records import reconcile
 from support.workloads import make_settings, subscribe_all, workload
 
@@ -118,12 +118,6 @@ def fail_busiest_qn(sim: EngineSimulator, dn: str):
     while sim.ring.problems():
         sim.ring.round()
     return qn
-
-
-def consecutive(sim: EngineSimulator, start: str, n: int) -> list[str]:
-    oracle = sim.ring.oracle()
-    at = [node.address for node in oracle.nodes].index(start)
-    return [oracle.nodes[(at + i) % len(oracle.nodes)].address for i in range(n)]
 
 
 @pytest.mark.parametrize("resolution", ["td", "bf"])

@@ -33,3 +33,11 @@ def assert_numbered(alerts) -> None:
         by_sub[a.subscription_id].append(a.seq)
     for seqs in by_sub.values():
         assert sorted(seqs) == list(range(len(seqs)))
+
+
+def consecutive(sim, start: str, n: int) -> list[str]:
+    """The simulated ring's node at `start` and the n - 1 after it, as the true ring has
+    them (failed together: a home and its successors)."""
+    nodes = sim.ring.oracle().nodes
+    at = [node.address for node in nodes].index(start)
+    return [nodes[(at + i) % len(nodes)].address for i in range(n)]
