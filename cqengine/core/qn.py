@@ -208,7 +208,7 @@ class Resolution:
         if not asked:
             return self._condition_asks()
         asks = []
-        for run in self._by_announcement(range(len(asked))):
+        for run in self._by_announcement(range(len(asked)), lambda i: asked[i][0]):
             ps = [asked[i][0] for i in run]
             ids = asked[run[0]][2] if len(run) == 1 else [y for i in run for y in asked[i][2]]
             request = pb.DialogueRequest(doc_keys=[self._key(p) for p in ps], ids=ids)
@@ -339,9 +339,10 @@ class Resolution:
         g, d = self.parts[p]
         return self.heard[g][1].docs[d].key
 
-    def _by_announcement(self, ps) -> list[list[int]]:
-        """Parts, in order, in runs of one announcement each (a part's are consecutive)."""
-        return [list(run) for _, run in groupby(ps, key=lambda p: self.parts[p][0])]
+    def _by_announcement(self, items, part: Callable[[int], int] = lambda p: p) -> list[list[int]]:
+        """Items (parts, or what names a part: `part`), in order, in runs of one
+        announcement each (a part's are consecutive)."""
+        return [list(run) for _, run in groupby(items, key=lambda i: self.parts[part(i)][0])]
 
     def _drop(self, ps: list[int], why: str, reason: str) -> None:
         """These parts' DN failed them: their queries' alerts are lost, counted."""
