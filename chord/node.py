@@ -110,6 +110,11 @@ class ChordNode:
         # partition they may be a ring of their own that only `recontact` finds again
         # each with [recontacts it left unanswered, rounds to wait before the next]
         self.lost: dict[NodeRef, list[int]] = {}
+        # told a node is lost (newly: not already), and that a lost node is found again (in
+        # my tables, or my ring's again): what was sent while it was apart may not have
+        # reached its side
+        self.lost_listeners: list[Callable[[NodeRef], None]] = []
+        self.found_listeners: list[Callable[[NodeRef], None]] = []
         self.handlers = {
             "FindSuccessor": self._on_find_successor,
             "GetNeighbors": self._on_get_neighbors,
@@ -236,10 +241,13 @@ class ChordNode:
             self._set_predecessor(None)
         self.table.forget(dead)
         if dead != self.me:
-            self.lost.pop(dead, None)
+            new = self.lost.pop(dead, None) is None
             self.lost[dead] = [0, 0]
             while len(self.lost) > LOST_KEPT:
                 del self.lost[next(iter(self.lost))]  # the longest lost
+            if new:
+                for listener in self.lost_listeners:
+                    listener(dead)
 
     def _set_predecessor(self, pred: NodeRef | None) -> None:
         old = self.table.predecessor
@@ -399,7 +407,7 @@ class ChordNode:
         shell tells by the ring's identity) is given up at once: two rings never merge."""
         t = self.table
         for n in [n for n in self.lost if n in t.successors or n in t.fingers]:
-            del self.lost[n]  # it is in my tables again: my ring knows it
+            self._found(n)  # it is in my tables again: my ring knows it
         due = [n for n, (_, wait) in self.lost.items() if wait <= 0]
         for state in self.lost.values():
             state[1] -= 1  # a round passes
@@ -429,11 +437,16 @@ class ChordNode:
                     del self.lost[lost]
             return
         if node == t.successor or node == self.me:
-            self.lost.pop(lost, None)
+            self._found(lost)
         elif in_open(node.id, t.me.id, t.successor.id) or t.alone():
             t.set_successors([node, *t.successors])
             for listener in self.successor_listeners:
                 listener()
+
+    def _found(self, node: NodeRef) -> None:
+        if self.lost.pop(node, None) is not None:
+            for listener in self.found_listeners:
+                listener(node)
 
     def fix_fingers(self) -> Op:
         """Refresh every finger; one lookup serves all fingers whose start it covers."""

@@ -418,6 +418,7 @@ CHECKS: dict[str, Callable[[Any, Any], str | None]] = {
     "LogPromise": _log_promise,
     "LogAppend": _log_append,
     "LogFetch": _anything,
+    "Uptime": _anything,
 }
 
 

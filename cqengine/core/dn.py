@@ -9,11 +9,20 @@ a batch's alerts until every node the batch reached has reported: the batch's sh
 divided down its announcement tree, comes back whole. A report missing when the hold ends
 (a QN failed) makes the DN announce the batch again: the failed node's queries are on its
 replicas, and homes take each alert once.
+
+A network partition splits the ring in two, and each side serves on as a ring of its own:
+a batch announced on one side never reaches the queries the other side alone holds, and
+every report comes back all the same. So a DN keeps its batches of the last minutes
+(`Sent`), and when a node it had lost is found again, and was up all along (its side was
+a ring of its own, not a node that failed and restarted), it announces again those it
+sent since shortly before the loss, once the rings have merged (APART_SETTLE). Homes take
+each alert once: the side that had heard them adds nothing.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
@@ -47,6 +56,40 @@ class Gathering:
     alerts: Alerts = field(default_factory=dict)
 
 
+class Sent:
+    """The batches a DN announced lately, oldest first: (when, documents). Kept
+    `margin` seconds, or, while nodes are lost, from `margin` before the first was lost,
+    limits.HELD_FOR at most; and limits.DOC_CACHE documents at most, the oldest going
+    first (counted: a partition healing after them finds them gone)."""
+
+    def __init__(self, margin: float) -> None:
+        self.margin = margin
+        self.batches: deque[tuple[float, list[PublishedDoc]]] = deque()
+        self.docs = 0
+        self.lost_at: dict[NodeRef, float] = {}  # nodes lost, and when I heard of it
+
+    def add(self, now: float, docs: list[PublishedDoc]) -> int:
+        """Keep a batch just announced; how many documents went for want of room while
+        nodes are lost."""
+        self.batches.append((now, docs))
+        self.docs += len(docs)
+        since = min(self.lost_at.values(), default=now) - self.margin
+        gone = 0
+        while self.batches and (
+            self.batches[0][0] < max(since, now - limits.HELD_FOR)
+            or self.docs - len(self.batches[0][1]) >= limits.DOC_CACHE
+        ):
+            at, old = self.batches.popleft()
+            self.docs -= len(old)
+            gone += len(old) if at >= since else 0
+        return gone
+
+    def since(self, t: float) -> list[PublishedDoc]:
+        """The documents of batches announced at `t - margin` or later, each once."""
+        docs = {d.key: d for at, batch in self.batches if at >= t - self.margin for d in batch}
+        return list(docs.values())
+
+
 def tell(peer: NodeRef, method: str, request) -> Op:
     """A call whose failure changes nothing."""
     try:
@@ -72,6 +115,12 @@ class DN:
         self.gathering: dict[int, Gathering] = {}  # my batches whose reports are still coming
         self.own: dict[int, list[NodeRef]] = {}  # my unresolved batches -> their copies
         self.born = ctx.host.clock()  # wall time: a batch of mine made before is of an earlier life
+        self.started = ctx.host.now()
+        # my batches of the last minutes, to announce again after a partition
+        self.sent = Sent(limits.APART_MARGIN + 2 * hold)
+        self.apart_since: float | None = None  # found again, up all along: since when apart
+        ctx.chord.lost_listeners.append(self.on_lost)
+        ctx.chord.found_listeners.append(self.on_found)
 
     @property
     def hold(self) -> float:
@@ -80,6 +129,7 @@ class DN:
     @hold.setter
     def hold(self, seconds: float) -> None:
         self.delivery.hold = seconds
+        self.sent.margin = limits.APART_MARGIN + 2 * seconds
 
     # ---- publishing ----------------------------------------------------------------------
 
@@ -139,13 +189,14 @@ class DN:
             ctx.observer.on_published(ctx, kept)
         return kept
 
-    def send_out(self, stored: list[PublishedDoc]) -> Op:
-        """Announce documents I hold as one batch of mine; replicated, once my successor
-        holds a copy (False: no successor took one)."""
+    def send_out(self, stored: list[PublishedDoc], name: int = 0) -> Op:
+        """Announce documents I hold as one batch of mine (named `name`, else after its
+        first document); replicated, once my successor holds a copy (False: no successor
+        took one)."""
         if not stored:
             return True
         ctx = self.ctx
-        name = stored[0].key
+        name = name or stored[0].key
         if ctx.replicated:
             held = pb.HeldBatch(key=ctx.me.id, batch=name, dn=ctx.me.address)
             for doc in stored:
@@ -177,6 +228,9 @@ class DN:
             share = limits.WHOLE
             self._await_reports(name, batch)
         ctx.host.spawn(self.announce(ctx.me, batch, 0, name if share else 0, share))
+        forgotten = self.sent.add(ctx.host.now(), stored)
+        if forgotten:
+            ctx.count("documents_unkept_while_apart", forgotten)
         return True
 
     def _copied(self, held: pb.HeldBatch) -> Op:
@@ -275,6 +329,51 @@ class DN:
         """My batches not through yet: their reports still coming, or their alerts still
         going to homes (retries waiting included)."""
         return len(self.gathering.keys() | self.delivery.unsent.keys()) + self.delivery.waiting()
+
+    # ---- after a partition -----------------------------------------------------------------
+
+    def on_lost(self, node: NodeRef) -> None:
+        self.sent.lost_at.setdefault(node, self.ctx.host.now())
+
+    def on_found(self, node: NodeRef) -> None:
+        """A node I had lost is found again: if it was up all along, my batches since
+        shortly before are announced again once the rings have merged."""
+        since = self.sent.lost_at.pop(node, None)
+        if since is not None:
+            self.ctx.host.spawn(self._found_apart(node, since))
+
+    def on_uptime(self, req: pb.UptimeRequest) -> pb.UptimeReply:
+        return pb.UptimeReply(seconds=self.ctx.host.now() - self.started)
+
+    def _found_apart(self, node: NodeRef, since: float) -> Op:
+        ctx = self.ctx
+        try:
+            reply = yield Call(node, "Uptime", pb.UptimeRequest())
+        except PeerUnreachable:
+            self.sent.lost_at.setdefault(node, since)  # lost again: found again later
+            return
+        if reply.seconds <= ctx.host.now() - since:
+            return  # it restarted since: my batches reached every node that was up
+        if self.apart_since is None:
+            ctx.host.later(limits.APART_SETTLE, self._announce_again)
+        self.apart_since = min(since, self.apart_since or since)
+        log.warning(
+            "%s was apart since %.0f s ago: my batches of then go out again",
+            node.address,
+            ctx.host.now() - since,
+        )
+
+    def _announce_again(self) -> None:
+        """My batches since shortly before the partition, announced again as one batch
+        each of at most limits.MAX_BATCH_DOCS documents, under new names."""
+        since, self.apart_since = self.apart_since, None
+        if since is None or self.ctx.stopping:
+            return
+        docs = self.sent.since(since)
+        self.ctx.count("documents_announced_after_apart", len(docs))
+        for i in range(0, len(docs), limits.MAX_BATCH_DOCS):
+            again = [self.documents.keep_published(d) for d in docs[i : i + limits.MAX_BATCH_DOCS]]
+            self.ctx.host.spawn(self.send_out(again, self.ctx.host.new_id()))
 
     # ---- held copies ---------------------------------------------------------------------
 

@@ -170,6 +170,12 @@ class Documents:
             self._add(doc)
         return doc
 
+    def keep_published(self, doc: PublishedDoc) -> PublishedDoc:
+        """A document of mine kept again (the cache may have let it go): I answer for it."""
+        self.docs.pop(doc.key, None)
+        self._add(doc)
+        return doc
+
     def _add(self, doc: PublishedDoc) -> None:
         self.docs[doc.key] = doc
         while len(self.docs) > limits.DOC_CACHE:

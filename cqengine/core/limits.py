@@ -66,6 +66,11 @@ RETRY_FIRST = 0.25  # s before an alert batch is tried again (then twice as long
 # log (Settings.home_log): a partition that heals within it loses nothing
 HELD_FOR = 600.0
 RETRY_MOST = 5.0  # s between two tries of a held batch, at most
+# s before a node was lost that a DN's batches are announced again when it is found again,
+# up all along (a partition healed: its side never heard them), beyond twice the DN's hold
+# (a call across the cut waits that long before its peer counts as lost)
+APART_MARGIN = 30.0
+APART_SETTLE = 5.0  # s after a lost node is found before announcing again: the rings merge
 # s an acknowledgement waits to ride with the next round of appends to its home's log
 # (Settings.home_log) before it makes one of its own: a stream acknowledges every second
 ACK_LINGER = 0.05

@@ -118,6 +118,7 @@ class EngineNode:
             "Reconcile": self.replication.on_reconcile,
             "Repair": self.replication.on_repair,
             "Release": self.replication.on_release,
+            "Uptime": self.dn.on_uptime,
         }
         logs = self.home.logs
         if logs is not None:

@@ -22,7 +22,9 @@ from typing import Mapping
 # stage: the accounts it holds (names, or "op " prefixes of operations), in a document's order
 STAGES: dict[str, tuple[str, ...]] = {
     "analysis": ("analysis",),
-    "announcement": ("op DN.publish_batch", "op DN.send_out", "Announce", "op Announcer."),
+    "announcement": (
+        *("op DN.publish_batch", "op DN.send_out", "Announce", "op Announcer.", "Uptime"),
+    ),
     "resolution": ("GetBloom", "TermDialogue"),
     "reports": ("Matched", "op DN."),
     "delivery": ("op Delivery.",),

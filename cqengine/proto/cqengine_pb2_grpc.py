@@ -509,6 +509,11 @@ class EngineStub:
                 request_serializer=cqengine_dot_proto_dot_cqengine__pb2.LogFetch.SerializeToString,
                 response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.LogFetchReply.FromString,
                 _registered_method=True)
+        self.Uptime = channel.unary_unary(
+                '/cqengine.Engine/Uptime',
+                request_serializer=cqengine_dot_proto_dot_cqengine__pb2.UptimeRequest.SerializeToString,
+                response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.UptimeReply.FromString,
+                _registered_method=True)
 
 
 class EngineServicer:
@@ -623,6 +628,14 @@ class EngineServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Uptime(self, request, context):
+        """How long a node has been up: a node found again after a partition that was up all
+        along was a ring of its own, which the documents announced meanwhile never reached.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EngineServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -705,6 +718,11 @@ def add_EngineServicer_to_server(servicer, server):
                     servicer.LogFetch,
                     request_deserializer=cqengine_dot_proto_dot_cqengine__pb2.LogFetch.FromString,
                     response_serializer=cqengine_dot_proto_dot_cqengine__pb2.LogFetchReply.SerializeToString,
+            ),
+            'Uptime': grpc.unary_unary_rpc_method_handler(
+                    servicer.Uptime,
+                    request_deserializer=cqengine_dot_proto_dot_cqengine__pb2.UptimeRequest.FromString,
+                    response_serializer=cqengine_dot_proto_dot_cqengine__pb2.UptimeReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1147,6 +1165,33 @@ class Engine:
             '/cqengine.Engine/LogFetch',
             cqengine_dot_proto_dot_cqengine__pb2.LogFetch.SerializeToString,
             cqengine_dot_proto_dot_cqengine__pb2.LogFetchReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Uptime(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cqengine.Engine/Uptime',
+            cqengine_dot_proto_dot_cqengine__pb2.UptimeRequest.SerializeToString,
+            cqengine_dot_proto_dot_cqengine__pb2.UptimeReply.FromString,
             options,
             channel_credentials,
             insecure,
