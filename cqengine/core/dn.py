@@ -26,6 +26,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
+from chord.ids import distance
 from chord.node import Call, Op, PeerUnreachable
 from chord.routing import NodeRef
 from cqengine.core import limits, presence
@@ -73,6 +74,8 @@ class Sent:
         nodes are lost."""
         self.batches.append((now, docs))
         self.docs += len(docs)
+        for node in [n for n, t in self.lost_at.items() if t < now - limits.HELD_FOR]:
+            del self.lost_at[node]  # lost for good, or found without a word
         since = min(self.lost_at.values(), default=now) - self.margin
         gone = 0
         while self.batches and (
@@ -119,8 +122,11 @@ class DN:
         # my batches of the last minutes, to announce again after a partition
         self.sent = Sent(limits.APART_MARGIN + 2 * hold)
         self.apart_since: float | None = None  # found again, up all along: since when apart
+        # my successors, as the list was when it last changed or I last announced
+        self.neighbours: set[NodeRef] = set(ctx.chord.table.successors) - {ctx.me}
         ctx.chord.lost_listeners.append(self.on_lost)
         ctx.chord.found_listeners.append(self.on_found)
+        ctx.chord.successor_listeners.append(self.successors_changed)
 
     @property
     def hold(self) -> float:
@@ -190,13 +196,13 @@ class DN:
         return kept
 
     def send_out(self, stored: list[PublishedDoc], name: int = 0) -> Op:
-        """Announce documents I hold as one batch of mine (named `name`, else after its
-        first document); replicated, once my successor holds a copy (False: no successor
-        took one)."""
+        """Announce documents I hold as one batch of mine (named `name`: sent again after
+        a partition, else after its first document); replicated, once my successor holds
+        a copy (False: no successor took one)."""
         if not stored:
             return True
         ctx = self.ctx
-        name = name or stored[0].key
+        again, name = bool(name), name or stored[0].key
         if ctx.replicated:
             held = pb.HeldBatch(key=ctx.me.id, batch=name, dn=ctx.me.address)
             for doc in stored:
@@ -228,9 +234,11 @@ class DN:
             share = limits.WHOLE
             self._await_reports(name, batch)
         ctx.host.spawn(self.announce(ctx.me, batch, 0, name if share else 0, share))
-        forgotten = self.sent.add(ctx.host.now(), stored)
-        if forgotten:
-            ctx.count("documents_unkept_while_apart", forgotten)
+        self.successors_changed()
+        if not again:  # (those sent again are kept as first sent)
+            forgotten = self.sent.add(ctx.host.now(), stored)
+            if forgotten:
+                ctx.count("documents_unkept", forgotten)
         return True
 
     def _copied(self, held: pb.HeldBatch) -> Op:
@@ -335,22 +343,38 @@ class DN:
     def on_lost(self, node: NodeRef) -> None:
         self.sent.lost_at.setdefault(node, self.ctx.host.now())
 
-    def on_found(self, node: NodeRef) -> None:
+    def successors_changed(self) -> None:
+        """Nodes gone from my successor list count as lost, and those back in it as found:
+        a node that never called one across a cut sees the ring shrink all the same."""
+        ctx = self.ctx
+        t = ctx.chord.table
+        now = set(t.successors) - {ctx.me}
+        reach = max((distance(ctx.me.id, n.id) for n in now), default=0)
+        for node in self.neighbours - now:
+            if len(now) < t.r or distance(ctx.me.id, node.id) < reach:
+                self.on_lost(node)  # gone from within the list: not pushed past its end
+        for node in now - self.neighbours:
+            self.on_found(node)
+        self.neighbours = now
+
+    def on_found(self, node: NodeRef, tries: int = 1) -> None:
         """A node I had lost is found again: if it was up all along, my batches since
         shortly before are announced again once the rings have merged."""
         since = self.sent.lost_at.pop(node, None)
         if since is not None:
-            self.ctx.host.spawn(self._found_apart(node, since))
+            self.ctx.host.spawn(self._found_apart(node, since, tries))
 
     def on_uptime(self, req: pb.UptimeRequest) -> pb.UptimeReply:
         return pb.UptimeReply(seconds=self.ctx.host.now() - self.started)
 
-    def _found_apart(self, node: NodeRef, since: float) -> Op:
+    def _found_apart(self, node: NodeRef, since: float, tries: int) -> Op:
         ctx = self.ctx
         try:
             reply = yield Call(node, "Uptime", pb.UptimeRequest())
-        except PeerUnreachable:
-            self.sent.lost_at.setdefault(node, since)  # lost again: found again later
+        except PeerUnreachable:  # not reachable after all (a stale entry): lost still
+            self.sent.lost_at.setdefault(node, since)
+            if tries < limits.APART_TRIES:  # asked again while my successors list it
+                ctx.host.later(limits.APART_SETTLE, lambda: self._listed_again(node, tries))
             return
         if reply.seconds <= ctx.host.now() - since:
             return  # it restarted since: my batches reached every node that was up
@@ -363,6 +387,10 @@ class DN:
             ctx.host.now() - since,
         )
 
+    def _listed_again(self, node: NodeRef, tries: int) -> None:
+        if node in self.ctx.chord.table.successors:
+            self.on_found(node, tries + 1)
+
     def _announce_again(self) -> None:
         """My batches since shortly before the partition, announced again as one batch
         each of at most limits.MAX_BATCH_DOCS documents, under new names."""
@@ -370,7 +398,7 @@ class DN:
         if since is None or self.ctx.stopping:
             return
         docs = self.sent.since(since)
-        self.ctx.count("documents_announced_after_apart", len(docs))
+        self.ctx.count("documents_sent_again", len(docs))
         for i in range(0, len(docs), limits.MAX_BATCH_DOCS):
             again = [self.documents.keep_published(d) for d in docs[i : i + limits.MAX_BATCH_DOCS]]
             self.ctx.host.spawn(self.send_out(again, self.ctx.host.new_id()))

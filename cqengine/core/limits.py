@@ -71,6 +71,7 @@ RETRY_MOST = 5.0  # s between two tries of a held batch, at most
 # (a call across the cut waits that long before its peer counts as lost)
 APART_MARGIN = 30.0
 APART_SETTLE = 5.0  # s after a lost node is found before announcing again: the rings merge
+APART_TRIES = 3  # times a DN asks a node found again how long it has been up
 # s an acknowledgement waits to ride with the next round of appends to its home's log
 # (Settings.home_log) before it makes one of its own: a stream acknowledges every second
 ACK_LINGER = 0.05

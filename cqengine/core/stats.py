@@ -117,6 +117,8 @@ class Stats:
             batches_in_flight=self.in_flight(),
             alert_latency=self.latency.to_pb(),
             alerts_held=c["alerts_held"],
+            documents_sent_again=c["documents_sent_again"],
+            documents_unkept=c["documents_unkept"],
             **self._logs(),
         )
 

@@ -114,6 +114,8 @@ class EngineSimulator:
         self.ring.build_instant(
             [f"node-{i}" for i in range(nodes)], spread_ids(nodes, seed) if balanced else None
         )
+        for e in self.engines.values():  # the tables were set, not grown: the DNs look once
+            e.dn.successors_changed()
 
     @staticmethod
     def _ids(settings: Settings, node_id: int) -> Callable[[], int]:

@@ -52,6 +52,15 @@ COUNTERS = {
     "reindexed": ("reindexed", "queries this node moved to a new indexing term"),
     "repairs": ("repairs", "records reconciliation brought up to date, either side"),
     "messages_refused": ("messages_refused", "messages from nodes refused as malformed"),
+    "alerts_held": ("alerts_held", "alerts held by a home whose log had no majority"),
+    "documents_sent_again": (
+        "documents_sent_again",
+        "documents announced again as DN once a partition healed",
+    ),
+    "documents_unkept": (
+        "documents_unkept",
+        "documents announced while nodes were lost, let go before they were found",
+    ),
 }
 # StatsReply field -> (metric name, help): gauges
 GAUGES = {
@@ -67,6 +76,9 @@ GAUGES = {
     "background": ("background_operations", "operations running or waiting for a slot"),
     "copies": ("range_copies", "copies of this node's range its last reconciliation found"),
     "synopsis_size": ("synopsis_terms", "terms in this node's synopsis"),
+    "logs_led": ("logs_led", "home keys whose logs this node leads"),
+    "logs_in_minority": ("logs_in_minority", "of those, led without a majority answering"),
+    "log_entries": ("log_entries", "entries of the home keys' logs kept here"),
 }
 
 

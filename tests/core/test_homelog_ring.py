@@ -168,7 +168,7 @@ def test_a_cut_and_its_heal_show_no_alert_twice_nor_a_number_for_two_documents(s
     streams.check_numbers()
     assert len(streams.shown) == len(set(streams.shown))  # nothing shown twice
     assert_exact(streams.shown, wl.oracle(subs))
-    again = sum(e.counters["documents_announced_after_apart"] for e in sim.engines.values())
+    again = sum(e.counters["documents_sent_again"] for e in sim.engines.values())
     assert again >= len(inside)  # every side announced what it sent while apart again
     dropped = {k: n for e in sim.engines.values() for k, n in e.counters.items() if "dropped:" in k}
     assert not any(dropped.values()), dropped  # and nothing it sent again went astray
