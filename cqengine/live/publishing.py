@@ -57,6 +57,13 @@ def prepare_all(requests: Sequence[pb.PublishRequest], limit: int) -> list[Docum
     return out
 
 
+def _answer(future: asyncio.Future, reply) -> None:
+    """A publisher's reply, unless it gave up waiting (its call cancelled): the others of
+    its batch still get theirs."""
+    if not future.done():
+        future.set_result(reply)
+
+
 class Batcher:
     """The documents published through this node, gathered into batches: each batch is
     analyzed in a worker thread (the event loop keeps serving meanwhile) and published by
@@ -102,10 +109,7 @@ class Batcher:
             log.exception("publishing a batch failed")
             for request, future in batch:
                 self.arrived.pop(id(request), None)
-                if not future.done():
-                    future.set_result(
-                        EngineError("INTERNAL", f"publishing failed: {type(e).__name__}")
-                    )
+                _answer(future, EngineError("INTERNAL", f"publishing failed: {type(e).__name__}"))
 
     async def _gather(self) -> list[tuple[pb.PublishRequest, asyncio.Future]]:
         """The next batch: as many documents as a batch holds, or those that came within
@@ -138,10 +142,10 @@ class Batcher:
         fit = [(d, f) for d, (_, f) in zip(documents, batch) if isinstance(d, Document)]
         replies = await self.run(self.engine.dn.publish_batch([d for d, _ in fit])) if fit else []
         for (_, future), reply in zip(fit, replies):
-            future.set_result(reply)
+            _answer(future, reply)
         for document, (_, future) in zip(documents, batch):
             if isinstance(document, EngineError):
-                future.set_result(document)
+                _answer(future, document)
 
     def _prepare(self, requests: list[pb.PublishRequest], limit: int) -> list:
         """prepare_all, in the analyzer's thread, its CPU time charged to "analysis"."""
