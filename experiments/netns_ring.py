@@ -145,12 +145,15 @@ def agent_collect(subs, contacts: list[str], want: int, timeout: float, tls: str
 
 def _by_home(finder, subs, contacts: list[str]) -> list:
     """(node, its subscriptions) for the node that serves each subscription's home key
-    now, as a lookup from the contacts finds it."""
-    serving = defaultdict(list)
+    now, as a lookup from the contacts finds it (once per home key)."""
+    keys = defaultdict(list)
     for s in subs:
-        node = finder.find_home(s.home_id, contacts)
+        keys[s.home_id].append(s)
+    serving = defaultdict(list)
+    for key, group in keys.items():
+        node = finder.find_home(key, contacts)
         if node is not None:
-            serving[node].append(s)
+            serving[node] += group
     return list(serving.items())
 
 
@@ -165,7 +168,7 @@ class RawStreams:
 
         self.subs, self.contacts = subs, contacts
         self.creds = _credentials(tls, SUBSCRIBER)
-        self.finder = Client(contacts[0], 5, self.creds)
+        self.finder = Client(contacts[0], 1.0, self.creds)  # a lookup waits 1 s at most
         self.log: list[tuple[int, int, str, float]] = []
         self.nexts = {s.subscription_id: 0 for s in subs}
         self.errors: dict[str, int] = defaultdict(int)
@@ -200,7 +203,7 @@ class RawStreams:
             subscriptions=keys,
         )
         try:
-            with Client(node, 5, self.creds) as c:
+            with Client(node, 2.0, self.creds) as c:  # a paused home holds no round up long
                 try:
                     for batch in c._stub.StreamAlerts(request, timeout=1.0):
                         self._took(batch)
@@ -244,6 +247,11 @@ def agent_streams_start(subs, contacts: list[str], tls: str) -> None:
 
 def agent_streams_stop() -> dict:
     return STREAMS.pop().stop()
+
+
+def agent_streams_shown() -> set[tuple[int, str]]:
+    """(subscription, docno) of every alert the streams have shown so far."""
+    return {(sub, docno) for sub, _, docno, _ in list(STREAMS[-1].log)}
 
 
 def agent_counters(addresses: list[str], tls: str) -> dict:
@@ -391,7 +399,11 @@ class Hosts:
 
 
 def certificates(tls: Path, hosts: list[str]) -> None:
-    """The ring's CA, a node certificate per host address, and the clients', by the CLI."""
+    """The ring's CA, a node certificate per host address, and the clients', by the CLI
+    (what it prints, the files it wrote, is not shown)."""
+    import contextlib
+    import io
+
     from cqengine.cli import main
 
     commands = [["certs", "init", "--dir", str(tls)]]
@@ -399,7 +411,9 @@ def certificates(tls: Path, hosts: list[str]) -> None:
     for name, role in [(ADMIN, "admin"), (SUBSCRIBER, "subscriber"), (PUBLISHER, "publisher")]:
         commands.append(["certs", "client", "--dir", str(tls), "--name", name, "--role", role])
     for argv in commands:
-        assert main(argv) == 0, argv
+        with contextlib.redirect_stdout(io.StringIO()):
+            done = main(argv)
+        assert done == 0, argv
 
 
 def node_command(
