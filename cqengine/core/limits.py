@@ -75,6 +75,8 @@ APART_TRIES = 3  # times a DN asks a node found again how long it has been up
 # s an acknowledgement waits to ride with the next round of appends to its home's log
 # (Settings.home_log) before it makes one of its own: a stream acknowledges every second
 ACK_LINGER = 0.05
+# committed entries a home key's log keeps before a member folds them into a checkpoint
+LOG_KEPT = 1024
 STALE_AFTER = 5  # reconcile periods after which a copy of a batch its owner no longer has goes
 GC_AFTER = 30.0  # s a replica keeps records no owner has reconciled with it (at least)
 TOMBSTONE_TTL = 600.0  # s a tombstone is kept: every replica has it long before

@@ -5,7 +5,8 @@ A member keeps, per log, what must outlive its process before it answers a leade
 entries, the highest epoch it promised (and to whom) and the last position it knows
 committed. One row per entry, the entry as the leader serialized it with a CRC32 of
 those bytes: a member never parses an entry to keep it, and a damaged row is found when
-the log is read back, not when a mailbox is derived from it.
+the log is read back, not when a mailbox is derived from it. Entries folded into a
+checkpoint (limits.LOG_KEPT) go; the checkpoint is one row, with its CRC32.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ CREATE TABLE IF NOT EXISTS log_entries (  -- its entries, as serialized, with a 
     key INTEGER NOT NULL, position INTEGER NOT NULL, entry BLOB NOT NULL, crc INTEGER NOT NULL,
     PRIMARY KEY (key, position)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS log_checkpoints (  -- what its entries up to a position made
+    key INTEGER PRIMARY KEY, position INTEGER NOT NULL, checkpoint BLOB NOT NULL,
+    crc INTEGER NOT NULL
+);
 """
 
 
@@ -39,27 +44,39 @@ class LogStore:
     def __init__(self, db: sqlite3.Connection) -> None:
         self.db = db
         db.executescript(TABLES)
-        self.pending: dict[int, tuple[Log, int]] = {}  # key -> its log, first changed position
+        # key -> its log, the first position changed, whether its checkpoint changed
+        self.pending: dict[int, tuple[Log, int, bool]] = {}
 
     def changed(self, key: int, log: Log) -> None:
         """The log changed: its entries from `log.changed` on replace those kept, and its
-        promise and commit position are as they are now (both written at the commit)."""
+        promise, commit position and checkpoint are as they are now (written at the
+        commit)."""
         kept = self.pending.get(key)
-        since = log.changed if kept is None else min(kept[1], log.changed)
-        self.pending[key] = (log, since)
+        if kept is None:
+            self.pending[key] = (log, log.changed, log.compacted)
+        else:
+            self.pending[key] = (log, min(kept[1], log.changed), kept[2] or log.compacted)
 
     def write(self) -> None:
         """The changes, into the open transaction."""
         db = self.db
-        for key, (log, since) in self.pending.items():
+        for key, (log, since, compacted) in self.pending.items():
             k = _signed(key)
             db.execute(
                 "INSERT OR REPLACE INTO logs VALUES (?, ?, ?, ?)",
                 (k, log.promised, log.promised_to, log.committed),
             )
+            if compacted:
+                data = log.checkpoint.SerializeToString()
+                db.execute(
+                    "INSERT OR REPLACE INTO log_checkpoints VALUES (?, ?, ?, ?)",
+                    (k, log.base, data, zlib.crc32(data)),
+                )
+                db.execute("DELETE FROM log_entries WHERE key = ? AND position <= ?", (k, log.base))
+            since = max(since, log.base + 1)
             db.execute("DELETE FROM log_entries WHERE key = ? AND position >= ?", (k, since))
             rows = []
-            for position, entry in enumerate(log.entries[since - 1 :], since):
+            for position, entry in enumerate(log.after(since - 1), since):
                 data = entry.SerializeToString()
                 rows.append((k, position, data, zlib.crc32(data)))
             db.executemany("INSERT INTO log_entries VALUES (?, ?, ?, ?)", rows)
@@ -74,17 +91,25 @@ class LogStore:
             unsigned = key + (1 << 64) if key < 0 else key
             logs[key] = Log(unsigned, promised=promised, promised_to=promised_to)
             logs[key].committed = committed
+        for key, position, data, crc in self.db.execute("SELECT * FROM log_checkpoints"):
+            log = logs[key]
+            if not (isinstance(data, bytes) and zlib.crc32(data) == crc):
+                raise _damaged(log, f"its checkpoint at position {position}")
+            log.checkpoint = pb.LogCheckpoint.FromString(data)
         rows = self.db.execute("SELECT * FROM log_entries ORDER BY key, position")
         for key, position, data, crc in rows:
             log = logs[key]
             whole = isinstance(data, bytes) and zlib.crc32(data) == crc
             if not whole or position != log.last + 1:
-                raise StartupError(
-                    f"the log of home key {log.key:016x} is damaged at position {position}: "
-                    "move the data directory away and start the node without it (its log's "
-                    "other members hold the entries)"
-                )
+                raise _damaged(log, f"position {position}")
             log.entries.append(pb.LogEntry.FromString(data))
         for log in logs.values():
             log.changed = log.last + 1  # as kept
         return list(logs.values())
+
+
+def _damaged(log: Log, where: str) -> StartupError:
+    return StartupError(
+        f"the log of home key {log.key:016x} is damaged at {where}: move the data directory "
+        "away and start the node without it (its log's other members hold the entries)"
+    )

@@ -132,16 +132,18 @@ class Net:
         return reply
 
     def check(self) -> None:
-        """Safety, after every step."""
+        """Safety, after every step (of an entry folded into a checkpoint, its epoch)."""
         logs = [n.log for n in self.nodes.values()]
         for log in logs:
-            for position in range(1, log.committed + 1):
-                seen = self.committed.setdefault(position, log.entries[position - 1])
-                assert log.entries[position - 1] == seen, f"position {position} committed twice"
+            for position in range(log.base + 1, log.committed + 1):
+                seen = self.committed.setdefault(position, log.entry(position))
+                assert log.entry(position) == seen, f"position {position} committed twice"
         for log in logs:  # a committed entry is in every copy that holds that far alike
             for position, e in self.committed.items():
-                if log.committed >= position:
-                    assert log.entries[position - 1] == e
+                if log.committed >= position and position > log.base:
+                    assert log.entry(position) == e
+                elif position == log.base:
+                    assert log.checkpoint.epoch == e.epoch
         leaders = [n.leader for n in self.nodes.values() if n.leader.leading]
         epochs = [leader.epoch for leader in leaders]
         assert len(epochs) == len(set(epochs)), f"two leaders of one epoch: {epochs}"
@@ -208,9 +210,12 @@ def run(seed: int, steps: int, loss: float, churn: float) -> Net:
     for _ in range(steps):
         roll = rng.random()
         if roll < churn:  # the network changes
-            what = rng.choice(["cut", "heal", "pause", "resume", "restart", "whole"])
+            what = rng.choice(["cut", "heal", "pause", "resume", "restart", "whole", "fold"])
             a, b = rng.sample(ADDRESSES, 2)
-            if what == "cut":
+            log = net.nodes[a].log
+            if what == "fold" and log.committed > log.base:  # its committed entries go
+                log.compact(pb.LogCheckpoint(position=rng.randint(log.base + 1, log.committed)))
+            elif what == "cut":
                 net.cut.add(frozenset((a, b)))
             elif what == "heal":
                 net.cut.discard(frozenset((a, b)))
@@ -234,7 +239,7 @@ def run(seed: int, steps: int, loss: float, churn: float) -> Net:
                 n += 1
                 ops.append(Op(net, a, leader.append([entry(leader.epoch, b"%d" % n)]), "append"))
             else:
-                new = a == net.maker and not net.nodes[a].log.entries
+                new = a == net.maker and not net.nodes[a].log.last
                 ops.append(Op(net, a, leader.start(members_now(rng, a), new), "start"))
         else:  # an operation under way goes one step further
             op = rng.choice(ops)
@@ -286,11 +291,12 @@ def test_a_leader_commits_once_the_network_is_whole(seed):
         op.step()
     net.check()
     assert op.error is None and node.log.committed == node.log.last
-    assert node.log.entries[-1].data == b"last"
-    # what was committed before is still there, at its place
+    assert node.log.entry(node.log.last).data == b"last"
+    # what was committed before is still there, at its place (or folded into a checkpoint)
     for position, e in net.committed.items():
-        assert node.log.entries[position - 1] == e
-    assert node.log.entries[node.log.last - 2].kind == EPOCH  # the epoch began right before
+        if position > node.log.base:
+            assert node.log.entry(position) == e
+    assert node.log.entry(node.log.last - 1).kind == EPOCH  # the epoch began right before
 
 
 def finish(op: Op) -> Op:

@@ -124,8 +124,10 @@ def test_every_member_derives_the_leaders_mailboxes_from_its_copy():
                 copy = sim.engines[address].home.logs.logs[key]
                 assert copy.committed == logs.logs[key].committed
                 derived = Derived(sim.settings.mailbox_bytes)
-                for position, entry in enumerate(copy.entries[: copy.committed], 1):
-                    derived.apply(position, entry)
+                if copy.checkpoint is not None:  # (folded entries: from their checkpoint)
+                    derived = Derived.restore(copy.checkpoint, sim.settings.mailbox_bytes)
+                for position in range(copy.base + 1, copy.committed + 1):
+                    derived.apply(position, copy.entry(position))
                 got = {
                     s.id: (s.mailbox.first, s.mailbox.next, list(s.mailbox.queue))
                     for s in derived.subscriptions.values()
@@ -133,6 +135,51 @@ def test_every_member_derives_the_leaders_mailboxes_from_its_copy():
                 assert got == want
                 compared += 1
     assert compared >= 9  # every log's every member (3 of each)
+
+
+def test_logs_fold_into_checkpoints_and_a_member_far_behind_takes_one(monkeypatch):
+    """Members fold their committed entries into a checkpoint once they are many
+    (limits.LOG_KEPT, 6 here): no log keeps more. A member cut off meanwhile finds, once
+    back, that the leader's entries it lacks are folded: it takes the leader's checkpoint
+    (LogAppend.checkpoint). Then the home fails and that member leads the log from the
+    checkpoint: every alert the matcher's, once, numbered without a gap."""
+    from cqengine.core import limits
+    from cqengine.core.homelog.log import Log
+
+    monkeypatch.setattr(limits, "LOG_KEPT", 6)
+    installed = []
+    install = Log.install
+
+    def counted(log, checkpoint):
+        if checkpoint.position > log.base:
+            installed.append(checkpoint.position)
+        install(log, checkpoint)
+
+    monkeypatch.setattr(Log, "install", counted)
+    wl, sim, subs = ring(3)
+    streams = Subscribers(sim)
+    third = len(wl.docs) // 3
+    publish(sim, wl.docs[:third], sorted(sim.engines))
+    streams.read()
+    home = busiest_home(sim)
+    successor = consecutive(sim, home, 2)[1]
+    key = sim.engines[home].home.logs.own
+    sim.cut([successor])
+    publish(sim, wl.docs[third : 2 * third], sorted(set(sim.engines) - {successor}))
+    streams.read()
+    sim.heal()
+    sim.reconcile_round()  # the leader brings its member up to date: by its checkpoint
+    assert installed, "no member took a leader's checkpoint"
+    lagging = sim.engines[successor].home.logs.logs[key]
+    assert lagging.base > 0 and lagging.committed == sim.engines[home].home.logs.logs[key].committed
+    sim.fail([home])
+    publish(sim, wl.docs[2 * third :], sorted(sim.engines))
+    streams.read()
+    streams.check_numbers()
+    assert_exact(streams.shown, wl.oracle(subs))
+    for e in sim.engines.values():
+        for log in e.home.logs.logs.values():
+            assert log.committed - log.base <= limits.LOG_KEPT, (log.base, log.committed)
 
 
 @pytest.mark.parametrize("shape", ["a third, interleaved", "two of six in a row"])

@@ -525,6 +525,40 @@ def test_the_home_logs_come_back_as_kept_and_a_damaged_entry_refuses_the_start(t
         Storage.open(tmp_path, "node", SETTINGS).logs.load()
 
 
+def test_a_log_folded_into_a_checkpoint_comes_back_from_it(tmp_path):
+    """Entries folded into a checkpoint go from the disk, the checkpoint is one row with
+    its CRC32, and the log comes back beginning after it; a damaged checkpoint refuses the
+    start with the remedy."""
+    from cqengine.core.homelog.log import EPOCH, Log
+
+    key = 77
+    log = Log(key, promised=2, promised_to="127.0.0.1:1")
+    log.extend([pb.LogEntry(epoch=1, kind=EPOCH, members=["127.0.0.1:1"])])
+    log.extend([pb.LogEntry(epoch=2, kind=pb.LOG_ACKS, data=bytes([n])) for n in range(6)])
+    log.committed = 5
+    storage = Storage.open(tmp_path, "node", SETTINGS)
+    storage.log_changed(key, log)
+    log.changed = log.last + 1
+    storage.commit()
+    home = pb.HomeRecord(key=key, subscription_id=9, first=3, docnos=["D3"])
+    log.compact(pb.LogCheckpoint(position=4, homes=[home]))
+    storage.log_changed(key, log)
+    storage.close()
+    [back] = Storage.open(tmp_path, "node", SETTINGS).logs.load()
+    assert (back.base, back.last, back.committed) == (4, 7, 5)
+    assert back.checkpoint == log.checkpoint and back.checkpoint.epoch == 2
+    assert list(back.checkpoint.config.members) == ["127.0.0.1:1"]  # the epoch entry folded
+    assert back.entries == log.entries and back.config().members == ["127.0.0.1:1"]
+    db = sqlite3.connect(tmp_path / storage_module.FILE)
+    assert db.execute("SELECT min(position) FROM log_entries").fetchone() == (5,)
+    (data,) = db.execute("SELECT checkpoint FROM log_checkpoints").fetchone()
+    db.execute("UPDATE log_checkpoints SET checkpoint = ?", (bytes([data[0] ^ 1]) + data[1:],))
+    db.commit()
+    db.close()
+    with pytest.raises(StartupError, match="damaged at its checkpoint at position 4: move"):
+        Storage.open(tmp_path, "node", SETTINGS).logs.load()
+
+
 def test_a_data_directory_of_a_ring_without_the_home_log_is_refused_on_it(tmp_path):
     """A node's data of a ring that copied its alerts holds mailboxes, not logs: started in a
     ring on the home log, it is refused in one line naming the setting and the remedy."""

@@ -73,16 +73,24 @@ class Derived:
         self.repeated += offered.repeated
         return offered.runs
 
-    def checkpoint(self) -> pb.LogCheckpoint:
+    def checkpoint(self, key: int | None = None) -> pb.LogCheckpoint:
         """What the entries so far made: each subscription's whole record (its waiting
-        alerts, and its memory of the documents acknowledged lately)."""
-        homes = [home_record(self.subscriptions[s]) for s in sorted(self.subscriptions)]
+        alerts, and its memory of the documents acknowledged lately); those of home key
+        `key` only, where the mapping is a node's, shared by the logs it leads."""
+        subs = self.subscriptions
+        homes = [home_record(subs[s]) for s in sorted(subs) if key is None or subs[s].key == key]
         return pb.LogCheckpoint(position=self.position, homes=homes)
 
     @classmethod
-    def restore(cls, checkpoint: pb.LogCheckpoint, limit_bytes: int = limits.MAILBOX_BYTES):
-        """The mailboxes a checkpoint holds, to apply the entries after it to."""
-        derived = cls(limit_bytes)
+    def restore(
+        cls,
+        checkpoint: pb.LogCheckpoint,
+        limit_bytes: int = limits.MAILBOX_BYTES,
+        subscriptions: MutableMapping[int, Subscription] | None = None,
+    ):
+        """The mailboxes a checkpoint holds, to apply the entries after it to (into
+        `subscriptions`, where given)."""
+        derived = cls(limit_bytes, subscriptions)
         derived.position = checkpoint.position
         for record in checkpoint.homes:
             sub = subscription_of(record)

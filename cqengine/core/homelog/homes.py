@@ -17,6 +17,7 @@ from typing import Callable
 
 from chord.ids import MASK
 from chord.node import Op, Pause
+from cqengine.core import limits
 from cqengine.core.context import Context
 from cqengine.core.homelog.derive import Derived
 from cqengine.core.homelog.leader import Leader, NoMajority, Superseded
@@ -54,6 +55,9 @@ class HomeLogs:
         self.logs: dict[int, Log] = {}  # my copy of each key's log
         self.leaders: dict[int, Leader] = {}  # the keys I lead (or led, until I am fenced)
         self.derived: dict[int, Derived] = {}  # how far each key's entries are applied here
+        # a key I hold a copy of but do not lead: its committed entries folded, apart from
+        # my subscriptions, into the checkpoint my copy keeps in their place
+        self.folded: dict[int, Derived] = {}
         self.fresh: dict[int, int] = {}  # a key I lead: positions after this are mine to show
         self.starting: set[int] = set()  # keys whose epoch I am starting
         self.sending: set[int] = set()  # keys with a round of appends on its way
@@ -105,6 +109,7 @@ class HomeLogs:
 
     def on_append(self, request: pb.LogAppend) -> pb.LogAppendReply:
         reply = self.copy(request.key).on_append(request)
+        self._fold(request.key)
         self.keep(request.key)
         return reply
 
@@ -119,7 +124,7 @@ class HomeLogs:
             journal.log_changed(key, log_)
             if now:
                 journal.commit()
-        log_.changed = log_.last + 1
+        log_.changed, log_.compacted = log_.last + 1, False
 
     def restore(self, logs: list[Log]) -> None:
         """The logs a journal kept (a restarted node): their mailboxes are derived again
@@ -164,6 +169,7 @@ class HomeLogs:
                 raise Held(f"an epoch of key {key:016x} is being started")
             return (yield from self.lead(key, new))
         self.starting.add(key)
+        self.folded.pop(key, None)  # leading, its mailboxes are derived among my own
         try:
             leader = yield from self._start(key, new)
         finally:
@@ -247,12 +253,44 @@ class HomeLogs:
         if derived is None:
             derived = Derived(self.ctx.settings.mailbox_bytes, self.ctx.subscriptions)
             self.derived[key] = derived
+        if derived.position < log_.base:  # the entries to apply are folded: their checkpoint
+            derived = self.derived[key] = self._restored(key, log_.checkpoint)
         fresh = self.fresh.get(key, log_.committed)
         while derived.position < log_.committed:
             position = derived.position + 1
-            runs = derived.apply(position, log_.entries[position - 1])
+            runs = derived.apply(position, log_.entry(position))
             if runs:
                 self.alerted(runs, position > fresh)
+        if log_.committed - log_.base > limits.LOG_KEPT:
+            log_.compact(derived.checkpoint(key))
+            self.keep(key)
+
+    def _restored(self, key: int, checkpoint: pb.LogCheckpoint) -> Derived:
+        """The key's subscriptions here replaced by those a checkpoint holds."""
+        subs = self.ctx.subscriptions
+        for sub_id in [s.id for s in subs.values() if s.key == key]:
+            del subs[sub_id]
+        return Derived.restore(checkpoint, self.ctx.settings.mailbox_bytes, subs)
+
+    def _fold(self, key: int) -> None:
+        """A copy I do not lead, many of its entries committed: they are folded into a
+        checkpoint kept in their place (derived apart from my subscriptions)."""
+        log_ = self.logs[key]
+        leader = self.leaders.get(key)
+        if log_.committed - log_.base <= limits.LOG_KEPT or (leader and leader.leading):
+            return
+        folded = self.folded.get(key)
+        if folded is None or folded.position < log_.base:
+            limit = self.ctx.settings.mailbox_bytes
+            folded = (
+                Derived(limit)
+                if log_.checkpoint is None
+                else Derived.restore(log_.checkpoint, limit)
+            )
+            self.folded[key] = folded
+        while folded.position < log_.committed:
+            folded.apply(folded.position + 1, log_.entry(folded.position + 1))
+        log_.compact(folded.checkpoint())
 
     def _heard(self, key: int, leader: Leader) -> None:
         if leader.quorate:

@@ -185,7 +185,8 @@ class Leader:
         if fetched.promised > epoch:
             self.seen = max(self.seen, fetched.promised)
             raise Superseded(fetched.promised)
-        log.take(fetched.after, fetched.after_epoch, list(fetched.entries))
+        folded = fetched.checkpoint if fetched.HasField("checkpoint") else None
+        log.take(fetched.after, fetched.after_epoch, list(fetched.entries), folded)
 
     # ---- appending ---------------------------------------------------------------------
 
@@ -238,17 +239,18 @@ class Leader:
         return sorted(set(self.members) | set(self.joint))
 
     def _append_request(self, address: str) -> pb.LogAppend:
+        """What a member lacks of my copy, as far as I know: the entries after where it
+        matches mine (the last one, for a member I know nothing of); my checkpoint first
+        if those are folded into it."""
         log = self.log
-        prev = min(self.matched.get(address, log.last - 1), log.last)
-        prev = max(prev, 0)
-        return pb.LogAppend(
-            key=log.key,
-            epoch=self.epoch,
-            prev=prev,
-            prev_epoch=log.epoch_at(prev),
-            entries=log.after(prev),
-            commit=log.committed,
-        )
+        prev = min(self.matched.get(address, max(log.last - 1, log.base)), log.last)
+        request = pb.LogAppend(key=log.key, epoch=self.epoch, commit=log.committed)
+        if prev < log.base:  # it lacks entries I folded: it takes my checkpoint
+            request.checkpoint.CopyFrom(log.checkpoint)
+            prev = log.base
+        request.prev, request.prev_epoch = prev, log.epoch_at(prev)
+        request.entries.extend(log.after(prev))
+        return request
 
     def _holding(self, position: int) -> list[str]:
         """The members known to hold my copy up to this position, me included."""

@@ -14,6 +14,10 @@ it knows committed. Its answers follow Raft's rules, the epoch playing Raft's te
   it appended anything (cqengine.core.homelog.leader).
 
 Entries are kept as they came: a member never parses what an entry holds to keep it.
+Once many are committed, a member folds them into a checkpoint (what they made, derived:
+cqengine.core.homelog.derive) and keeps the checkpoint in their place (`compact`), as
+Raft's snapshots: its log then begins after the checkpoint's position. A member whose log
+ends before a leader's checkpoint takes the checkpoint itself (`install`).
 """
 
 from __future__ import annotations
@@ -57,33 +61,50 @@ class Log:
     """A member's copy of the log of one home key."""
 
     key: int
-    entries: list[pb.LogEntry] = field(default_factory=list)  # positions 1, 2, ...
+    entries: list[pb.LogEntry] = field(default_factory=list)  # positions base + 1, ...
     promised: int = 0  # the highest epoch promised: none lower is taken from then on
     promised_to: str = ""  # the candidate it was promised to (its request sent again: yes)
     committed: int = 0  # the last position known committed
     # the first position whose entry changed since a shell last kept the log (cqengine.core
     # .journal.Journal.log_changed); past the last entry: none did
     changed: int = 1
+    # what the entries up to `base` made, kept in their place (None: none folded yet)
+    checkpoint: pb.LogCheckpoint | None = None
+    compacted: bool = False  # the checkpoint changed since a shell last kept the log
 
     # ---- what it holds ---------------------------------------------------------------
 
     @property
+    def base(self) -> int:
+        """The position the entries begin after: the checkpoint's (0: none)."""
+        return self.checkpoint.position if self.checkpoint is not None else 0
+
+    @property
     def last(self) -> int:
         """The position of the last entry (0: none)."""
-        return len(self.entries)
+        return self.base + len(self.entries)
+
+    def entry(self, position: int) -> pb.LogEntry:
+        """The entry at a position after the checkpoint's."""
+        if position <= self.base:
+            raise ValueError(f"entry {position} is folded into the checkpoint at {self.base}")
+        return self.entries[position - self.base - 1]
 
     def epoch_at(self, position: int) -> int:
-        """The epoch of the entry at a position (0 for position 0, before the first)."""
-        return self.entries[position - 1].epoch if position else 0
+        """The epoch of the entry at a position (0 for position 0, before the first); of
+        the checkpoint's position, its epoch; of one before it, not known."""
+        if position == self.base:
+            return self.checkpoint.epoch if self.checkpoint is not None else 0
+        return self.entry(position).epoch
 
     @property
     def last_epoch(self) -> int:
         return self.epoch_at(self.last)
 
-    def config(self) -> Config | None:
-        """The latest epoch entry, as a Config (None: none yet)."""
-        for position in range(self.last, 0, -1):
-            entry = self.entries[position - 1]
+    def config(self, upto: int | None = None) -> Config | None:
+        """The latest epoch entry (at or before `upto`), as a Config (None: none yet)."""
+        for position in range(self.last if upto is None else upto, self.base, -1):
+            entry = self.entry(position)
             if entry.kind == EPOCH:
                 return Config(
                     entry.epoch,
@@ -91,11 +112,17 @@ class Log:
                     list(entry.previous),
                     self.committed >= position,
                 )
-        return None
+        folded = self.checkpoint
+        if folded is None or not folded.HasField("config"):
+            return None
+        c = folded.config  # committed: it is at or before a committed position
+        return Config(c.epoch, list(c.members), list(c.previous), True)
 
     def after(self, position: int) -> list[pb.LogEntry]:
-        """The entries after a position."""
-        return self.entries[position:]
+        """The entries after a position (not before the checkpoint's)."""
+        if position < self.base:
+            raise ValueError(f"the entries after {position} are folded into the checkpoint")
+        return self.entries[position - self.base :]
 
     def extend(self, entries: list[pb.LogEntry]) -> None:
         """Entries appended after the last (by its leader)."""
@@ -103,9 +130,47 @@ class Log:
         self.entries.extend(entries)
 
     def _truncate(self, after: int) -> None:
-        """The entries after a position go."""
+        """The entries after a position go (never a committed one: not folded ones)."""
+        if after < self.base:
+            raise ValueError(f"truncating at {after}, before the checkpoint at {self.base}")
         self._changed_after(after)
-        del self.entries[after:]
+        del self.entries[after - self.base :]
+
+    # ---- checkpoints ------------------------------------------------------------------
+
+    def compact(self, checkpoint: pb.LogCheckpoint) -> None:
+        """What my committed entries up to the checkpoint's position made: kept in their
+        place, with the epoch of the last and the latest epoch entry among them."""
+        position = checkpoint.position
+        if not self.base < position <= self.committed:
+            raise ValueError(f"a checkpoint at {position}: not committed after {self.base}")
+        checkpoint.epoch = self.epoch_at(position)
+        config = self.config(upto=position)
+        if config is not None:
+            checkpoint.config.CopyFrom(
+                pb.LogEntry(
+                    epoch=config.epoch,
+                    kind=EPOCH,
+                    members=config.members,
+                    previous=config.previous,
+                )
+            )
+        del self.entries[: position - self.base]
+        self.checkpoint, self.compacted = checkpoint, True
+
+    def install(self, checkpoint: pb.LogCheckpoint) -> None:
+        """A leader's checkpoint, committed: what I hold up to its position goes (an entry
+        after it that agrees with the leader's stays, as Raft's snapshots keep them)."""
+        position = checkpoint.position
+        if position <= self.base:
+            return  # mine is as far on
+        if position <= self.last and self.epoch_at(position) == checkpoint.epoch:
+            del self.entries[: position - self.base]
+        else:
+            self._changed_after(self.base)
+            self.entries = []
+        self.checkpoint, self.compacted = checkpoint, True
+        self.committed = max(self.committed, position)
 
     def _changed_after(self, position: int) -> None:
         self.changed = min(self.changed, position + 1)
@@ -141,18 +206,24 @@ class Log:
             return pb.LogAppendReply(taken=False, epoch=self.promised, last=self.last)
         if request.epoch > self.promised:  # its leader was promised it by a majority
             self.promised, self.promised_to = request.epoch, ""
-        prev = request.prev
-        if prev > self.last or self.epoch_at(prev) != request.prev_epoch:
+        if request.HasField("checkpoint"):  # my log ends before the leader's begins
+            self.install(request.checkpoint)
+        prev, prev_epoch, entries = request.prev, request.prev_epoch, list(request.entries)
+        if prev < self.base:  # those I folded are committed: the leader's alike
+            skip = min(self.base - prev, len(entries))
+            prev, entries = prev + skip, entries[skip:]
+            prev_epoch = self.epoch_at(prev) if prev == self.base else prev_epoch
+        if prev > self.last or (prev >= self.base and self.epoch_at(prev) != prev_epoch):
             # not the entry they follow: the leader sends what follows my committed entries,
             # which every later leader holds alike
             return pb.LogAppendReply(taken=False, epoch=self.promised, last=self.committed)
-        for at, entry in enumerate(request.entries, prev + 1):
+        for at, entry in enumerate(entries, prev + 1):
             if at <= self.last:
-                if self.entries[at - 1].epoch == entry.epoch:
+                if self.entry(at).epoch == entry.epoch:
                     continue  # the same entry (an append sent again)
                 self._truncate(at - 1)  # never committed: a later epoch replaced it
             self.extend([entry])
-        matched = prev + len(request.entries)
+        matched = request.prev + len(request.entries)
         # what the leader knows committed, as far as this copy matches the leader's log
         self.committed = max(self.committed, min(request.commit, matched))
         return pb.LogAppendReply(taken=True, epoch=self.promised, last=matched)
@@ -162,18 +233,32 @@ class Log:
         promised a higher epoch since it asked (they may not be those I told it of)."""
         if self.promised > request.epoch:
             return pb.LogFetchReply(promised=self.promised)
-        after = min(request.after, self.last)
-        return pb.LogFetchReply(
+        after = max(min(request.after, self.last), self.base)
+        reply = pb.LogFetchReply(
             entries=self.after(after),
             after=after,
             after_epoch=self.epoch_at(after),
             promised=self.promised,
         )
+        if after > request.after:  # those asked for are folded: the checkpoint instead
+            reply.checkpoint.CopyFrom(self.checkpoint)
+        return reply
 
-    def take(self, after: int, after_epoch: int, entries: list[pb.LogEntry]) -> None:
+    def take(
+        self,
+        after: int,
+        after_epoch: int,
+        entries: list[pb.LogEntry],
+        checkpoint: pb.LogCheckpoint | None = None,
+    ) -> None:
         """A recovering leader's own copy takes another member's entries after a position
-        (whose entry must be the one it holds there): what it held after it, never
-        committed, goes."""
+        (whose entry must be the one it holds there, or the `checkpoint` they follow):
+        what it held after it, never committed, goes."""
+        if checkpoint is not None:
+            self.install(checkpoint)
+        if after < self.base:  # those I folded are committed: the same as theirs
+            entries = entries[self.base - after :]
+            after, after_epoch = self.base, self.epoch_at(self.base)
         if after > self.last or self.epoch_at(after) != after_epoch:
             raise ValueError(f"the entries do not follow mine at {after} of epoch {after_epoch}")
         self._truncate(after)
