@@ -125,13 +125,13 @@ def collect_alerts(
     for a in addresses:
         with Client(a, 5, credentials) as client:
             expected += client.stats().alerts_delivered
-    by_home: dict[str, list] = {}
+    by_home: dict[tuple[str, int], list] = {}  # a stream per home key (one node may have two)
     for sub in subs:
-        by_home.setdefault(sub.home, []).append(sub)
+        by_home.setdefault((sub.home, sub.home_id), []).append(sub)
     got: list[tuple[int, str]] = []
     with ThreadPoolExecutor(len(by_home) or 1) as pool:
         for _ in range(attempts):
-            drained = pool.map(lambda home: drain(home, by_home[home], credentials), by_home)
+            drained = pool.map(lambda k: drain(k[0], by_home[k], credentials), by_home)
             got += [pair for pairs in drained for pair in pairs]
             if len(got) >= expected:
                 break

@@ -276,12 +276,13 @@ def churn(name: str, args, live: Live, docs, queries, rng: random.Random) -> dic
     start = time.monotonic()
     subs = subscribe_all(addresses, queries, args.seed, credentials)
     say(f"  {len(subs)} subscriptions in {time.monotonic() - start:.0f}s")
-    by_home = defaultdict(list)
+    by_home = defaultdict(list)  # a stream per home key (a node's own may change)
     for s in subs:
-        by_home[s.home].append(s)
+        by_home[(s.home, s.home_id)].append(s)
     publishing = len(docs) / args.rate
     streamers = [
-        Streamer(h, group, publishing + args.settle, credentials) for h, group in by_home.items()
+        Streamer(h, group, publishing + args.settle, credentials)
+        for (h, _), group in by_home.items()
     ]
     for s in streamers:
         s.start()
@@ -387,7 +388,9 @@ def churn(name: str, args, live: Live, docs, queries, rng: random.Random) -> dic
             }
             for home, docs in lost_by_home.items()
         },
-        "streamed_by_home": {s.address: len(s.got) for s in streamers},
+        "streamed_by_home": dict(
+            sum((Counter({s.address: len(s.got)}) for s in streamers), Counter())
+        ),
         "alerts_still_waiting": waiting(survivors, credentials, held=False),
         "documents_still_held": waiting(survivors, credentials)
         - waiting(survivors, credentials, held=False),

@@ -70,11 +70,14 @@ class Home:
             return pb.DeliverReply(held=True)
         return pb.DeliverReply()
 
-    def _applied(self, runs: Runs, fresh: bool) -> None:
+    def _applied(self, runs: Runs, fresh: bool, accepted: float) -> None:
         """A committed entry of a log numbered these alerts here (`fresh`: first here, not
-        another leader's applied as I take its key over). The journal keeps the log, not
-        the mailboxes it makes."""
+        another leader's applied as I take its key over; `accepted`: when their DN
+        accepted them, for the latency, which counts the wait for a majority too). The
+        journal keeps the log, not the mailboxes it makes."""
         if fresh:
+            if accepted:
+                self._measured(accepted, runs)
             self._alerted(runs)
 
     def acknowledge(self, acks: Sequence[tuple[Subscription, int]]) -> Op | None:
@@ -181,7 +184,7 @@ class Home:
         if repeated:
             ctx.count("alerts_repeated", repeated)
         if batch.accepted and runs:
-            self._measured(batch, runs)
+            self._measured(batch.accepted, runs)
         # the DN tries the batch again later (those taken now it finds seen), while
         # reconciliation brings me the records of my region that I lack
         reply = pb.DeliverReply(moved=unknown)
@@ -190,11 +193,11 @@ class Home:
         self._alerted(runs)
         return reply
 
-    def _measured(self, batch: pb.AlertBatch, runs: Runs) -> None:
-        """The new alerts' latency: now less when the DN accepted the batch's first
+    def _measured(self, accepted: float, runs: Runs) -> None:
+        """The new alerts' latency: now less when the DN accepted their batch's first
         document (a clock behind the DN's reads as none)."""
         alerts = sum(len(took) for _, took, _ in runs)
-        self.latency.observe(max(0.0, self.ctx.host.clock() - batch.accepted), alerts)
+        self.latency.observe(max(0.0, self.ctx.host.clock() - accepted), alerts)
 
     def _shown_once_copied(self, runs: Runs, reply: pb.DeliverReply) -> Op:
         """New alerts go to the replicas of their homes first, and only then on a stream

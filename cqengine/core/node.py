@@ -168,6 +168,8 @@ class EngineNode:
         """The node stops: it takes on no new work, and delivers at once what it holds."""
         self.ctx.stopping = True
         self.dn.flush()
+        if self.home.logs is not None:
+            self.ctx.host.spawn(self.home.logs.hand_over())
 
     def durable(self) -> None:
         """Commit what the journal was told (a shell calls this once per batch of changes:

@@ -330,16 +330,23 @@ class Placement:
                 request.alternatives.extend(alternatives)
             yield from self.at_owner(key, "Unindex", request)
 
-    def authorized(self, sub_id: int, token: str) -> Subscription:
+    def authorized(self, sub_id: int, token: str, home_id: int = 0) -> Subscription:
         """The subscription, if its token is right and I serve it (its home, not a replica).
         An unknown id and a wrong token get the same answer, in the same time: a guesser
-        learns nothing of which ids exist."""
+        learns nothing of which ids exist. `home_id`: its home key, if the client says."""
         ctx = self.ctx
+        if ctx.stopping:  # (leaving, it may have handed the subscription on already)
+            raise EngineError("UNAVAILABLE", LEAVING)
         sub = ctx.subscriptions.get(sub_id)
         kept = sub.token_hash if sub is not None else NO_TOKEN
         if not hmac.compare_digest(kept, token_hash(token)) or sub is None:
-            if self.logs is not None and self.logs.taking_over():
+            logs = self.logs
+            if logs is not None and (logs.taking_over() or logs.claim(home_id)):
                 raise EngineError("UNAVAILABLE", TAKING_OVER)  # it may be in one of them
+            if logs is not None and home_id and not ctx.serves(home_id):
+                raise EngineError(
+                    "UNAVAILABLE", f"home key {home_id:016x} is served by another node now"
+                )
             raise EngineError(
                 "NOT_FOUND", f"no subscription {sub_id:016x} with this token at {ctx.me.address}"
             )

@@ -54,7 +54,10 @@ def _error(e: grpc.RpcError, address: str, credentials: Credentials | None) -> C
         return ClientError("UNAUTHENTICATED", why)
     code = e.code().name
     if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-        return ClientError(code, f"node {address} does not answer ({code.lower()})")
+        said = e.details() or ""  # the node's reason, when it answered (home in minority)
+        return ClientError(
+            code, f"node {address} does not answer ({code.lower()})" + (f": {said}" if said else "")
+        )
     return ClientError(code, e.details() or code)
 
 
@@ -263,7 +266,10 @@ class Client:
         ]
         replies = [s for s in subs if isinstance(s, pb.SubscribeReply)]
         home = home or next((s.home for s in replies), None)
-        home_id = next((s.home_id for s in replies if s.home_id), 0)
+        home_id = next((s.home_id for s in replies if s.home_id), 0)  # followed, if it moves
+        # told the home (StreamRequest.home_id) only if it is every subscription's: on the
+        # home log one node's subscriptions may have several (its key moved with a join)
+        one_key = home_id if {s.home_id for s in replies} == {home_id} else 0
         contacts = [home or self.address, *(c for s in replies for c in s.contacts)]
         client = self._at(home) if home and home != self.address else self
         nexts = {sub_id: 0 for sub_id, _ in keys}  # the first alert of each not handed out
@@ -272,7 +278,8 @@ class Client:
 
         def ack() -> None:
             if acked != nexts:
-                client._call("AckAlerts", pb.AckRequest(subscriptions=key_list(keys, nexts)))
+                acks = pb.AckRequest(subscriptions=key_list(keys, nexts), home_id=one_key)
+                client._call("AckAlerts", acks)
                 acked.update(nexts)
 
         broken: float | None = None  # when the stream last broke, if it has not resumed
@@ -285,6 +292,7 @@ class Client:
                     token=first_token,
                     next=nexts[first_id],
                     subscriptions=key_list(more, nexts),
+                    home_id=one_key,
                 )
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 stream = client._stub.StreamAlerts(request, timeout=left)

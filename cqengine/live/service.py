@@ -218,10 +218,12 @@ class ClientAPI(pb_grpc.CQEngineServicer):
             ]
         )
 
-    async def _acknowledged(self, keys, context) -> list[Subscription]:
-        """The subscriptions of these keys, their alerts below each key's `next` gone."""
+    async def _acknowledged(self, keys, context, home_id: int = 0) -> list[Subscription]:
+        """The subscriptions of these keys, their alerts below each key's `next` gone
+        (`home_id`: their home key, if the client says)."""
+        authorized = self.engine.placement.authorized
         try:
-            subs = [self.engine.placement.authorized(k.subscription_id, k.token) for k in keys]
+            subs = [authorized(k.subscription_id, k.token, home_id) for k in keys]
         except EngineError as e:
             await context.abort(getattr(grpc.StatusCode, e.code), str(e))
         acknowledged = self.engine.home.acknowledge([(sub, k.next) for sub, k in zip(subs, keys)])
@@ -231,7 +233,7 @@ class ClientAPI(pb_grpc.CQEngineServicer):
         return subs
 
     async def AckAlerts(self, request, context):
-        await self._acknowledged(request.subscriptions, context)
+        await self._acknowledged(request.subscriptions, context, request.home_id)
         return pb.AckReply()
 
     async def StreamAlerts(self, request, context):
@@ -241,7 +243,7 @@ class ClientAPI(pb_grpc.CQEngineServicer):
                 subscription_id=request.subscription_id, token=request.token, next=request.next
             )
             keys.insert(0, first)
-        subs = await self._acknowledged(keys, context)
+        subs = await self._acknowledged(keys, context, request.home_id)
         stream = Stream(subs, {k.subscription_id: k.next for k in keys})
         for sub in subs:
             old = self.streams.get(sub.id)

@@ -182,6 +182,44 @@ def test_logs_fold_into_checkpoints_and_a_member_far_behind_takes_one(monkeypatc
             assert log.committed - log.base <= limits.LOG_KEPT, (log.base, log.committed)
 
 
+@pytest.mark.parametrize("asked", [False, True], ids=["handed over", "claimed by a stream"])
+def test_a_node_that_joins_before_a_home_key_leads_its_log(asked):
+    """A node joins right before a home key: it owns the key now, but is no member of its
+    log and knows nothing of it. Its leader, serving the key no more, sends it its copy at
+    the next maintenance (`handed over`); or a subscriber's stream names the key there
+    first, is told UNAVAILABLE while the node takes the log over, and then served
+    (`claimed`). Either way it leads the log in a later epoch: every alert once, numbered
+    on without a gap."""
+    from cqengine.core.errors import EngineError
+
+    wl, sim, subs = ring(3)
+    streams = Subscribers(sim)
+    half = len(wl.docs) // 2
+    publish(sim, wl.docs[:half], sorted(sim.engines))
+    streams.read()
+    home = busiest_home(sim)
+    key = sim.engines[home].home.logs.own
+    sub = next(s for s in sim.engines[home].subscriptions.values() if s.key == key)
+    sim.ring.join("node-new", node_id=key)  # (it owns its own id: the key)
+    sim.ring.converge()
+    sim.settle()
+    new = sim.engines["node-new"]
+    assert new.serves(key) and key not in new.home.logs.logs
+    if asked:
+        with pytest.raises(EngineError, match="taking over"):
+            new.placement.authorized(sub.id, "not the token", key)
+        sim.settle()  # the claim it began
+    else:
+        sim.reconcile_round()  # the old leader's maintenance sends its copy
+        sim.reconcile_round()  # and the new owner's takes the key over
+    assert new.home.logs.leaders[key].leading
+    assert sub.id in new.subscriptions
+    publish(sim, wl.docs[half:], sorted(sim.engines))
+    streams.read()
+    streams.check_numbers()
+    assert_exact(streams.shown, wl.oracle(subs))
+
+
 @pytest.mark.parametrize("shape", ["a third, interleaved", "two of six in a row"])
 def test_a_cut_and_its_heal_show_no_alert_twice_nor_a_number_for_two_documents(shape):
     """The ring is cut in two for a while, documents published on both sides, then the cut

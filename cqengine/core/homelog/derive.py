@@ -42,6 +42,7 @@ class Derived:
         self.position = 0
         self.dropped = 0  # alerts the mailboxes' limits pushed out
         self.repeated = 0  # alerts of documents their mailboxes had already
+        self.accepted = 0.0  # the last batch applied: when its DN accepted it (0: unknown)
 
     def apply(self, position: int, entry: pb.LogEntry) -> Runs:
         """The entry at the next position, applied; the alerts it numbered."""
@@ -68,6 +69,7 @@ class Derived:
     def _deliver(self, batch: pb.AlertBatch) -> Runs:
         """A DN's alert batch into the mailboxes by the home's own rule (offer_batch); a
         subscription not (or no longer) subscribed at this point of the log takes none."""
+        self.accepted = batch.accepted
         offered = offer_batch(batch, self.subscriptions, self.limit_bytes)
         self.dropped += offered.dropped
         self.repeated += offered.repeated

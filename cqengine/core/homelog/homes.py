@@ -47,10 +47,11 @@ class Moved(Exception):
 class HomeLogs:
     """The logs of home keys this node holds a copy of, and leads.
 
-    `alerted(runs, fresh)`: a committed entry numbered these alerts here; `fresh` unless
-    they are another leader's, which this node applies as it takes the key over."""
+    `alerted(runs, fresh, accepted)`: a committed entry numbered these alerts here;
+    `fresh` unless they are another leader's, which this node applies as it takes the key
+    over; `accepted`: when their DN accepted the batch (0: not known)."""
 
-    def __init__(self, ctx: Context, alerted: Callable[[Runs, bool], None]) -> None:
+    def __init__(self, ctx: Context, alerted: Callable[[Runs, bool, float], None]) -> None:
         self.ctx, self.alerted = ctx, alerted
         self.logs: dict[int, Log] = {}  # my copy of each key's log
         self.leaders: dict[int, Leader] = {}  # the keys I lead (or led, until I am fenced)
@@ -64,6 +65,10 @@ class HomeLogs:
         self.own = 0  # the key my new subscriptions are homed under (0: none yet)
         self.quorate_at: dict[int, float] = {}  # a key I lead: when a majority last answered
         ctx.chord.region_listeners.append(lambda old, new: ctx.host.spawn(self.take_over()))
+        # my successors changed (a member left, failed or joined): the logs I lead move to
+        # the new member set now, not at the next maintenance: members that leave one
+        # after another must not take a majority of a set with them before it changes
+        ctx.chord.successor_listeners.append(lambda: ctx.host.spawn(self.maintain()))
 
     def copy(self, key: int) -> Log:
         """My copy of a key's log (empty if I hold none yet)."""
@@ -142,7 +147,7 @@ class HomeLogs:
         if self.own and ctx.serves(self.own):
             return self.own
         region = ctx.region()
-        if region is None or not ctx.chord.settled:
+        if region is None or not (ctx.chord.settled or ctx.chord.table.alone()):
             raise Held("my region is not known yet")
         lo, hi = region
         span = (hi - lo) & MASK or MASK + 1
@@ -260,7 +265,7 @@ class HomeLogs:
             position = derived.position + 1
             runs = derived.apply(position, log_.entry(position))
             if runs:
-                self.alerted(runs, position > fresh)
+                self.alerted(runs, position > fresh, derived.accepted)
         if log_.committed - log_.base > limits.LOG_KEPT:
             log_.compact(derived.checkpoint(key))
             self.keep(key)
@@ -308,12 +313,34 @@ class HomeLogs:
 
     def taking_over(self) -> bool:
         """Is there a key I serve whose log I hold a copy of but do not lead yet (its
-        subscriptions are not derived here yet)?"""
+        subscriptions are not derived here yet)? Before the ring has handed me my region
+        (back from a restart), any log I hold may be one."""
+        chord = self.ctx.chord
+        if self.logs and not chord.table.alone():
+            if not chord.settled or self.ctx.region() is None:
+                return True
         serves = self.ctx.serving()
         return any(
             serves(key) and not (key in self.leaders and self.leaders[key].leading)
             for key in self.logs
         )
+
+    def claim(self, key: int) -> bool:
+        """A home key a client names: if I serve it and do not lead its log (a node that
+        joined before the key, not told of it yet), I begin to lead it, in the background.
+        Whether I do (its subscriptions are not derived here yet)."""
+        leader = self.leaders.get(key)
+        if not key or not self.ctx.serves(key) or (leader is not None and leader.leading):
+            return False
+        if key not in self.starting:
+            self.ctx.host.spawn(self._claimed(key))
+        return True
+
+    def _claimed(self, key: int) -> Op:
+        try:
+            yield from self.lead(key)
+        except (Held, Moved) as e:
+            log.info("key %016x not claimed: %s", key, e)
 
     # ---- on a timer, and when my region changes ------------------------------------------
 
@@ -328,6 +355,29 @@ class HomeLogs:
                 except (Held, Moved) as e:
                     log.info("key %016x not taken over: %s", key, e)
 
+    def hand_over(self) -> Op:
+        """The keys I lead but serve no more, to their owners: a node that stops does so
+        before it goes (it may not live to its next maintenance)."""
+        for key in sorted(self.leaders):
+            leader = self.leaders[key]
+            if leader.leading and not self.ctx.serves(key):
+                yield from self._hand_over(key, leader)
+
+    def _hand_over(self, key: int, leader: Leader) -> Op:
+        """A key I lead but serve no more (a node joined before it, and is no member): its
+        owner is sent my copy, so that it knows the key and leads it from there (its epoch
+        fences mine). A member that comes to serve the key holds a copy already."""
+        ctx = self.ctx
+        if not ctx.chord.settled:
+            return
+        owner, _ = yield from ctx.chord.lookup(key, verify=True)
+        if owner == ctx.me or owner.address in leader.members:
+            return
+        try:
+            yield from leader.send_copy(owner.address)
+        except Superseded:
+            self.leaders.pop(key, None)
+
     def maintain(self) -> Op:
         """Keep the logs I lead: a member set the ring changed starts an epoch of the new
         one; the members learn what is committed (and a member behind takes what it lacks).
@@ -335,7 +385,10 @@ class HomeLogs:
         taken over."""
         for key in sorted(self.leaders):
             leader = self.leaders[key]
-            if not leader.leading or not self.ctx.serves(key):
+            if not leader.leading:
+                continue
+            if not self.ctx.serves(key):
+                yield from self._hand_over(key, leader)
                 continue
             try:
                 if not self._current(leader, key):

@@ -235,6 +235,23 @@ class Leader:
             behind = again
         self._commit()
 
+    def send_copy(self, address: str) -> Op:
+        """My copy to a node that is no member (the key's new owner: a node joined before
+        it), up to what I hold: it leads the log from there, in a later epoch. Superseded:
+        it (or another) has begun one."""
+        for _ in range(ROUNDS):
+            try:
+                answer = yield Call(self.peer(address), "LogAppend", self._append_request(address))
+            except PeerUnreachable:
+                return
+            if answer.epoch > self.epoch:
+                self.seen = max(self.seen, answer.epoch)
+                self.epoch = 0
+                raise Superseded(answer.epoch)
+            self.matched[address] = answer.last
+            if answer.taken:
+                return
+
     def _members(self) -> list[str]:
         return sorted(set(self.members) | set(self.joint))
 
