@@ -118,7 +118,7 @@ class DN:
         self.gathering: dict[int, Gathering] = {}  # my batches whose reports are still coming
         self.own: dict[int, list[NodeRef]] = {}  # my unresolved batches -> their copies
         self.born = ctx.host.clock()  # wall time: a batch of mine made before is of an earlier life
-        self.started = ctx.host.now()
+        self.started = ctx.host.now()  # how long I have been up (Uptime), on the host's clock
         # my batches of the last minutes, to announce again after a partition
         self.sent = Sent(limits.APART_MARGIN + 2 * hold)
         self.apart_since: float | None = None  # found again, up all along: since when apart
