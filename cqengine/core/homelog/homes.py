@@ -379,16 +379,14 @@ class HomeLogs:
             self.leaders.pop(key, None)
 
     def maintain(self) -> Op:
-        """Keep the logs I lead: a member set the ring changed starts an epoch of the new
-        one; the members learn what is committed (and a member behind takes what it lacks).
-        Then the keys I serve but do not lead (a leader fenced just now among them) are
-        taken over."""
+        """Keep the logs I lead: those I serve no more go to their owners; a member set
+        the ring changed starts an epoch of the new one; the members learn what is
+        committed (and a member behind takes what it lacks). Then the keys I serve but do
+        not lead (a leader fenced just now among them) are taken over."""
+        yield from self.hand_over()
         for key in sorted(self.leaders):
             leader = self.leaders[key]
-            if not leader.leading:
-                continue
-            if not self.ctx.serves(key):
-                yield from self._hand_over(key, leader)
+            if not leader.leading or not self.ctx.serves(key):
                 continue
             try:
                 if not self._current(leader, key):

@@ -136,6 +136,17 @@ class Log:
         self._changed_after(after)
         del self.entries[after - self.base :]
 
+    def _past_base(
+        self, after: int, after_epoch: int, entries: list[pb.LogEntry]
+    ) -> tuple[int, int, list[pb.LogEntry]]:
+        """Entries sent after a position, less those at or before my checkpoint's: folded,
+        they were committed, and so the same as the sender's."""
+        if after >= self.base:
+            return after, after_epoch, entries
+        skip = min(self.base - after, len(entries))
+        after += skip
+        return after, self.epoch_at(after) if after == self.base else after_epoch, entries[skip:]
+
     # ---- checkpoints ------------------------------------------------------------------
 
     def compact(self, checkpoint: pb.LogCheckpoint) -> None:
@@ -208,11 +219,9 @@ class Log:
             self.promised, self.promised_to = request.epoch, ""
         if request.HasField("checkpoint"):  # my log ends before the leader's begins
             self.install(request.checkpoint)
-        prev, prev_epoch, entries = request.prev, request.prev_epoch, list(request.entries)
-        if prev < self.base:  # those I folded are committed: the leader's alike
-            skip = min(self.base - prev, len(entries))
-            prev, entries = prev + skip, entries[skip:]
-            prev_epoch = self.epoch_at(prev) if prev == self.base else prev_epoch
+        prev, prev_epoch, entries = self._past_base(
+            request.prev, request.prev_epoch, list(request.entries)
+        )
         if prev > self.last or (prev >= self.base and self.epoch_at(prev) != prev_epoch):
             # not the entry they follow: the leader sends what follows my committed entries,
             # which every later leader holds alike
@@ -256,9 +265,7 @@ class Log:
         what it held after it, never committed, goes."""
         if checkpoint is not None:
             self.install(checkpoint)
-        if after < self.base:  # those I folded are committed: the same as theirs
-            entries = entries[self.base - after :]
-            after, after_epoch = self.base, self.epoch_at(self.base)
+        after, after_epoch, entries = self._past_base(after, after_epoch, entries)
         if after > self.last or self.epoch_at(after) != after_epoch:
             raise ValueError(f"the entries do not follow mine at {after} of epoch {after_epoch}")
         self._truncate(after)
