@@ -122,7 +122,8 @@ class DN:
         # my batches of the last minutes, to announce again after a partition
         self.sent = Sent(limits.APART_MARGIN + 2 * hold)
         self.apart_since: float | None = None  # found again, up all along: since when apart
-        # my successors, as the list was when it last changed or I last announced
+        # my successors, as the list was when it last changed (a shell that sets tables
+        # without growing them has me look once: EngineSimulator)
         self.neighbours: set[NodeRef] = set(ctx.chord.table.successors) - {ctx.me}
         ctx.chord.lost_listeners.append(self.on_lost)
         ctx.chord.found_listeners.append(self.on_found)
@@ -234,7 +235,6 @@ class DN:
             share = limits.WHOLE
             self._await_reports(name, batch)
         ctx.host.spawn(self.announce(ctx.me, batch, 0, name if share else 0, share))
-        self.successors_changed()
         if not again:  # (those sent again are kept as first sent)
             forgotten = self.sent.add(ctx.host.now(), stored)
             if forgotten:
