@@ -27,11 +27,14 @@ def test_a_publisher_that_gave_up_leaves_the_others_of_its_batch_answered():
     dn = FakeDN()
     engine = SimpleNamespace(dn=dn, settings=SimpleNamespace(max_document_bytes=1 << 20))
 
-    async def run(op):
-        await asyncio.sleep(0.05)  # the batch is on its way when the first gives up
-        return op
-
     async def scenario():
+        publishing, given_up = asyncio.Event(), asyncio.Event()
+
+        async def run(op):  # the batch is on its way when the first publisher gives up
+            publishing.set()
+            await asyncio.wait_for(given_up.wait(), 5)
+            return op
+
         batcher = Batcher(engine, Publishing(linger_ms=20, batch_docs=8), run)
         try:
             gives_up = asyncio.ensure_future(
@@ -40,8 +43,9 @@ def test_a_publisher_that_gave_up_leaves_the_others_of_its_batch_answered():
             waits = asyncio.ensure_future(
                 batcher.publish([pb.PublishRequest(docno="B", text=b"gamma delta")])
             )
-            await asyncio.sleep(0.04)  # gathered (linger 20 ms), being published
+            await asyncio.wait_for(publishing.wait(), 5)  # both gathered, being published
             gives_up.cancel()
+            given_up.set()
             (reply,) = await asyncio.wait_for(waits, 5)
             return reply
         finally:
