@@ -9,7 +9,8 @@ Skew queries (the paper's, mean size 5, over a generated TREC-AP-like corpus) tw
 For each: subscriptions/s from the first call to the last reply, the node processes' CPU
 seconds per subscription, and the ring's messages per subscription by kind (the ring's
 maintenance meanwhile included). Then every subscription must be indexed once and copied
-R-1 times, and homed once with R-1 copies (the nodes' Stats).
+R-1 times, and homed once (on the home log, the default, in its home's log; with
+--home-log off, with R-1 copies of its record) (the nodes' Stats).
 
     python experiments/bench_subscribe.py [--nodes 8] [--subscriptions 20000]
         [--per-call 1000] [--callers 4] [--concurrency 128] [--replicas 3]
@@ -107,6 +108,7 @@ async def run(args) -> dict:
             ring_down(ring_path, out=io.StringIO())
     total = single["subscriptions"] + batch["subscriptions"]
     copies = min(args.replicas, args.nodes) - 1  # a ring of fewer nodes keeps fewer
+    logged = stats[0].config.home_log  # (the default) homes are logs: no record copied
     placed = {
         "primary_entries": sum(s.primary_entries for s in stats),
         "replica_entries": sum(s.replica_entries for s in stats),
@@ -134,8 +136,9 @@ async def run(args) -> dict:
             "primary_entries": total,
             "replica_entries": copies * total,
             "subscriptions": total,
-            "replica_homes": copies * total,
+            "replica_homes": 0 if logged else copies * total,
         },
+        "home_log": logged,
         "goals": {"batch_subscriptions_per_second_on_8_nodes": GOAL},
     }
 

@@ -231,8 +231,8 @@ ENGINE_FLAGS = {  # option -> (Settings field, type, help; engine_options states
         "log_members",
         count,
         "members of each home's log on --home-log on: the home and its next successors; "
-        "a majority of five outlives two nodes failing at once; 0: as many as --replicas "
-        f"(default {LOG_MEMBERS})",
+        "a majority of five outlives two nodes failing at once; 0: as many as --replicas; "
+        f"1 with --replicas 1 (default {LOG_MEMBERS})",
     ),
     "--max-doc-bytes": ("max_document_bytes", count, "largest document accepted"),
     "--max-query-bytes": (
@@ -371,7 +371,7 @@ def publishing_flags(args: argparse.Namespace) -> list[str]:
 
 def engine_defaults() -> Settings:
     """A ring's settings where its command line gives none: Settings' own, but replicated."""
-    return Settings(replicas=REPLICAS)
+    return Settings(replicas=REPLICAS, home_log=True)
 
 
 def headers_pay(settings: Settings) -> bool:
@@ -425,8 +425,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
                 setattr(settings, name, FILES[flag](Path(value)) if flag in FILES else value)
         if args.header_terms is None and headers_pay(settings):
             settings.header_terms = DEFAULT_HEADER_TERMS
-        if args.log_members is None and settings.home_log:  # a majority left after two fail
-            settings.log_members = LOG_MEMBERS
+        if args.log_members is None and settings.home_log and settings.replicas > 1:
+            settings.log_members = LOG_MEMBERS  # a majority left after two fail
         return settings.validate()
     except (SettingsError, TermFileError) as e:
         raise CliError(str(e)) from None

@@ -16,7 +16,8 @@ def test_bench_subscribe_small(tmp_path):
     result = json.loads((tmp_path / "bench_subscribe.json").read_text())
     assert rc == 0 and result["placed_right"]
     assert result["placed"]["subscriptions"] == 120  # each phase's 60
-    assert result["placed"]["replica_homes"] == 120  # one copy each: 2 nodes keep 2 copies
+    assert result["home_log"]  # the default: each home a log, no home record copied
+    assert result["placed"]["replica_homes"] == 0
     single, batch = result["single"], result["batch"]
     for phase in (single, batch):
         assert phase["subscriptions"] == 60 and phase["refused"] == 0

@@ -84,18 +84,20 @@ def test_headers_are_on_by_default_where_they_pay(tmp_path):
 
 def test_a_ring_on_the_home_log_has_five_members_unless_told():
     """Three copies survive two nodes failing at once; a log of three only one (a majority
-    must be left): on the home log, each log has five members unless told otherwise, while
-    the index keeps its three copies."""
+    must be left): on the home log (the default), each log has five members unless told
+    otherwise, while the index keeps its three copies; with --replicas 1 nothing is
+    copied, the log neither."""
     parser = command("node")
 
     def sizes(*args) -> tuple[int, int]:
         s = settings_from(parser.parse_args(["--port", "7000", *args]))
         return s.replicas, s.members
 
-    assert sizes() == (REPLICAS, REPLICAS) == (3, 3)
-    assert sizes("--home-log", "on") == (3, LOG_MEMBERS) == (3, 5)
-    assert sizes("--home-log", "on", "--log-members", "3") == (3, 3)
-    assert sizes("--home-log", "on", "--replicas", "2") == (2, 5)
+    assert sizes() == sizes("--home-log", "on") == (REPLICAS, LOG_MEMBERS) == (3, 5)
+    assert sizes("--home-log", "off") == (3, 3)
+    assert sizes("--log-members", "3") == (3, 3)
+    assert sizes("--replicas", "2") == (2, 5)
+    assert sizes("--replicas", "1") == (1, 1)
 
 
 @pytest.mark.parametrize(
@@ -243,7 +245,9 @@ def test_defaults_are_the_dataclasses_own(words, args):
     assert timing_from(parsed) == Timing()
     assert limits_from(parsed) == Limits()
     assert publishing_from(parsed) == Publishing()
-    assert settings_from(parsed) == Settings(replicas=REPLICAS)
+    assert settings_from(parsed) == Settings(
+        replicas=REPLICAS, home_log=True, log_members=LOG_MEMBERS
+    )
     engine = {flag: (Settings, name) for flag, (name, _, _) in ENGINE_FLAGS.items()}
     groups = [
         g
@@ -253,7 +257,9 @@ def test_defaults_are_the_dataclasses_own(words, args):
     options = {a.option_strings[-1]: a for g in groups for a in g._group_actions}
     assert set(options) == set(FIELDS | engine)  # every option of those groups is checked
     for flag, (kind, name) in (FIELDS | engine).items():
-        default = {"--replicas": REPLICAS, "--log-members": LOG_MEMBERS}.get(flag)
+        default = {"--replicas": REPLICAS, "--log-members": LOG_MEMBERS, "--home-log": True}.get(
+            flag
+        )
         default = field_default(kind, name) if default is None else default
         if flag in engine:
             assert options[flag].default is None  # not given: the ring's, not passed on

@@ -89,7 +89,9 @@ def test_each_query_is_subscribed_or_refused_alone_and_alerts_equal_the_matcher(
     assert sum(s.primary_entries for s in stats) == len(subs)  # each indexed once
     assert sum(s.replica_entries for s in stats) == 2 * len(subs)  # and copied twice
     assert sum(s.subscriptions for s in stats) == len(subs)
-    assert sum(s.replica_homes for s in stats) == 2 * len(subs)
+    # on the home log (the default) no home is copied: each home key's log is led once
+    assert sum(s.replica_homes for s in stats) == 0
+    assert sum(s.logs_led for s in stats) == len({s.home_id for s in subs})
     # one Index message per owner and call (7 + 1 calls, 4 nodes): far fewer than queries
     assert sent["Index"] - before["Index"] <= 8 * 4 < len(subs)
 
