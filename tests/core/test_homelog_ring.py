@@ -220,6 +220,29 @@ def test_a_node_that_joins_before_a_home_key_leads_its_log(asked):
     assert_exact(streams.shown, wl.oracle(subs))
 
 
+def test_a_home_key_no_log_is_of_is_not_taken_over_for_ever():
+    """A subscriber names a home key the node serves but no log is of (guessed, or long
+    gone): the node tries to take it over, finds no copy to take over, and forgets it. It
+    then answers an unknown subscription NOT_FOUND, not UNAVAILABLE for ever (a fuzzing
+    client made one node of a small ring refuse every later call this way)."""
+    from cqengine.core.errors import EngineError
+
+    wl, sim, subs = ring(3)
+    node = busiest_home(sim)
+    e = sim.engines[node]
+    lo, hi = e.ctx.region()
+    guessed = (lo + 7) & ((1 << 64) - 1)  # in its region, no home key
+    assert e.serves(guessed) and guessed not in e.home.logs.logs
+    with pytest.raises(EngineError, match="taking over"):
+        e.placement.authorized(1, "0" * 32, guessed)
+    sim.settle()  # the claim it began: no copy answers
+    sim.reconcile_round()  # nor does maintenance try it again
+    assert guessed not in e.home.logs.logs and not e.home.logs.taking_over()
+    with pytest.raises(EngineError) as refused:
+        e.placement.authorized(1, "0" * 32)
+    assert refused.value.code == "NOT_FOUND"
+
+
 @pytest.mark.parametrize("shape", ["a third, interleaved", "two of six in a row"])
 def test_a_cut_and_its_heal_show_no_alert_twice_nor_a_number_for_two_documents(shape):
     """The ring is cut in two for a while, documents published on both sides, then the cut

@@ -321,8 +321,8 @@ class HomeLogs:
                 return True
         serves = self.ctx.serving()
         return any(
-            serves(key) and not (key in self.leaders and self.leaders[key].leading)
-            for key in self.logs
+            log_.holds and serves(key) and not (key in self.leaders and self.leaders[key].leading)
+            for key, log_ in self.logs.items()
         )
 
     def claim(self, key: int) -> bool:
@@ -341,6 +341,9 @@ class HomeLogs:
             yield from self.lead(key)
         except (Held, Moved) as e:
             log.info("key %016x not claimed: %s", key, e)
+            held = self.logs.get(key)
+            if held is not None and not held.holds and key not in self.leaders:
+                del self.logs[key]  # no log is of it here: a key guessed, or long gone
 
     # ---- on a timer, and when my region changes ------------------------------------------
 
@@ -349,6 +352,8 @@ class HomeLogs:
         are mine to serve."""
         for key in sorted(self.logs):
             leader = self.leaders.get(key)
+            if not self.logs[key].holds:  # (a key a client named that no log is of)
+                continue
             if self.ctx.serves(key) and not (leader is not None and leader.leading):
                 try:
                     yield from self.lead(key)

@@ -98,6 +98,12 @@ class Log:
         return self.entry(position).epoch
 
     @property
+    def holds(self) -> bool:
+        """Does this copy hold any of the log (an entry or a checkpoint)? A copy that only
+        promised an epoch to a candidate that found no log to take over holds none."""
+        return bool(self.entries) or self.checkpoint is not None
+
+    @property
     def last_epoch(self) -> int:
         return self.epoch_at(self.last)
 
