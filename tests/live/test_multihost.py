@@ -7,13 +7,18 @@ and serve on, host 3 forms another; when the link comes back the two merge into 
 and every document accepted has alerted every subscription the matcher says, each once,
 those homed in host 3 included.
 
-On the home log (`--home-log on`, docs/home-log.md) documents are published on both
-sides of the cut: host 3's homes whose logs have no majority there hold what they are
+On the home log (the default, docs/home-log.md) documents are published on both sides of
+the cut: host 3's homes whose logs have no majority there hold what they are
 sent, the other side's successors number their keys in a higher epoch, and after the heal
 nothing is shown twice or under two numbers. A document published on host 3 while the cut
 lasts reaches only the queries host 3 holds copies of until the heal: then its DN, finding
 the other side up all along, announces it again (DN.on_found), and every alert owed is
 shown, once.
+
+Only the home log is tried here: on copies (`--home-log off`) the node that takes a cut-off
+home's key numbers its alerts, and the home back after the heal numbers on from where it
+was, so the merge may lose some (the simulator loses 4-10 of 238 alerts in a 2-of-6 cut
+every time; this test lost 14-16 now and then). That is what the home log is for.
 
 Needs root and `ip netns`; skipped otherwise. The hosts, their agents (the clients inside
 the namespaces) and the nodes' command lines are experiments/netns_ring.py's, shared with
@@ -50,17 +55,14 @@ def assert_once(alerts: list[tuple[int, str, int]], want: set[tuple[int, str]]) 
     assert_numbered([Seq(s, q) for s, _, q in alerts])  # 0, 1, 2, ... across the partition
 
 
-@pytest.mark.parametrize("home_log", [False, True], ids=["copies", "home_log"])
-def test_a_ring_over_three_hosts_serves_through_a_cut_link_and_heals(corpus, tmp_path, home_log):
+def test_a_ring_over_three_hosts_serves_through_a_cut_link_and_heals(corpus, tmp_path):
     why = netns_usable()
     if why is not None:
         pytest.skip(why)
     docs, queries = corpus
     as_tuples = [(d.docno, d.text, d.title) for d in docs]
     first, second, inside, third = slice(0, 30), slice(30, 50), slice(50, 60), slice(60, 90)
-    if not home_log:  # nothing is published inside the cut
-        second = slice(30, 60)
-    engine = ENGINE + ["--home-log", "on" if home_log else "off"]
+    engine = ENGINE
     hosts, procs, agents = Hosts(), [], []
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -140,8 +142,8 @@ def test_a_ring_over_three_hosts_serves_through_a_cut_link_and_heals(corpus, tmp
         # DN's hold, before they go again within the side: under load, up to a minute)
         alerts += sub_agent("collect", others, majority, len(want_apart), 60.0, tls_s, timeout=90.0)
         assert_once(alerts, expected(subs, docs[first]) | want_apart)
-        if home_log:  # and host 3 publishes too
-            assert all(cut_agent("publish", cut_off[0], as_tuples[inside], tls_s))
+        # and host 3 publishes too
+        assert all(cut_agent("publish", cut_off[0], as_tuples[inside], tls_s))
 
         # the link back: one ring again, and nothing accepted is lost
         hosts.link(3, up=True)
@@ -164,8 +166,7 @@ def test_a_ring_over_three_hosts_serves_through_a_cut_link_and_heals(corpus, tmp
         for log in sorted(logs.glob("*.log")):
             print(f"--- {log.name}\n{tail(log)}")
     assert_once(alerts, want_all)
-    if home_log:
-        numbers = {(s, q) for s, _, q in alerts}
-        assert len(numbers) == len(alerts)  # no number names two documents
-        again = sum(c["sent_again"] for c in counters.values())
-        assert again >= len(docs[inside])  # host 3's DNs sent theirs again
+    numbers = {(s, q) for s, _, q in alerts}
+    assert len(numbers) == len(alerts)  # no number names two documents
+    again = sum(c["sent_again"] for c in counters.values())
+    assert again >= len(docs[inside])  # host 3's DNs sent theirs again
