@@ -48,6 +48,7 @@ SERVER_OPTIONS = SIZE_OPTIONS + [("grpc.so_reuseport", 0)]  # two nodes must nev
 # client finds a key's owner (a subscription's home) and an admin sees a node's state
 CHORD_ACCESS = {"Lookup": EVERYONE, "GetState": frozenset({NODE, ADMIN})}
 REFLECTION = f"/{reflection.SERVICE_NAME}/ServerReflectionInfo"
+LEAVING_WAIT = 10.0  # s a node leaving for good gives its app to hand on what it must
 
 
 @dataclass
@@ -103,6 +104,10 @@ class App(Handler, Protocol):
 
     def flush(self) -> None:
         """The node stops: start now, in the background, what waits on a timer."""
+
+    def leaving(self) -> Op:
+        """The node leaves the ring for good (not a stop to restart): what to hand on first,
+        while it still serves and answers (bounded by LEAVING_WAIT)."""
 
     def durable(self) -> None:
         """Make what the request just handled or the operation just run changed survive the
@@ -342,6 +347,8 @@ class LiveNode:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.app is not None:
             self.app.flush()
+            if graceful:
+                await self._leaving()
         if self._background:
             await asyncio.wait(list(self._background), timeout=2.0)
         self.stopped = True  # what it holds is handed on (or kept for a restart) as it is now
@@ -356,6 +363,14 @@ class LiveNode:
         if self.server is not None:
             await self.server.stop(grace=0.5)
         await self.transport.close()
+
+    async def _leaving(self) -> None:
+        try:
+            await asyncio.wait_for(self.run_op(self.app.leaving()), LEAVING_WAIT)
+        except asyncio.TimeoutError:
+            log.warning("leave: handing on took over %.0f s; leaving all the same", LEAVING_WAIT)
+        except Exception:  # the node still leaves
+            log.exception("leave: handing on failed; leaving all the same")
 
     async def serve_until_signalled(self) -> bool:
         """Serve until signalled to stop; whether the node left (handing over) or just stopped."""

@@ -220,8 +220,12 @@ class Simulator:
         self.transport.cut = frozenset()
 
     def leave(self, address: str) -> None:
+        """The node leaves for good: as a live one, its app hands on first (App.leaving)."""
         self._moving()
         node = self.nodes[address]
+        leaving = getattr(self.apps[address], "leaving", None)
+        if leaving is not None:
+            self.run(node, leaving())
         self.run(node, node.leave())
         self.transport.unregister(address)
         del self.nodes[address]

@@ -26,7 +26,7 @@ from cqengine.proto import cqengine_pb2_grpc as pb_grpc
 ENGINE_KINDS = (
     *("Announce", "GetBloom", "TermDialogue", "Matched", "Deliver"),
     *("Replicate", "Reconcile", "Repair", "Release"),  # the copies kept for failures
-    *("LogPromise", "LogAppend", "LogFetch"),  # the homes' logs (--home-log on)
+    *("LogPromise", "LogAppend", "LogFetch", "LogLeave"),  # the homes' logs (--home-log on)
 )
 
 

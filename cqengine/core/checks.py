@@ -402,6 +402,14 @@ def _log_append(settings: Settings, req: pb.LogAppend) -> str | None:
     return None
 
 
+def _log_leave(settings: Settings, req: pb.LogLeaveRequest) -> str | None:
+    """A leaving member names itself, and the logs it is a member of: those a leader leads
+    are a few per node, each started again in an epoch (a long list is no member's)."""
+    if len(req.keys) > limits.LOG_LEAVE_KEYS:
+        return f"{len(req.keys)} logs left at once (at most {limits.LOG_LEAVE_KEYS})"
+    return address_problem(req.member)
+
+
 CHECKS: dict[str, Callable[[Any, Any], str | None]] = {
     "Index": _index,
     "Unindex": _anything,
@@ -418,6 +426,7 @@ CHECKS: dict[str, Callable[[Any, Any], str | None]] = {
     "LogPromise": _log_promise,
     "LogAppend": _log_append,
     "LogFetch": _anything,
+    "LogLeave": _log_leave,
     "Uptime": _anything,
 }
 

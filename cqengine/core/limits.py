@@ -72,6 +72,8 @@ RETRY_MOST = 5.0  # s between two tries of a held batch, at most
 APART_MARGIN = 30.0
 APART_SETTLE = 5.0  # s after a lost node is found before announcing again: the rings merge
 APART_TRIES = 3  # times a DN asks a node found again how long it has been up
+LOG_LEAVE_KEYS = 4096  # logs a member leaving names to one leader (checks.py refuses more)
+LEFT_KEPT = 60.0  # s a node that told me it leaves for good is no member of my logs' sets
 # s an acknowledgement waits to ride with the next round of appends to its home's log
 # (Settings.home_log) before it makes one of its own: a stream acknowledges every second
 ACK_LINGER = 0.05

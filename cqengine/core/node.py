@@ -123,7 +123,10 @@ class EngineNode:
         logs = self.home.logs
         if logs is not None:
             self.handlers.update(
-                LogPromise=logs.on_promise, LogAppend=logs.on_append, LogFetch=logs.on_fetch
+                LogPromise=logs.on_promise,
+                LogAppend=logs.on_append,
+                LogFetch=logs.on_fetch,
+                LogLeave=logs.on_leave,
             )
 
     @property
@@ -170,6 +173,12 @@ class EngineNode:
         self.dn.flush()
         if self.home.logs is not None:
             self.ctx.host.spawn(self.home.logs.hand_over())
+
+    def leaving(self) -> Op:
+        """The node leaves the ring for good: the logs it leads go to member sets without it
+        first, while it still answers (HomeLogs.step_down)."""
+        if self.home.logs is not None:
+            yield from self.home.logs.step_down()
 
     def durable(self) -> None:
         """Commit what the journal was told (a shell calls this once per batch of changes:

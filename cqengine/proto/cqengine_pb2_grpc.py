@@ -509,6 +509,11 @@ class EngineStub:
                 request_serializer=cqengine_dot_proto_dot_cqengine__pb2.LogFetch.SerializeToString,
                 response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.LogFetchReply.FromString,
                 _registered_method=True)
+        self.LogLeave = channel.unary_unary(
+                '/cqengine.Engine/LogLeave',
+                request_serializer=cqengine_dot_proto_dot_cqengine__pb2.LogLeaveRequest.SerializeToString,
+                response_deserializer=cqengine_dot_proto_dot_cqengine__pb2.LogLeaveReply.FromString,
+                _registered_method=True)
         self.Uptime = channel.unary_unary(
                 '/cqengine.Engine/Uptime',
                 request_serializer=cqengine_dot_proto_dot_cqengine__pb2.UptimeRequest.SerializeToString,
@@ -628,6 +633,14 @@ class EngineServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LogLeave(self, request, context):
+        """A member leaving the ring for good asks the leader of each log it is a member of to
+        move the log to a member set without it, and answers that epoch's promises meanwhile.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Uptime(self, request, context):
         """How long a node has been up: a node found again after a partition that was up all
         along was a ring of its own, which the documents announced meanwhile never reached.
@@ -718,6 +731,11 @@ def add_EngineServicer_to_server(servicer, server):
                     servicer.LogFetch,
                     request_deserializer=cqengine_dot_proto_dot_cqengine__pb2.LogFetch.FromString,
                     response_serializer=cqengine_dot_proto_dot_cqengine__pb2.LogFetchReply.SerializeToString,
+            ),
+            'LogLeave': grpc.unary_unary_rpc_method_handler(
+                    servicer.LogLeave,
+                    request_deserializer=cqengine_dot_proto_dot_cqengine__pb2.LogLeaveRequest.FromString,
+                    response_serializer=cqengine_dot_proto_dot_cqengine__pb2.LogLeaveReply.SerializeToString,
             ),
             'Uptime': grpc.unary_unary_rpc_method_handler(
                     servicer.Uptime,
@@ -1165,6 +1183,33 @@ class Engine:
             '/cqengine.Engine/LogFetch',
             cqengine_dot_proto_dot_cqengine__pb2.LogFetch.SerializeToString,
             cqengine_dot_proto_dot_cqengine__pb2.LogFetchReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LogLeave(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cqengine.Engine/LogLeave',
+            cqengine_dot_proto_dot_cqengine__pb2.LogLeaveRequest.SerializeToString,
+            cqengine_dot_proto_dot_cqengine__pb2.LogLeaveReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -44,7 +44,7 @@ STRATEGIES = ("ri", "oi", "mhi", "sap-mhi")
 RESOLUTIONS = ("td", "bf")
 R = 3
 LOG_MEMBERS = 5  # a home log's members: a home and its successor failing leave a majority
-LOG_METHODS = ("LogPromise", "LogAppend", "LogFetch")
+LOG_METHODS = ("LogPromise", "LogAppend", "LogFetch", "LogLeave")
 K = 2  # piggybacked ids per run
 SYNOPSIS_K = 40  # small: the gossiped popular terms change, and entries move
 
@@ -406,6 +406,9 @@ def captured():
         # the home log's messages, from a ring of its own (its addresses are the same)
         log_sim, _, _ = busy_ring("mhi", "td", LOG_MEMBERS, seed=4, home_log=True)
         lagging_member_takes_over(log_sim)
+        # a member leaves for good: the leaders of its logs move them to sets without it
+        log_sim.ring.leave(sorted(log_sim.engines)[2])
+        log_sim.settle()
         logged = {m: seen.pop(m) for m in LOG_METHODS}
         seen.clear()  # the other kinds, from the ring below
         sim, _, _ = busy_ring("sap-mhi", "bf", R, seed=4)

@@ -733,6 +733,7 @@ def test_the_engine_service_serves_no_measurement():
         "LogPromise",
         "LogAppend",
         "LogFetch",
+        "LogLeave",
         "Uptime",
     }
 

@@ -220,6 +220,37 @@ def test_a_node_that_joins_before_a_home_key_leads_its_log(asked):
     assert_exact(streams.shown, wl.oracle(subs))
 
 
+def test_a_home_and_two_of_its_members_leaving_in_a_row_leave_its_log_a_majority():
+    """The node leading a log of five leaves the ring for good, and two more of the log's
+    members right after it, before the successor serving the key next has taken it over.
+    Leaving, the leader first moved its log to a member set without it (HomeLogs.step_down):
+    the successor still finds a majority of that set, takes the key over, and every alert
+    is shown once (without the step-down, 2 of the 5 were left: the log stood still, its
+    subscriptions served nowhere, as bench_churn once saw)."""
+    wl, sim, subs = ring(5)
+    streams = Subscribers(sim)
+    half = len(wl.docs) // 2
+    publish(sim, wl.docs[:half], sorted(sim.engines))
+    streams.read()
+    home = busiest_home(sim)
+    key = sim.engines[home].home.logs.own
+    members = sim.engines[home].home.logs.leaders[key].members
+    assert members[0] == home and len(members) == 5
+    successor = members[1]
+    for address in (home, members[2], members[3]):  # no maintenance between them
+        sim.ring.leave(address)
+        sim.settle()  # (what a leave sets off at once: a predecessor told reconfigures)
+    sim.ring.converge()
+    sim.settle()
+    sim.reconcile_round()
+    logs = sim.engines[successor].home.logs
+    assert sim.engines[successor].serves(key) and logs.leaders[key].leading
+    publish(sim, wl.docs[half:], sorted(sim.engines))
+    streams.read()
+    streams.check_numbers()
+    assert_exact(streams.shown, wl.oracle(subs))
+
+
 def test_a_home_key_no_log_is_of_is_not_taken_over_for_ever():
     """A subscriber names a home key the node serves but no log is of (guessed, or long
     gone): the node tries to take it over, finds no copy to take over, and forgets it. It

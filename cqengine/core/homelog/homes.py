@@ -16,7 +16,7 @@ import logging
 from typing import Callable
 
 from chord.ids import MASK
-from chord.node import Op, Pause
+from chord.node import Call, Fanout, Op, Pause
 from cqengine.core import limits
 from cqengine.core.context import Context
 from cqengine.core.homelog.derive import Derived
@@ -64,6 +64,8 @@ class HomeLogs:
         self.sending: set[int] = set()  # keys with a round of appends on its way
         self.own = 0  # the key my new subscriptions are homed under (0: none yet)
         self.quorate_at: dict[int, float] = {}  # a key I lead: when a majority last answered
+        self.leaving = False  # I leave the ring for good: my logs go to sets without me
+        self.left: dict[str, float] = {}  # members that told me they leave for good: when
         ctx.chord.region_listeners.append(lambda old, new: ctx.host.spawn(self.take_over()))
         # my successors changed (a member left, failed or joined): the logs I lead move to
         # the new member set now, not at the next maintenance: members that leave one
@@ -82,11 +84,13 @@ class HomeLogs:
         says (Settings.members); while the ring gives fewer (my successor list not yet
         whole: I just joined, or a partition left me alone), topped up with the latest
         epoch's members. A node that believes itself alone must not make a log of one
-        from a log of three."""
+        from a log of three. Leaving the ring for good (step_down), the set is
+        my next successors alone: those that serve the key after me."""
         ctx = self.ctx
         count = ctx.settings.members
-        others = [s.address for s in ctx.chord.table.successors if s != ctx.me]
-        members = [ctx.me.address, *others[: count - 1]]
+        out = self._left() | {ctx.me.address}  # (a node alone is its own successor)
+        others = [s.address for s in ctx.chord.table.successors if s.address not in out]
+        members = others[:count] if self.leaving else [ctx.me.address, *others[: count - 1]]
         if len(members) >= count:
             return members
         # (only then: finding the latest epoch entry walks the log back to it, and every
@@ -95,9 +99,17 @@ class HomeLogs:
         for address in latest.members if latest is not None else []:
             if len(members) >= count:
                 break
-            if address not in members:
+            if address not in members and address not in out:
                 members.append(address)
         return members
+
+    def _left(self) -> set[str]:
+        """The members that told me lately they leave for good (my successor list may list
+        them until the ring's maintenance sees them gone)."""
+        if self.left:
+            since = self.ctx.host.now() - limits.LEFT_KEPT
+            self.left = {a: at for a, at in self.left.items() if at >= since}
+        return set(self.left)
 
     def _current(self, leader: Leader | None, key: int) -> bool:
         """Does this leader lead in an epoch of the member set the key has now?"""
@@ -120,6 +132,25 @@ class HomeLogs:
 
     def on_fetch(self, request: pb.LogFetch) -> pb.LogFetchReply:
         return self.logs.get(request.key, Log(request.key)).on_fetch(request)
+
+    def on_leave(self, request: pb.LogLeaveRequest) -> Op:
+        """A member leaves the ring for good: the logs it names that I lead start an epoch
+        of a member set without it, while it still answers (its vote may be one of the
+        majority of the set it leaves)."""
+        self.left[request.member] = self.ctx.host.now()
+        reply = pb.LogLeaveReply()
+        for key in request.keys:
+            leader = self.leaders.get(key)
+            if leader is None or not leader.leading or not self.ctx.serves(key):
+                continue
+            try:
+                leader = yield from self.lead(key)
+            except (Held, Moved) as e:
+                log.warning("key %016x keeps %s, which leaves: %s", key, request.member, e)
+                continue
+            if request.member not in leader.members:
+                reply.moved.append(key)
+        return reply
 
     def keep(self, key: int, now: bool = False) -> None:
         """Tell the journal the key's log changed (`now`: and commit: my own copy counts
@@ -382,6 +413,41 @@ class HomeLogs:
             yield from leader.send_copy(owner.address)
         except Superseded:
             self.leaders.pop(key, None)
+
+    def step_down(self) -> Op:
+        """I leave the ring for good, and no log keeps me as a member (as Raft removes a
+        server before it goes), while I still answer: the leader of each log I am a
+        member of is asked to start an epoch of a set without me (LogLeave), and each log
+        I lead and serve starts one of my next successors. The successor that serves my
+        key once I have left is a member of it and holds a copy, and members that leave
+        after me take away no vote of a set I was in: a log keeps its majority however
+        many of its members leave one after the other, as long as each leaves this way."""
+        ctx = self.ctx
+        if ctx.chord.table.alone():
+            return
+        self.leaving = True
+        me, by_leader = ctx.me.address, {}
+        for key, copy in self.logs.items():  # the logs another leads with me a member
+            leader = self.leaders.get(key)
+            if (leader is not None and leader.leading) or copy.promised_to in ("", me):
+                continue
+            config = copy.config()
+            if config is not None and me in config.members:
+                by_leader.setdefault(copy.promised_to, []).append(key)
+        calls = tuple(
+            Call(ctx.peer(a), "LogLeave", pb.LogLeaveRequest(member=me, keys=keys))
+            for a, keys in sorted(by_leader.items())
+        )
+        if calls:
+            yield Fanout(calls)
+        for key in sorted(self.leaders):
+            leader = self.leaders[key]
+            if not leader.leading or not self.ctx.serves(key) or self._current(leader, key):
+                continue
+            try:
+                yield from self.lead(key)
+            except (Held, Moved) as e:
+                log.warning("key %016x keeps me in its log as I leave: %s", key, e)
 
     def maintain(self) -> Op:
         """Keep the logs I lead: those I serve no more go to their owners; a member set
