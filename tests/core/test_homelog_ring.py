@@ -309,6 +309,8 @@ def test_a_cut_and_its_heal_show_no_alert_twice_nor_a_number_for_two_documents(s
     assert_exact(streams.shown, wl.oracle(subs))
     again = sum(e.counters["documents_sent_again"] for e in sim.engines.values())
     assert again >= len(inside)  # every side announced what it sent while apart again
+    repeated = sum(e.counters["alerts_repeated"] for e in sim.engines.values())
+    assert repeated > 0  # the homes that had them took them once, and counted the rest
     dropped = {k: n for e in sim.engines.values() for k, n in e.counters.items() if "dropped:" in k}
     assert not any(dropped.values()), dropped  # and nothing it sent again went astray
     if nodes == 6:  # the larger side's DNs were held by a home without a majority

@@ -294,7 +294,10 @@ class HomeLogs:
         fresh = self.fresh.get(key, log_.committed)
         while derived.position < log_.committed:
             position = derived.position + 1
+            repeated = derived.repeated
             runs = derived.apply(position, log_.entry(position))
+            if position > fresh and derived.repeated > repeated:  # (counted once: by me)
+                self.ctx.count("alerts_repeated", derived.repeated - repeated)
             if runs:
                 self.alerted(runs, position > fresh, derived.accepted)
         if log_.committed - log_.base > limits.LOG_KEPT:
