@@ -7,8 +7,10 @@ whichever node serves them); a publisher sends documents at a steady rate to ran
 nodes, and sends a document again elsewhere when a node refuses it or does not answer
 (counted: "reported failed"). While it publishes:
 
-- `kill`: 30% of the nodes are killed with SIGKILL at once (no R of them consecutive on
-  the ring: with R replicas, R consecutive failures may lose records by design);
+- `kill`: 30% of the nodes are killed with SIGKILL at once, within what the ring promises
+  to survive: no R of them consecutive on the ring (with R replicas, R consecutive
+  failures may lose records by design), and, on the home log (the default), fewer than a
+  majority of any M consecutive (a log of M members stops with its majority);
 - `restart`: every node in turn stops (SIGTERM) and starts again from its data directory,
   the next once the ring is whole and fully replicated again;
 - `churn`: 4 new nodes join and 4 others leave gracefully, one every few seconds.
@@ -42,6 +44,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from chord.live import Timing
+from cqengine.cli.options import engine_options, settings_from
+from cqengine.core.settings import Settings
 from cqengine.evaluation.matcher import document_frequencies, document_terms, matches
 from cqengine.live.client import Client, ClientError
 from cqengine.live.ports import free_ports
@@ -236,14 +240,30 @@ def subscribe_all(addresses: list[str], queries: list[str], seed: int, credentia
         return list(pool.map(one, range(len(queries))))
 
 
-def no_r_consecutive(order: list[str], k: int, r: int, rng: random.Random) -> list[str]:
-    """k nodes of a ring (in ring order) chosen at random, no r of them consecutive."""
+def defaults() -> Settings:
+    """The settings `ring up` starts a ring with when given no engine option."""
+    p = argparse.ArgumentParser()
+    engine_options(p)
+    return settings_from(p.parse_args([]))
+
+
+def survivable(
+    order: list[str], k: int, r: int, m: int, rng: random.Random, spared: int = 1
+) -> list[str]:
+    """k nodes of a ring (`order`: ring order; the first `spared` never) chosen at random
+    within what the ring promises to survive at once: no r of them consecutive (r copies
+    of the index), and, on the home log (m members a log), fewer than a majority of any m
+    consecutive (a log's members are its home and the next m - 1 nodes)."""
     n = len(order)
+    windows = [(r, r)] + ([(m, m // 2 + 1)] if m else [])  # (width, victims too many in it)
     while True:
-        picked = sorted(rng.sample(range(n), k))
-        chosen = set(picked)
-        if all(any((i + j) % n not in chosen for j in range(r)) for i in picked):
-            return [order[i] for i in picked]
+        chosen = set(rng.sample(range(spared, n), k))
+        if all(
+            sum((i + j) % n in chosen for j in range(width)) < too_many
+            for width, too_many in windows
+            for i in range(n)
+        ):
+            return [order[i] for i in sorted(chosen)]
 
 
 def run_scenario(name: str, args, docs: list[TrecDoc], queries: list[str]) -> dict:
@@ -297,7 +317,9 @@ def churn(name: str, args, live: Live, docs, queries, rng: random.Random) -> dic
     view = observe(live.addresses(), live.ring.r, credentials=credentials)
     order = [a for a, _ in sorted(view.states.items(), key=lambda kv: kv[1].node.id)]
     if name == "kill":
-        victims = no_r_consecutive(order[1:], round(0.3 * args.nodes), 3, rng)
+        ring = defaults()  # what `ring up` started, and so promises
+        members = ring.members if ring.home_log else 0
+        victims = survivable(order, round(0.3 * args.nodes), ring.replicas, members, rng)
         entries = [live.nodes[a] for a in victims]
         at = time.monotonic()
         for e in entries:

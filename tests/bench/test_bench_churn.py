@@ -23,3 +23,22 @@ def test_bench_churn_small(tmp_path):
     assert run["subscriptions_numbered_with_gaps"] == 0
     assert run["recovery_seconds_max"] is not None and run["repair_bytes"] > 0
     assert rc == 0
+
+
+def test_the_nodes_killed_at_once_are_within_what_the_ring_promises():
+    """No R of them consecutive (the index's copies), and, on the home log of M members,
+    fewer than a majority of any M consecutive: a log whose majority is killed stops,
+    which the home log's promise does not cover (docs/home-log.md, "Availability")."""
+    import random
+
+    bench = load_script("experiments/bench_churn.py")
+    ring = bench.defaults()
+    assert (ring.replicas, ring.home_log, ring.members) == (3, True, 5)  # what it runs
+    order = [f"n{i}" for i in range(16)]
+    for seed in range(20):
+        victims = bench.survivable(order, 5, 3, 5, random.Random(seed))
+        at = {order.index(v) for v in victims}
+        assert len(at) == 5 and 0 not in at  # the first node is spared
+        for i in range(16):
+            assert sum((i + j) % 16 in at for j in range(3)) < 3
+            assert sum((i + j) % 16 in at for j in range(5)) < 3
