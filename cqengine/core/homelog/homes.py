@@ -104,11 +104,13 @@ class HomeLogs:
         return members
 
     def _left(self) -> set[str]:
-        """The members that told me lately they leave for good (my successor list may list
-        them until the ring's maintenance sees them gone)."""
+        """The members that told me lately they leave for good, while my successor list
+        still lists them (until the ring's maintenance sees them gone; one listed again
+        after that, or after limits.LEFT_KEPT, has come back: a restart at its address)."""
         if self.left:
             since = self.ctx.host.now() - limits.LEFT_KEPT
-            self.left = {a: at for a, at in self.left.items() if at >= since}
+            listed = {s.address for s in self.ctx.chord.table.successors}
+            self.left = {a: at for a, at in self.left.items() if at >= since and a in listed}
         return set(self.left)
 
     def _current(self, leader: Leader | None, key: int) -> bool:
@@ -437,9 +439,11 @@ class HomeLogs:
             config = copy.config()
             if config is not None and me in config.members:
                 by_leader.setdefault(copy.promised_to, []).append(key)
+        step = limits.LOG_LEAVE_KEYS
         calls = tuple(
-            Call(ctx.peer(a), "LogLeave", pb.LogLeaveRequest(member=me, keys=keys))
+            Call(ctx.peer(a), "LogLeave", pb.LogLeaveRequest(member=me, keys=keys[i : i + step]))
             for a, keys in sorted(by_leader.items())
+            for i in range(0, len(keys), step)
         )
         if calls:
             yield Fanout(calls)
