@@ -104,13 +104,13 @@ class HomeLogs:
         return members
 
     def _left(self) -> set[str]:
-        """The members that told me lately they leave for good, while my successor list
-        still lists them (until the ring's maintenance sees them gone; one listed again
-        after that, or after limits.LEFT_KEPT, has come back: a restart at its address)."""
+        """The members that told me lately (limits.LEFT_KEPT) they leave for good: my
+        successor list may list them until the ring's maintenance sees them gone, and the
+        latest epoch's set, which tops a short list up, does until the next epoch. (A node
+        restarted at a leaver's address meanwhile joins my sets only after that time.)"""
         if self.left:
             since = self.ctx.host.now() - limits.LEFT_KEPT
-            listed = {s.address for s in self.ctx.chord.table.successors}
-            self.left = {a: at for a, at in self.left.items() if at >= since and a in listed}
+            self.left = {a: at for a, at in self.left.items() if at >= since}
         return set(self.left)
 
     def _current(self, leader: Leader | None, key: int) -> bool:
