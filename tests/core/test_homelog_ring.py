@@ -71,6 +71,25 @@ def ring(members: int, nodes: int = 9, seed: int = 4):
     return wl, sim, subs
 
 
+def halfway(members: int):
+    """A ring on the home log (`members` a log) with the first half of the workload's
+    documents published and read off the streams."""
+    wl, sim, subs = ring(members)
+    streams = Subscribers(sim)
+    publish(sim, wl.docs[: len(wl.docs) // 2], sorted(sim.engines))
+    streams.read()
+    return wl, sim, subs, streams
+
+
+def the_rest(wl, sim: EngineSimulator, subs, streams: Subscribers) -> None:
+    """The second half published and read: every alert the matcher's, shown once, each
+    subscription's numbered without a gap."""
+    publish(sim, wl.docs[len(wl.docs) // 2 :], sorted(sim.engines))
+    streams.read()
+    streams.check_numbers()
+    assert_exact(streams.shown, wl.oracle(subs))
+
+
 def busiest_home(sim: EngineSimulator) -> str:
     return max(sim.engines, key=lambda a: len(sim.engines[a].subscriptions))
 
@@ -192,11 +211,7 @@ def test_a_node_that_joins_before_a_home_key_leads_its_log(asked):
     on without a gap."""
     from cqengine.core.errors import EngineError
 
-    wl, sim, subs = ring(3)
-    streams = Subscribers(sim)
-    half = len(wl.docs) // 2
-    publish(sim, wl.docs[:half], sorted(sim.engines))
-    streams.read()
+    wl, sim, subs, streams = halfway(3)
     home = busiest_home(sim)
     key = sim.engines[home].home.logs.own
     sub = next(s for s in sim.engines[home].subscriptions.values() if s.key == key)
@@ -214,10 +229,7 @@ def test_a_node_that_joins_before_a_home_key_leads_its_log(asked):
         sim.reconcile_round()  # and the new owner's takes the key over
     assert new.home.logs.leaders[key].leading
     assert sub.id in new.subscriptions
-    publish(sim, wl.docs[half:], sorted(sim.engines))
-    streams.read()
-    streams.check_numbers()
-    assert_exact(streams.shown, wl.oracle(subs))
+    the_rest(wl, sim, subs, streams)
 
 
 def test_a_home_and_two_of_its_members_leaving_in_a_row_leave_its_log_a_majority():
@@ -227,11 +239,7 @@ def test_a_home_and_two_of_its_members_leaving_in_a_row_leave_its_log_a_majority
     the successor still finds a majority of that set, takes the key over, and every alert
     is shown once (without the step-down, 2 of the 5 were left: the log stood still, its
     subscriptions served nowhere, as bench_churn once saw)."""
-    wl, sim, subs = ring(5)
-    streams = Subscribers(sim)
-    half = len(wl.docs) // 2
-    publish(sim, wl.docs[:half], sorted(sim.engines))
-    streams.read()
+    wl, sim, subs, streams = halfway(5)
     home = busiest_home(sim)
     key = sim.engines[home].home.logs.own
     members = sim.engines[home].home.logs.leaders[key].members
@@ -245,10 +253,7 @@ def test_a_home_and_two_of_its_members_leaving_in_a_row_leave_its_log_a_majority
     sim.reconcile_round()
     logs = sim.engines[successor].home.logs
     assert sim.engines[successor].serves(key) and logs.leaders[key].leading
-    publish(sim, wl.docs[half:], sorted(sim.engines))
-    streams.read()
-    streams.check_numbers()
-    assert_exact(streams.shown, wl.oracle(subs))
+    the_rest(wl, sim, subs, streams)
 
 
 def test_a_home_key_no_log_is_of_is_not_taken_over_for_ever():
