@@ -256,7 +256,7 @@ def survivable(
     consecutive (a log's members are its home and the next m - 1 nodes)."""
     n = len(order)
     windows = [(r, r)] + ([(m, m // 2 + 1)] if m else [])  # (width, victims too many in it)
-    while True:
+    for _ in range(100_000):
         chosen = set(rng.sample(range(spared, n), k))
         if all(
             sum((i + j) % n in chosen for j in range(width)) < too_many
@@ -264,6 +264,7 @@ def survivable(
             for i in range(n)
         ):
             return [order[i] for i in sorted(chosen)]
+    raise ValueError(f"no {k} of {n} nodes found that the ring survives losing at once")
 
 
 def run_scenario(name: str, args, docs: list[TrecDoc], queries: list[str]) -> dict:
@@ -317,9 +318,9 @@ def churn(name: str, args, live: Live, docs, queries, rng: random.Random) -> dic
     view = observe(live.addresses(), live.ring.r, credentials=credentials)
     order = [a for a, _ in sorted(view.states.items(), key=lambda kv: kv[1].node.id)]
     if name == "kill":
-        ring = defaults()  # what `ring up` started, and so promises
-        members = ring.members if ring.home_log else 0
-        victims = survivable(order, round(0.3 * args.nodes), ring.replicas, members, rng)
+        promised = defaults()  # what `ring up` started, and so promises
+        members = promised.members if promised.home_log else 0
+        victims = survivable(order, round(0.3 * args.nodes), promised.replicas, members, rng)
         entries = [live.nodes[a] for a in victims]
         at = time.monotonic()
         for e in entries:

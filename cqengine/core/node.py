@@ -175,8 +175,9 @@ class EngineNode:
             self.ctx.host.spawn(self.home.logs.hand_over())
 
     def leaving(self) -> Op:
-        """The node leaves the ring for good: the logs it leads go to member sets without it
-        first, while it still answers (HomeLogs.step_down)."""
+        """The node leaves the ring for good: first no log keeps it as a member (those it
+        leads go to its successors, the others' leaders drop it), while it still answers
+        (HomeLogs.step_down)."""
         if self.home.logs is not None:
             yield from self.home.logs.step_down()
 
