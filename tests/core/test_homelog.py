@@ -332,3 +332,34 @@ def test_a_paused_leader_is_fenced_and_a_cut_minority_commits_nothing():
     assert [e.data for e in n0.log.entries] == [e.data for e in n1.log.entries]
     assert b"minority" not in [e.data for e in n0.log.entries]
     net.check()
+
+
+def test_a_candidate_whose_copy_follows_a_later_leader_meanwhile_replaces_none_of_it():
+    """A candidate asks for promises, then fetches the entries it lacks from the member
+    furthest on. While the fetch is on its way, its own copy takes a later epoch's
+    entries from that epoch's leader, and learns them committed. The fetch's answer must
+    not replace them: the candidate is superseded, and its copy keeps every entry it knows
+    committed (replaced, a live node's copy once knew a position committed past its end:
+    an IndexError, then alerts shown twice, in the namespace test under load)."""
+    a, b, c = Log(KEY), Log(KEY), Log(KEY)
+    config = pb.LogEntry(epoch=1, kind=EPOCH, members=["a", "b", "c"])
+    for copy in (a, b, c):  # epoch 1: its entry, committed everywhere
+        copy.on_append(pb.LogAppend(epoch=1, prev=0, entries=[config], commit=1))
+    b.on_append(pb.LogAppend(epoch=1, prev=1, prev_epoch=1, entries=[entry(1, b"y")], commit=1))
+    leader = Leader(a, "a", lambda address: NodeRef(0, address))
+    start = leader.start(["a", "b", "c"])
+    asked = next(start)  # the promises of b and c
+    assert isinstance(asked, Fanout)
+    request = asked.calls[0].request
+    fetch = start.send(
+        [{"b": b, "c": c}[call.peer.address].on_promise(request) for call in asked.calls]
+    )
+    assert isinstance(fetch, Call) and fetch.peer.address == "b"  # b's log is furthest on
+    answer = b.on_fetch(fetch.request)
+    # meanwhile a later leader (epoch 5) appends to a, and a learns it committed
+    later = [entry(5, b"p"), entry(5, b"q"), entry(5, b"r")]
+    assert a.on_append(pb.LogAppend(epoch=5, prev=1, prev_epoch=1, entries=later, commit=4)).taken
+    with pytest.raises(Superseded):
+        start.send(answer)
+    assert a.committed == 4 and a.last == 4
+    assert [e.data for e in a.entries] == [b"", b"p", b"q", b"r"]

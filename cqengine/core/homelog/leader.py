@@ -185,6 +185,9 @@ class Leader:
         if fetched.promised > epoch:
             self.seen = max(self.seen, fetched.promised)
             raise Superseded(fetched.promised)
+        if log.promised > epoch:  # my own copy took a later leader's entries meanwhile (and
+            self.seen = max(self.seen, log.promised)  # may know them committed): not mine
+            raise Superseded(log.promised)  # to replace with what the fetch brought
         folded = fetched.checkpoint if fetched.HasField("checkpoint") else None
         log.take(fetched.after, fetched.after_epoch, list(fetched.entries), folded)
 
