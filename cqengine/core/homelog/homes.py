@@ -113,6 +113,11 @@ class HomeLogs:
             self.left = {a: at for a, at in self.left.items() if at >= since}
         return set(self.left)
 
+    def _leading(self, key: int) -> Leader | None:
+        """The leader of a key's log, if I lead it now (not fenced)."""
+        leader = self.leaders.get(key)
+        return leader if leader is not None and leader.leading else None
+
     def _current(self, leader: Leader | None, key: int) -> bool:
         """Does this leader lead in an epoch of the member set the key has now?"""
         if leader is None or not leader.leading:
@@ -142,15 +147,8 @@ class HomeLogs:
         self.left[request.member] = self.ctx.host.now()
         reply = pb.LogLeaveReply()
         for key in request.keys:
-            leader = self.leaders.get(key)
-            if leader is None or not leader.leading or not self.ctx.serves(key):
-                continue
-            try:
-                leader = yield from self.lead(key)
-            except (Held, Moved) as e:
-                log.warning("key %016x keeps %s, which leaves: %s", key, request.member, e)
-                continue
-            if request.member not in leader.members:
+            leader = yield from self._lead_again(key, f"keeps {request.member}, which leaves")
+            if leader is not None and request.member not in leader.members:
                 reply.moved.append(key)
         return reply
 
@@ -317,8 +315,7 @@ class HomeLogs:
         """A copy I do not lead, many of its entries committed: they are folded into a
         checkpoint kept in their place (derived apart from my subscriptions)."""
         log_ = self.logs[key]
-        leader = self.leaders.get(key)
-        if log_.committed - log_.base <= limits.LOG_KEPT or (leader and leader.leading):
+        if log_.committed - log_.base <= limits.LOG_KEPT or self._leading(key):
             return
         folded = self.folded.get(key)
         if folded is None or folded.position < log_.base:
@@ -341,8 +338,7 @@ class HomeLogs:
         """Do I lead the key's log without a majority of its members answering lately (a
         partition's smaller side, as etcd's CheckQuorum tells)? Its streams hold: they
         may show nothing more, and another node may be numbering the key's alerts."""
-        leader = self.leaders.get(key)
-        if leader is None or not leader.leading:
+        if self._leading(key) is None:
             return False
         lately = self.ctx.host.now() - QUORUM_WINDOW * self.ctx.settings.reconcile_period
         return self.quorate_at.get(key, -1.0) < lately
@@ -357,7 +353,7 @@ class HomeLogs:
                 return True
         serves = self.ctx.serving()
         return any(
-            log_.holds and serves(key) and not (key in self.leaders and self.leaders[key].leading)
+            log_.holds and serves(key) and self._leading(key) is None
             for key, log_ in self.logs.items()
         )
 
@@ -365,8 +361,7 @@ class HomeLogs:
         """A home key a client names: if I serve it and do not lead its log (a node that
         joined before the key, not told of it yet), I begin to lead it, in the background.
         Whether I do (its subscriptions are not derived here yet)."""
-        leader = self.leaders.get(key)
-        if not key or not self.ctx.serves(key) or (leader is not None and leader.leading):
+        if not key or not self.ctx.serves(key) or self._leading(key) is not None:
             return False
         if key not in self.starting:
             self.ctx.host.spawn(self._claimed(key))
@@ -387,10 +382,9 @@ class HomeLogs:
         """Lead the logs of the keys I serve now, of which I hold a copy: their mailboxes
         are mine to serve."""
         for key in sorted(self.logs):
-            leader = self.leaders.get(key)
             if not self.logs[key].holds:  # (a key a client named that no log is of)
                 continue
-            if self.ctx.serves(key) and not (leader is not None and leader.leading):
+            if self.ctx.serves(key) and self._leading(key) is None:
                 try:
                     yield from self.lead(key)
                 except (Held, Moved) as e:
@@ -433,8 +427,7 @@ class HomeLogs:
         self.leaving = True
         me, by_leader = ctx.me.address, {}
         for key, copy in self.logs.items():  # the logs another leads with me a member
-            leader = self.leaders.get(key)
-            if (leader is not None and leader.leading) or copy.promised_to in ("", me):
+            if self._leading(key) is not None or copy.promised_to in ("", me):
                 continue
             config = copy.config()
             if config is not None and me in config.members:
@@ -448,13 +441,18 @@ class HomeLogs:
         if calls:
             yield Fanout(calls)
         for key in sorted(self.leaders):
-            leader = self.leaders[key]
-            if not leader.leading or not self.ctx.serves(key) or self._current(leader, key):
-                continue
-            try:
-                yield from self.lead(key)
-            except (Held, Moved) as e:
-                log.warning("key %016x keeps me in its log as I leave: %s", key, e)
+            yield from self._lead_again(key, "keeps me in its log as I leave")
+
+    def _lead_again(self, key: int, why: str) -> Op:
+        """A key I lead and serve, led in an epoch of the member set it has now (a member
+        leaves); the leader, or None if I do not lead it or cannot now (logged: `why`)."""
+        if self._leading(key) is None or not self.ctx.serves(key):
+            return None
+        try:
+            return (yield from self.lead(key))
+        except (Held, Moved) as e:
+            log.warning("key %016x %s: %s", key, why, e)
+            return None
 
     def maintain(self) -> Op:
         """Keep the logs I lead: those I serve no more go to their owners; a member set

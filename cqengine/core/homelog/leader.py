@@ -126,8 +126,7 @@ class Leader:
             replies.update((yield from self._ask(ask, "LogPromise", request, spare)))
             higher = max((r.epoch for r in replies.values() if not r.promised), default=0)
             if higher >= epoch:
-                self.seen = max(self.seen, higher)
-                raise Superseded(higher)
+                raise self._outdone(higher)
             for reply in replies.values():  # a later epoch entry: its sets decide
                 latest = _later(latest, Config.of(reply))
         if latest is None and not new:
@@ -183,11 +182,11 @@ class Leader:
         except PeerUnreachable:
             raise NoMajority(f"{best}, whose log is furthest on, does not answer") from None
         if fetched.promised > epoch:
-            self.seen = max(self.seen, fetched.promised)
-            raise Superseded(fetched.promised)
-        if log.promised > epoch:  # my own copy took a later leader's entries meanwhile (and
-            self.seen = max(self.seen, log.promised)  # may know them committed): not mine
-            raise Superseded(log.promised)  # to replace with what the fetch brought
+            raise self._outdone(fetched.promised)
+        # my own copy took a later leader's entries meanwhile (and may know them
+        # committed): not mine to replace with what the fetch brought
+        if log.promised > epoch:
+            raise self._outdone(log.promised)
         folded = fetched.checkpoint if fetched.HasField("checkpoint") else None
         log.take(fetched.after, fetched.after_epoch, list(fetched.entries), folded)
 
@@ -227,9 +226,8 @@ class Leader:
                 if isinstance(answer, PeerUnreachable):
                     continue
                 if answer.epoch > self.epoch:
-                    self.seen = max(self.seen, answer.epoch)
                     self.epoch = 0
-                    raise Superseded(answer.epoch)
+                    raise self._outdone(answer.epoch)
                 if answer.taken:  # (another append's reply may have come first)
                     self.matched[address] = max(self.matched.get(address, 0), answer.last)
                 else:  # it lacks what the request followed: from its commit on
@@ -248,12 +246,17 @@ class Leader:
             except PeerUnreachable:
                 return
             if answer.epoch > self.epoch:
-                self.seen = max(self.seen, answer.epoch)
                 self.epoch = 0
-                raise Superseded(answer.epoch)
+                raise self._outdone(answer.epoch)
             self.matched[address] = answer.last
             if answer.taken:
                 return
+
+    def _outdone(self, epoch: int) -> Superseded:
+        """A later epoch was promised (`epoch`): remembered, so that my next start asks
+        above it; what to raise."""
+        self.seen = max(self.seen, epoch)
+        return Superseded(epoch)
 
     def _members(self) -> list[str]:
         return sorted(set(self.members) | set(self.joint))
