@@ -10,7 +10,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from cqengine.core.homelog.derive import Derived
-from cqengine.core.mailboxes import alert_batch
+from cqengine.core.mailboxes import Mailbox, Subscription, alert_batch, offer_batch
 from cqengine.proto import cqengine_pb2 as pb
 
 LIMIT_BYTES = 8  # small: mailboxes overflow often (a document here weighs 2 or 3 bytes)
@@ -131,6 +131,52 @@ def test_an_overflowing_mailbox_is_derived_alike_from_a_checkpoint():
     more = entry(pb.LOG_DELIVER, alert_batch([(("d0", "", ""), [1]), (("z", "", ""), [1])]))
     assert member.apply(len(log) + 1, more) == leader.apply(len(log) + 1, more)
     assert state(member) == state(leader)
+
+
+def subscriptions(limit: int) -> dict[int, Subscription]:
+    return {s: Subscription(s, b"h", ["t"], 0, "t", Mailbox(limit=limit), 7) for s in SUBS}
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(st.sampled_from(DOCNOS), st.lists(st.sampled_from([*SUBS, 99]), max_size=5)),
+            min_size=1,
+            max_size=5,
+        ),
+        max_size=6,
+    ),
+    st.integers(1, 4),
+)
+def test_a_batch_is_numbered_as_its_alerts_offered_one_at_a_time(batches, limit):
+    """offer_batch (the home's loop over a batch, Mailbox.offer inlined where nothing
+    overflows) numbers, drops and repeats exactly as offering each alert in turn does: the
+    rule the mailboxes are defined by (few alerts a mailbox, few bytes: they overflow)."""
+    fast, slow = subscriptions(limit), subscriptions(limit)
+    for docs in batches:
+        batch = alert_batch([((docno, "", ""), subs) for docno, subs in docs])
+        offered = offer_batch(batch, fast, LIMIT_BYTES)
+        runs, repeated, missing = [], 0, []
+        for docno, subs in docs:
+            took, numbers = [], []
+            for s in subs:
+                if s not in slow:
+                    missing.append(s)
+                elif slow[s].mailbox.offer((docno, "", ""), LIMIT_BYTES):
+                    took.append(s)
+                    numbers.append(slow[s].mailbox.next - 1)
+                else:
+                    repeated += 1
+            if took:
+                runs.append(((docno, "", ""), took, numbers))
+        dropped = sum(sub.mailbox.dropped for sub in slow.values())
+        assert offered.runs == runs and offered.missing == missing
+        assert offered.repeated == repeated
+        assert sum(sub.mailbox.dropped for sub in fast.values()) == dropped
+        assert {s: vars(sub.mailbox) for s, sub in fast.items()} == {
+            s: vars(sub.mailbox) for s, sub in slow.items()
+        }
 
 
 def test_entries_apply_in_order_only():
