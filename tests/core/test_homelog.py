@@ -13,7 +13,7 @@ import random
 from dataclasses import dataclass, field
 
 import pytest
-from hypothesis import HealthCheck, given
+from hypothesis import HealthCheck, example, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
@@ -150,12 +150,15 @@ class Net:
 
 
 class Op:
-    """An operation of a node's leader, run a step at a time (its calls answered by the
-    network when the scheduler gets to it)."""
+    """An operation of a node's leader, run a step at a time: a step sends what it yielded
+    last (answered by the network then), a later step hands it the answers. Other
+    operations' steps come between: an answer reaches its leader when the state it was
+    made from may have moved on (its own copy of the log most of all)."""
 
     def __init__(self, net: Net, address: str, gen, what: str) -> None:
         self.net, self.address, self.gen, self.what = net, address, gen, what
         self.pending = None  # what it yielded last, not yet answered
+        self.answers = None  # the answers to it, on their way back
         self.result = None
         self.error: Exception | None = None
         self.done = False
@@ -176,12 +179,18 @@ class Op:
         net, src = self.net, self.address
         if net.nodes[src].paused:
             return  # a paused process does nothing
+        if self.answers is not None:
+            answers, self.answers = self.answers, None
+            self._resume(answers[0])
+            return
         y = self.pending
-        if isinstance(y, Fanout):
-            self._resume([net.call(src, c) for c in y.calls])
+        answers = (
+            [net.call(src, c) for c in y.calls] if isinstance(y, Fanout) else net.call(src, y),
+        )
+        if net.rng.random() < 0.2:
+            self._resume(answers[0])  # answered at once
         else:
-            reply = net.call(src, y)
-            self._resume(reply)
+            self.answers = answers
 
 
 ADDRESSES = ["n0", "n1", "n2", "n3", "n4"]
@@ -260,6 +269,11 @@ def run(seed: int, steps: int, loss: float, churn: float) -> Net:
     loss=st.sampled_from([0.0, 0.05, 0.2]),
     churn=st.sampled_from([0.02, 0.1, 0.3]),
 )
+# runs where a candidate's fetch was answered before a later leader wrote to its copy, and
+# came back after: without Leader._recover's look at its own promise, the first commits a
+# position twice, the second leaves a copy committed past its end (7 runs in 900 fail)
+@example(seed=54, loss=0.0, churn=0.1)
+@example(seed=86, loss=0.05, churn=0.3)
 def test_what_is_committed_stays_committed_alike_whatever_the_network_does(seed, loss, churn):
     net = run(seed, 400, loss, churn)
     assert net.committed  # the run committed something: the property was put to the test
