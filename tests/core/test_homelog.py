@@ -42,6 +42,8 @@ def test_a_member_promises_only_an_epoch_above_its_promise_or_the_same_candidate
     refused = log.on_promise(pb.LogPromise(epoch=1, candidate="c"))
     assert not refused.promised and refused.epoch == 2
     assert log.on_promise(pb.LogPromise(epoch=3, candidate="b")).promised
+    probed = log.on_promise(pb.LogPromise(epoch=9, candidate="d", probe=True))
+    assert not probed.promised and probed.epoch == 3 and log.promised_to == "b"
 
 
 def test_a_member_takes_entries_only_after_one_it_holds_and_never_from_a_lower_epoch():

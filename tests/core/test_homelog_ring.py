@@ -260,7 +260,9 @@ def test_a_home_key_no_log_is_of_is_not_taken_over_for_ever():
     """A subscriber names a home key the node serves but no log is of (guessed, or long
     gone): the node tries to take it over, finds no copy to take over, and forgets it. It
     then answers an unknown subscription NOT_FOUND, not UNAVAILABLE for ever (a fuzzing
-    client made one node of a small ring refuse every later call this way)."""
+    client made one node of a small ring refuse every later call this way). No member
+    keeps anything of it either: it was asked whether it held a copy, not for a promise
+    (a promise is kept for good: a fuzzing client would fill every member's disk)."""
     from cqengine.core.errors import EngineError
 
     wl, sim, subs = ring(3)
@@ -274,6 +276,7 @@ def test_a_home_key_no_log_is_of_is_not_taken_over_for_ever():
     sim.settle()  # the claim it began: no copy answers
     sim.reconcile_round()  # nor does maintenance try it again
     assert guessed not in e.home.logs.logs and not e.home.logs.taking_over()
+    assert not [a for a, other in sim.engines.items() if guessed in other.home.logs.logs]
     with pytest.raises(EngineError) as refused:
         e.placement.authorized(1, "0" * 32)
     assert refused.value.code == "NOT_FOUND"

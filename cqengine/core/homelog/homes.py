@@ -127,6 +127,8 @@ class HomeLogs:
     # ---- as a member -------------------------------------------------------------------
 
     def on_promise(self, request: pb.LogPromise) -> pb.LogPromiseReply:
+        if request.probe:  # what I hold, if anything: no copy made for a key I lack
+            return self.logs.get(request.key, Log(request.key)).on_promise(request)
         reply = self.copy(request.key).on_promise(request)
         self.keep(request.key)  # (the shell commits before it answers)
         return reply

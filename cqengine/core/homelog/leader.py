@@ -109,6 +109,8 @@ class Leader:
         one key on its own could each find a majority of the set it chose."""
         log = self.log
         self.epoch = 0
+        if not new and not log.holds:
+            yield from self._probe(members)
         epoch = max(log.promised, self.seen) + 1
         request = pb.LogPromise(key=log.key, epoch=epoch, members=members, candidate=self.me)
         latest = log.config()
@@ -151,6 +153,15 @@ class Leader:
         # leader needs a majority of the set before it too, which a failure more may take
         yield from self.replicate()
         return epoch
+
+    def _probe(self, members: list[str]) -> Op:
+        """A key I hold no copy of: does any member hold one? Asked without a promise, so
+        that a key a client guessed (no log is of it) leaves nothing on any member: a
+        promise is kept for good, and a fuzzing client would fill the members' disks."""
+        probe = pb.LogPromise(key=self.log.key, members=members, candidate=self.me, probe=True)
+        replies = yield from self._ask([a for a in members if a != self.me], "LogPromise", probe)
+        if not any(Config.of(reply) for reply in replies.values()):
+            raise NoMajority("no copy of the log answers: none to take over")
 
     def _ask(self, addresses: list[str], method: str, request, spare: int = 0) -> Op:
         """The replies of these members (mine answered by my own copy), those that answered

@@ -197,8 +197,9 @@ class Log:
     def on_promise(self, request: pb.LogPromise) -> pb.LogPromiseReply:
         """Promise the epoch if none higher (or as high) was promised; either way, say what
         this copy holds, so that the candidate knows whose log is furthest on."""
-        promised = request.epoch > self.promised or (
-            request.epoch == self.promised and request.candidate == self.promised_to
+        promised = not request.probe and (
+            request.epoch > self.promised
+            or (request.epoch == self.promised and request.candidate == self.promised_to)
         )
         if promised:
             self.promised, self.promised_to = request.epoch, request.candidate
