@@ -10,8 +10,9 @@ differ only in whether making a call is awaited: synchronously in the simulator
 yields a Pause is resumed once that long has passed: by the shell's `pause` (the
 simulator's clock steps on), or an asyncio sleep. Any other exception a call raises ends
 the operation: it is closed at once (its `finally` clauses run now, not when it is
-collected) and the exception goes
-on to whoever drove it.
+collected) and the exception goes on to whoever drove it; but a StatusError (an error
+the peer answered with: a call to oneself, or any call in the simulator) is thrown in as
+that peer failing the call, PeerFailed, as a live node's answer with an error status is.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from inspect import isawaitable
 from typing import Any, Callable
 
 from chord.meter import Meter, charged
-from chord.node import Call, Fanout, Op, Pause, PeerUnreachable
+from chord.node import Call, Fanout, Op, Pause, PeerFailed, PeerUnreachable, StatusError
 
 
 def _next(op: Op, reply: Any, error: PeerUnreachable | None) -> tuple[bool, Any]:
@@ -48,6 +49,8 @@ def drive(op: Op, call: Callable[[Call], Any], pause: Callable[[float], None] | 
                 reply = _each(call, out.calls) if isinstance(out, Fanout) else call(out)
         except PeerUnreachable as e:
             error = e
+        except StatusError as e:
+            error = _failed(out, e)
         except BaseException:
             op.close()
             raise
@@ -75,6 +78,8 @@ async def drive_async(op: Op, call: Callable[[Call], Any], meter: Meter | None =
                     reply = await reply
         except PeerUnreachable as e:
             error = e
+        except StatusError as e:
+            error = _failed(out, e)
         except BaseException:  # cancelled, say: the operation's clean-up runs now
             op.close()
             raise
@@ -111,7 +116,14 @@ def _each(call: Callable[[Call], Any], calls: tuple[Call, ...]) -> list[Any]:
             replies.append(call(c))
         except PeerUnreachable as e:
             replies.append(e)
+        except StatusError as e:
+            replies.append(_failed(c, e))
     return replies
+
+
+def _failed(c: Call, e: StatusError) -> PeerFailed:
+    """The peer of a call answered it with this error: that peer failed the call."""
+    return PeerFailed(c.peer, e.code, str(e))
 
 
 async def _answer(call: Callable[[Call], Any], c: Call) -> Any:
@@ -121,3 +133,5 @@ async def _answer(call: Callable[[Call], Any], c: Call) -> Any:
         return (await reply) if isawaitable(reply) else reply
     except PeerUnreachable as e:
         return e
+    except StatusError as e:
+        return _failed(c, e)

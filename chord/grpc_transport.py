@@ -23,7 +23,7 @@ from chord.gate import OF_ANOTHER_RING, RING_HEADER
 from chord.ledger import Ledger
 from chord.links import Broken, Link
 from chord.meter import Meter, charged, metered
-from chord.node import ANOTHER_RING, Call, Op, PeerUnreachable, Refused
+from chord.node import ANOTHER_RING, Call, Op, PeerFailed, PeerUnreachable, StatusError
 from chord.proto import chord_pb2
 from chord.routing import NodeRef
 from chord.tls import Credentials, aio_channel
@@ -81,8 +81,9 @@ class MethodTable:
             async def handler(request, context):
                 try:
                     return await dispatch(name, request)
-                except Refused as e:  # malformed: it changed nothing
-                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+                except StatusError as e:  # malformed (Refused: it changed nothing), say
+                    code = getattr(grpc.StatusCode, e.code, grpc.StatusCode.UNKNOWN)
+                    await context.abort(code, str(e))
 
             return handler
 
@@ -276,7 +277,9 @@ class GrpcTransport:
                 if code in UNREACHABLE:
                     log.warning("%s to %s failed: %s", method, peer.address, code.name)
                     raise PeerUnreachable(peer, code.name) from None
-                raise
+                # it answered with an error: that peer failed this call, nothing more
+                log.warning("%s to %s failed: %s %s", method, peer.address, code.name, e.details())
+                raise PeerFailed(peer, code.name, e.details() or "") from None
         now = time.monotonic()
         trip = self.round_trips.get(peer.address)
         if trip is None:

@@ -25,7 +25,7 @@ import grpc
 
 from chord.gate import NOT_MEMBER
 from chord.meter import Meter, charged, metered
-from chord.node import Refused
+from chord.node import StatusError
 from chord.proto import chord_pb2 as pb
 
 log = logging.getLogger("chord.links")
@@ -198,8 +198,8 @@ class Exchanges:
             out.body = charged(meter, "serialize", answer.SerializeToString)
         except _Status as e:
             out.code, out.error = e.code, e.details
-        except Refused as e:  # malformed: it changed nothing
-            out.code, out.error = "INVALID_ARGUMENT", str(e)
+        except StatusError as e:  # malformed (Refused: it changed nothing), say
+            out.code, out.error = e.code, str(e)
         except Exception:
             log.exception("%s failed", envelope.method)
             out.code, out.error = "INTERNAL", "internal error; the node's log has the details"

@@ -33,7 +33,7 @@ from chord.ledger import Ledger
 from chord.links import EXCHANGE, Exchanges
 from chord.messages import to_info, to_ref
 from chord.meter import Meter, charged
-from chord.node import ChordNode, JoinError, Op, PeerUnreachable
+from chord.node import ChordNode, JoinError, Op, PeerFailed, PeerUnreachable
 from chord.proto import chord_pb2 as pb
 from chord.routing import SUCCESSORS, NodeRef
 from chord.tls import ADMIN, EVERYONE, NODE, Credentials
@@ -317,6 +317,8 @@ class LiveNode:
         probe = NodeRef(0, address)
         try:
             state = await self.transport.call(probe, "GetState", pb.Empty())
+        except PeerFailed as e:
+            raise StartupError(f"cannot join through {address}: it answered {e.code}") from None
         except PeerUnreachable as e:
             why = "a node of another ring answers" if e.another_ring else "no node answers"
             raise StartupError(f"cannot reach {address} to join: {why} there") from None

@@ -44,9 +44,30 @@ class PeerUnreachable(Exception):
         self.refused = why in ("UNAVAILABLE", "no such node") or self.another_ring
 
 
-class Refused(Exception):
+class PeerFailed(PeerUnreachable):
+    """A peer answered a call with an error (it is there, but the call failed there: its
+    disk is full, say, or a bug): to the caller, that peer failing this once. Every loop
+    over peers handles it as it handles a peer that does not answer, retrying and then
+    counting, never abandoning the other peers' calls for it."""
+
+    def __init__(self, peer: NodeRef, code: str, details: str = "") -> None:
+        super().__init__(peer, f"{code}: {details}" if details else code)
+        self.code, self.details = code, details
+
+
+class StatusError(Exception):
+    """An error a node answers a call with: a live node sends it as the gRPC status `code`
+    names. To the caller it is that peer failing the call (PeerFailed), whether the call
+    crossed the wire or not (a node calling itself, the simulator)."""
+
+    code = "UNKNOWN"
+
+
+class Refused(StatusError):
     """A message its receiver refuses as malformed or out of range (chord.checks,
     cqengine.core.checks): it changed nothing. The live shell answers INVALID_ARGUMENT."""
+
+    code = "INVALID_ARGUMENT"
 
 
 class JoinError(Exception):

@@ -4,11 +4,13 @@ refused differently: chord.node.Refused, by the checks (cqengine.core.checks).""
 
 from __future__ import annotations
 
+from chord.node import StatusError
+
 LEAVING = "this node is stopping; send it to another node of the ring"
 MINORITY = "the home's log has no majority of its members now (home in minority); try again"
 
 
-class EngineError(Exception):
+class EngineError(StatusError):
     """A request the engine refuses; `code` names the gRPC status it maps to."""
 
     def __init__(self, code: str, message: str) -> None:

@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from chord.driver import UNWAITED, drive, drive_async
-from chord.node import Call, Fanout, PeerUnreachable
+from chord.node import Call, Fanout, PeerFailed, PeerUnreachable, Refused
 from chord.routing import NodeRef
 
 PEERS = [NodeRef(i, f"127.0.0.1:{9000 + i}") for i in range(1, 5)]
@@ -112,3 +112,37 @@ def test_a_fanout_of_enough_answers_goes_on_without_the_silent_one():
         40,
     ]
     assert DOWN in finished
+
+
+def test_an_error_a_peer_answers_with_is_that_peer_failing_the_call():
+    """A StatusError a call raises (a node calling itself, any call in the simulator) is
+    thrown into the operation as PeerFailed, naming the peer and the code, in a fanout and
+    alone, on both drivers; any other exception still ends the operation."""
+
+    def call(c: Call):
+        if c.peer == DOWN:
+            raise Refused("Ping: malformed")
+        return c.request * 10
+
+    def failing():
+        replies = yield Fanout(tuple(Call(p, "Ping", p.id) for p in PEERS))
+        try:
+            yield Call(DOWN, "Ping", 0)
+        except PeerFailed as e:
+            return replies, e
+        raise AssertionError("the failed call was answered")
+
+    async def call_async(c: Call):
+        return call(c)
+
+    for replies, alone in [drive(failing(), call), asyncio.run(drive_async(failing(), call_async))]:
+        failed = replies[2]
+        assert isinstance(failed, PeerFailed) and failed.peer == DOWN
+        assert failed.code == "INVALID_ARGUMENT" and "malformed" in failed.details
+        assert alone.peer == DOWN and alone.code == "INVALID_ARGUMENT"
+
+    def bug(c: Call):
+        raise KeyError("a bug")
+
+    with pytest.raises(KeyError):
+        drive(op(), bug)

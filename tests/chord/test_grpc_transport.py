@@ -6,7 +6,7 @@ import grpc
 import pytest
 
 from chord.grpc_transport import CHORD_SERVICE, GrpcTransport, MethodTable, RoundTrip
-from chord.node import PeerUnreachable
+from chord.node import PeerFailed, PeerUnreachable, Refused, StatusError
 from chord.proto import chord_pb2 as pb
 from chord.routing import NodeRef
 
@@ -25,13 +25,16 @@ TABLE = MethodTable([CHORD_SERVICE])
 
 class SlowPeer:
     """A loopback Chord server whose Ping answers after `delay` seconds, and every other
-    method at once."""
+    method at once; or, with `error` set, Ping answers with that error."""
 
     def __init__(self) -> None:
         self.delay = 0.0
+        self.error: Exception | None = None
 
     async def dispatch(self, method: str, request):
         if method == "Ping":
+            if self.error is not None:
+                raise self.error
             await asyncio.sleep(self.delay)
         return TABLE.methods[method][2]()
 
@@ -125,6 +128,44 @@ def test_a_peer_restarted_at_its_address_is_reached_at_once():
             await first.server.stop(None)
             if hasattr(again, "server"):
                 await again.server.stop(None)
+            await transport.close()
+
+    asyncio.run(asyncio.wait_for(run(), 60))
+
+
+def test_a_peer_answering_with_an_error_fails_that_call_only():
+    """A peer that answers with an error status (a refusal, a failure of its own) failed
+    the call: PeerFailed, a PeerUnreachable every loop over peers handles, with the code and
+    the peer's words, not an exception that ends the caller's whole operation. The peer is
+    not taken for gone (not `refused`) and answers its next call."""
+
+    async def run() -> None:
+        peer = SlowPeer()
+        ref = await peer.start()
+        transport = GrpcTransport(timeout=2.0, patience=4.0)
+        try:
+            peer.error = Refused("Ping: malformed")  # answered INVALID_ARGUMENT
+            with pytest.raises(PeerFailed) as failed:
+                await transport.call(ref, "Ping", pb.Empty())
+            assert failed.value.code == "INVALID_ARGUMENT" and not failed.value.refused
+            assert "Ping: malformed" in failed.value.details
+            full = StatusError("data directory full")
+            full.code = "RESOURCE_EXHAUSTED"  # an error of the peer's own, with its status
+            peer.error = full
+            with pytest.raises(PeerFailed) as failed:
+                await transport.call(ref, "Ping", pb.Empty())
+            assert (failed.value.code, failed.value.details) == (
+                "RESOURCE_EXHAUSTED",
+                "data directory full",
+            )
+            peer.error = RuntimeError("a bug")  # answered UNKNOWN by gRPC
+            with pytest.raises(PeerFailed) as failed:
+                await transport.call(ref, "Ping", pb.Empty())
+            assert failed.value.code == "UNKNOWN"
+            peer.error = None
+            await transport.call(ref, "Ping", pb.Empty())
+        finally:
+            await peer.server.stop(None)
             await transport.close()
 
     asyncio.run(asyncio.wait_for(run(), 60))
