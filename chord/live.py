@@ -33,7 +33,7 @@ from chord.ledger import Ledger
 from chord.links import EXCHANGE, Exchanges
 from chord.messages import to_info, to_ref
 from chord.meter import Meter, charged
-from chord.node import ChordNode, JoinError, Op, PeerFailed, PeerUnreachable
+from chord.node import ChordNode, JoinError, Op, PeerFailed, PeerUnreachable, StatusError
 from chord.proto import chord_pb2 as pb
 from chord.routing import SUCCESSORS, NodeRef
 from chord.tls import ADMIN, EVERYONE, NODE, Credentials
@@ -237,6 +237,8 @@ class LiveNode:
         try:
             async with self._slots:  # at most limits.background run at once
                 await self.run_op(op)
+        except StatusError as e:  # an answer of the app's (its data directory full, say)
+            log.debug("background operation failed: %s", e)
         except Exception:
             log.exception("background operation failed")
 
@@ -339,6 +341,8 @@ class LiveNode:
                 return
             try:
                 await self.run_op(make_op())
+            except StatusError as e:  # an answer of the app's (its data directory full, say)
+                log.debug("%s failed: %s", make_op.__name__, e)
             except Exception:  # maintenance must outlive any one failed round
                 log.exception("%s failed", make_op.__name__)
 

@@ -14,6 +14,7 @@ from cqengine.cli.options import (
     CliError,
     Parser,
     address,
+    count,
     engine_options,
     given_engine_flags,
     limits_flags,
@@ -32,6 +33,7 @@ from cqengine.cli.options import (
 )
 from cqengine.core.filters import lease_problem
 from cqengine.live.ring import DATA, ring_down, ring_metrics, ring_status, ring_up
+from cqengine.live.storage import RESERVE
 
 
 def add_parsers(sub) -> None:
@@ -63,6 +65,17 @@ def add_node(sub) -> None:
         metavar="DIR",
         help="keep this node's subscriptions, index entries and waiting alerts in DIR "
         "(SQLite), and take them back when restarted with it (default: keep nothing)",
+    )
+    node.add_argument(
+        "--disk-reserve",
+        type=count,
+        default=RESERVE >> 20,
+        metavar="MIB",
+        help="with --data-dir: while its disk has less than MIB MiB free, or a write there "
+        "fails, the node refuses every call that would change what it keeps "
+        "(RESOURCE_EXHAUSTED, 'data directory full'; streams, lookups and Stats go on) "
+        "and serves them again by itself once space returns (0: only when a write fails; "
+        f"default {RESERVE >> 20})",
     )
     tls = node.add_argument_group("security (one of --tls-dir and --insecure is required)")
     tls.add_argument(
@@ -203,6 +216,7 @@ def cmd_node(args: argparse.Namespace) -> int:
             credentials,
             limits_from(args),
             (args.metrics_host, args.metrics_port) if args.metrics_port else None,
+            args.disk_reserve << 20,
         )
     )
     return 0

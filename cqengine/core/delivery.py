@@ -6,9 +6,11 @@ DN's hold in all; only then are its alerts counted lost. A home takes a batch tw
 harmlessly: a docno enters a mailbox once. Replicated, a batch goes to whichever node
 serves its home key now: where it was last found, else the key's owner, looked up (a
 replica took over from the home). A home whose log has no majority (Settings.home_log)
-holds the batch: it is tried again every few seconds for limits.HELD_FOR, so that a
-partition healing meanwhile loses nothing. A batch of the DN's own is through, and its
-held copies may go, once each of its deliveries has ended: taken, or counted lost.
+holds the batch, and so does a home whose data directory is full (it refused the batch
+RESOURCE_EXHAUSTED): it is tried again every few seconds for limits.HELD_FOR, so that a
+partition healing or space freed meanwhile loses nothing. A batch of the DN's own is
+through, and its held copies may go, once each of its deliveries has ended: taken, or
+counted lost.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Callable
 
-from chord.node import Call, Op, PeerUnreachable
+from chord.node import Call, Op, PeerFailed, PeerUnreachable
 from cqengine.core import limits
 from cqengine.core.context import Context
 from cqengine.core.documents import PublishedDoc
@@ -25,8 +27,10 @@ from cqengine.proto import cqengine_pb2 as pb
 
 # a DN's alerts: (home address, home key) -> document key -> the document, its subscriptions
 Alerts = dict[tuple[str, int], dict[int, tuple[PublishedDoc, list[int]]]]
-# home, batch, s waited, batch of mine, whether a home held it (then it is kept longer)
-Retry = tuple[str, pb.AlertBatch, float, "int | None", bool]
+# home, batch, s waited, batch of mine, why a home held it ("": none did; held, it is
+# kept longer)
+Retry = tuple[str, pb.AlertBatch, float, "int | None", str]
+HELD, FULL = "home_in_minority", "home_full"  # why a home held a batch (counted if lost)
 
 
 class Delivery:
@@ -76,7 +80,7 @@ class Delivery:
             self.through(mine)
 
     def _send(
-        self, home: str, batch: pb.AlertBatch, waited: float, mine: int | None, held=False
+        self, home: str, batch: pb.AlertBatch, waited: float, mine: int | None, held=""
     ) -> Op:
         """Deliver an alert batch, to the node that serves its home key; if none takes it,
         try again later. The delivery of my batch `mine` has ended when the home took it
@@ -93,13 +97,17 @@ class Delivery:
             try:
                 reply = yield Call(ctx.peer(at), "Deliver", batch)
                 if reply.held:  # its home's log has no majority now: nothing was numbered
-                    self._later(home, batch, waited, mine, held=True)
+                    self._later(home, batch, waited, mine, held=HELD)
                     return
                 if not reply.moved:
                     if key and at != home:
                         self._found_home(key, at)
                     if waited:  # a retry: the delivery ends here
                         self._unsent(mine, -1)
+                    return
+            except PeerFailed as e:
+                if e.code == "RESOURCE_EXHAUSTED":  # its disk full: it took nothing, for now
+                    self._later(home, batch, waited, mine, held=FULL)
                     return
             except PeerUnreachable:
                 pass
@@ -112,17 +120,18 @@ class Delivery:
         self._later(home, batch, waited, mine, held)
 
     def _later(
-        self, home: str, batch: pb.AlertBatch, waited: float, mine: int | None, held=False
+        self, home: str, batch: pb.AlertBatch, waited: float, mine: int | None, held=""
     ) -> None:
         """No node took the batch: try it again after a wait, or, after the hold, count its
-        alerts lost. A batch the home `held` (its log has no majority now) is kept longer:
-        a partition that heals within limits.HELD_FOR loses nothing."""
+        alerts lost. A batch a home `held` (why: its log has no majority now, or its disk
+        is full) is kept longer: a partition that heals, or space freed, within
+        limits.HELD_FOR loses nothing."""
         ctx = self.ctx
         wait = max(waited, limits.RETRY_FIRST)
         if held:
             wait = min(wait, limits.RETRY_MOST)
         if waited + wait > (limits.HELD_FOR if held else self.hold):
-            why = "home_in_minority" if held else "home_unreachable"
+            why = held or "home_unreachable"
             ctx.count(f"dropped:{why}", len(batch.subscription_ids))
             if waited:
                 self._unsent(mine, -1)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from chord.node import StatusError
 
 LEAVING = "this node is stopping; send it to another node of the ring"
+FULL = "data directory full"  # the node can keep nothing more now (its disk, say)
 MINORITY = "the home's log has no majority of its members now (home in minority); try again"
 
 

@@ -52,4 +52,9 @@ class Journal(Protocol):
         `log.changed` on replace those kept, its promise and commit position as they are."""
 
     def commit(self) -> None:
-        """Make everything recorded so far survive the process (one commit per batch)."""
+        """Make everything recorded so far survive the process (one commit per batch).
+        A StatusError if it cannot (its disk full: what it was told waits for the next)."""
+
+    def full(self) -> str | None:
+        """Why nothing more can be kept now (its disk full, or below its reserve), None if
+        it can: the node then refuses every call that would change what it keeps."""

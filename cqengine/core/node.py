@@ -27,6 +27,7 @@ from cqengine.core.announcer import Announcer
 from cqengine.core.context import Context
 from cqengine.core.dn import DN
 from cqengine.core.documents import Documents
+from cqengine.core.errors import FULL, EngineError
 from cqengine.core.filters import Filters
 from cqengine.core.gossip import Gossip
 from cqengine.core.home import Home
@@ -41,6 +42,16 @@ from cqengine.core.settings import Settings
 from cqengine.core.stats import Stats
 from cqengine.core.synopsis import Synopsis
 from cqengine.proto import cqengine_pb2 as pb
+
+# the engine's methods that change what a node keeps (its journal): refused while it can
+# keep nothing. The others (announcements, resolution, reports, reads, gossip) run on:
+# what a report sets off reaches its homes by calls of these
+WRITES = frozenset(
+    {
+        *("Index", "Unindex", "Deliver", "Replicate", "Repair", "Release"),
+        *("LogPromise", "LogAppend", "LogLeave"),
+    }
+)
 
 ENGINE_SERVICE = pb.DESCRIPTOR.services_by_name["Engine"]
 
@@ -135,7 +146,9 @@ class EngineNode:
 
     def handle(self, method: str, request):
         """A request's reply, or an operation whose result is the reply; one refused by
-        the checks raises Refused, changes nothing, and is counted."""
+        the checks raises Refused, changes nothing, and is counted. One that would change
+        what the node keeps, while its journal can keep nothing (`writable`), is refused
+        before it changes anything."""
         handler = self.handlers.get(method)
         if handler is None:
             return self.chord.handle(method, request)
@@ -143,7 +156,25 @@ class EngineNode:
         if why is not None:
             self.ctx.count("messages_refused")
             raise Refused(f"{method}: {why}")
+        if method in WRITES:
+            self.writable()
         return handler(request)
+
+    def writable(self) -> None:
+        """EngineError RESOURCE_EXHAUSTED if my journal can keep nothing now (my data
+        directory's disk is full, say): a call that would change what I keep is refused
+        before it changes anything, not taken into memory and lost. The caller tries again
+        (a DN holds its batch: cqengine.core.delivery), or another node."""
+        journal = self.ctx.journal
+        why = journal.full() if journal is not None else None
+        if why is not None:
+            self.ctx.count("refused:storage_full")
+            raise EngineError("RESOURCE_EXHAUSTED", f"{FULL} on {self.me.address}: {why}")
+
+    def storage_full(self) -> str:
+        """Why my journal can keep nothing now ("": it can)."""
+        journal = self.ctx.journal
+        return (journal.full() or "") if journal is not None else ""
 
     def serves(self, key: int) -> bool:
         return self.ctx.serves(key)

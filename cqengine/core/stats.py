@@ -21,6 +21,8 @@ DROP_REASONS = {
     "home_unreachable": "the DN could not reach the subscriber's home node",
     "home_in_minority": "the subscriber's home held the alerts for want of a majority of "
     "its log's members for longer than the DN keeps them (limits.HELD_FOR)",
+    "home_full": "the subscriber's home refused the alerts, its data directory full, for "
+    "longer than the DN keeps them (limits.HELD_FOR)",
     "mailbox_full": "a subscriber's mailbox overflowed and dropped its oldest alert",
     "reports_missing": "documents (not alerts) of a batch delivered without the reports of "
     "nodes that failed under each of its announcements: their alerts are lost",
@@ -119,6 +121,7 @@ class Stats:
             alerts_held=c["alerts_held"],
             documents_sent_again=c["documents_sent_again"],
             documents_unkept=c["documents_unkept"],
+            storage_full=(ctx.journal.full() or "") if ctx.journal is not None else "",
             **self._logs(),
         )
 

@@ -58,7 +58,7 @@ class LogStore:
             self.pending[key] = (log, min(kept[1], log.changed), kept[2] or log.compacted)
 
     def write(self) -> None:
-        """The changes, into the open transaction."""
+        """The changes, into the open transaction (pending until `written`)."""
         db = self.db
         for key, (log, since, compacted) in self.pending.items():
             k = _signed(key)
@@ -80,6 +80,10 @@ class LogStore:
                 data = entry.SerializeToString()
                 rows.append((k, position, data, zlib.crc32(data)))
             db.executemany("INSERT INTO log_entries VALUES (?, ?, ?, ?)", rows)
+
+    def written(self) -> None:
+        """The transaction `write` wrote into is committed (until then, a commit that
+        fails leaves the changes pending, to be written by the next)."""
         self.pending = {}
 
     def load(self) -> list[Log]:

@@ -108,6 +108,11 @@ def families(s: pb.StatsReply) -> Iterator[Metric]:
     yield cpu
     for field, (name, doc) in GAUGES.items():
         yield GaugeMetricFamily(f"{PREFIX}_{name}", doc, value=getattr(s, field))
+    yield GaugeMetricFamily(
+        f"{PREFIX}_storage_full",
+        "1 while the data directory can keep nothing (calls that change state refused)",
+        value=1 if s.storage_full else 0,
+    )
     yield _histogram(s.alert_latency)
 
 

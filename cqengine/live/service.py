@@ -24,6 +24,7 @@ from chord.grpc_transport import SIZE_OPTIONS
 from chord.ids import hash_id
 from chord.live import Limits, LiveNode, StartupError, Timing, serve
 from chord.meter import charged
+from chord.node import StatusError
 from chord.tls import ADMIN, PUBLISHER, SUBSCRIBER, Credentials, aio_channel, tls_failure
 from cqengine.core.errors import EngineError
 from cqengine.core.filters import lease_problem
@@ -32,7 +33,7 @@ from cqengine.core.node import EngineNode
 from cqengine.core.placement import analyze_all, check_batch
 from cqengine.core.settings import Settings, SettingsError
 from cqengine.live.publishing import Batcher, Publishing
-from cqengine.live.storage import Storage, stored_id, stored_ring_id
+from cqengine.live.storage import RESERVE, Storage, stored_id, stored_ring_id
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.proto import cqengine_pb2_grpc as pb_grpc
 
@@ -158,10 +159,19 @@ class ClientAPI(pb_grpc.CQEngineServicer):
     async def _run(self, context, op):
         try:
             return await self.live.run_op(op)
+        except StatusError as e:  # the engine's refusal, or the data directory full
+            await context.abort(getattr(grpc.StatusCode, e.code), str(e))
+
+    async def _writable(self, context) -> None:
+        """A call that changes what the node keeps: refused, RESOURCE_EXHAUSTED, while its
+        data directory can keep nothing (before anything changes)."""
+        try:
+            self.engine.writable()
         except EngineError as e:
             await context.abort(getattr(grpc.StatusCode, e.code), str(e))
 
     async def Subscribe(self, request, context):
+        await self._writable(context)
         return await self._run(context, self.engine.placement.subscribe(request.query))
 
     async def SubscribeBatch(self, request, context):
@@ -170,6 +180,7 @@ class ClientAPI(pb_grpc.CQEngineServicer):
             check_batch(len(texts))  # before the work of analyzing them
         except EngineError as e:
             await context.abort(getattr(grpc.StatusCode, e.code), str(e))
+        await self._writable(context)
         # analyzed in the node's analysis thread: the event loop serves on meanwhile
         queries = await asyncio.get_running_loop().run_in_executor(
             self.batcher.analyzer, analyze_all, self.engine.settings, texts
@@ -183,6 +194,7 @@ class ClientAPI(pb_grpc.CQEngineServicer):
         )
 
     async def Unsubscribe(self, request, context):
+        await self._writable(context)
         reply = await self._run(
             context, self.engine.placement.unsubscribe(request.subscription_id, request.token)
         )
@@ -192,6 +204,7 @@ class ClientAPI(pb_grpc.CQEngineServicer):
         return reply
 
     async def Publish(self, request, context):
+        await self._writable(context)
         (reply,) = await self.batcher.publish([request])
         if isinstance(reply, EngineError):
             await context.abort(getattr(grpc.StatusCode, reply.code), str(reply))
@@ -208,6 +221,7 @@ class ClientAPI(pb_grpc.CQEngineServicer):
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"a batch of {n} documents; at most {MAX_REQUEST_DOCS} go in one call",
             )
+        await self._writable(context)
         replies = await self.batcher.publish(request.documents)
         return pb.PublishBatchReply(
             results=[
@@ -218,21 +232,31 @@ class ClientAPI(pb_grpc.CQEngineServicer):
             ]
         )
 
-    async def _acknowledged(self, keys, context, home_id: int = 0) -> list[Subscription]:
+    async def _acknowledged(
+        self, keys, context, home_id: int = 0, stream: bool = False
+    ) -> list[Subscription]:
         """The subscriptions of these keys, their alerts below each key's `next` gone
-        (`home_id`: their home key, if the client says)."""
+        (`home_id`: their home key, if the client says). A stream opening while the data
+        directory can keep nothing acknowledges nothing: it is served from the `next`s
+        its client gave, which acknowledges them again later."""
         authorized = self.engine.placement.authorized
         try:
             subs = [authorized(k.subscription_id, k.token, home_id) for k in keys]
         except EngineError as e:
             await context.abort(getattr(grpc.StatusCode, e.code), str(e))
+        if stream and self.engine.storage_full():
+            return subs
         acknowledged = self.engine.home.acknowledge([(sub, k.next) for sub, k in zip(subs, keys)])
         if acknowledged is not None:  # on the home log: once its logs committed it
             await self._run(context, acknowledged)
-        self.engine.durable()
+        try:
+            self.engine.durable()
+        except StatusError as e:
+            await context.abort(getattr(grpc.StatusCode, e.code), str(e))
         return subs
 
     async def AckAlerts(self, request, context):
+        await self._writable(context)
         await self._acknowledged(request.subscriptions, context, request.home_id)
         return pb.AckReply()
 
@@ -243,7 +267,7 @@ class ClientAPI(pb_grpc.CQEngineServicer):
                 subscription_id=request.subscription_id, token=request.token, next=request.next
             )
             keys.insert(0, first)
-        subs = await self._acknowledged(keys, context, request.home_id)
+        subs = await self._acknowledged(keys, context, request.home_id, stream=True)
         stream = Stream(subs, {k.subscription_id: k.next for k in keys})
         for sub in subs:
             old = self.streams.get(sub.id)
@@ -341,6 +365,7 @@ async def serve_engine(
     credentials: Credentials | None = None,
     limits: Limits | None = None,
     metrics: tuple[str, int] | None = None,
+    reserve: int = RESERVE,
 ) -> None:
     """Run an engine node until it is signalled; with a data directory, the node keeps its
     state there (cqengine.live.storage) and, restarted, takes it back before it joins.
@@ -381,6 +406,7 @@ async def serve_engine(
             settings.to_pb().SerializeToString(deterministic=True),
             ring,  # a node of another ring's data is refused here
         )
+        storage.reserve = reserve  # bytes its disk keeps free: below, it keeps nothing more
     elif not join:
         ring = new_ring()
 

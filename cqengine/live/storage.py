@@ -18,6 +18,13 @@ holding each subscription acknowledged and its oldest alert still wanted; the la
 naming a subscription wins. Sweeps write every subscription's as one run and delete the
 others.
 
+A commit that fails (the disk full, an I/O error) is rolled back and nothing of it is
+forgotten: what it held waits in memory and is written with the next commit that succeeds.
+Until one does, and while the disk's free space is below a reserve (`reserve`, checked
+with statvfs), the storage is full (`full`): the node refuses every call that would change
+what it keeps, before it changes anything (cqengine.core.node.EngineNode.writable), and
+looks again every second (`check`), so that it serves again by itself once space returns.
+
 A data directory belongs to one node address (the node's ring id is its address's hash)
 and one ring's engine settings: a node started there at another address, or in a ring
 with other settings, is refused rather than served with state that is not its own.
@@ -27,8 +34,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import os
 import re
 import sqlite3
+import time
 from collections import deque
 from pathlib import Path
 from typing import Iterable
@@ -38,6 +48,8 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from chord.live import StartupError
+from chord.node import StatusError
+from cqengine.core.errors import FULL
 from cqengine.core.homelog.log import Log
 from cqengine.core.limits import MAILBOX, SEEN_KEPT
 from cqengine.core.mailboxes import AlertDoc, Mailbox, Subscription
@@ -45,7 +57,11 @@ from cqengine.core.queries import entry_slot
 from cqengine.live.logstore import LogStore
 from cqengine.proto import cqengine_pb2 as pb
 
+log = logging.getLogger("cqengine.storage")
+
 FILE = "node.sqlite"
+RESERVE = 64 << 20  # bytes a data directory's disk keeps free: below, the storage is full
+CHECK_EVERY = 1.0  # seconds between two looks at the disk's free space
 SCHEMA = "5"
 # settings that shape how documents are announced and resolved, never what a node keeps: a
 # ring may be restarted with them changed (its nodes together: a node that joins takes the
@@ -114,11 +130,22 @@ def unsigned(x: int) -> int:
     return x + (1 << 64) if x < 0 else x
 
 
+class StorageFull(StatusError):
+    """The data directory can keep nothing more now: a call that would change what the
+    node keeps is refused (RESOURCE_EXHAUSTED), and changed nothing."""
+
+    code = "RESOURCE_EXHAUSTED"
+
+
 class Storage:
     """The journal of one node, on SQLite (cqengine.core.journal.Journal)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, reserve: int = RESERVE) -> None:
         self.path = path
+        self.reserve = reserve  # bytes the disk keeps free (0: as long as writes succeed)
+        self.failed: str | None = None  # why the last commit failed (None: it did not)
+        self.low: str | None = None  # the disk's free space below the reserve: how much
+        self._looked = -CHECK_EVERY  # when the free space was last looked at
         self.db = sqlite3.connect(path, isolation_level="DEFERRED")
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
@@ -421,9 +448,29 @@ class Storage:
         self._changed()
 
     def commit(self) -> None:
+        """Write every change told since the last commit, in one transaction. StorageFull:
+        it failed, and was rolled back; the changes wait for the next commit."""
         if not self.dirty:
             return
-        self.dirty = False
+        try:
+            live = self._write()
+            self.db.commit()
+        except sqlite3.Error as e:  # the disk full, an I/O error: nothing of it is kept
+            self._rolled_back(e)
+            raise StorageFull(f"{FULL}: {self.failed}") from None
+        self._written(live)
+        if self._commits % SWEEP == 0:
+            try:
+                gone = self._sweep()
+                self.db.commit()
+            except sqlite3.Error as e:  # (the runs it would delete stay: a later one will)
+                self._rolled_back(e)
+            else:
+                self._swept(gone)
+
+    def _write(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """The changes, into the open transaction (the buffers stay as they are until it
+        is committed); the alert runs written, by id."""
         db = self.db
         self.logs.write()
         if self._docs:
@@ -431,24 +478,77 @@ class Storage:
                 "INSERT OR IGNORE INTO alert_docs VALUES (?, ?, ?, ?)",
                 [(i, *doc) for doc, i in self._docs.items()],
             )
-            self._docs = {}
-        if self._runs:
-            rows = []
-            for doc, (subs, seqs) in self._runs.items():
-                columns = np.array(subs, dtype=np.uint64), np.array(seqs, dtype=np.int64)
-                self._live[self._next_run] = columns
-                rows.append((self._next_run, doc, *(c.tobytes() for c in columns)))
-                self._next_run += 1
+        live, rows = {}, []
+        for run, (doc, (subs, seqs)) in enumerate(self._runs.items(), self._next_run):
+            columns = np.array(subs, dtype=np.uint64), np.array(seqs, dtype=np.int64)
+            live[run] = columns
+            rows.append((run, doc, *(c.tobytes() for c in columns)))
+        if rows:
             db.executemany("INSERT INTO alert_runs VALUES (?, ?, ?, ?)", rows)
-            self._runs = {}
         if self._acked:
-            self._first.update(self._acked)
             self._write_acks(self._acked)
-            self._acked = {}
+        return live
+
+    def _written(self, live: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
+        """The transaction is committed: the buffers it held are on disk."""
+        self.logs.written()
+        self._docs, self._runs = {}, {}
+        self._live.update(live)
+        self._next_run += len(live)
+        self._first.update(self._acked)
+        self._acked = {}
+        self.dirty = False
         self._commits += 1
-        if self._commits % SWEEP == 0:
-            self._sweep()
-        db.commit()
+        if self.failed is not None:
+            log.warning("%s: commits succeed again", self.path.parent)
+            self.failed = None
+
+    def _rolled_back(self, error: sqlite3.Error) -> None:
+        if self.failed is None:
+            log.error(
+                "%s: a commit failed, kept in memory until one succeeds: %s",
+                self.path.parent,
+                error,
+            )
+        self.failed = str(error)
+        try:
+            self.db.rollback()
+        except sqlite3.Error:
+            pass  # (the next commit's transaction begins anew either way)
+
+    def full(self) -> str | None:
+        """Why this storage can keep nothing more now (None: it can): its last commit
+        failed, or its disk's free space is below the reserve."""
+        self.check()
+        if self.failed is not None:
+            return self.failed
+        return self.low
+
+    def check(self) -> None:
+        """Look at the disk's free space (at most every CHECK_EVERY seconds), and commit
+        what a failed commit left if there is room again: a node whose disk filled serves
+        again by itself once space returns."""
+        now = time.monotonic()
+        if now - self._looked < CHECK_EVERY:
+            return
+        self._looked = now
+        self.low = None
+        if self.reserve:
+            try:
+                disk = os.statvfs(self.path.parent)
+            except OSError as e:
+                self.low = f"cannot look at the free space: {e}"
+            else:
+                free = disk.f_bavail * disk.f_frsize
+                if free < self.reserve:
+                    self.low = (
+                        f"{free >> 20} MiB free, below the reserve of {self.reserve >> 20} MiB"
+                    )
+        if self.failed is not None and self.low is None:
+            try:
+                self.commit()
+            except StorageFull:
+                pass  # (still full: failed says why)
 
     def _write_acks(self, acked: dict[int, int]) -> int:
         """An ack run of these subscriptions' oldest alerts not acknowledged; its id."""
@@ -465,9 +565,10 @@ class Storage:
         """Sweep now (as every SWEEP commits do), and commit; how many runs went."""
         gone = self._sweep()
         self.db.commit()
-        return gone
+        self._swept(gone)
+        return len(gone)
 
-    def _sweep(self) -> int:
+    def _sweep(self) -> list[int]:
         """Delete the runs none of whose alerts is waiting or among its subscription's
         latest SEEN_KEPT acknowledged (or whose subscriptions all went), and the documents
         no run names; how many runs went. Tested as arrays: no Python step per alert.
@@ -476,7 +577,7 @@ class Storage:
         self.db.execute("DELETE FROM ack_runs WHERE id < ?", (kept,))
         runs = list(self._live)
         if not runs:
-            return 0
+            return []
         subs = np.concatenate([self._live[r][0] for r in runs])
         seqs = np.concatenate([self._live[r][1] for r in runs])
         of_run = np.repeat(np.arange(len(runs)), [len(self._live[r][0]) for r in runs])
@@ -491,10 +592,13 @@ class Storage:
         alive = np.bincount(of_run, weights=needed, minlength=len(runs)) > 0
         gone = [runs[i] for i in np.flatnonzero(~alive).tolist()]
         self.db.executemany("DELETE FROM alert_runs WHERE id = ?", [(r,) for r in gone])
+        self.db.execute("DELETE FROM alert_docs WHERE id NOT IN (SELECT doc FROM alert_runs)")
+        return gone
+
+    def _swept(self, gone: list[int]) -> None:
+        """The sweep deleting these runs is committed."""
         for r in gone:
             del self._live[r]
-        self.db.execute("DELETE FROM alert_docs WHERE id NOT IN (SELECT doc FROM alert_runs)")
-        return len(gone)
 
     def _changed(self) -> None:
         """Commit soon, if nothing commits first (a change made outside a request's handling)."""

@@ -13,7 +13,7 @@ from support.waiting import eventually, eventually_async
 
 from chord.grpc_transport import GrpcTransport
 from chord.live import LiveNode, Timing
-from chord.node import PeerUnreachable
+from chord.node import PeerFailed, PeerUnreachable
 from chord.proto import chord_pb2 as pb
 from chord.tls import Credentials, TlsError
 from cqengine.live.certs import init_ca, issue
@@ -40,10 +40,10 @@ def test_a_ring_on_mutual_tls_forms_and_only_nodes_call_its_services(tls):
         try:
             await transport.call(node.me, "GetNeighbors", pb.Empty())
             return "OK"
+        except PeerFailed as e:  # it answered, refusing
+            return e.code
         except PeerUnreachable as e:
             return "UNAVAILABLE" if e.refused else "unreachable"
-        except grpc.aio.AioRpcError as e:
-            return e.code().name
 
     async def main():
         nodes = [
