@@ -19,6 +19,7 @@ from typing import Sequence
 
 import grpc
 import mmh3
+from grpc_health.v1 import health_pb2
 
 from chord.grpc_transport import SIZE_OPTIONS
 from chord.ids import hash_id
@@ -33,7 +34,7 @@ from cqengine.core.node import EngineNode
 from cqengine.core.placement import analyze_all, check_batch
 from cqengine.core.settings import Settings, SettingsError
 from cqengine.live.publishing import Batcher, Publishing
-from cqengine.live.storage import RESERVE, Storage, stored_id, stored_ring_id
+from cqengine.live.storage import CHECK_EVERY, RESERVE, Storage, stored_id, stored_ring_id
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.proto import cqengine_pb2_grpc as pb_grpc
 
@@ -445,12 +446,16 @@ async def serve_engine(
             *metrics, lambda: node_stats(serving[0], False) if serving else None
         )
 
+    watching: list[asyncio.Task] = []
+
     def services(live: LiveNode, server) -> None:
         pb_grpc.add_CQEngineServicer_to_server(ClientAPI(live, live.app, publishing), server)
         live.reflected.append(_API)
         serving.append(live)
         if exporter is not None:
             exporter.meter = live.meter
+        if storage is not None:
+            watching.append(asyncio.get_running_loop().create_task(watch_storage(live, storage)))
 
     try:
         if exporter is not None:
@@ -471,7 +476,24 @@ async def serve_engine(
             identity=ring_identity(ring, settings),
         )
     finally:
+        for task in watching:
+            task.cancel()
+        await asyncio.gather(*watching, return_exceptions=True)
         if exporter is not None:
             await exporter.stop()
         if storage is not None:
             storage.close()
+
+
+async def watch_storage(live: LiveNode, storage: Storage) -> None:
+    """Every second: is the data directory full (Storage.full looks at the disk, and
+    commits what waited once there is room)? The client API's health says so: NOT_SERVING
+    while the node refuses what would change its state, SERVING again after."""
+    service, was = _API, None
+    while True:
+        full = storage.full() is not None
+        if full != was:
+            status = health_pb2.HealthCheckResponse
+            await live.health.set(service, status.NOT_SERVING if full else status.SERVING)
+            was = full
+        await asyncio.sleep(CHECK_EVERY)
