@@ -32,8 +32,8 @@ from cqengine.cli.options import (
     timing_options,
 )
 from cqengine.core.filters import lease_problem
+from cqengine.live.datadir import RESERVE
 from cqengine.live.ring import DATA, ring_down, ring_metrics, ring_status, ring_up
-from cqengine.live.storage import RESERVE
 
 
 def add_parsers(sub) -> None:

@@ -36,9 +36,9 @@ from chord.oracle import RingOracle, ring_problems
 from chord.routing import SUCCESSORS
 from chord.tls import ADMIN, NODE, Credentials
 from cqengine.live.client import Client, ClientError
+from cqengine.live.datadir import FILE
 from cqengine.live.ports import HOST, free_ports, port_free
 from cqengine.live.ringfile import CLIENT, NodeEntry, RingError, RingFile
-from cqengine.live.storage import FILE
 
 DATA = "data"  # the nodes' data root beside the ring file, unless `ring up --data-dir` says
 TLS = "tls"  # the ring's certificates beside the ring file

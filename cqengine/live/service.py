@@ -33,8 +33,9 @@ from cqengine.core.mailboxes import Subscription, numbered_batch
 from cqengine.core.node import EngineNode
 from cqengine.core.placement import analyze_all, check_batch
 from cqengine.core.settings import Settings, SettingsError
+from cqengine.live.datadir import CHECK_EVERY, RESERVE, stored_id, stored_ring_id
 from cqengine.live.publishing import Batcher, Publishing
-from cqengine.live.storage import CHECK_EVERY, RESERVE, Storage, stored_id, stored_ring_id
+from cqengine.live.storage import Storage
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.proto import cqengine_pb2_grpc as pb_grpc
 
@@ -407,7 +408,7 @@ async def serve_engine(
             settings.to_pb().SerializeToString(deterministic=True),
             ring,  # a node of another ring's data is refused here
         )
-        storage.reserve = reserve  # bytes its disk keeps free: below, it keeps nothing more
+        storage.room.reserve = reserve  # bytes its disk keeps free: below, it keeps nothing
     elif not join:
         ring = new_ring()
 

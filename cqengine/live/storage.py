@@ -20,7 +20,7 @@ others.
 
 A commit that fails (the disk full, an I/O error) is rolled back and nothing of it is
 forgotten: what it held waits in memory and is written with the next commit that succeeds.
-Until one does, and while the disk's free space is below a reserve (`reserve`, checked
+Until one does, and while the disk's free space is below a reserve (`room`, checked
 with statvfs), the storage is full (`full`): the node refuses every call that would change
 what it keeps, before it changes anything (cqengine.core.node.EngineNode.writable), and
 looks again every second (`check`), so that it serves again by itself once space returns.
@@ -35,17 +35,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
-import re
 import sqlite3
-import time
 from collections import deque
 from pathlib import Path
 from typing import Iterable
 
 import mmh3
 import numpy as np
-from google.protobuf.message import DecodeError
 
 from chord.live import StartupError
 from chord.node import StatusError
@@ -54,19 +50,13 @@ from cqengine.core.homelog.log import Log
 from cqengine.core.limits import MAILBOX, SEEN_KEPT
 from cqengine.core.mailboxes import AlertDoc, Mailbox, Subscription
 from cqengine.core.queries import entry_slot
+from cqengine.live.datadir import FILE, RESERVE, Room, owner_problem
 from cqengine.live.logstore import LogStore
 from cqengine.proto import cqengine_pb2 as pb
 
 log = logging.getLogger("cqengine.storage")
 
-FILE = "node.sqlite"
-RESERVE = 64 << 20  # bytes a data directory's disk keeps free: below, the storage is full
-CHECK_EVERY = 1.0  # seconds between two looks at the disk's free space
 SCHEMA = "5"
-# settings that shape how documents are announced and resolved, never what a node keeps: a
-# ring may be restarted with them changed (its nodes together: a node that joins takes the
-# ring's)
-NO_STATE = ("header_terms", "filter_lease", "merge_queries")
 MIGRATIONS = {  # from a schema to the next
     "1": "ALTER TABLE subscriptions ADD COLUMN key INTEGER NOT NULL DEFAULT 0",
     # alert_runs is made with the other tables; an alert kept a row each in `alerts` is
@@ -142,10 +132,8 @@ class Storage:
 
     def __init__(self, path: Path, reserve: int = RESERVE) -> None:
         self.path = path
-        self.reserve = reserve  # bytes the disk keeps free (0: as long as writes succeed)
+        self.room = Room(path.parent, reserve)  # the free space on its disk
         self.failed: str | None = None  # why the last commit failed (None: it did not)
-        self.low: str | None = None  # the disk's free space below the reserve: how much
-        self._looked = -CHECK_EVERY  # when the free space was last looked at
         self.db = sqlite3.connect(path, isolation_level="DEFERRED")
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
@@ -206,26 +194,11 @@ class Storage:
             raise StartupError(
                 f"data directory {data_dir} has schema {meta.get('schema')}, not {SCHEMA}"
             )
-        if meta["address"] != address:
-            raise StartupError(
-                f"data directory {data_dir} holds the state of node {meta['address']}, not "
-                f"{address}: start that node there, or give this one another --data-dir"
-            )
-        if not same_state(bytes(meta["settings"]), settings):
-            raise StartupError(
-                f"data directory {data_dir} was written in a ring with other engine settings"
-                f"{differing(bytes(meta['settings']), settings)}: start the ring with the "
-                "options it had, or remove the directory"
-            )
-        kept = int(meta["ring"], 16) if "ring" in meta else 0
-        if kept and ring and kept != ring:
-            raise StartupError(
-                f"data directory {data_dir} holds the state of a node of ring {kept:016x}, "
-                f"not of ring {ring:016x}: start it in its own ring, or give it another "
-                "--data-dir (two rings never merge)"
-            )
+        why = owner_problem(data_dir, meta, address, settings, ring)
+        if why is not None:
+            raise StartupError(why)
         storage = cls(data_dir / FILE)
-        if not kept:
+        if "ring" not in meta:
             storage._record_ring(ring)  # written before rings had ids: this one's from now
         return storage
 
@@ -518,37 +491,16 @@ class Storage:
 
     def full(self) -> str | None:
         """Why this storage can keep nothing more now (None: it can): its last commit
-        failed, or its disk's free space is below the reserve."""
-        self.check()
-        if self.failed is not None:
-            return self.failed
-        return self.low
-
-    def check(self) -> None:
-        """Look at the disk's free space (at most every CHECK_EVERY seconds), and commit
-        what a failed commit left if there is room again: a node whose disk filled serves
-        again by itself once space returns."""
-        now = time.monotonic()
-        if now - self._looked < CHECK_EVERY:
-            return
-        self._looked = now
-        self.low = None
-        if self.reserve:
-            try:
-                disk = os.statvfs(self.path.parent)
-            except OSError as e:
-                self.low = f"cannot look at the free space: {e}"
-            else:
-                free = disk.f_bavail * disk.f_frsize
-                if free < self.reserve:
-                    self.low = (
-                        f"{free >> 20} MiB free, below the reserve of {self.reserve >> 20} MiB"
-                    )
-        if self.failed is not None and self.low is None:
+        failed, or its disk's free space is below the reserve. Once there is room again,
+        what a failed commit left is committed: a node whose disk filled serves again by
+        itself once space returns."""
+        low = self.room.low()
+        if self.failed is not None and low is None and self.room.looked_now:
             try:
                 self.commit()
             except StorageFull:
                 pass  # (still full: failed says why)
+        return self.failed if self.failed is not None else low
 
     def _write_acks(self, acked: dict[int, int]) -> int:
         """An ack run of these subscriptions' oldest alerts not acknowledged; its id."""
@@ -618,63 +570,3 @@ class Storage:
     def close(self) -> None:
         self.commit()
         self.db.close()
-
-
-def same_state(kept: bytes, given: bytes) -> bool:
-    """Were these settings (EngineConfig) alike in all that shapes what a node keeps?"""
-    try:
-        a, b = pb.EngineConfig.FromString(kept), pb.EngineConfig.FromString(given)
-    except DecodeError:  # not settings at all: alike only if the very same bytes
-        return kept == given
-    for config in (a, b):
-        for name in NO_STATE:
-            config.ClearField(name)
-    return a.SerializeToString(deterministic=True) == b.SerializeToString(deterministic=True)
-
-
-def differing(kept: bytes, given: bytes) -> str:
-    """Which settings differ, as the error names them: " (home_log: off there, on here)"."""
-    try:
-        a, b = pb.EngineConfig.FromString(kept), pb.EngineConfig.FromString(given)
-    except DecodeError:
-        return ""
-    names = [f.name for f in pb.EngineConfig.DESCRIPTOR.fields if f.name not in NO_STATE]
-    shown = {True: "on", False: "off"}
-    out = []
-    for name in names:
-        there, here = getattr(a, name), getattr(b, name)
-        if there != here and not hasattr(there, "ListFields"):  # (term files: not named)
-            there, here = shown.get(there, there), shown.get(here, here)
-            out.append(f"{name}: {there} there, {here} here")
-    return f" ({'; '.join(out)})" if out else ""
-
-
-def stored_ring_id(data_dir: Path) -> int:
-    """The id of the ring whose node's state data_dir holds (0: no state, or none recorded:
-    it was written before rings had ids)."""
-    value = _meta(data_dir, "ring")
-    return int(value, 16) if value else 0
-
-
-def _meta(data_dir: Path, name: str):
-    """A value of data_dir's meta table, read only (None: no state, or no such value)."""
-    path = data_dir / FILE
-    if not path.exists():
-        return None
-    try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            row = db.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
-        finally:
-            db.close()
-    except sqlite3.Error:
-        return None
-    return row[0] if row else None
-
-
-def stored_id(data_dir: Path) -> int | None:
-    """The id (its place on the ring) of the node whose state data_dir holds (None: no
-    state, or none recorded): a node restarted there must take it again."""
-    address = _meta(data_dir, "address")
-    found = re.search(r"\(id ([0-9a-f]{16})\)$", str(address)) if address else None
-    return int(found.group(1), 16) if found else None

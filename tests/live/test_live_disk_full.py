@@ -73,7 +73,7 @@ def test_a_ring_whose_disk_fills_refuses_changes_and_serves_again_once_it_emptie
         )
         full = eventually(
             lambda: fullness(addresses, credentials),
-            10,
+            30,
             "every node to find its disk full",
             holds=lambda why: all(why),
         )
@@ -88,20 +88,20 @@ def test_a_ring_whose_disk_fills_refuses_changes_and_serves_again_once_it_emptie
             assert refused.value.code == "RESOURCE_EXHAUSTED"
         eventually(
             lambda: {health(a, credentials) for a in addresses},
-            5,
+            30,
             "the API NOT_SERVING",
             holds=lambda status: status == {"NOT_SERVING"},
         )
         filler.unlink()  # space returns
         eventually(
             lambda: fullness(addresses, credentials),
-            10,
+            30,
             "every node to serve again",
             holds=lambda why: not any(why),
         )
         eventually(
             lambda: {health(a, credentials) for a in addresses},
-            5,
+            30,
             "the API SERVING again",
             holds=lambda status: status == {"SERVING"},
         )

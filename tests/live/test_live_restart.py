@@ -161,8 +161,8 @@ def test_a_node_holding_another_rings_data_is_refused(tmp_path):
     in one line that names both rings, and changes neither."""
     from support.command_line import assert_one_line_error, cqengine
 
+    from cqengine.live.datadir import stored_ring_id
     from cqengine.live.ring import node_certificate
-    from cqengine.live.storage import stored_ring_id
 
     a = ring_up(1, tmp_path / "a.json", timing=FAST, out=io.StringIO(), data_root=tmp_path / "a")
     (node,) = a.nodes

@@ -28,7 +28,8 @@ from cqengine.core.records import RecordStore
 from cqengine.core.settings import Settings
 from cqengine.evaluation.sim import EngineSimulator
 from cqengine.live import storage as storage_module
-from cqengine.live.storage import Storage, stored_id, stored_ring_id
+from cqengine.live.datadir import stored_id, stored_ring_id
+from cqengine.live.storage import Storage
 from cqengine.proto import cqengine_pb2 as pb
 
 SETTINGS = b"settings"

@@ -21,7 +21,7 @@ from cqengine.core.mailboxes import Subscription, Subscriptions, home_record, nu
 from cqengine.core.postings import InvertedIndex
 from cqengine.core.records import RecordStore
 from cqengine.evaluation.sim import EngineSimulator
-from cqengine.live import storage as storage_module
+from cqengine.live import datadir
 from cqengine.live.storage import Storage, StorageFull
 
 SETTINGS = b"settings"
@@ -38,9 +38,9 @@ def alerts(store: RecordStore, sub: Subscription, start: int, n: int) -> None:
 def test_a_commit_the_full_disk_fails_loses_nothing_and_is_made_once_space_returns(
     tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(storage_module, "CHECK_EVERY", 0.0)  # look at every call
+    monkeypatch.setattr(datadir, "CHECK_EVERY", 0.0)  # look at every call
     storage = Storage.open(tmp_path, "n", SETTINGS)
-    storage.reserve = 0  # (this test's disk has room: SQLite is what fails)
+    storage.room.reserve = 0  # (this test's disk has room: SQLite is what fails)
     store = RecordStore(InvertedIndex(), Subscriptions(), 3, clock=lambda: 100.0)
     store.journal = storage
     store.put_home(home_record(Subscription(1, b"h" * 32, ["a"], 1, "a", key=KEY)))
@@ -89,11 +89,11 @@ def pb_home(first: int):
 
 
 def test_a_disk_below_its_reserve_is_full_until_the_reserve_is_free(tmp_path, monkeypatch):
-    monkeypatch.setattr(storage_module, "CHECK_EVERY", 0.0)
+    monkeypatch.setattr(datadir, "CHECK_EVERY", 0.0)
     storage = Storage.open(tmp_path, "n", SETTINGS)
-    storage.reserve = 1 << 62  # more than any disk has free
+    storage.room.reserve = 1 << 62  # more than any disk has free
     assert "below the reserve" in storage.full()
-    storage.reserve = 1 << 20
+    storage.room.reserve = 1 << 20
     assert storage.full() is None
     storage.close()
 
