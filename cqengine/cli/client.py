@@ -345,6 +345,9 @@ def print_stats(replies) -> None:
         print(f"{'calls refused':20} {sum(refused.values())}")
         for reason, n in sorted(refused.items()):
             print(f"  {reason.replace('_', ' '):18} {n}")
+    for r in replies:
+        if r.storage_full:
+            print(f"data directory full at {r.node}: {r.storage_full}")
     print_latency(replies)
     print(f"\n{'message kind':24} {'messages':>10} {'bytes':>14}")
     for kind, (m, b) in sorted(ledger.items()):

@@ -122,6 +122,11 @@ class Stats:
             documents_sent_again=c["documents_sent_again"],
             documents_unkept=c["documents_unkept"],
             storage_full=(ctx.journal.full() or "") if ctx.journal is not None else "",
+            # (beside the gate's: calls refused before any handler ran, the node's data
+            # directory full; cqengine.core.node.EngineNode.writable)
+            calls_refused={"storage_full": c["refused:storage_full"]}
+            if c["refused:storage_full"]
+            else {},
             **self._logs(),
         )
 

@@ -105,6 +105,8 @@ def test_a_ring_whose_disk_fills_refuses_changes_and_serves_again_once_it_emptie
             "the API SERVING again",
             holds=lambda status: status == {"SERVING"},
         )
+        with Client(addresses[1], credentials=credentials) as c:
+            assert c.stats().calls_refused["storage_full"] >= 2  # counted: those two
         publish(addresses[2], docs[20:], credentials)
         got += collect(subs, addresses, len(expected(subs, docs)) - len(got), credentials)
     finally:
