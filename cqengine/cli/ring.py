@@ -77,6 +77,13 @@ def add_node(sub) -> None:
         "and serves them again by itself once space returns (0: only when a write fails; "
         f"default {RESERVE >> 20})",
     )
+    node.add_argument(
+        "--rejoin-empty",
+        action="store_true",
+        help="with --data-dir and --join: move the data directory aside (DIR.damaged-TIME) "
+        "and start with an empty one, at the node's place on the ring, refilled from the "
+        "copies the other nodes hold (the remedy for a directory found damaged at start)",
+    )
     tls = node.add_argument_group("security (one of --tls-dir and --insecure is required)")
     tls.add_argument(
         "--tls-dir",
@@ -217,6 +224,7 @@ def cmd_node(args: argparse.Namespace) -> int:
             limits_from(args),
             (args.metrics_host, args.metrics_port) if args.metrics_port else None,
             args.disk_reserve << 20,
+            args.rejoin_empty,
         )
     )
     return 0

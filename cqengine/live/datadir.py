@@ -29,6 +29,24 @@ CHECK_EVERY = 1.0  # seconds between two looks at the disk's free space
 NO_STATE = ("header_terms", "filter_lease", "merge_queries")
 
 
+def damaged(data_dir: Path, why: object) -> str:
+    """The one-line start-up error of a data directory found damaged, with the remedy."""
+    return (
+        f"data directory {data_dir} is damaged ({why}): start the node with --rejoin-empty "
+        "to move it aside and refill the node from its replicas, or put back a copy"
+    )
+
+
+def set_aside(data_dir: Path) -> Path:
+    """Move a (damaged) data directory aside, beside it, named for when: where it went."""
+    aside = data_dir.with_name(f"{data_dir.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+    n = 1
+    while aside.exists():  # (twice in a second)
+        aside, n = aside.with_name(f"{aside.name}-{n}"), n + 1
+    data_dir.rename(aside)
+    return aside
+
+
 def owner_problem(
     data_dir: Path, meta: dict, address: str, settings: bytes, ring: int
 ) -> str | None:

@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import sqlite3
 from itertools import islice
 from pathlib import Path
 from typing import Sequence
 
 import grpc
 import mmh3
+from google.protobuf.message import DecodeError
 from grpc_health.v1 import health_pb2
 
 from chord.grpc_transport import SIZE_OPTIONS
@@ -33,7 +35,15 @@ from cqengine.core.mailboxes import Subscription, numbered_batch
 from cqengine.core.node import EngineNode
 from cqengine.core.placement import analyze_all, check_batch
 from cqengine.core.settings import Settings, SettingsError
-from cqengine.live.datadir import CHECK_EVERY, RESERVE, stored_id, stored_ring_id
+from cqengine.live.datadir import (
+    CHECK_EVERY,
+    FILE,
+    RESERVE,
+    damaged,
+    set_aside,
+    stored_id,
+    stored_ring_id,
+)
 from cqengine.live.publishing import Batcher, Publishing
 from cqengine.live.storage import Storage
 from cqengine.proto import cqengine_pb2 as pb
@@ -368,6 +378,7 @@ async def serve_engine(
     limits: Limits | None = None,
     metrics: tuple[str, int] | None = None,
     reserve: int = RESERVE,
+    rejoin_empty: bool = False,
 ) -> None:
     """Run an engine node until it is signalled; with a data directory, the node keeps its
     state there (cqengine.live.storage) and, restarted, takes it back before it joins.
@@ -400,6 +411,11 @@ async def serve_engine(
         address = f"{advertise or host}:{port}"
         if node_id is None:  # restarted there: the id it had (its keys are its region's)
             node_id = stored_id(data_dir)
+        if rejoin_empty and (data_dir / FILE).exists():
+            if not join:
+                raise StartupError("--rejoin-empty refills the node from the ring: give --join")
+            aside = set_aside(data_dir)
+            print(f"moved {data_dir} aside to {aside}: the node starts empty", flush=True)
         if not join:  # a ring restarted from its data is the ring it was
             ring = stored_ring_id(data_dir) or new_ring()
         storage = Storage.open(
@@ -418,7 +434,11 @@ async def serve_engine(
         )
         node.ring = ring
         if storage is not None:
-            kept = storage.load()
+            try:
+                kept, logs = storage.load(), storage.logs.load()
+            except (sqlite3.DatabaseError, DecodeError, ValueError, KeyError, TypeError) as e:
+                # a row that reads as no value of its kind: named, with the remedy
+                raise StartupError(damaged(data_dir, f"{type(e).__name__}: {e}")) from None
             node.restore(*kept)
             subs, entries = kept[0], kept[1]
             if subs or entries:
@@ -427,7 +447,6 @@ async def serve_engine(
                     f"{sum(len(s.mailbox.queue) for s in subs)} waiting alerts from {data_dir}",
                     flush=True,
                 )
-            logs = storage.logs.load()
             if node.home.logs is not None and logs:
                 node.home.logs.restore(logs)
                 print(

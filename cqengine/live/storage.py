@@ -50,7 +50,7 @@ from cqengine.core.homelog.log import Log
 from cqengine.core.limits import MAILBOX, SEEN_KEPT
 from cqengine.core.mailboxes import AlertDoc, Mailbox, Subscription
 from cqengine.core.queries import entry_slot
-from cqengine.live.datadir import FILE, RESERVE, Room, owner_problem
+from cqengine.live.datadir import FILE, RESERVE, Room, damaged, owner_problem
 from cqengine.live.logstore import LogStore
 from cqengine.proto import cqengine_pb2 as pb
 
@@ -168,9 +168,18 @@ class Storage:
         must be it."""
         try:
             data_dir.mkdir(parents=True, exist_ok=True)
-            storage = cls(data_dir / FILE)
-        except (OSError, sqlite3.Error) as e:
+        except OSError as e:
             raise StartupError(f"cannot use data directory {data_dir}: {e}") from None
+        try:
+            return cls._open(data_dir, address, settings, ring)
+        except sqlite3.OperationalError as e:  # cannot open it, locked, ...
+            raise StartupError(f"cannot use data directory {data_dir}: {e}") from None
+        except sqlite3.DatabaseError as e:  # not a database, a page damaged, ...
+            raise StartupError(damaged(data_dir, e)) from None
+
+    @classmethod
+    def _open(cls, data_dir: Path, address: str, settings: bytes, ring: int) -> "Storage":
+        storage = cls(data_dir / FILE)
         meta = dict(storage.db.execute("SELECT name, value FROM meta"))
         if not meta:
             storage.db.executemany(
@@ -198,6 +207,11 @@ class Storage:
         if why is not None:
             raise StartupError(why)
         storage = cls(data_dir / FILE)
+        problems = [row for (row,) in storage.db.execute("PRAGMA quick_check")]
+        if problems != ["ok"]:
+            storage.db.close()
+            first = " ".join(problems[0].split())  # (one line: it may name a page on two)
+            raise StartupError(damaged(data_dir, f"quick_check: {first}"))
         if "ring" not in meta:
             storage._record_ring(ring)  # written before rings had ids: this one's from now
         return storage

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import io
 import signal
+import sqlite3
+from pathlib import Path
 
 import pytest
 from support.live import FAST, kill_hard, restart, subscribe
@@ -70,6 +72,61 @@ def test_a_node_killed_and_restarted_from_its_data_serves_its_state_again(corpus
         stop_processes(nodes, grace=2.0)
     assert_matchers_alerts(got, subs, docs)
     assert "restored" in (tmp_path / f"node-{victim.port}.log").read_text()
+
+
+def test_a_damaged_directory_is_refused_and_rejoin_empty_refills_the_node(corpus, tmp_path):
+    """A node stopped, a page of its data directory overwritten: started again, it stops at
+    once with the one-line error naming the remedy; started with --rejoin-empty, its
+    directory goes aside and it joins empty at its place, refilled from the copies the
+    others hold. Every alert before and after is the matcher's, once."""
+    from support.live import wait_gone
+
+    from cqengine.live.datadir import FILE
+    from cqengine.live.ring import _wait_serving, spawn
+
+    docs, queries = corpus
+    data = tmp_path / "data"
+    ring = ring_up(4, tmp_path / "ring.json", timing=FAST, out=io.StringIO(), data_root=data)
+    nodes, credentials = list(ring.nodes), ring.credentials()
+    try:
+        addresses = ring.addresses()
+        subs = subscribe(addresses, queries, credentials, seed=9)
+        got = publish_and_collect(addresses, subs, docs[:30], credentials)
+        victim = nodes[2]
+        stop_processes([victim], grace=10.0, how=signal.SIGUSR1)  # as `ring down` stops it
+        path = data / str(victim.port) / FILE
+        db = sqlite3.connect(path)  # a page in use (the subscriptions'), overwritten
+        (page,) = db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'subscriptions'")
+        db.close()
+        with open(path, "r+b") as f:
+            f.seek((page[0] - 1) * 4096)
+            f.write(bytes(range(256)) * 16)
+        tls = Path(ring.tls)
+        refused = spawn(
+            victim.port, addresses[0], ring.r, FAST, tmp_path, data=path.parent, tls=tls
+        )
+        nodes.append(refused)  # (stopped at the end, should it start after all)
+        wait_gone([refused], timeout=20)
+        log = (tmp_path / f"node-{victim.port}.log").read_text()
+        assert "is damaged" in log and "--rejoin-empty" in log and "Traceback" not in log
+        back = spawn(
+            victim.port,
+            addresses[0],
+            ring.r,
+            FAST,
+            tmp_path,
+            node_args=["--rejoin-empty"],
+            data=path.parent,
+            tls=tls,
+        )
+        nodes.append(back)
+        _wait_serving(back, 20, credentials)
+        wait_converged(addresses, ring.r, timeout=30, credentials=credentials)
+        assert list(data.glob(f"{victim.port}.damaged-*/{FILE}"))  # kept aside
+        got += publish_and_collect(addresses, subs, docs[30:], credentials)
+    finally:
+        stop_processes(nodes, grace=2.0)
+    assert_matchers_alerts(got, subs, docs)
 
 
 def test_ring_down_keeps_the_data_ring_up_brings_it_back_and_purge_removes_it(corpus, tmp_path):

@@ -572,3 +572,59 @@ def test_a_data_directory_of_a_ring_without_the_home_log_is_refused_on_it(tmp_pa
     assert "(home_log: off there, on here)" in message
     assert "start the ring with the options it had, or remove the directory" in message
     assert "\n" not in message
+
+
+def stored_alerts(path: Path, n: int) -> None:
+    """A data directory holding n alerts of one subscription (many pages of them)."""
+    storage = Storage.open(path, "n", SETTINGS)
+    store = RecordStore(InvertedIndex(), Subscriptions(), 3, clock=lambda: 100.0)
+    store.journal = storage
+    store.put_home(home_record(Subscription(1, b"h" * 32, ["a"], 1, "a", key=1 << 60)))
+    docs = [(1, i, (f"D{i}", "title " + "t" * 200, "")) for i in range(n)]
+    store.put_alerts(numbered_batch(docs), lambda k: True)
+    storage.close()
+
+
+@pytest.mark.parametrize(
+    "damage", ["a page overwritten", "an index page no start reads", "no database at all"]
+)
+def test_a_damaged_data_directory_refuses_the_start_in_one_line_with_the_remedy(tmp_path, damage):
+    """A page of node.sqlite overwritten (as a failing disk or a stray write does), even
+    one that nothing the start reads would meet (PRAGMA quick_check finds it), or a file
+    that is no database: the start is refused in one line naming the directory, what is
+    wrong, and the remedy (--rejoin-empty), not a traceback."""
+    stored_alerts(tmp_path, 400)
+    path = tmp_path / storage_module.FILE
+    db = sqlite3.connect(path)
+    (index,) = db.execute(
+        "SELECT rootpage FROM sqlite_master WHERE name = 'sqlite_autoindex_meta_1'"
+    ).fetchone()
+    db.close()
+    with open(path, "r+b") as f:
+        if damage == "no database at all":
+            f.write(b"not a database" * 1000)
+        else:
+            pages = path.stat().st_size // 4096
+            assert pages > 8
+            f.seek(((pages // 2) if damage == "a page overwritten" else index - 1) * 4096)
+            f.write(bytes(range(256)) * 16)  # one 4 KB page of garbage
+    with pytest.raises(StartupError) as refused:
+        Storage.open(tmp_path, "n", SETTINGS)
+    message = str(refused.value)
+    assert f"data directory {tmp_path} is damaged" in message
+    assert "--rejoin-empty" in message and "\n" not in message
+    if damage == "an index page no start reads":
+        assert "quick_check" in message
+
+
+def test_a_directory_set_aside_keeps_its_files_beside_it(tmp_path):
+    from cqengine.live.datadir import set_aside
+
+    data = tmp_path / "7001"
+    stored_alerts(data, 3)
+    first = set_aside(data)
+    assert not data.exists() and (first / storage_module.FILE).exists()
+    assert first.name.startswith("7001.damaged-")
+    stored_alerts(data, 3)
+    second = set_aside(data)  # again within the second: another name
+    assert second != first and second.exists() and first.exists()
