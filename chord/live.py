@@ -109,9 +109,11 @@ class App(Handler, Protocol):
         """The node leaves the ring for good (not a stop to restart): what to hand on first,
         while it still serves and answers (bounded by LEAVING_WAIT)."""
 
-    def durable(self) -> None:
-        """Make what the request just handled or the operation just run changed survive the
-        process (one commit per batch of changes; nothing if the app keeps nothing)."""
+    def durable(self, method: str = "") -> None:
+        """Make what the request just handled (`method`: "" for an operation run) or the
+        operation just run changed survive the process (one commit per batch of changes;
+        nothing if the app keeps nothing). An exception if it cannot, where what `method`
+        changed would be lost: the caller is answered with it, not told it is kept."""
 
 
 # builds the app around the node's ChordNode, with what the node lends it (chord.host)
@@ -218,9 +220,9 @@ class LiveNode:
         finally:
             self._durable()
 
-    def _durable(self) -> None:
+    def _durable(self, method: str = "") -> None:
         if self.app is not None:
-            charged(self.meter, "storage", self.app.durable)
+            charged(self.meter, "storage", self.app.durable, method)
 
     @property
     def background(self) -> int:
@@ -263,7 +265,7 @@ class LiveNode:
         reply = charged(self.meter, method, self.handler.handle, method, request)
         if isgenerator(reply):  # an answer that needs calls of its own
             reply = await self._to_the_end(reply)
-        self._durable()  # before the reply: what it acknowledges is kept
+        self._durable(method)  # before the reply: what it acknowledges is kept
         if method == "GetState":
             reply.ledger.extend(
                 pb.LedgerEntry(kind=k, messages=c.messages, bytes=c.bytes)

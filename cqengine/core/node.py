@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from chord.host import Host
-from chord.node import ChordNode, Op, Refused
+from chord.node import ChordNode, Op, Refused, StatusError
 from chord.routing import NodeRef
 from cqengine.core import checks
 from cqengine.core.announcer import Announcer
@@ -212,11 +212,21 @@ class EngineNode:
         if self.home.logs is not None:
             yield from self.home.logs.step_down()
 
-    def durable(self) -> None:
+    def durable(self, method: str = "") -> None:
         """Commit what the journal was told (a shell calls this once per batch of changes:
-        after each request it handled and each operation it ran)."""
-        if self.ctx.journal is not None:
+        after each request it handled, `method`, and each operation it ran, ""). If it
+        cannot (the data directory full), the changes wait in the journal for a later
+        commit; the request is refused only if it may have changed what I keep: a Ping or
+        an announcement is not answered with another call's full disk (its caller would
+        take me for failed, and the ring would fall apart around a node that only cannot
+        write)."""
+        if self.ctx.journal is None:
+            return
+        try:
             self.ctx.journal.commit()
+        except StatusError:
+            if not method or method in WRITES:
+                raise
 
     def restore(
         self,

@@ -52,62 +52,11 @@ from cqengine.core.mailboxes import AlertDoc, Mailbox, Subscription
 from cqengine.core.queries import entry_slot
 from cqengine.live.datadir import FILE, RESERVE, Room, damaged, owner_problem
 from cqengine.live.logstore import LogStore
+from cqengine.live.schema import MIGRATIONS, SCHEMA, TABLES, checked, crc, migrate
 from cqengine.proto import cqengine_pb2 as pb
 
 log = logging.getLogger("cqengine.storage")
 
-SCHEMA = "5"
-MIGRATIONS = {  # from a schema to the next
-    "1": "ALTER TABLE subscriptions ADD COLUMN key INTEGER NOT NULL DEFAULT 0",
-    # alert_runs is made with the other tables; an alert kept a row each in `alerts` is
-    # read from there and written again as runs the first time the node loads
-    "2": "ALTER TABLE subscriptions ADD COLUMN since_run INTEGER NOT NULL DEFAULT 0",
-    # ack_runs is made with the other tables; `first` in subscriptions holds on
-    "3": "SELECT 1",
-    "4": "ALTER TABLE subscriptions ADD COLUMN query TEXT NOT NULL DEFAULT ''",
-}
-
-TABLES = """
-CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS subscriptions (
-    id INTEGER PRIMARY KEY, token_hash BLOB NOT NULL, terms TEXT NOT NULL,
-    index_id INTEGER NOT NULL, index_term TEXT NOT NULL,
-    first INTEGER NOT NULL DEFAULT 0,  -- the number of its oldest alert not acknowledged
-    key INTEGER NOT NULL DEFAULT 0,  -- its home key (0: homed here for good, not replicated)
-    -- the first run that may hold its alerts: those before are of an earlier time it was
-    -- here (it left, its alerts were left for a sweep to collect, and it came back)
-    since_run INTEGER NOT NULL DEFAULT 0,
-    -- its query and each alternative's index key, as JSON [text, [keys]]; '': a
-    -- conjunction of its terms, indexed under index_id
-    query TEXT NOT NULL DEFAULT ''
-);
-CREATE TABLE IF NOT EXISTS tombstones (  -- entries deleted, kept until every replica has it
-    key INTEGER NOT NULL, subscription_id INTEGER NOT NULL, version INTEGER NOT NULL,
-    deleted REAL NOT NULL, PRIMARY KEY (key, subscription_id)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS gone (  -- subscriptions ended, likewise
-    id INTEGER PRIMARY KEY, key INTEGER NOT NULL, deleted REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS entries (
-    key INTEGER NOT NULL, subscription_id INTEGER NOT NULL, entry BLOB NOT NULL,
-    PRIMARY KEY (key, subscription_id)  -- the entry's slot (cqengine.core.queries)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS alerts (  -- schema 2's alerts, a row each: read once, then runs
-    subscription_id INTEGER NOT NULL, seq INTEGER NOT NULL, doc INTEGER NOT NULL,
-    PRIMARY KEY (subscription_id, seq)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS alert_runs (  -- a document's alerts of one commit, as columns:
-    id INTEGER PRIMARY KEY, doc INTEGER NOT NULL,  -- the subscriptions (int64) and each
-    subs BLOB NOT NULL, seqs BLOB NOT NULL  -- one's number (int64), little-endian
-);
-CREATE TABLE IF NOT EXISTS ack_runs (  -- acknowledgements of one commit, as columns: the
-    id INTEGER PRIMARY KEY,  -- subscriptions (int64) and the number of each one's oldest
-    subs BLOB NOT NULL, firsts BLOB NOT NULL  -- alert not acknowledged (int64); the run of
-);  -- the highest id naming a subscription wins over its row's `first`
-CREATE TABLE IF NOT EXISTS alert_docs (
-    id INTEGER PRIMARY KEY, docno TEXT NOT NULL, title TEXT NOT NULL, snippet TEXT NOT NULL
-);
-"""
 SWEEP = 256  # commits between sweeps of the alerts and documents no longer needed
 
 
@@ -192,7 +141,7 @@ class Storage:
         if meta.get("schema") in MIGRATIONS:
             storage = cls(data_dir / FILE)
             while (schema := dict(storage.db.execute("SELECT * FROM meta"))["schema"]) != SCHEMA:
-                storage.db.execute(MIGRATIONS[schema])
+                migrate(storage.db, schema)
                 storage.db.execute(
                     "UPDATE meta SET value = ? WHERE name = 'schema'", (str(int(schema) + 1),)
                 )
@@ -274,8 +223,7 @@ class Storage:
             box.extend(docs[doc] for _, doc in kept)
             box.seen.update(doc[0] for doc in box.queue)
         entries = [
-            (unsigned(key), pb.QueryEntry.FromString(entry))
-            for key, entry in self.db.execute("SELECT key, entry FROM entries")
+            (unsigned(key), pb.QueryEntry.FromString(entry)) for key, entry in self._entries()
         ]
         tombstones = [
             (unsigned(key), unsigned(sub), unsigned(version), deleted)
@@ -295,7 +243,9 @@ class Storage:
         legacy = self.db.execute("SELECT subscription_id, seq, doc FROM alerts").fetchall()
         for sub, seq, doc in legacy:
             alerts.setdefault(unsigned(sub), {})[seq] = doc
-        for run, doc, subs, seqs in self.db.execute("SELECT * FROM alert_runs ORDER BY id"):
+        runs = self.db.execute("SELECT id, doc, subs, seqs, crc FROM alert_runs ORDER BY id")
+        for run, doc, subs, seqs, kept in runs:
+            checked(f"alert run {run}", kept, subs, seqs)
             columns = np.frombuffer(subs, dtype=np.uint64), np.frombuffer(seqs, dtype=np.int64)
             self._live[run] = columns
             for sub, seq in zip(*(c.tolist() for c in columns)):
@@ -311,10 +261,21 @@ class Storage:
             self.commit()
         return {sub: sorted(numbered.items()) for sub, numbered in alerts.items()}
 
+    def _entries(self):
+        """The index entries' rows, (key, entry), each checked against its CRC32."""
+        for key, slot, entry, kept in self.db.execute("SELECT * FROM entries"):
+            checked(f"index entry {unsigned(slot):016x} under {unsigned(key):016x}", kept, entry)
+            yield key, entry
+
     def _acknowledged(self) -> dict[int, int]:
         """Each subscription's oldest alert not acknowledged, as the latest ack run naming
         it has it."""
-        rows = self.db.execute("SELECT subs, firsts FROM ack_runs ORDER BY id").fetchall()
+        rows = []
+        for run, subs, firsts, kept in self.db.execute(
+            "SELECT id, subs, firsts, crc FROM ack_runs ORDER BY id"
+        ):
+            checked(f"acknowledgement run {run}", kept, subs, firsts)
+            rows.append((subs, firsts))
         if not rows:
             return {}
         subs = np.concatenate([np.frombuffer(s, dtype=np.uint64) for s, _ in rows])
@@ -380,9 +341,10 @@ class Storage:
         self._changed()
 
     def indexed(self, key: int, entry: pb.QueryEntry) -> None:
+        data = entry.SerializeToString()
         self.db.execute(
-            "INSERT OR REPLACE INTO entries VALUES (?, ?, ?)",
-            (signed(key), signed(entry_slot(entry)), entry.SerializeToString()),
+            "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?)",
+            (signed(key), signed(entry_slot(entry)), data, crc(data)),
         )
         self._changed()
 
@@ -469,9 +431,10 @@ class Storage:
         for run, (doc, (subs, seqs)) in enumerate(self._runs.items(), self._next_run):
             columns = np.array(subs, dtype=np.uint64), np.array(seqs, dtype=np.int64)
             live[run] = columns
-            rows.append((run, doc, *(c.tobytes() for c in columns)))
+            blobs = [c.tobytes() for c in columns]
+            rows.append((run, doc, *blobs, crc(*blobs)))
         if rows:
-            db.executemany("INSERT INTO alert_runs VALUES (?, ?, ?, ?)", rows)
+            db.executemany("INSERT INTO alert_runs VALUES (?, ?, ?, ?, ?)", rows)
         if self._acked:
             self._write_acks(self._acked)
         return live
@@ -522,8 +485,9 @@ class Storage:
             np.fromiter(acked, dtype=np.uint64, count=len(acked)),
             np.fromiter(acked.values(), dtype=np.int64, count=len(acked)),
         )
+        blobs = [c.tobytes() for c in columns]
         cursor = self.db.execute(
-            "INSERT INTO ack_runs (subs, firsts) VALUES (?, ?)", [c.tobytes() for c in columns]
+            "INSERT INTO ack_runs (subs, firsts, crc) VALUES (?, ?, ?)", [*blobs, crc(*blobs)]
         )
         return cursor.lastrowid
 
@@ -579,7 +543,10 @@ class Storage:
 
     def _commit_soon(self) -> None:
         self._soon = False
-        self.commit()
+        try:
+            self.commit()
+        except StorageFull:
+            pass  # (logged as it failed; the changes wait for the next commit)
 
     def close(self) -> None:
         self.commit()

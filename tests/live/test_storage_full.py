@@ -157,3 +157,27 @@ def pb_batch(sub_id: int):
     from cqengine.proto import cqengine_pb2 as pb
 
     return pb.AlertBatch(docnos=["Dnew"], subscription_ids=[sub_id])
+
+
+def test_a_commit_the_full_disk_fails_refuses_only_calls_that_may_have_changed_state():
+    """After each request a node commits what its journal was told (by that request, or by
+    another before it). Failing, it refuses the request only if that may have changed what
+    the node keeps: a Ping or a lookup answered RESOURCE_EXHAUSTED made its callers take
+    a node that only cannot write for failed, and the ring fell apart around it."""
+    wl = workload(1)
+    sim = EngineSimulator(3, make_settings(wl, replicas=3, seed=5), seed=5)
+    node = next(iter(sim.engines.values()))
+
+    class Failing:
+        def commit(self):
+            raise StorageFull("data directory full: database or disk is full")
+
+        def __getattr__(self, name):
+            return lambda *args: None
+
+    node.ctx.journal = Failing()
+    for method in ("Ping", "GetNeighbors", "Announce", "TermDialogue", "Stats"):
+        node.durable(method)  # answered as usual
+    for method in ("Deliver", "LogAppend", "Index", ""):  # ("": an operation run)
+        with pytest.raises(StorageFull):
+            node.durable(method)
