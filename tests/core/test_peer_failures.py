@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from support.oracle import assert_exact
-from support.workloads import make_settings, workload
+from support.workloads import make_settings, subscribe_through_every_node, workload
 
 from cqengine.core.errors import EngineError
 from cqengine.evaluation.sim import EngineSimulator
@@ -35,11 +35,8 @@ def test_a_home_that_fails_its_deliveries_costs_only_its_own_alerts(home_log):
     settings = make_settings(wl, replicas=3 if home_log else 1, home_log=home_log, seed=3)
     sim = EngineSimulator(6, settings, seed=3)
     sim.hold(True)  # a batch's alerts go one Deliver per home node, as live DNs do
+    subs = subscribe_through_every_node(sim, wl)
     vias = sorted(sim.engines)
-    subs = {}
-    for i, q in enumerate(wl.queries):
-        reply = sim.subscribe(q, via=vias[i % len(vias)])
-        subs[reply.subscription_id] = reply.terms
     broken = max(sim.engines, key=lambda a: len(sim.engines[a].subscriptions))
     homed_there = {s for s in sim.engines[broken].subscriptions}
     calls = failing(sim, broken, "Deliver")

@@ -574,14 +574,21 @@ def test_a_data_directory_of_a_ring_without_the_home_log_is_refused_on_it(tmp_pa
     assert "\n" not in message
 
 
-def stored_alerts(path: Path, n: int) -> None:
-    """A data directory holding n alerts of one subscription (many pages of them)."""
+def journalled(path: Path, alerts: int, title: str = "") -> tuple[Storage, RecordStore]:
+    """A record store journalling to the storage in path, holding one subscription and
+    this many alerts of it."""
     storage = Storage.open(path, "n", SETTINGS)
     store = RecordStore(InvertedIndex(), Subscriptions(), 3, clock=lambda: 100.0)
     store.journal = storage
     store.put_home(home_record(Subscription(1, b"h" * 32, ["a"], 1, "a", key=1 << 60)))
-    docs = [(1, i, (f"D{i}", "title " + "t" * 200, "")) for i in range(n)]
+    docs = [(1, i, (f"D{i}", title, "")) for i in range(alerts)]
     store.put_alerts(numbered_batch(docs), lambda k: True)
+    return storage, store
+
+
+def stored_alerts(path: Path, n: int) -> None:
+    """A data directory holding n alerts of one subscription (many pages of them)."""
+    storage, _ = journalled(path, n, "title " + "t" * 200)
     storage.close()
 
 
@@ -643,11 +650,7 @@ def test_a_bit_flipped_in_a_row_of_numbers_is_found_at_load(tmp_path, table, col
     index entry would load as a wrong value (and spread to every replica): each such row
     carries a CRC32 of its blobs, and one that fails it stops the load, naming the row (a
     node's start, serve_engine, ends on it with the one-line error and the remedy)."""
-    storage = Storage.open(tmp_path, "n", SETTINGS)
-    store = RecordStore(InvertedIndex(), Subscriptions(), 3, clock=lambda: 100.0)
-    store.journal = storage
-    store.put_home(home_record(Subscription(1, b"h" * 32, ["a"], 1, "a", key=1 << 60)))
-    store.put_alerts(numbered_batch([(1, i, (f"D{i}", "", "")) for i in range(5)]), lambda k: True)
+    storage, store = journalled(tmp_path, 5)
     store.put_home(pb.HomeRecord(key=1 << 60, subscription_id=1, first=2))
     storage.indexed(7, pb.QueryEntry(subscription_id=1, terms=["a"], home="n"))
     storage.close()
@@ -666,11 +669,7 @@ def test_rows_written_before_they_had_a_crc_load_unchecked(tmp_path):
     """Rows of a directory written before schema 8 have no CRC (NULL, once the column is
     added: test_a_data_directory_of_schema_2_keeps_its_alerts_as_runs migrates one): they
     load as they are, and rows written from then on carry one."""
-    storage = Storage.open(tmp_path, "n", SETTINGS)
-    store = RecordStore(InvertedIndex(), Subscriptions(), 3, clock=lambda: 100.0)
-    store.journal = storage
-    store.put_home(home_record(Subscription(1, b"h" * 32, ["a"], 1, "a", key=1 << 60)))
-    store.put_alerts(numbered_batch([(1, i, (f"D{i}", "", "")) for i in range(3)]), lambda k: True)
+    storage, _ = journalled(tmp_path, 3)
     storage.close()
     db = sqlite3.connect(tmp_path / storage_module.FILE)  # as the migration leaves them
     for table in ("alert_runs", "ack_runs", "entries"):

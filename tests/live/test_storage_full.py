@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 from support.oracle import assert_exact
-from support.workloads import make_settings, workload
+from support.workloads import make_settings, subscribe_through_every_node, workload
 
 from cqengine.core.errors import EngineError
 from cqengine.core.homelog.log import Log
@@ -128,11 +128,8 @@ def test_a_home_whose_disk_fills_refuses_its_alerts_and_takes_them_all_once_it_c
     settings = make_settings(wl, replicas=3, home_log=home_log, seed=5)
     sim = EngineSimulator(6, settings, seed=5)
     sim.hold(True)
+    subs = subscribe_through_every_node(sim, wl)
     vias = sorted(sim.engines)
-    subs = {}
-    for i, q in enumerate(wl.queries):
-        reply = sim.subscribe(q, via=vias[i % len(vias)])
-        subs[reply.subscription_id] = reply.terms
     full = max(sim.engines, key=lambda a: len(sim.engines[a].subscriptions))
     node = sim.engines[full]
     journal = node.ctx.journal = FullJournal(node.ctx.host.now, node.ctx.host.now() + 120)

@@ -78,6 +78,17 @@ def subscribe_all(sim: EngineSimulator, wl: Workload, via=None) -> dict[int, lis
     return subs
 
 
+def subscribe_through_every_node(sim: EngineSimulator, wl: Workload) -> dict[int, list[str]]:
+    """Subscribe every query, through each node in turn (as clients spread over a ring
+    do); subscription id -> its terms as the node analyzed them."""
+    vias = sorted(sim.engines)
+    subs = {}
+    for i, q in enumerate(wl.queries):
+        reply = sim.subscribe(q, via=vias[i % len(vias)])
+        subs[reply.subscription_id] = list(reply.terms)
+    return subs
+
+
 def boolean_queries(wl: Workload, seed: int = 0, n: int = 60) -> list[str]:
     """Queries in the query language over the workload's words (boolean_queries_of)."""
     return boolean_queries_of(wl.docs, wl.df, seed, n)
