@@ -22,6 +22,7 @@ from chord.node import Call, Op, PeerFailed, PeerUnreachable
 from cqengine.core import limits
 from cqengine.core.context import Context
 from cqengine.core.documents import PublishedDoc
+from cqengine.core.errors import FULL as DIRECTORY_FULL
 from cqengine.core.mailboxes import alert_batch
 from cqengine.proto import cqengine_pb2 as pb
 
@@ -106,7 +107,8 @@ class Delivery:
                         self._unsent(mine, -1)
                     return
             except PeerFailed as e:
-                if e.code == "RESOURCE_EXHAUSTED":  # its disk full: it took nothing, for now
+                if e.code == "RESOURCE_EXHAUSTED" and DIRECTORY_FULL in e.details:
+                    # its data directory full: it took nothing, for now
                     self._later(home, batch, waited, mine, held=FULL)
                     return
             except PeerUnreachable:
