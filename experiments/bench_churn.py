@@ -15,7 +15,9 @@ nodes, and sends a document again elsewhere when a node refuses it or does not a
   the next once the ring is whole and fully replicated again;
 - `churn`: 4 new nodes join and 4 others leave gracefully, one every few seconds.
 
-Reported per scenario: subscriptions lost (not served by any node at the end), alerts lost,
+Reported per scenario: subscriptions lost (not served by any node at the end, once every
+subscriber has opened its stream again: a key whose log no node took up after the churn
+is taken up when a subscriber names it, and counted apart as unled), alerts lost,
 duplicated and wrong against the brute-force matcher over every document the ring
 accepted, documents reported failed to the publisher (and never accepted), the time from
 each event until the ring is whole (every successor, predecessor and finger right) and
@@ -204,17 +206,18 @@ def waiting(addresses: list[str], credentials, held: bool = True) -> int:
 
 
 def drain(
-    subs, addresses: list[str], credentials, seconds: float = 180.0
+    subs, addresses: list[str], credentials, seconds: float = 180.0, once: bool = False
 ) -> list[tuple[int, str, int]]:
     """What is left in the mailboxes, read from the nodes that serve the subscriptions now,
     pass after pass until the nodes say none waits and no batch is unresolved (or
-    `seconds` pass)."""
+    `seconds` pass); with `once`, at least one pass (every key's stream opened)."""
     by_key = defaultdict(list)
     for s in subs:
         by_key[s.home_id].append(s)
     got: list[tuple[int, str, int]] = []
     deadline = time.monotonic() + seconds
-    while waiting(addresses, credentials) and time.monotonic() < deadline:
+    while (once or waiting(addresses, credentials)) and time.monotonic() < deadline:
+        once = False
         with Client(addresses[0], credentials=credentials) as c:
             at = {key: c.find_home(key, addresses) for key in by_key}
         for key, group in by_key.items():
@@ -226,6 +229,17 @@ def drain(
                     for a in c.alerts(group, home=at[key], timeout=5)
                 ]
     return got
+
+
+def homed(addresses: list[str], credentials) -> tuple[int, Counter]:
+    """The subscriptions the nodes serve as homes now, and the alerts they dropped, by why."""
+    served, dropped = 0, Counter()
+    for a in addresses:
+        with Client(a, 5, credentials) as c:
+            stats = c.stats()
+        served += stats.subscriptions
+        dropped.update(dict(stats.dropped_by))
+    return served, dropped
 
 
 def subscribe_all(addresses: list[str], queries: list[str], seed: int, credentials) -> list:
@@ -368,12 +382,14 @@ def churn(name: str, args, live: Live, docs, queries, rng: random.Random) -> dic
         "repair": ledger_bytes(survivors, REPAIR, credentials),
         "replicate": ledger_bytes(survivors, REPLICATE, credentials),
     }
-    served, dropped = 0, Counter()
-    for a in survivors:
-        with Client(a, 5, credentials) as c:
-            stats = c.stats()
-        served += stats.subscriptions
-        dropped.update(dict(stats.dropped_by))
+    served, dropped = homed(survivors, credentials)
+    unled, deadline = len(subs) - served, time.monotonic() + 30
+    while served < len(subs) and time.monotonic() < deadline:
+        # a key no node leads (the node that serves it now holds no copy of its log: it
+        # joined just before the log's leader left) is taken over once a subscriber or a
+        # DN names it: every subscriber opens its stream once more
+        got += drain(subs, survivors, credentials, seconds=10, once=True)
+        served, dropped = homed(survivors, credentials)
     home_of = {s.subscription_id: s.home for s in subs}
     want = matches(
         {s.subscription_id: s.terms for s in subs},
@@ -392,6 +408,8 @@ def churn(name: str, args, live: Live, docs, queries, rng: random.Random) -> dic
         "nodes": args.nodes,
         "subscriptions": len(subs),
         "subscriptions_lost": len(subs) - served,
+        # of those found after it, those no node had taken up until a subscriber named them
+        "subscriptions_unled_after_churn": unled,
         "documents_sent": len(docs),
         "documents_accepted": len(publisher.accepted),
         "documents_reported_failed": publisher.failed_attempts,
