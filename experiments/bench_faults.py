@@ -14,7 +14,12 @@ Scenario built so far:
   answered a Subscribe and a Publish meanwhile (code and words); how long it took to
   find its disk full and to serve again.
 
-Still to build (issue 57): a damaged page, a clock step, a rolling upgrade.
+- `damaged`: one node stopped (SIGUSR1) while documents are published, a page of its
+  SQLite file in use overwritten; started again it must refuse to start, in one line
+  naming the remedy; started with `--rejoin-empty` it joins empty, refilled from the
+  others. Reported as above, with the refusal's line.
+
+Still to build (issue 57): a clock step, a rolling upgrade.
 
     sudo python experiments/bench_faults.py [--nodes 6] [--subscriptions 120] [--tmpfs-mib 24]
 
@@ -30,6 +35,7 @@ import os
 import random
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -41,12 +47,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_churn import Streamer, drain, subscribe_all  # noqa: E402
 from bench_live import RESULTS, workload_queries  # noqa: E402
 
+from chord.live import Timing  # noqa: E402
 from cqengine.evaluation.matcher import document_terms, matches  # noqa: E402
 from cqengine.live.client import Client, ClientError  # noqa: E402
-from cqengine.live.ring import ring_up, stop_processes  # noqa: E402
+from cqengine.live.datadir import FILE  # noqa: E402
+from cqengine.live.ring import (  # noqa: E402
+    _wait_serving,
+    pid_alive,
+    ring_up,
+    spawn,
+    stop_processes,
+    wait_converged,
+)
 from cqengine.text.corpus import generate_corpus  # noqa: E402
 
-SCENARIOS = ("full-disk",)
+SCENARIOS = ("full-disk", "damaged")
 
 
 def say(text: str) -> None:
@@ -137,12 +152,7 @@ def _full_disk(args, docs, queries, root: Path, base: int, full_port: int, nodes
     others = [a for a in addresses if a != full]
     subs = subscribe_all(addresses, queries, args.seed, credentials)
     say(f"  {len(subs)} subscriptions")
-    groups = defaultdict(list)
-    for s in subs:
-        groups[(s.home, s.home_id)].append(s)
-    streamers = [Streamer(h, g, args.seconds, credentials) for (h, _), g in groups.items()]
-    for s in streamers:
-        s.start()
+    streamers = start_streamers(subs, args.seconds, credentials)
     accepted: set[str] = set()
     quarter = len(docs) // 4
     publish(others, docs[:quarter], credentials, accepted)
@@ -174,10 +184,81 @@ def _full_disk(args, docs, queries, root: Path, base: int, full_port: int, nodes
     ring, addresses, credentials = up()
     publish(addresses, docs[-10:], credentials, accepted)
     got += drain(subs, addresses, credentials, seconds=120, once=True)
-    return report(subs, docs, accepted, got, refused, found_full, served_again, streamers)
+    out = report("full-disk", subs, docs, accepted, got, streamers)
+    out.update(
+        refused_while_full=refused,
+        seconds_to_find_it_full=round(found_full, 2),
+        seconds_to_serve_again=round(served_again, 2),
+    )
+    return out
 
 
-def report(subs, docs, accepted, got, refused, found_full, served_again, streamers) -> dict:
+def damaged(args, docs, queries) -> dict:
+    with tempfile.TemporaryDirectory(prefix="cqengine-faults-") as tmp:
+        nodes: list = []
+        try:
+            return _damaged(args, docs, queries, Path(tmp), nodes)
+        finally:
+            stop_processes(nodes, grace=5.0)
+
+
+def _damaged(args, docs, queries, root: Path, nodes: list) -> dict:
+    say(f"damaged: a ring of {args.nodes} nodes")
+    ring = ring_up(args.nodes, root / "ring.json", out=io.StringIO(), data_root=root / "data")
+    nodes[:] = list(ring.nodes)
+    addresses, credentials = ring.addresses(), ring.credentials()
+    subs = subscribe_all(addresses, queries, args.seed, credentials)
+    streamers = start_streamers(subs, args.seconds, credentials)
+    accepted: set[str] = set()
+    quarter = len(docs) // 4
+    publish(addresses, docs[:quarter], credentials, accepted)
+    victim = ring.nodes[args.nodes // 2]
+    stop_processes([victim], grace=10.0, how=signal.SIGUSR1)
+    others = [a for a in addresses if a != victim.address]
+    path = root / "data" / str(victim.port) / FILE
+    db = sqlite3.connect(path)  # a page in use (the subscriptions'), overwritten
+    ((page,),) = db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'subscriptions'")
+    db.close()
+    with open(path, "r+b") as f:
+        f.seek((page - 1) * 4096)
+        f.write(bytes(range(256)) * 16)
+    publish(others, docs[quarter : 2 * quarter], credentials, accepted)
+    logs, tls = root / "logs", Path(ring.tls)
+    refused = spawn(victim.port, others[0], ring.r, Timing(), logs, data=path.parent, tls=tls)
+    nodes.append(refused)
+    gone = lambda: not pid_alive(refused.pid, refused.port)  # noqa: E731
+    wait_for("the damaged node's start to end", gone, 30)
+    line = (logs / f"node-{victim.port}.log").read_text().strip().splitlines()[-1]
+    say(f"  refused: {line}")
+    rejoin = ["--rejoin-empty"]  # (node options: not the ring's engine options)
+    back = spawn(
+        victim.port, others[0], ring.r, Timing(), logs, node_args=rejoin, data=path.parent, tls=tls
+    )
+    nodes.append(back)
+    _wait_serving(back, 30, credentials)
+    wait_converged(addresses, ring.r, timeout=60, credentials=credentials)
+    say("  rejoined empty")
+    publish(addresses, docs[2 * quarter :], credentials, accepted)
+    for s in streamers:
+        s.join(timeout=args.seconds + 60)
+    got = [a for s in streamers for a in s.got] + drain(subs, addresses, credentials, once=True)
+    out = report("damaged", subs, docs, accepted, got, streamers)
+    out["start_refused_with"] = line
+    return out
+
+
+def start_streamers(subs, seconds: float, credentials) -> list[Streamer]:
+    """A subscriber per home key, reading its subscriptions for `seconds`."""
+    groups = defaultdict(list)
+    for s in subs:
+        groups[(s.home, s.home_id)].append(s)
+    streamers = [Streamer(h, g, seconds, credentials) for (h, _), g in groups.items()]
+    for s in streamers:
+        s.start()
+    return streamers
+
+
+def report(name: str, subs, docs, accepted, got, streamers) -> dict:
     want = matches(
         {s.subscription_id: list(s.terms) for s in subs},
         {d.docno: document_terms(d.text, d.title) for d in docs if d.docno in accepted},
@@ -189,7 +270,7 @@ def report(subs, docs, accepted, got, refused, found_full, served_again, streame
         named[(sub, seq)].add(docno)
         seqs[sub].add(seq)
     return {
-        "scenario": "full-disk",
+        "scenario": name,
         "subscriptions": len(subs),
         "documents_accepted": len(accepted),
         "alerts_owed": len(want),
@@ -200,9 +281,6 @@ def report(subs, docs, accepted, got, refused, found_full, served_again, streame
         "subscriptions_numbered_with_gaps": sum(
             sorted(v) != list(range(len(v))) for v in seqs.values()
         ),
-        "refused_while_full": refused,
-        "seconds_to_find_it_full": round(found_full, 2),
-        "seconds_to_serve_again": round(served_again, 2),
         "stream_errors": [s.error for s in streamers if s.error],
     }
 
@@ -215,14 +293,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tmpfs-mib", type=int, default=24, help="the full node's disk")
     p.add_argument("--seconds", type=float, default=60.0, help="how long subscribers read")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--scenarios", default=",".join(SCENARIOS))
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args(argv)
+    if set(args.scenarios.split(",")) - set(SCENARIOS):
+        p.error(f"unknown scenario in {args.scenarios}; choose from {', '.join(SCENARIOS)}")
     if os.geteuid() != 0:
         p.error("mounting the full node's tmpfs needs root: run it with sudo")
     docs = list(generate_corpus(args.docs + 200, seed=args.seed))
     queries = workload_queries("text", docs[: args.docs], args.subscriptions, args.seed)
     docs = docs[: args.docs]
-    runs = [full_disk(args, docs, queries)]
+    p_scenarios = args.scenarios.split(",")
+    runs = [
+        {"full-disk": full_disk, "damaged": damaged}[name](args, docs, queries)
+        for name in p_scenarios
+    ]
     result = {
         "benchmark": "bench_faults",
         "command": "python experiments/bench_faults.py " + " ".join(argv or sys.argv[1:]),
