@@ -23,6 +23,7 @@ from cqengine.core.records import RecordStore
 from cqengine.evaluation.sim import EngineSimulator
 from cqengine.live import datadir
 from cqengine.live.storage import Storage, StorageFull
+from cqengine.proto import cqengine_pb2 as pb
 
 SETTINGS = b"settings"
 KEY = 1 << 60
@@ -51,7 +52,7 @@ def test_a_commit_the_full_disk_fails_loses_nothing_and_is_made_once_space_retur
     storage.db.execute(f"PRAGMA max_page_count = {pages}")  # the disk is full now
     sub = store.subscriptions[1]
     alerts(store, sub, 5, 40)
-    store.put_home(pb_home(first=3))
+    store.put_home(pb.HomeRecord(key=KEY, subscription_id=1, first=3))
     log = Log(KEY, promised=2, promised_to="127.0.0.1:1")  # and a home key's log
     log.extend([log_entry(n) for n in range(20)])
     storage.log_changed(KEY, log)
@@ -76,16 +77,8 @@ def test_a_commit_the_full_disk_fails_loses_nothing_and_is_made_once_space_retur
 
 
 def log_entry(n: int):
-    from cqengine.proto import cqengine_pb2 as pb
-
     batch = pb.AlertBatch(docnos=[f"L{n}" + "y" * 300], subscription_ids=[n])
     return pb.LogEntry(epoch=2, kind=pb.LOG_DELIVER, data=batch.SerializeToString())
-
-
-def pb_home(first: int):
-    from cqengine.proto import cqengine_pb2 as pb
-
-    return pb.HomeRecord(key=KEY, subscription_id=1, first=first)
 
 
 def test_a_disk_below_its_reserve_is_full_until_the_reserve_is_free(tmp_path, monkeypatch):
@@ -133,7 +126,7 @@ def test_a_home_whose_disk_fills_refuses_its_alerts_and_takes_them_all_once_it_c
     full = max(sim.engines, key=lambda a: len(sim.engines[a].subscriptions))
     node = sim.engines[full]
     journal = node.ctx.journal = FullJournal(node.ctx.host.now, node.ctx.host.now() + 120)
-    batch = pb_batch(next(iter(node.subscriptions)))
+    batch = pb.AlertBatch(docnos=["Dnew"], subscription_ids=[next(iter(node.subscriptions))])
     before = node.statistics.state_digest()
     with pytest.raises(EngineError) as refused:  # refused before it changes anything
         node.handle("Deliver", batch)
@@ -148,12 +141,6 @@ def test_a_home_whose_disk_fills_refuses_its_alerts_and_takes_them_all_once_it_c
     counters = sum((e.counters for e in sim.engines.values()), start=type(sim.tally)())
     assert not [k for k in counters if k.startswith("dropped:") and counters[k]]
     assert counters["refused:storage_full"] == journal.refusals
-
-
-def pb_batch(sub_id: int):
-    from cqengine.proto import cqengine_pb2 as pb
-
-    return pb.AlertBatch(docnos=["Dnew"], subscription_ids=[sub_id])
 
 
 def test_a_commit_the_full_disk_fails_refuses_only_calls_that_may_have_changed_state():
