@@ -82,8 +82,7 @@ class MethodTable:
                 try:
                     return await dispatch(name, request)
                 except StatusError as e:  # malformed (Refused: it changed nothing), say
-                    code = getattr(grpc.StatusCode, e.code, grpc.StatusCode.UNKNOWN)
-                    await context.abort(code, str(e))
+                    await abort_with(context, e)
 
             return handler
 
@@ -100,6 +99,11 @@ class MethodTable:
                     )
             out.append(grpc.method_handlers_generic_handler(service.full_name, handlers))
         return out
+
+
+async def abort_with(context: grpc.aio.ServicerContext, error: StatusError) -> None:
+    """End a call with the status an error names (UNKNOWN if gRPC knows no such code)."""
+    await context.abort(getattr(grpc.StatusCode, error.code, grpc.StatusCode.UNKNOWN), str(error))
 
 
 @dataclass

@@ -76,6 +76,11 @@ class Context:
         """Whatever changes what must outlive the process tells this journal."""
         self._journal = self.index.journal = self.store.journal = journal
 
+    def storage_full(self) -> str:
+        """Why my journal can keep nothing now, its disk full, say ("": it can)."""
+        journal = self._journal
+        return (journal.full() or "") if journal is not None else ""
+
     @property
     def me(self) -> NodeRef:
         return self.chord.me

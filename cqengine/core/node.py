@@ -165,16 +165,10 @@ class EngineNode:
         directory's disk is full, say): a call that would change what I keep is refused
         before it changes anything, not taken into memory and lost. The caller tries again
         (a DN holds its batch: cqengine.core.delivery), or another node."""
-        journal = self.ctx.journal
-        why = journal.full() if journal is not None else None
-        if why is not None:
+        why = self.ctx.storage_full()
+        if why:
             self.ctx.count("refused:storage_full")
             raise EngineError("RESOURCE_EXHAUSTED", f"{FULL} on {self.me.address}: {why}")
-
-    def storage_full(self) -> str:
-        """Why my journal can keep nothing now ("": it can)."""
-        journal = self.ctx.journal
-        return (journal.full() or "") if journal is not None else ""
 
     def serves(self, key: int) -> bool:
         return self.ctx.serves(key)

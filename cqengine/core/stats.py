@@ -121,7 +121,7 @@ class Stats:
             alerts_held=c["alerts_held"],
             documents_sent_again=c["documents_sent_again"],
             documents_unkept=c["documents_unkept"],
-            storage_full=(ctx.journal.full() or "") if ctx.journal is not None else "",
+            storage_full=ctx.storage_full(),
             # (beside the gate's: calls refused before any handler ran, the node's data
             # directory full; cqengine.core.node.EngineNode.writable)
             calls_refused={"storage_full": c["refused:storage_full"]}

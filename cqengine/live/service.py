@@ -23,7 +23,7 @@ import mmh3
 from google.protobuf.message import DecodeError
 from grpc_health.v1 import health_pb2
 
-from chord.grpc_transport import SIZE_OPTIONS
+from chord.grpc_transport import SIZE_OPTIONS, abort_with
 from chord.ids import hash_id
 from chord.live import Limits, LiveNode, StartupError, Timing, serve
 from chord.meter import charged
@@ -172,7 +172,7 @@ class ClientAPI(pb_grpc.CQEngineServicer):
         try:
             return await self.live.run_op(op)
         except StatusError as e:  # the engine's refusal, or the data directory full
-            await context.abort(getattr(grpc.StatusCode, e.code), str(e))
+            await abort_with(context, e)
 
     async def _writable(self, context) -> None:
         """A call that changes what the node keeps: refused, RESOURCE_EXHAUSTED, while its
@@ -180,7 +180,7 @@ class ClientAPI(pb_grpc.CQEngineServicer):
         try:
             self.engine.writable()
         except EngineError as e:
-            await context.abort(getattr(grpc.StatusCode, e.code), str(e))
+            await abort_with(context, e)
 
     async def Subscribe(self, request, context):
         await self._writable(context)
@@ -191,7 +191,7 @@ class ClientAPI(pb_grpc.CQEngineServicer):
         try:
             check_batch(len(texts))  # before the work of analyzing them
         except EngineError as e:
-            await context.abort(getattr(grpc.StatusCode, e.code), str(e))
+            await abort_with(context, e)
         await self._writable(context)
         # analyzed in the node's analysis thread: the event loop serves on meanwhile
         queries = await asyncio.get_running_loop().run_in_executor(
@@ -219,7 +219,7 @@ class ClientAPI(pb_grpc.CQEngineServicer):
         await self._writable(context)
         (reply,) = await self.batcher.publish([request])
         if isinstance(reply, EngineError):
-            await context.abort(getattr(grpc.StatusCode, reply.code), str(reply))
+            await abort_with(context, reply)
         return reply
 
     async def PublishBatch(self, request, context):
@@ -255,8 +255,8 @@ class ClientAPI(pb_grpc.CQEngineServicer):
         try:
             subs = [authorized(k.subscription_id, k.token, home_id) for k in keys]
         except EngineError as e:
-            await context.abort(getattr(grpc.StatusCode, e.code), str(e))
-        if stream and self.engine.storage_full():
+            await abort_with(context, e)
+        if stream and self.engine.ctx.storage_full():
             return subs
         acknowledged = self.engine.home.acknowledge([(sub, k.next) for sub, k in zip(subs, keys)])
         if acknowledged is not None:  # on the home log: once its logs committed it
@@ -264,7 +264,7 @@ class ClientAPI(pb_grpc.CQEngineServicer):
         try:
             self.engine.durable()
         except StatusError as e:
-            await context.abort(getattr(grpc.StatusCode, e.code), str(e))
+            await abort_with(context, e)
         return subs
 
     async def AckAlerts(self, request, context):

@@ -23,7 +23,7 @@ forgotten: what it held waits in memory and is written with the next commit that
 Until one does, and while the disk's free space is below a reserve (`room`, checked
 with statvfs), the storage is full (`full`): the node refuses every call that would change
 what it keeps, before it changes anything (cqengine.core.node.EngineNode.writable), and
-looks again every second (`check`), so that it serves again by itself once space returns.
+looks again every second (`full`), so that it serves again by itself once space returns.
 
 A data directory belongs to one node address (the node's ring id is its address's hash)
 and one ring's engine settings: a node started there at another address, or in a ring
@@ -50,7 +50,7 @@ from cqengine.core.homelog.log import Log
 from cqengine.core.limits import MAILBOX, SEEN_KEPT
 from cqengine.core.mailboxes import AlertDoc, Mailbox, Subscription
 from cqengine.core.queries import entry_slot
-from cqengine.live.datadir import FILE, RESERVE, Room, damaged, owner_problem
+from cqengine.live.datadir import FILE, Room, damaged, owner_problem
 from cqengine.live.logstore import LogStore
 from cqengine.live.schema import MIGRATIONS, SCHEMA, TABLES, checked, crc, migrate
 from cqengine.proto import cqengine_pb2 as pb
@@ -79,9 +79,9 @@ class StorageFull(StatusError):
 class Storage:
     """The journal of one node, on SQLite (cqengine.core.journal.Journal)."""
 
-    def __init__(self, path: Path, reserve: int = RESERVE) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = path
-        self.room = Room(path.parent, reserve)  # the free space on its disk
+        self.room = Room(path.parent)  # the free space on its disk (its reserve: the node's)
         self.failed: str | None = None  # why the last commit failed (None: it did not)
         self.db = sqlite3.connect(path, isolation_level="DEFERRED")
         self.db.execute("PRAGMA journal_mode=WAL")
@@ -501,8 +501,9 @@ class Storage:
     def _sweep(self) -> list[int]:
         """Delete the runs none of whose alerts is waiting or among its subscription's
         latest SEEN_KEPT acknowledged (or whose subscriptions all went), and the documents
-        no run names; how many runs went. Tested as arrays: no Python step per alert.
-        Every subscription's acknowledgements go in one run, and the ack runs before it."""
+        no run names, in the open transaction; the runs that go (`_swept` once committed).
+        Tested as arrays: no Python step per alert. Every subscription's acknowledgements go
+        in one run, and the ack runs before it."""
         kept = self._write_acks(self._first)
         self.db.execute("DELETE FROM ack_runs WHERE id < ?", (kept,))
         runs = list(self._live)
