@@ -2,8 +2,10 @@
 
 The protocol core does no I/O and keeps no time of its own. Whatever it needs of the world
 it asks its host: to run an operation in the background (`spawn`), to be called back later
-(`later`), the time (`now`, for intervals; `clock`, wall time, for stamps other nodes
-compare) and ids nobody guesses (`new_id`). A live node lends its event loop and the
+(`later`), the time (`now`, for intervals; `clock`, wall time, for stamps shown to people,
+never for correctness: a clock may be stepped), ids nobody guesses (`new_id`) and which
+life of the node this is (`incarnation`, drawn at each start: what a node made before a
+restart is told apart by it, not by a time). A live node lends its event loop and the
 system's clocks (chord.live); the simulator lends its queue and a virtual clock
 (chord.simulator), so that a seeded simulation repeats exactly, however fast it runs.
 """
@@ -21,5 +23,6 @@ class Host:
     spawn: Callable[[Op], None]  # run an operation in the background
     later: Callable[[float, Callable[[], None]], None]  # call fn after this many seconds
     now: Callable[[], float]  # seconds on a clock that never goes back (intervals)
-    clock: Callable[[], float]  # wall-clock seconds since the epoch (stamps nodes compare)
+    clock: Callable[[], float]  # wall-clock seconds since the epoch (stamps, metrics)
     new_id: Callable[[], int]  # 64 bits: unguessable on a live node, seeded in a simulation
+    incarnation: int  # 64 bits, not 0: this life of the node, unlike any of its others

@@ -153,6 +153,7 @@ class LiveNode:
             now=time.monotonic,
             clock=time.time,
             new_id=lambda: secrets.randbits(64),  # unguessable, and never again at a restart
+            incarnation=secrets.randbits(64) | 1,
         )
         self.app: App | None = app(self.node, self.lent) if app else None
         self.handler: Handler = self.app or self.node

@@ -93,6 +93,8 @@ class Simulator:
         self.queue: deque[tuple[str, Op]] = deque()
         self._standing = False  # lookups are instant: membership must not change
         self.partitioned = False  # a partition was made: maintenance recontacts lost nodes
+        self.lives: dict[str, int] = {}  # address -> how many nodes have had it
+        self.skews: dict[str, float] = {}  # address -> s its wall clock is off (step_clock)
 
     @property
     def ledger(self) -> Ledger:
@@ -118,6 +120,8 @@ class Simulator:
         runs nothing more: neither its queued operations nor its timers."""
         address = node.me.address
         ids = random.Random(hash_id(address))
+        # each life of an address its own, from no random source the ring draws on
+        self.lives[address] = life = self.lives.get(address, 0) + 1
 
         def later(seconds: float, fn: Callable[[], None]) -> None:
             self.clock.later(seconds, lambda: fn() if self.nodes.get(address) is node else None)
@@ -126,9 +130,15 @@ class Simulator:
             spawn=lambda op: self.queue.append((address, op)),
             later=later,
             now=self.clock.now,
-            clock=self.clock.wall,
+            clock=lambda: self.clock.wall() + self.skews.get(address, 0.0),
             new_id=lambda: ids.getrandbits(64),
+            incarnation=hash_id(f"{address} life {life}") | 1,
         )
+
+    def step_clock(self, address: str, seconds: float) -> None:
+        """Step the wall clock this address's nodes read by `seconds` (back when negative),
+        as an operator's mistake or a bad NTP server would; their monotonic `now` goes on."""
+        self.skews[address] = self.skews.get(address, 0.0) + seconds
 
     def run(self, node: ChordNode, op: Op) -> Any:
         return run_sync(self.apps[node.me.address], op, self.transport)

@@ -63,7 +63,7 @@ def one_pass(args, rounds) -> tuple[float, float, float]:
     subs = Subscriptions()
     for s in range(1, args.subscriptions + 1):
         subs[s] = Subscription(s, b"h" * 32, ["a"], 1, "a", key=s)
-    store = RecordStore(InvertedIndex(), subs, 3, time.time)
+    store = RecordStore(InvertedIndex(), subs, 3, time.monotonic)
     everyone = list(subs)
     store.put_alerts(numbered_runs([(("warm-up", "", ""), everyone, [0] * len(everyone))]), no)
     store.put_acknowledged(pb.Acknowledged(subscription_ids=everyone, firsts=[1] * len(everyone)))

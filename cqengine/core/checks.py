@@ -117,7 +117,7 @@ def alerts_problem(settings: Settings, docnos, titles, snippets) -> str | None:
 
 
 def when_problem(t: float) -> str | None:
-    """When a record was deleted: unix seconds (0: it was not)."""
+    """When a record was deleted: unix seconds (0: it was not); or its age, seconds."""
     return None if math.isfinite(t) and t >= 0 else f"{t} is no time"
 
 
@@ -154,7 +154,7 @@ def run_problem(r: pb.Run, documents: int, max_ids: Sequence[int], k: int) -> st
 def entry_record_problem(r: pb.EntryRecord) -> str | None:
     """An entry, under its index id; or a tombstone, whose entry has only its
     subscription and version."""
-    why = when_problem(r.deleted)
+    why = when_problem(r.deleted) or when_problem(r.age)
     if why is not None:
         return why
     e = r.entry
@@ -171,7 +171,7 @@ def entry_record_problem(r: pb.EntryRecord) -> str | None:
 def home_record_problem(settings: Settings, h: pb.HomeRecord) -> str | None:
     """A subscription's record: whole (with its token's hash: a query indexed under one of
     its terms) or its alerts only; alerts numbered from `start`, none before `first`."""
-    why = when_problem(h.deleted)
+    why = when_problem(h.deleted) or when_problem(h.age)
     if why is not None:
         return why
     if len(h.token_hash) not in (0, limits.TOKEN_HASH):
@@ -194,7 +194,7 @@ def held_batch_problem(settings: Settings, b: pb.HeldBatch) -> str | None:
     why = address_problem(b.dn) or documents_problem(len(b.documents))
     if why is not None:
         return why
-    if not math.isfinite(b.age):  # seconds (negative, should a clock be set back)
+    if not math.isfinite(b.age):  # seconds (a negative one is taken as new)
         return f"a copy {b.age} s old"
     for d in b.documents:
         if not d.ids:

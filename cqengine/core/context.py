@@ -56,7 +56,12 @@ class Context:
         self.subscriptions = Subscriptions()
         # inverted lists (and, replicated, home records and held documents) follow key ownership
         self.store = RecordStore(
-            self.index, self.subscriptions, settings.replicas, host.clock, settings.home_log
+            self.index,
+            self.subscriptions,
+            settings.replicas,
+            host.now,
+            logged=settings.home_log,
+            clock=host.clock,
         )
         self.counters: Counter[str] = Counter()
         self.stopping = False  # the node stops: it takes on no new work

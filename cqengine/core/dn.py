@@ -117,7 +117,9 @@ class DN:
         self.delivery = Delivery(ctx, hold, self.release)
         self.gathering: dict[int, Gathering] = {}  # my batches whose reports are still coming
         self.own: dict[int, list[NodeRef]] = {}  # my unresolved batches -> their copies
-        self.born = ctx.host.clock()  # wall time: a batch of mine made before is of an earlier life
+        # this life of mine: a batch of mine another life made is announced again, one of
+        # this life is resolved already (no time tells them apart: a clock may be stepped)
+        self.incarnation = ctx.host.incarnation
         self.started = ctx.host.now()  # how long I have been up (Uptime), on the host's clock
         # my batches of the last minutes, to announce again after a partition
         self.sent = Sent(limits.APART_MARGIN + 2 * hold)
@@ -205,7 +207,9 @@ class DN:
         ctx = self.ctx
         again, name = bool(name), name or stored[0].key
         if ctx.replicated:
-            held = pb.HeldBatch(key=ctx.me.id, batch=name, dn=ctx.me.address)
+            held = pb.HeldBatch(
+                key=ctx.me.id, batch=name, dn=ctx.me.address, incarnation=self.incarnation
+            )
             for doc in stored:
                 held.documents.add(
                     key=doc.key,
@@ -425,9 +429,9 @@ class DN:
         for held in list(ctx.store.held.values()):
             if not in_range(held.key, *region) or held.batch in self.own:
                 continue
-            if held.key == ctx.me.id and ctx.store.held_since[held.batch] >= self.born:
-                # mine, made since I started, and resolved: a copy whose release missed
-                # its holder came back to me with my region
+            if held.key == ctx.me.id and held.incarnation == self.incarnation:
+                # mine, made in this life, and resolved: a copy whose release missed its
+                # holder came back to me with my region
                 self.release(held.batch)
                 ctx.count("stale_copies_released")
                 continue

@@ -111,7 +111,7 @@ class Gossip:
                 ctx.index.remove(key, lambda old, e=e: old is e)
             elif ctx.store.delete_entry(key, entry_slot(e), e.version):
                 tomb = pb.QueryEntry(subscription_id=entry_slot(e), version=e.version)
-                gone.entries.add(key=key, entry=tomb, deleted=ctx.store.clock())
+                gone.entries.add(key=key, entry=tomb, deleted=ctx.host.clock())
         self.retiring = keep
         if gone.entries:
             yield from self.copy(gone)

@@ -298,14 +298,11 @@ class Placement:
         ctx = self.ctx
         sub = self.authorized(sub_id, token)
         if self.logs is not None:  # it ends where the log's entries say
-            when = ctx.store.clock()
-            gone = pb.HomeRecord(key=sub.key, subscription_id=sub_id, deleted=when)
+            gone = pb.HomeRecord(key=sub.key, subscription_id=sub_id, deleted=ctx.host.clock())
             yield from self._logged(sub.key, pb.LOG_UNSUBSCRIBE, [gone])
         elif ctx.replicated:  # a tombstone, for the replicas too
             ctx.store.unsubscribe(sub_id, sub.key)
-            deleted = ctx.store.gone[sub_id][1]
-            record = pb.HomeRecord(key=sub.key, subscription_id=sub_id, deleted=deleted)
-            yield from self.copy(pb.Records(homes=[record]))
+            yield from self.copy(pb.Records(homes=[ctx.store.gone_record(sub_id)]))
         else:
             del ctx.subscriptions[sub_id]  # no alert reaches it from now on
             if ctx.journal is not None:
@@ -460,7 +457,7 @@ class Placement:
             return pb.IndexReply(owner=False)
         slots = [slot(req.subscription_id, i) for i in req.alternatives or [0]]
         if ctx.replicated:  # tombstones that beat every version of the entries
-            when = ctx.store.clock()
+            when = ctx.host.clock()  # a stamp for older nodes; their age starts at 0
             return self._placed(
                 [
                     pb.EntryRecord(
@@ -480,6 +477,6 @@ class Placement:
         """An owner's changes to its entries, copied to its replicas before they are
         acknowledged (`moved`: of a batch, the subscriptions of entries not mine)."""
         for r in records:
-            self.ctx.store.put_entry(r.key, r.entry, r.deleted)
+            self.ctx.store.put_entry(r.key, r.entry, self.ctx.store.ages.made(r))
         done = yield from self.copy(pb.Records(entries=records))
         return pb.IndexReply(owner=not moved, replicas=done, moved=moved)

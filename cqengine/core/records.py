@@ -7,7 +7,9 @@ next R-1 successors:
   (version, tombstone or entry), and of two records of one (key, subscription) the higher
   version wins, a tombstone at equal version. Merging is a maximum, so copies that have
   seen the same records agree whatever the order (a join semilattice); a tombstone is
-  kept TOMBSTONE_TTL seconds, long enough to reach every replica, then collected.
+  kept TOMBSTONE_TTL seconds, long enough to reach every replica, then collected. Its age
+  travels with it, counted on each holder's monotonic clock, so every copy collects it at
+  about the same time whatever the nodes' wall clocks say.
 - a subscription's home record with its mailbox, under its home key (cqengine.core.mailboxes).
 - the documents of a DN's batch until it is resolved, under the DN's id (its successor holds
   them: no reconciliation, they live for seconds).
@@ -30,6 +32,7 @@ import numpy as np
 
 from chord.ids import in_open_closed
 from cqengine.core import limits, summaries
+from cqengine.core.ages import Ages
 from cqengine.core.copies import Copies, numbers
 from cqengine.core.journal import Journal
 from cqengine.core.mailboxes import (
@@ -72,25 +75,31 @@ class RecordStore:
     replicated here with their mailboxes, and the batches held for DNs.
 
     `subscriptions` is the engine's own dict (a subscription served here is one of them);
-    `clock` is wall time, which tombstones carry so that every copy collects them alike."""
+    `now` a clock that never goes back: when a tombstone was made and a copy first held
+    are kept on it, and travel as ages. `clock` is wall time (default: `now`), only for
+    the stamps an older node reads as a tombstone's time and a journal keeps over a
+    restart, when the monotonic clock starts again."""
 
     def __init__(
         self,
         index: InvertedIndex,
         subscriptions: dict[int, Subscription],
         replicas: int,
-        clock: Callable[[], float],
+        now: Callable[[], float],
         logged: bool = False,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         """`logged`: the home log keeps the subscriptions (cqengine.core.homelog): they are
         none of this store's records, neither copied, nor handed over, nor collected."""
         self.index = index
         self.subscriptions = subscriptions
         self.replicas = replicas
-        self.clock = clock
+        self.ages = Ages(now, clock or now)
+        self.now = now
         self.journal: Journal | None = None
-        self.tombstones: dict[tuple[int, int], tuple[int, float]] = {}  # (key, slot): version, when
-        self.gone: dict[int, tuple[int, float]] = {}  # unsubscribed: sub -> home key, when
+        # when a tombstone was made and a copy first held: on the `now` clock
+        self.tombstones: dict[tuple[int, int], tuple[int, float]] = {}  # (key, slot): version, made
+        self.gone: dict[int, tuple[int, float]] = {}  # unsubscribed: sub -> home key, made
         self.held: OrderedDict[int, pb.HeldBatch] = OrderedDict()  # batch name -> its documents
         self.held_since: dict[int, float] = {}  # batch name -> when its first copy was made
         self.held_documents = 0
@@ -112,21 +121,21 @@ class RecordStore:
         e = self.index.entry(key, sub)
         return None if e is None else Rank(e.version, False)
 
-    def put_entry(self, key: int, entry: pb.QueryEntry, deleted: float = 0.0) -> bool:
-        """Merge an entry record (a tombstone when `deleted`, the time it was made); whether
-        it changed what is held."""
+    def put_entry(self, key: int, entry: pb.QueryEntry, made: float | None = None) -> bool:
+        """Merge an entry record (a tombstone when `made`: when it was, on my `now` clock);
+        whether it changed what is held."""
         sub = entry_slot(entry)  # tombstones carry the slot as their subscription
-        new = Rank(entry.version, deleted > 0)
+        new = Rank(entry.version, made is not None)
         old = self.rank(key, sub)
         if old is not None and not old < new:
             return False
-        if deleted:
+        if made is not None:
             if self.index.holds(key, sub):
                 self.index.remove(key, lambda e: entry_slot(e) == sub)
-            if self.clock() - deleted < limits.TOMBSTONE_TTL:
-                self.tombstones[(key, sub)] = (entry.version, deleted)
+            if self.ages.fresh(made):
+                self.tombstones[(key, sub)] = (entry.version, made)
                 if self.journal is not None:
-                    self.journal.tombstoned(key, sub, entry.version, deleted)
+                    self.journal.tombstoned(key, sub, entry.version, self.ages.stamp(made))
             return True
         if self.tombstones.pop((key, sub), None) is not None and self.journal is not None:
             self.journal.tombstoned(key, sub, None, 0.0)
@@ -135,20 +144,17 @@ class RecordStore:
 
     def delete_entry(self, key: int, sub: int, version: int) -> bool:
         """Tombstone (key, sub) at this version, now."""
-        return self.put_entry(
-            key, pb.QueryEntry(subscription_id=sub, version=version), self.clock()
-        )
+        return self.put_entry(key, pb.QueryEntry(subscription_id=sub, version=version), self.now())
 
     def entry_records(self, lo: int, hi: int) -> Iterator[pb.EntryRecord]:
         """Every entry record under keys in (lo, hi], tombstones too."""
         for key in self.index.keys_in(lo, hi):
             for e in self.index.get(key):
                 yield pb.EntryRecord(key=key, entry=e)
-        for (key, sub), (version, when) in self.tombstones.items():
+        for (key, sub), (version, made) in self.tombstones.items():
             if in_range(key, lo, hi):
-                yield pb.EntryRecord(
-                    key=key, entry=pb.QueryEntry(subscription_id=sub, version=version), deleted=when
-                )
+                entry = pb.QueryEntry(subscription_id=sub, version=version)
+                yield pb.EntryRecord(key=key, entry=entry, **self.ages.deleted(made))
 
     # ---- homes -------------------------------------------------------------------------
 
@@ -157,8 +163,9 @@ class RecordStore:
         numbering of alerts wins). True if it changed anything, False if not, or the number
         of the first alert this copy lacks before the record's (a gap: send from there)."""
         sub_id = record.subscription_id
-        if record.deleted:
-            return self._unsubscribed(sub_id, record.key, record.deleted)
+        made = self.ages.made(record)
+        if made is not None:
+            return self._unsubscribed(sub_id, record.key, made)
         if sub_id in self.gone:
             return False
         sub = self.subscriptions.get(sub_id)
@@ -289,15 +296,15 @@ class RecordStore:
         return gap
 
     def unsubscribe(self, sub_id: int, key: int) -> bool:
-        return self._unsubscribed(sub_id, key, self.clock())
+        return self._unsubscribed(sub_id, key, self.now())
 
-    def _unsubscribed(self, sub_id: int, key: int, when: float) -> bool:
+    def _unsubscribed(self, sub_id: int, key: int, made: float) -> bool:
         had = self.subscriptions.pop(sub_id, None) is not None
-        fresh = sub_id not in self.gone and self.clock() - when < limits.TOMBSTONE_TTL
+        fresh = sub_id not in self.gone and self.ages.fresh(made)
         if fresh:
-            self.gone[sub_id] = (key, when)
+            self.gone[sub_id] = (key, made)
         if (had or fresh) and self.journal is not None:
-            self.journal.unsubscribed(sub_id, key, when if fresh else 0.0)
+            self.journal.unsubscribed(sub_id, key, self.ages.stamp(made) if fresh else 0.0)
         return had or fresh
 
     def homes_in(self, lo: int, hi: int) -> Iterator[tuple[tuple, Subscription | None]]:
@@ -317,7 +324,7 @@ class RecordStore:
             if sub is not None:
                 yield home_record(sub)
             else:
-                yield pb.HomeRecord(key=key, subscription_id=sub_id, deleted=self.gone[sub_id][1])
+                yield self.gone_record(sub_id)
 
     # ---- reconciliation (cqengine.core.summaries) -------------------------------------
 
@@ -450,7 +457,7 @@ class RecordStore:
         tomb = self.tombstones.get((key, sub))
         if tomb is not None:
             entry = pb.QueryEntry(subscription_id=sub, version=tomb[0])
-            return pb.EntryRecord(key=key, entry=entry, deleted=tomb[1])
+            return pb.EntryRecord(key=key, entry=entry, **self.ages.deleted(tomb[1]))
         e = self.index.entry(key, sub)
         return None if e is None else pb.EntryRecord(key=key, entry=e)
 
@@ -458,17 +465,19 @@ class RecordStore:
         sub = self.subscriptions.get(sub_id)
         if sub is not None:
             return home_record(sub) if sub.key else None
-        if sub_id in self.gone:
-            key, when = self.gone[sub_id]
-            return pb.HomeRecord(key=key, subscription_id=sub_id, deleted=when)
-        return None
+        return self.gone_record(sub_id) if sub_id in self.gone else None
+
+    def gone_record(self, sub_id: int) -> pb.HomeRecord:
+        """An unsubscribed subscription's tombstone, as sent."""
+        key, made = self.gone[sub_id]
+        return pb.HomeRecord(key=key, subscription_id=sub_id, **self.ages.deleted(made))
 
     def merge(self, records: pb.Records, serves: Callable[[int], bool] = lambda key: False) -> int:
         """Merge records from another node; how many changed what I hold. `serves(key)`:
         whether I serve that home key (my numbering of its alerts wins)."""
         changed = 0
         for r in records.entries:
-            changed += self.put_entry(r.key, r.entry, r.deleted)
+            changed += self.put_entry(r.key, r.entry, self.ages.made(r))
         for r in records.homes:
             changed += self.put_home(r, serves(r.key)) is True
         for batch in records.batches:
@@ -481,7 +490,7 @@ class RecordStore:
         if batch.batch in self.held:
             return False
         self.held[batch.batch] = batch
-        self.held_since[batch.batch] = self.clock() - batch.age
+        self.held_since[batch.batch] = self.now() - max(batch.age, 0.0)
         self.held_documents += len(batch.documents)
         while self.held_documents > limits.HELD_DOCUMENTS and len(self.held) > 1:
             self.release(next(iter(self.held)))
@@ -510,14 +519,14 @@ class RecordStore:
 
     def expire(self) -> None:
         """Collect the tombstones older than TOMBSTONE_TTL."""
-        due = self.clock() - limits.TOMBSTONE_TTL
-        for (key, sub), (_, when) in list(self.tombstones.items()):
-            if when < due:
+        due = self.now() - limits.TOMBSTONE_TTL
+        for (key, sub), (_, made) in list(self.tombstones.items()):
+            if made < due:
                 del self.tombstones[(key, sub)]
                 if self.journal is not None:
                     self.journal.tombstoned(key, sub, None, 0.0)
-        for sub_id, (key, when) in list(self.gone.items()):
-            if when < due:
+        for sub_id, (key, made) in list(self.gone.items()):
+            if made < due:
                 del self.gone[sub_id]
                 if self.journal is not None:
                     self.journal.unsubscribed(sub_id, key, 0.0)
@@ -574,7 +583,7 @@ class RecordStore:
             out.append((r.key, pb.Records(homes=[r]).SerializeToString()))
         for name, b in self.held.items():
             if in_range(b.key, lo, hi):
-                b.age = self.clock() - self.held_since[name]
+                b.age = self.now() - self.held_since[name]
                 out.append((b.key, pb.Records(batches=[b]).SerializeToString()))
         return out
 

@@ -82,7 +82,7 @@ class Replication:
         ctx = self.ctx
         reply = pb.ReplicateReply()
         for r in records.entries:
-            ctx.store.put_entry(r.key, r.entry, r.deleted)
+            ctx.store.put_entry(r.key, r.entry, ctx.store.ages.made(r))
         for r in records.homes:
             got = ctx.store.put_home(r, ctx.serves(r.key))
             lacks_record = not r.deleted and r.subscription_id not in ctx.subscriptions
@@ -115,7 +115,7 @@ class Replication:
         self.confirmed[(req.lo, req.hi)] = ctx.host.now()  # its owner counts on me for it
         # copies that came after the owner's request was made may be of batches it has not
         # counted yet: only those older than a few periods go
-        before = ctx.store.clock() - limits.STALE_AFTER * ctx.settings.reconcile_period
+        before = ctx.store.now() - limits.STALE_AFTER * ctx.settings.reconcile_period
         stale = ctx.store.release_stale(req.lo, req.hi, set(req.batches), before)
         ctx.count("stale_copies_released", stale)
         return ctx.store.differing(req)

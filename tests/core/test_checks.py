@@ -629,6 +629,14 @@ def _record_breaks(method: str) -> None:
         r.deleted = draw(st.sampled_from([math.inf, -math.inf, math.nan, -1.0]))
         return True
 
+    @breaks(method, "tombstone of no age")
+    def _(m, node, draw):
+        r = entry_record(m, draw, True)
+        if r is None:
+            return False
+        r.age = draw(st.sampled_from([math.inf, math.nan, -1.0]))
+        return True
+
     def home(m, draw, whole: bool | None = None, alerts: bool = False):
         return pick(
             draw,
@@ -694,6 +702,10 @@ def _record_breaks(method: str) -> None:
     @home_break("deleted at no time")
     def _(h, node, draw):
         h.deleted = draw(st.sampled_from([math.inf, math.nan, -5.0]))
+
+    @home_break("unsubscribed no time ago")
+    def _(h, node, draw):
+        h.deleted, h.age = 1.0, draw(st.sampled_from([math.inf, math.nan, -5.0]))
 
     if method != "Replicate":
         return  # a Repair carries no held batch, nor acknowledgements

@@ -27,7 +27,7 @@ KEY = 1 << 62  # home keys KEY + subscription: all in the owner's range (the who
 
 
 def store() -> RecordStore:
-    return RecordStore(InvertedIndex(), {}, 3, clock=lambda: 100.0)
+    return RecordStore(InvertedIndex(), {}, 3, now=lambda: 100.0)
 
 
 def subscribed(owner: RecordStore, replica: RecordStore) -> None:
@@ -218,7 +218,7 @@ def test_summaries_kept_between_rounds_are_those_made_afresh(steps):
     """What summaries keep of a range while no entry or subscription comes or goes is
     never stale: after any changes, a range's digests are those of a store that kept
     nothing."""
-    s = RecordStore(InvertedIndex(), Subscriptions(), 3, clock=lambda: 100.0)
+    s = RecordStore(InvertedIndex(), Subscriptions(), 3, now=lambda: 100.0)
     ranges = [(0, 0), (0, 2 * QUARTER), (3 * QUARTER, QUARTER)]  # the last wraps around
     for n, (what, sid, quarter) in enumerate(steps):
         key = quarter * QUARTER + sid

@@ -556,7 +556,7 @@ def test_a_dn_back_from_a_restart_finishes_its_own_batches_handed_back_to_it():
     node.dn.gathering.clear()
     node.dn.own.clear()
     sim.ring.clock.timers.clear()
-    node.dn.born = node.store.clock() + 1.0  # its new life began after it made the batch
+    node.dn.incarnation ^= 1 << 40  # a new life: the batch's copy names the one before
     assert [h.key for h in node.store.held.values()] == [node.me.id]  # its copy, back
     sim.ring.run(sim.ring.nodes[address], node.dn.take_over())
     sim.settle()
@@ -577,6 +577,7 @@ def test_a_stale_copy_of_a_dns_own_batch_coming_back_to_it_is_released_not_annou
     sim.publish_batch(docs, via=dn.me.address)
     before = sim.alerts()
     stale = pb.HeldBatch(key=dn.me.id, batch=12345, dn=dn.me.address)
+    stale.incarnation = dn.dn.incarnation  # made in this life
     for d in docs[:2]:
         stale.documents.add(key=hash(d.docno) & 0xFFFF, docno=d.docno, ids=[1, 2])
     dn.store.merge(pb.Records(batches=[stale]))
@@ -711,7 +712,7 @@ ops = st.lists(
 
 
 def stores(n: int) -> list[RecordStore]:
-    return [RecordStore(InvertedIndex(), {}, R, clock=lambda: 100.0) for _ in range(n)]
+    return [RecordStore(InvertedIndex(), {}, R, now=lambda: 100.0) for _ in range(n)]
 
 
 def held(store: RecordStore) -> dict[tuple[int, int], tuple[int, bool]]:
@@ -731,7 +732,7 @@ def test_any_interleaving_of_puts_tombstones_and_partitions_converges(ops):
         rank = (version, op == "delete")
         for i in sorted(where):
             entry = pb.QueryEntry(subscription_id=sub, version=version, index_id=key, home="h")
-            copies[i].put_entry(key, entry, 1.0 if op == "delete" else 0.0)
+            copies[i].put_entry(key, entry, 1.0 if op == "delete" else None)
         want[(key, sub)] = max(want.get((key, sub), rank), rank)
     for _ in range(2):  # the owner with each replica in turn, twice
         for replica in copies[1:]:
@@ -749,7 +750,7 @@ def test_merging_is_order_free(ops, order):
     for op, where, key, sub, version in ops:
         for i in where:
             entry = pb.QueryEntry(subscription_id=sub, version=version, index_id=key, home="h")
-            copies[i].put_entry(key, entry, 1.0 if op == "delete" else 0.0)
+            copies[i].put_entry(key, entry, 1.0 if op == "delete" else None)
     records = [pb.Records(entries=list(c.entry_records(0, 0))) for c in copies]
     a, b = stores(2)
     for r in records:
@@ -762,7 +763,7 @@ def test_merging_is_order_free(ops, order):
 
 def test_tombstones_are_collected_after_their_time_and_an_old_one_deletes_but_is_not_kept():
     now = [100.0]
-    store = RecordStore(InvertedIndex(), {}, R, clock=lambda: now[0])
+    store = RecordStore(InvertedIndex(), {}, R, now=lambda: now[0])
     entry = pb.QueryEntry(subscription_id=7, version=0, index_id=1 << 60, home="h")
     store.put_entry(1 << 60, entry)
     assert store.delete_entry(1 << 60, 7, 0)
@@ -771,7 +772,7 @@ def test_tombstones_are_collected_after_their_time_and_an_old_one_deletes_but_is
     store.expire()
     assert held(store) == {}
     store.put_entry(1 << 61, pb.QueryEntry(subscription_id=8, index_id=1 << 61, home="h"))
-    assert store.put_entry(1 << 61, pb.QueryEntry(subscription_id=8), deleted=50.0)
+    assert store.put_entry(1 << 61, pb.QueryEntry(subscription_id=8), now[0] - TOMBSTONE_TTL)
     assert held(store) == {}  # the entry went; a tombstone that old is not kept
 
 
@@ -790,7 +791,7 @@ def test_a_copy_handed_over_keeps_its_age_so_a_stale_one_still_goes():
     new holder counts its age from when it was first held, not from its arrival, so
     reconciliation still finds it stale (a copy moving every few seconds never was)."""
     now = [100.0]
-    old, new = (RecordStore(InvertedIndex(), {}, R, clock=lambda: now[0]) for _ in range(2))
+    old, new = (RecordStore(InvertedIndex(), {}, R, now=lambda: now[0]) for _ in range(2))
     batch = pb.HeldBatch(key=50, batch=1, dn="dn")
     batch.documents.add(key=1, docno="D1")
     old.hold(batch)

@@ -347,7 +347,7 @@ def test_restored_mailboxes_are_the_journalled_ones_whatever_was_swept(
         mp.setattr(storage_module, "SEEN_KEPT", 3)
         mp.setattr(storage_module, "SWEEP", every)  # commits between sweeps
         storage = Storage.open(path, "n", SETTINGS)
-        store = RecordStore(InvertedIndex(), Subscriptions(), 3, clock=lambda: 100.0)
+        store = RecordStore(InvertedIndex(), Subscriptions(), 3, now=lambda: 100.0)
         store.journal = storage
         for n, (op, sid, k) in enumerate(ops):
             key = sid << 60
@@ -390,7 +390,7 @@ def test_a_sweep_collects_alerts_acknowledged_long_ago_and_those_of_subscription
     monkeypatch.setattr(limits, "SEEN_KEPT", 3)
     monkeypatch.setattr(storage_module, "SEEN_KEPT", 3)
     storage = Storage.open(tmp_path, "n", SETTINGS)
-    store = RecordStore(InvertedIndex(), Subscriptions(), 3, clock=lambda: 100.0)
+    store = RecordStore(InvertedIndex(), Subscriptions(), 3, now=lambda: 100.0)
     store.journal = storage
     store.put_home(home_record(Subscription(1, b"h" * 32, ["a"], 1, "a", key=1 << 60)))
     store.put_alerts(numbered_batch([(1, i, (f"D{i}", "", "")) for i in range(5)]), lambda k: True)
@@ -460,7 +460,7 @@ def test_acknowledgements_are_a_row_a_commit_until_a_sweep_makes_them_one(tmp_pa
     commit's acknowledgements are one row, the latest naming a subscription wins, and a
     sweep writes them all as one. A restart gives each mailbox its latest first."""
     storage = Storage.open(tmp_path, "n", SETTINGS)
-    store = RecordStore(InvertedIndex(), Subscriptions(), 3, clock=lambda: 100.0)
+    store = RecordStore(InvertedIndex(), Subscriptions(), 3, now=lambda: 100.0)
     store.journal = storage
     for sid in (1, 2, 3):
         store.put_home(home_record(Subscription(sid, b"h" * 32, ["a"], 1, "a", key=sid << 60)))
@@ -578,7 +578,7 @@ def journalled(path: Path, alerts: int, title: str = "") -> tuple[Storage, Recor
     """A record store journalling to the storage in path, holding one subscription and
     this many alerts of it."""
     storage = Storage.open(path, "n", SETTINGS)
-    store = RecordStore(InvertedIndex(), Subscriptions(), 3, clock=lambda: 100.0)
+    store = RecordStore(InvertedIndex(), Subscriptions(), 3, now=lambda: 100.0)
     store.journal = storage
     store.put_home(home_record(Subscription(1, b"h" * 32, ["a"], 1, "a", key=1 << 60)))
     docs = [(1, i, (f"D{i}", title, "")) for i in range(alerts)]

@@ -42,7 +42,7 @@ def test_a_commit_the_full_disk_fails_loses_nothing_and_is_made_once_space_retur
     monkeypatch.setattr(datadir, "CHECK_EVERY", 0.0)  # look at every call
     storage = Storage.open(tmp_path, "n", SETTINGS)
     storage.room.reserve = 0  # (this test's disk has room: SQLite is what fails)
-    store = RecordStore(InvertedIndex(), Subscriptions(), 3, clock=lambda: 100.0)
+    store = RecordStore(InvertedIndex(), Subscriptions(), 3, now=lambda: 100.0)
     store.journal = storage
     store.put_home(home_record(Subscription(1, b"h" * 32, ["a"], 1, "a", key=KEY)))
     alerts(store, store.subscriptions[1], 0, 5)
