@@ -5,6 +5,7 @@ unexpectedly ends (see Gate). Over mutual TLS a caller is who its certificate na
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import time
@@ -16,6 +17,7 @@ import grpc
 
 from chord.meter import Meter, charged, metered
 from chord.tls import NODE, caller_name, caller_role
+from chord.versions import HEADER, MINE, Versions, refusal
 
 log = logging.getLogger("chord.live")
 
@@ -29,6 +31,7 @@ OF_ANOTHER_RING = "another ring"  # how such a refusal's details begin
 REFUSALS = {
     "not_member": "the node is not (or no longer) a member of the ring: UNAVAILABLE",
     "another_ring": "a node of another ring (another id or other settings): FAILED_PRECONDITION",
+    "version": "a node speaking a protocol this node does not talk to: FAILED_PRECONDITION",
     "role": "the caller's certificate names no role that may call the method: PERMISSION_DENIED",
     "rate": "a client calling faster than its rate: RESOURCE_EXHAUSTED",
     "malformed": "a request that is no message of its kind: INVALID_ARGUMENT",
@@ -101,9 +104,15 @@ class Gate(grpc.aio.ServerInterceptor):
             return handler
         if details.method.startswith("/grpc.health."):  # for anyone, member or not
             return _guarded(handler, details.method, None, None, self.meter, self.refused)
-        theirs = self.identity and _header(details.invocation_metadata, RING_HEADER)
+        metadata = details.invocation_metadata
+        theirs = self.identity and _header(metadata, RING_HEADER)
         if theirs and theirs != self.identity:
             return _answering(handler, self._another_ring(theirs), self.meter)
+        spoken = _header(metadata, HEADER)
+        if spoken or theirs:  # a node (a client names neither): which protocol it speaks
+            versions = _versions(spoken)
+            if versions is None or not MINE.talks_to(versions):
+                return _answering(handler, self._another_version(versions, spoken), self.meter)
         if not self.member():
             return _answering(handler, self._refuse, self.meter)
         roles = None if self.access is None else self.access.get(details.method, frozenset())
@@ -123,6 +132,18 @@ class Gate(grpc.aio.ServerInterceptor):
             )
 
         return refuse
+
+    def _another_version(self, theirs: Versions | None, raw: str):
+        async def refuse(request, context) -> None:
+            self.refused["version"] += 1
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, refusal(theirs, raw))
+
+        return refuse
+
+
+@functools.lru_cache(maxsize=64)
+def _versions(raw: str) -> Versions | None:
+    return Versions.parse(raw)  # a ring's nodes send a handful of values: parsed once each
 
 
 def _header(metadata, name: str) -> str:

@@ -28,6 +28,7 @@ from chord.proto import chord_pb2
 from chord.routing import NodeRef
 from chord.tls import Credentials, aio_channel
 from chord.transport import REPLY, Handler
+from chord.versions import HEADER, MINE, OF_ANOTHER_VERSION
 
 log = logging.getLogger("chord.grpc_transport")
 
@@ -171,7 +172,10 @@ class GrpcTransport:
         self.meter = meter
         self.linked = linked
         self._links: dict[str, Link] = {}  # by address
-        self.metadata = ((RING_HEADER, identity),) if identity else None
+        # named on every call, and as each link opens (chord.versions)
+        self.metadata = ((HEADER, MINE.header()),) + (
+            ((RING_HEADER, identity),) if identity else ()
+        )
 
     def _callable(self, address: str, method: str):
         calls = self._calls.get(address)
@@ -265,7 +269,7 @@ class GrpcTransport:
                 break
             except grpc.aio.AioRpcError as e:
                 code = e.code()
-                if code == grpc.StatusCode.FAILED_PRECONDITION and _another_ring(e):
+                if code == grpc.StatusCode.FAILED_PRECONDITION and _not_of_my_ring(e):
                     log.warning("%s to %s refused: %s", method, peer.address, e.details())
                     raise PeerUnreachable(peer, ANOTHER_RING) from None
                 if code == grpc.StatusCode.DEADLINE_EXCEEDED:
@@ -308,9 +312,10 @@ class GrpcTransport:
         self._calls.clear()
 
 
-def _another_ring(e: grpc.aio.AioRpcError) -> bool:
-    """Did the peer refuse the call as one of another ring's (chord.gate)?"""
-    return (e.details() or "").startswith(OF_ANOTHER_RING)
+def _not_of_my_ring(e: grpc.aio.AioRpcError) -> bool:
+    """Did the peer refuse the call as one of another ring's, or as speaking a protocol
+    it does not talk to (chord.gate)? Either way no node of my ring answers there."""
+    return (e.details() or "").startswith((OF_ANOTHER_RING, OF_ANOTHER_VERSION))
 
 
 def _count(ledger: Ledger, kind: str, message: Any) -> None:

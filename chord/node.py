@@ -14,7 +14,8 @@ import logging
 import random
 from typing import Any, Callable, Generator, NamedTuple
 
-from chord import checks
+from chord import checks, floor, versions
+from chord.floor import Floor
 from chord.ids import BITS, in_open, in_open_closed
 from chord.messages import items_from_pb, items_to_pb, to_info, to_ref
 from chord.proto import chord_pb2 as pb
@@ -111,8 +112,11 @@ class ChordNode:
         r: int = SUCCESSORS,
         store: KeyStore | None = None,
         seed: int | None = None,
+        protocol: int = versions.PROTOCOL,
     ) -> None:
+        """`protocol`: the one I speak (another only in tests of mixed versions)."""
         self.table = RoutingTable(me, r=r)
+        self.floor = Floor(protocol)  # the oldest protocol of the ring (chord.floor)
         self.store: KeyStore = store if store is not None else SortedKeyStore()
         self.rng = random.Random(seed if seed is not None else me.id)
         self.region_listeners: list[RegionListener] = []
@@ -148,6 +152,11 @@ class ChordNode:
     @property
     def me(self) -> NodeRef:
         return self.table.me
+
+    def uses(self, feature: str) -> bool:
+        """Whether every member of the ring, as far as I can tell, speaks the protocol that
+        brought this feature (chord.versions.FEATURES), so that I may use it."""
+        return self.floor.uses(versions.FEATURES[feature])
 
     # ---- incoming requests: local state only ------------------------------------------
 
@@ -187,6 +196,7 @@ class ChordNode:
     def _on_get_neighbors(self, req: pb.Empty) -> pb.NeighborsReply:
         t = self.table
         reply = pb.NeighborsReply(successors=[to_info(s) for s in t.successors])
+        reply.floor, reply.floor_hops = self.floor.version, self.floor.hops
         if t.predecessor is not None:
             reply.predecessor.CopyFrom(to_info(t.predecessor))
         return reply
@@ -363,6 +373,10 @@ class ChordNode:
                 except PeerUnreachable:
                     self.forget(x)
         t.set_successors([succ] + [to_ref(s) for s in nbrs.successors])
+        if t.alone():
+            self.floor.alone()
+        else:
+            self.floor.heard(nbrs.floor, nbrs.floor_hops, floor.limit(t.me, t.successors))
         if t.successors != before:
             for listener in self.successor_listeners:
                 listener()

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x63hord/proto/chord.proto\x12\x05\x63hord\"\'\n\x08NodeInfo\x12\n\n\x02id\x18\x01 \x01(\x06\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\"\x07\n\x05\x45mpty\"%\n\x07KeyItem\x12\x0b\n\x03key\x18\x01 \x01(\x06\x12\r\n\x05value\x18\x02 \x01(\x0c\"2\n\x14\x46indSuccessorRequest\x12\x0b\n\x03key\x18\x01 \x01(\x06\x12\r\n\x05\x61void\x18\x02 \x03(\x06\"A\n\x12\x46indSuccessorReply\x12\x0c\n\x04\x64one\x18\x01 \x01(\x08\x12\x1d\n\x04node\x18\x02 \x01(\x0b\x32\x0f.chord.NodeInfo\"[\n\x0eNeighborsReply\x12$\n\x0bpredecessor\x18\x01 \x01(\x0b\x32\x0f.chord.NodeInfo\x12#\n\nsuccessors\x18\x02 \x03(\x0b\x32\x0f.chord.NodeInfo\"?\n\rNotifyRequest\x12\x1d\n\x04node\x18\x01 \x01(\x0b\x32\x0f.chord.NodeInfo\x12\x0f\n\x07settled\x18\x02 \x01(\x08\",\n\x0bNotifyReply\x12\x1d\n\x05items\x18\x01 \x03(\x0b\x32\x0e.chord.KeyItem\"\x9a\x01\n\x0cLeaveRequest\x12 \n\x07leaving\x18\x01 \x01(\x0b\x32\x0f.chord.NodeInfo\x12$\n\x0bpredecessor\x18\x02 \x01(\x0b\x32\x0f.chord.NodeInfo\x12#\n\nsuccessors\x18\x03 \x03(\x0b\x32\x0f.chord.NodeInfo\x12\x1d\n\x05items\x18\x04 \x03(\x0b\x32\x0e.chord.KeyItem\"\x1c\n\rLookupRequest\x12\x0b\n\x03key\x18\x01 \x01(\x06\";\n\x0bLookupReply\x12\x1e\n\x05owner\x18\x01 \x01(\x0b\x32\x0f.chord.NodeInfo\x12\x0c\n\x04hops\x18\x02 \x01(\r\"<\n\x0bLedgerEntry\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x10\n\x08messages\x18\x02 \x01(\x04\x12\r\n\x05\x62ytes\x18\x03 \x01(\x04\"\xca\x01\n\nStateReply\x12\x1d\n\x04node\x18\x01 \x01(\x0b\x32\x0f.chord.NodeInfo\x12$\n\x0bpredecessor\x18\x02 \x01(\x0b\x32\x0f.chord.NodeInfo\x12#\n\nsuccessors\x18\x03 \x03(\x0b\x32\x0f.chord.NodeInfo\x12 \n\x07\x66ingers\x18\x04 \x03(\x0b\x32\x0f.chord.NodeInfo\x12\x0c\n\x04keys\x18\x05 \x01(\x04\x12\"\n\x06ledger\x18\x06 \x03(\x0b\x32\x12.chord.LedgerEntry\"Q\n\x08\x45nvelope\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0e\n\x06method\x18\x02 \x01(\t\x12\x0c\n\x04\x62ody\x18\x03 \x01(\x0c\x12\x0c\n\x04\x63ode\x18\x04 \x01(\t\x12\r\n\x05\x65rror\x18\x05 \x01(\t2\x9c\x03\n\x05\x43hord\x12G\n\rFindSuccessor\x12\x1b.chord.FindSuccessorRequest\x1a\x19.chord.FindSuccessorReply\x12\x33\n\x0cGetNeighbors\x12\x0c.chord.Empty\x1a\x15.chord.NeighborsReply\x12\x32\n\x06Notify\x12\x14.chord.NotifyRequest\x1a\x12.chord.NotifyReply\x12\"\n\x04Ping\x12\x0c.chord.Empty\x1a\x0c.chord.Empty\x12*\n\x05Leave\x12\x13.chord.LeaveRequest\x1a\x0c.chord.Empty\x12\x32\n\x06Lookup\x12\x14.chord.LookupRequest\x1a\x12.chord.LookupReply\x12+\n\x08GetState\x12\x0c.chord.Empty\x1a\x11.chord.StateReply\x12\x30\n\x08\x45xchange\x12\x0f.chord.Envelope\x1a\x0f.chord.Envelope(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x63hord/proto/chord.proto\x12\x05\x63hord\"\'\n\x08NodeInfo\x12\n\n\x02id\x18\x01 \x01(\x06\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\"\x07\n\x05\x45mpty\"%\n\x07KeyItem\x12\x0b\n\x03key\x18\x01 \x01(\x06\x12\r\n\x05value\x18\x02 \x01(\x0c\"2\n\x14\x46indSuccessorRequest\x12\x0b\n\x03key\x18\x01 \x01(\x06\x12\r\n\x05\x61void\x18\x02 \x03(\x06\"A\n\x12\x46indSuccessorReply\x12\x0c\n\x04\x64one\x18\x01 \x01(\x08\x12\x1d\n\x04node\x18\x02 \x01(\x0b\x32\x0f.chord.NodeInfo\"~\n\x0eNeighborsReply\x12$\n\x0bpredecessor\x18\x01 \x01(\x0b\x32\x0f.chord.NodeInfo\x12#\n\nsuccessors\x18\x02 \x03(\x0b\x32\x0f.chord.NodeInfo\x12\r\n\x05\x66loor\x18\x03 \x01(\r\x12\x12\n\nfloor_hops\x18\x04 \x01(\r\"?\n\rNotifyRequest\x12\x1d\n\x04node\x18\x01 \x01(\x0b\x32\x0f.chord.NodeInfo\x12\x0f\n\x07settled\x18\x02 \x01(\x08\",\n\x0bNotifyReply\x12\x1d\n\x05items\x18\x01 \x03(\x0b\x32\x0e.chord.KeyItem\"\x9a\x01\n\x0cLeaveRequest\x12 \n\x07leaving\x18\x01 \x01(\x0b\x32\x0f.chord.NodeInfo\x12$\n\x0bpredecessor\x18\x02 \x01(\x0b\x32\x0f.chord.NodeInfo\x12#\n\nsuccessors\x18\x03 \x03(\x0b\x32\x0f.chord.NodeInfo\x12\x1d\n\x05items\x18\x04 \x03(\x0b\x32\x0e.chord.KeyItem\"\x1c\n\rLookupRequest\x12\x0b\n\x03key\x18\x01 \x01(\x06\";\n\x0bLookupReply\x12\x1e\n\x05owner\x18\x01 \x01(\x0b\x32\x0f.chord.NodeInfo\x12\x0c\n\x04hops\x18\x02 \x01(\r\"<\n\x0bLedgerEntry\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x10\n\x08messages\x18\x02 \x01(\x04\x12\r\n\x05\x62ytes\x18\x03 \x01(\x04\"\xca\x01\n\nStateReply\x12\x1d\n\x04node\x18\x01 \x01(\x0b\x32\x0f.chord.NodeInfo\x12$\n\x0bpredecessor\x18\x02 \x01(\x0b\x32\x0f.chord.NodeInfo\x12#\n\nsuccessors\x18\x03 \x03(\x0b\x32\x0f.chord.NodeInfo\x12 \n\x07\x66ingers\x18\x04 \x03(\x0b\x32\x0f.chord.NodeInfo\x12\x0c\n\x04keys\x18\x05 \x01(\x04\x12\"\n\x06ledger\x18\x06 \x03(\x0b\x32\x12.chord.LedgerEntry\"Q\n\x08\x45nvelope\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0e\n\x06method\x18\x02 \x01(\t\x12\x0c\n\x04\x62ody\x18\x03 \x01(\x0c\x12\x0c\n\x04\x63ode\x18\x04 \x01(\t\x12\r\n\x05\x65rror\x18\x05 \x01(\t2\x9c\x03\n\x05\x43hord\x12G\n\rFindSuccessor\x12\x1b.chord.FindSuccessorRequest\x1a\x19.chord.FindSuccessorReply\x12\x33\n\x0cGetNeighbors\x12\x0c.chord.Empty\x1a\x15.chord.NeighborsReply\x12\x32\n\x06Notify\x12\x14.chord.NotifyRequest\x1a\x12.chord.NotifyReply\x12\"\n\x04Ping\x12\x0c.chord.Empty\x1a\x0c.chord.Empty\x12*\n\x05Leave\x12\x13.chord.LeaveRequest\x1a\x0c.chord.Empty\x12\x32\n\x06Lookup\x12\x14.chord.LookupRequest\x1a\x12.chord.LookupReply\x12+\n\x08GetState\x12\x0c.chord.Empty\x1a\x11.chord.StateReply\x12\x30\n\x08\x45xchange\x12\x0f.chord.Envelope\x1a\x0f.chord.Envelope(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -42,23 +42,23 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_FINDSUCCESSORREPLY']._serialized_start=175
   _globals['_FINDSUCCESSORREPLY']._serialized_end=240
   _globals['_NEIGHBORSREPLY']._serialized_start=242
-  _globals['_NEIGHBORSREPLY']._serialized_end=333
-  _globals['_NOTIFYREQUEST']._serialized_start=335
-  _globals['_NOTIFYREQUEST']._serialized_end=398
-  _globals['_NOTIFYREPLY']._serialized_start=400
-  _globals['_NOTIFYREPLY']._serialized_end=444
-  _globals['_LEAVEREQUEST']._serialized_start=447
-  _globals['_LEAVEREQUEST']._serialized_end=601
-  _globals['_LOOKUPREQUEST']._serialized_start=603
-  _globals['_LOOKUPREQUEST']._serialized_end=631
-  _globals['_LOOKUPREPLY']._serialized_start=633
-  _globals['_LOOKUPREPLY']._serialized_end=692
-  _globals['_LEDGERENTRY']._serialized_start=694
-  _globals['_LEDGERENTRY']._serialized_end=754
-  _globals['_STATEREPLY']._serialized_start=757
-  _globals['_STATEREPLY']._serialized_end=959
-  _globals['_ENVELOPE']._serialized_start=961
-  _globals['_ENVELOPE']._serialized_end=1042
-  _globals['_CHORD']._serialized_start=1045
-  _globals['_CHORD']._serialized_end=1457
+  _globals['_NEIGHBORSREPLY']._serialized_end=368
+  _globals['_NOTIFYREQUEST']._serialized_start=370
+  _globals['_NOTIFYREQUEST']._serialized_end=433
+  _globals['_NOTIFYREPLY']._serialized_start=435
+  _globals['_NOTIFYREPLY']._serialized_end=479
+  _globals['_LEAVEREQUEST']._serialized_start=482
+  _globals['_LEAVEREQUEST']._serialized_end=636
+  _globals['_LOOKUPREQUEST']._serialized_start=638
+  _globals['_LOOKUPREQUEST']._serialized_end=666
+  _globals['_LOOKUPREPLY']._serialized_start=668
+  _globals['_LOOKUPREPLY']._serialized_end=727
+  _globals['_LEDGERENTRY']._serialized_start=729
+  _globals['_LEDGERENTRY']._serialized_end=789
+  _globals['_STATEREPLY']._serialized_start=792
+  _globals['_STATEREPLY']._serialized_end=994
+  _globals['_ENVELOPE']._serialized_start=996
+  _globals['_ENVELOPE']._serialized_end=1077
+  _globals['_CHORD']._serialized_start=1080
+  _globals['_CHORD']._serialized_end=1492
 # @@protoc_insertion_point(module_scope)

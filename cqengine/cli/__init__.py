@@ -13,6 +13,7 @@ import sys
 # gRPC's C core logs every failed TLS handshake; the command line says why in one line
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
+from chord import versions
 from chord.live import StartupError
 from cqengine.cli import certs, client, console, data, experiments, ring
 from cqengine.cli.options import CliError, Parser
@@ -27,6 +28,12 @@ COMMANDS = {name: run for family in FAMILIES for name, run in family.COMMANDS.it
 
 def build_parser() -> Parser:
     parser = Parser(prog="cqengine", description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"cqengine {versions.software()}, {versions.MINE}",
+        help="print the release and the node-to-node protocol it speaks, and exit",
+    )
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=Parser
     )

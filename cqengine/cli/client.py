@@ -323,6 +323,13 @@ def print_stats(replies) -> None:
             sums[f] += getattr(r, f)
     cfg = replies[0].config
     print(f"nodes: {', '.join(r.node for r in replies)}")
+    releases = Counter(
+        f"cqengine {r.software or '(a release before versions)'}, protocol {r.protocol or 1}"
+        for r in replies
+    )
+    print("releases: " + "; ".join(f"{n} x {what}" for what, n in sorted(releases.items())))
+    floor = min(r.ring_floor or 1 for r in replies)
+    print(f"ring floor: protocol {floor} (the oldest a member speaks; newer features wait)")
     print(
         f"engine: strategy {cfg.strategy}, resolution {cfg.resolution}, piggyback {cfg.piggyback}"
         f", header terms {cfg.header_terms}, filter lease {cfg.filter_lease:g} s"

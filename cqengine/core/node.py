@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+from chord import versions
 from chord.host import Host
 from chord.node import ChordNode, Op, Refused, StatusError
 from chord.routing import NodeRef
@@ -174,9 +175,12 @@ class EngineNode:
         return self.ctx.serves(key)
 
     def _config(self, request: pb.ConfigRequest) -> pb.EngineConfig:
-        """What a joining node takes: the ring's settings, and its id."""
+        """What a joining node takes: the ring's settings, and its id; and what it checks:
+        which protocols I speak and talk to."""
         config = self.settings.to_pb()
         config.ring = self.ring
+        config.protocol, config.oldest_protocol = versions.PROTOCOL, versions.OLDEST
+        config.software = versions.software()
         return config
 
     def stats(self, ledger, digests: bool = True) -> pb.StatsReply:

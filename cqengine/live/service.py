@@ -23,12 +23,14 @@ import mmh3
 from google.protobuf.message import DecodeError
 from grpc_health.v1 import health_pb2
 
+from chord import versions
 from chord.grpc_transport import SIZE_OPTIONS, abort_with
 from chord.ids import hash_id
 from chord.live import Limits, LiveNode, StartupError, Timing, serve
 from chord.meter import charged
 from chord.node import StatusError
 from chord.tls import ADMIN, PUBLISHER, SUBSCRIBER, Credentials, aio_channel, tls_failure
+from chord.versions import Versions
 from cqengine.core.errors import EngineError
 from cqengine.core.filters import lease_problem
 from cqengine.core.mailboxes import Subscription, numbered_batch
@@ -318,6 +320,8 @@ def node_stats(live: LiveNode, digests: bool = True) -> pb.StatsReply:
     reply.background = live.background
     reply.cpu_seconds.update(live.meter.snapshot())
     reply.calls_refused.update(live.gate.refused)
+    reply.software, reply.protocol = versions.software(), versions.PROTOCOL
+    reply.oldest_protocol, reply.ring_floor = versions.OLDEST, live.node.floor.version
     return reply
 
 
@@ -343,6 +347,15 @@ async def fetch_config(
         if why is not None:
             raise StartupError(f"cannot join through {address}: {why}") from None
         raise StartupError(f"cannot reach {address} to join: {e.code().name.lower()}") from None
+    theirs = Versions(reply.protocol or 1, reply.oldest_protocol or 1)
+    if not versions.MINE.talks_to(theirs):
+        release = reply.software or "of a release before versions"
+        raise StartupError(
+            f"cannot join through {address}: it (cqengine {release}) speaks {theirs}; this "
+            f"node (cqengine {versions.software()}) speaks {versions.MINE}. Run a release "
+            "that talks to the ring's, and upgrade a ring one node at a time "
+            "(docs/operations.md, Upgrades)"
+        )
     try:
         return Settings.from_pb(reply), reply.ring
     except SettingsError as e:

@@ -16,7 +16,7 @@ from support.live import FAST
 from support.oracle import assert_exact, expected
 from support.waiting import eventually
 
-from chord import tls
+from chord import tls, versions
 from cqengine.demo import collect_alerts, wait_quiet
 from cqengine.evaluation.matcher import document_frequencies
 from cqengine.live.client import Client, ClientError
@@ -326,6 +326,11 @@ def test_cli_subscribe_publish_stats_analyze(ring, tmp_path):
         and "Announce" in stats.stdout
         and "documents published" in stats.stdout
     )
+    # every node's release, and the ring's floor: one release, so its own protocol
+    assert f"x cqengine {versions.software()}, protocol {versions.PROTOCOL}" in stats.stdout
+    assert f"ring floor: protocol {versions.PROTOCOL} " in stats.stdout
+    version = cqengine("--version")
+    assert version.stdout.strip() == f"cqengine {versions.software()}, {versions.MINE}"
     # the homes measured how long V1 took from its DN's acceptance to its mailbox
     assert "alert latency        p50 <= " in stats.stdout, stats.stdout
     # where the nodes' CPU went: the stages of a document's path, shares adding up to 100%
