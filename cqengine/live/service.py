@@ -248,31 +248,42 @@ class ClientAPI(pb_grpc.CQEngineServicer):
 
     async def _acknowledged(
         self, keys, context, home_id: int = 0, stream: bool = False
-    ) -> list[Subscription]:
+    ) -> tuple[list[Subscription], list[int]]:
         """The subscriptions of these keys, their alerts below each key's `next` gone
-        (`home_id`: their home key, if the client says). A stream opening while the data
-        directory can keep nothing acknowledges nothing: it is served from the `next`s
-        its client gave, which acknowledges them again later."""
+        (`home_id`: their home key, if the client says), and the ids of those I serve none
+        of (ended, say: a subscription ended while its stream was open leaves it, and holds
+        back neither the others' acknowledgements nor their streams; naming only such,
+        NOT_FOUND). A stream opening while the data directory can keep nothing
+        acknowledges nothing: it is served from the `next`s its client gave, which
+        acknowledges them again later."""
         authorized = self.engine.placement.authorized
-        try:
-            subs = [authorized(k.subscription_id, k.token, home_id) for k in keys]
-        except EngineError as e:
-            await abort_with(context, e)
+        subs, known, unknown, missing = [], [], [], None
+        for k in keys:
+            try:
+                subs.append(authorized(k.subscription_id, k.token, home_id))
+                known.append(k)
+            except EngineError as e:
+                if e.code != "NOT_FOUND":
+                    await abort_with(context, e)  # moved, in minority: the client follows
+                unknown.append(k.subscription_id)
+                missing = e
+        if missing is not None and not subs:
+            await abort_with(context, missing)
         if stream and self.engine.ctx.storage_full():
-            return subs
-        acknowledged = self.engine.home.acknowledge([(sub, k.next) for sub, k in zip(subs, keys)])
+            return subs, unknown
+        acknowledged = self.engine.home.acknowledge([(s, k.next) for s, k in zip(subs, known)])
         if acknowledged is not None:  # on the home log: once its logs committed it
             await self._run(context, acknowledged)
         try:
             self.engine.durable()
         except StatusError as e:
             await abort_with(context, e)
-        return subs
+        return subs, unknown
 
     async def AckAlerts(self, request, context):
         await self._writable(context)
-        await self._acknowledged(request.subscriptions, context, request.home_id)
-        return pb.AckReply()
+        _, unknown = await self._acknowledged(request.subscriptions, context, request.home_id)
+        return pb.AckReply(unknown=unknown)
 
     async def StreamAlerts(self, request, context):
         keys = list(request.subscriptions)
@@ -281,7 +292,7 @@ class ClientAPI(pb_grpc.CQEngineServicer):
                 subscription_id=request.subscription_id, token=request.token, next=request.next
             )
             keys.insert(0, first)
-        subs = await self._acknowledged(keys, context, request.home_id, stream=True)
+        subs, _ = await self._acknowledged(keys, context, request.home_id, stream=True)
         stream = Stream(subs, {k.subscription_id: k.next for k in keys})
         for sub in subs:
             old = self.streams.get(sub.id)

@@ -232,6 +232,35 @@ def test_unsubscribed_queries_get_no_alerts_and_streams_end(ring, credentials):
         c.unsubscribe(keep.subscription_id, keep.token)
 
 
+def test_an_ended_subscription_on_a_stream_holds_back_neither_the_others_acks_nor_streams(
+    ring, credentials
+):
+    """A subscriber reads its home's subscriptions on one stream, and one of them ends
+    (through another client, say): acknowledging them all, and opening the stream again,
+    still serve the others; the ended one is named back (AckReply.unknown). Refused
+    whole, the others' acknowledgements were lost and their alerts sent again for ever."""
+    with Client(ring.addresses()[2], credentials=credentials) as c:
+        keep, gone = c.subscribe("quagga herd"), c.subscribe("quagga foal")
+        assert keep.home == gone.home
+        c.publish("Q1", "a quagga foal in the quagga herd")
+        wait_quiet(ring.addresses(), credentials=credentials)
+        c.unsubscribe(gone.subscription_id, gone.token)
+        keys = [
+            pb.SubscriptionKey(subscription_id=s.subscription_id, token=s.token, next=1)
+            for s in (gone, keep)
+        ]
+        reply = c._call("AckAlerts", pb.AckRequest(subscriptions=keys, home_id=keep.home_id))
+        assert list(reply.unknown) == [gone.subscription_id]
+        assert list(c.alerts([gone, keep], timeout=0.5)) == []  # Q1 was acknowledged
+        c.publish("Q2", "a quagga herd")
+        wait_quiet(ring.addresses(), credentials=credentials)
+        assert [x.docno for x in c.alerts([gone, keep], timeout=0.5)] == ["Q2"]
+        with pytest.raises(ClientError) as e:
+            c._call("AckAlerts", pb.AckRequest(subscriptions=keys[:1]))
+        assert e.value.code == "NOT_FOUND"  # naming nothing it serves: refused as before
+        c.unsubscribe(keep.subscription_id, keep.token)
+
+
 def test_a_joining_node_takes_the_ring_settings_and_keys(ring, credentials, tmp_path):
     port = free_ports(1)[0]
     make_certificates(Path(ring.tls), [port])  # the ring's CA signs the newcomer's certificate
