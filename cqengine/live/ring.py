@@ -136,10 +136,12 @@ def spawn(
     data: Path | None = None,
     tls: Path | None = None,
     metrics: int | None = None,
+    env: dict[str, str] | None = None,
 ) -> NodeEntry:
     """Start a node process at `port`; with `tls`, the ring's certificate directory, it
     speaks mutual TLS with its certificate there (made if the port is new), else plaintext;
-    with `metrics`, a port, it serves Prometheus metrics there."""
+    with `metrics`, a port, it serves Prometheus metrics there. `env`: variables set for it
+    beside this process's (a benchmark's injected fault)."""
     if tls is not None:
         make_certificates(tls, [port])
     log_path = log_dir / f"node-{port}.log"
@@ -157,6 +159,7 @@ def spawn(
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            env={**os.environ, **env} if env else None,
         )  # outlives `ring up`
     return NodeEntry(
         address=f"{HOST}:{port}",
