@@ -1,7 +1,7 @@
 """Faults beyond a killed process, on a live loopback ring (issue 57): nothing acknowledged
 is lost, repeated or misnumbered, and every refusal says what is wrong.
 
-Scenario built so far:
+Scenarios:
 
 - `full-disk`: one node's data directory (not the first node's) is a small tmpfs of its
   own. Subscriptions are made through every node and read by subscribers that log every
@@ -213,25 +213,39 @@ def _full_disk(args, docs, queries, root: Path, base: int, full_port: int, nodes
     return out
 
 
-def damaged(args, docs, queries) -> dict:
+def in_a_directory(run, args, docs, queries) -> dict:
+    """A scenario run in a directory of its own, its nodes stopped whatever happens."""
     with tempfile.TemporaryDirectory(prefix="cqengine-faults-") as tmp:
         nodes: list = []
         try:
-            return _damaged(args, docs, queries, Path(tmp), nodes)
+            return run(args, docs, queries, Path(tmp), nodes)
         finally:
             stop_processes(nodes, grace=5.0)
 
 
-def _damaged(args, docs, queries, root: Path, nodes: list) -> dict:
-    say(f"damaged: a ring of {args.nodes} nodes")
+def damaged(args, docs, queries) -> dict:
+    return in_a_directory(_damaged, args, docs, queries)
+
+
+def begun(args, docs, queries, root: Path, nodes: list):
+    """A ring with data directories, every query subscribed and read by subscribers, and
+    the first quarter of the documents published: the ring, its subscriptions, their
+    streamers and the documents accepted so far."""
     ring = ring_up(args.nodes, root / "ring.json", out=io.StringIO(), data_root=root / "data")
     nodes[:] = list(ring.nodes)
     addresses, credentials = ring.addresses(), ring.credentials()
     subs = subscribe_all(addresses, queries, args.seed, credentials)
     streamers = start_streamers(subs, args.seconds, credentials)
     accepted: set[str] = set()
+    publish(addresses, docs[: len(docs) // 4], credentials, accepted)
+    return ring, subs, streamers, accepted
+
+
+def _damaged(args, docs, queries, root: Path, nodes: list) -> dict:
+    say(f"damaged: a ring of {args.nodes} nodes")
+    ring, subs, streamers, accepted = begun(args, docs, queries, root, nodes)
+    addresses, credentials = ring.addresses(), ring.credentials()
     quarter = len(docs) // 4
-    publish(addresses, docs[:quarter], credentials, accepted)
     victim = ring.nodes[args.nodes // 2]
     stop_processes([victim], grace=10.0, how=signal.SIGUSR1)
     others = [a for a in addresses if a != victim.address]
@@ -271,24 +285,14 @@ def clock_step(args, docs, queries) -> dict:
     if not FAKETIME.exists():
         say("  installing faketime")
         subprocess.run(["apt-get", "install", "-y", "faketime"], check=True, capture_output=True)
-    with tempfile.TemporaryDirectory(prefix="cqengine-faults-") as tmp:
-        nodes: list = []
-        try:
-            return _clock_step(args, docs, queries, Path(tmp), nodes)
-        finally:
-            stop_processes(nodes, grace=5.0)
+    return in_a_directory(_clock_step, args, docs, queries)
 
 
 def _clock_step(args, docs, queries, root: Path, nodes: list) -> dict:
     say(f"clock-step: a ring of {args.nodes} nodes, one restarted {STEP} ahead")
-    ring = ring_up(args.nodes, root / "ring.json", out=io.StringIO(), data_root=root / "data")
-    nodes[:] = list(ring.nodes)
+    ring, subs, streamers, accepted = begun(args, docs, queries, root, nodes)
     addresses, credentials = ring.addresses(), ring.credentials()
-    subs = subscribe_all(addresses, queries, args.seed, credentials)
-    streamers = start_streamers(subs, args.seconds, credentials)
-    accepted: set[str] = set()
     quarter = len(docs) // 4
-    publish(addresses, docs[:quarter], credentials, accepted)
     victim = ring.nodes[args.nodes // 2]
     ahead = {"LD_PRELOAD": str(FAKETIME), "FAKETIME": STEP}  # monotonic by as much: intervals hold
     restart(ring, victim, nodes, root, env=ahead)

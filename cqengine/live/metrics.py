@@ -79,6 +79,7 @@ GAUGES = {
     "logs_led": ("logs_led", "home keys whose logs this node leads"),
     "logs_in_minority": ("logs_in_minority", "of those, led without a majority answering"),
     "log_entries": ("log_entries", "entries of the home keys' logs kept here"),
+    "ring_floor": ("ring_protocol_floor", "the oldest protocol a ring member speaks (chord.floor)"),
 }
 
 
@@ -114,6 +115,13 @@ def families(s: pb.StatsReply) -> Iterator[Metric]:
         value=1 if s.storage_full else 0,
     )
     yield _histogram(s.alert_latency)
+    info = GaugeMetricFamily(
+        f"{PREFIX}_build_info",
+        "1, labelled with the node's release and protocols",
+        labels=["software", "protocol", "oldest_protocol"],
+    )
+    info.add_metric([s.software, str(s.protocol), str(s.oldest_protocol)], 1)
+    yield info
 
 
 def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:

@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from support.waiting import eventually
 
 from chord.tls import Credentials, channel
+from chord.versions import OLDEST, PROTOCOL, software
 from cqengine.demo import collect_alerts, sample_corpus
 from cqengine.evaluation.matcher import document_terms, matches
 from cqengine.live.certs import issue
@@ -117,6 +118,8 @@ def test_metrics_equal_stats_after_a_known_workload(ring):
     for m, s in zip(metrics, stats):
         inf = m[("cqengine_alert_latency_seconds_bucket", (("le", "+Inf"),))]
         assert inf == s.alerts_delivered == m[("cqengine_alert_latency_seconds_count", ())]
+        labels = (("oldest_protocol", str(OLDEST)), ("protocol", str(PROTOCOL)))
+        assert m[("cqengine_build_info", (*labels, ("software", software())))] == 1
 
 
 def test_ring_metrics_names_every_endpoint_bound_to_loopback(ring, tmp_path):
