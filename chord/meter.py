@@ -8,25 +8,39 @@ another thread adds, such as the analyzer's worker); the rest of the process's C
 gRPC's C core, TLS, protobuf parsing of what arrives and the event loop itself, is what
 `unmetered` gives. Reading the thread's CPU clock costs about half a microsecond, a few
 per message: well under 1% of what a document costs.
+
+Where the kernel tells each thread's CPU time (Linux, /proc), the unmetered rest is split by
+thread: gRPC's own threads (its event engine's sockets and TLS, its timers:
+UNMETERED_GRPC), Python's worker threads beyond what they charged (UNMETERED_WORKERS), and
+what is left on the event loop's thread (UNMETERED: asyncio, gRPC's calls as they reach
+Python, the code between an operation's steps; and threads that ended, which the kernel no
+longer lists).
 """
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from collections import defaultdict
 from functools import partial
+from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-UNMETERED = "unmetered"  # the process's CPU time no account holds
+UNMETERED = "unmetered"  # the process's CPU time no account holds (on the loop's thread)
+UNMETERED_GRPC = "unmetered grpc threads"  # gRPC's own threads: sockets, TLS, timers
+UNMETERED_WORKERS = "unmetered worker threads"  # Python's other threads, beyond their accounts
+TASKS = Path("/proc/self/task")
 T = TypeVar("T")
 
 
 class Meter:
-    __slots__ = ("seconds", "counts", "_on", "_since")
+    __slots__ = ("seconds", "counts", "elsewhere", "_on", "_since")
 
     def __init__(self) -> None:
         self.seconds: defaultdict[str, float] = defaultdict(float)
         self.counts: defaultdict[str, int] = defaultdict(int)
+        self.elsewhere: set[str] = set()  # accounts charged by other threads (`add`)
         self._on: str | None = None  # the account being charged now (this thread's)
         self._since = 0.0
 
@@ -51,12 +65,50 @@ class Meter:
         """Time measured elsewhere (another thread): the event loop's account goes on."""
         self.seconds[account] += seconds
         self.counts[account] += 1
+        self.elsewhere.add(account)
 
     def snapshot(self) -> dict[str, float]:
-        """CPU seconds by account since the process began, `unmetered` among them."""
+        """CPU seconds by account since the process began, the unmetered rest among them
+        (split by thread where the kernel tells: see above); they add up to the process's."""
         out = dict(self.seconds)
-        out[UNMETERED] = max(0.0, time.process_time() - sum(out.values()))
+        rest = max(0.0, time.process_time() - sum(out.values()))
+        threads = thread_cpu()
+        if threads:
+            grpc_threads = sum(cpu for (python, _), cpu in threads.items() if not python)
+            python_threads = sum(
+                cpu for (python, name), cpu in threads.items() if python and name != "main"
+            )
+            workers = max(0.0, python_threads - sum(out[a] for a in self.elsewhere))
+            out[UNMETERED_GRPC] = min(grpc_threads, rest)
+            out[UNMETERED_WORKERS] = min(workers, rest - out[UNMETERED_GRPC])
+            rest -= out[UNMETERED_GRPC] + out[UNMETERED_WORKERS]
+        out[UNMETERED] = rest
         return out
+
+
+def thread_cpu() -> dict[tuple[bool, str], float]:
+    """This process's CPU seconds so far by thread: (whether Python started it, its name:
+    "main" for the event loop's, a Python thread's own, else the kernel's), from /proc
+    ({} where there is none). The kernel counts in ticks (10 ms): good over seconds."""
+    if not TASKS.is_dir():
+        return {}
+    python = {t.native_id: t.name for t in threading.enumerate()}
+    python[threading.main_thread().native_id] = "main"
+    out: dict[tuple[bool, str], float] = defaultdict(float)
+    for task in TASKS.iterdir():
+        try:
+            stat = (task / "stat").read_text()
+            comm = (task / "comm").read_text().strip()
+        except OSError:  # it ended meanwhile
+            continue
+        fields = stat.rsplit(")", 1)[1].split()  # after the name, which may hold spaces
+        seconds = (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
+        tid = int(task.name)
+        out[(tid in python, python.get(tid, comm))] += seconds
+    return dict(out)
+
+
+TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def charged(meter: Meter | None, account: str, fn: Callable[..., T], *args: Any) -> T:

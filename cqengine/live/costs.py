@@ -4,8 +4,10 @@ gathered into the stages of a document's path.
 A node charges its CPU time to accounts: a request it handled (by method), a step of an
 operation (by the generator that runs it, "op Class.method"), parsing and serializing
 messages, the ledger, commits to storage, its alert streams, the analyzer's thread, and
-what none of these holds ("unmetered": gRPC's C core, TLS, the event loop). STAGES names
-where each account goes; an account no rule names is "other", so nothing is lost.
+what none of these holds, by thread (chord.meter): gRPC's own threads, and the event loop's
+thread outside every account (asyncio, gRPC's calls as they reach Python, the code between
+an operation's steps). STAGES names where each account goes; an account no rule names is
+"other", so nothing is lost.
 
 An operation's steps are charged to the generator that runs it, and a QN's matching and its
 Term Dialogue rounds run inside the announcement's operation that reached it (QN.heard is
@@ -19,9 +21,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Mapping
 
+from chord.meter import UNMETERED, UNMETERED_GRPC, UNMETERED_WORKERS
+
 # stage: the accounts it holds (names, or "op " prefixes of operations), in a document's order
 STAGES: dict[str, tuple[str, ...]] = {
-    "analysis": ("analysis",),
+    "analysis": ("analysis", UNMETERED_WORKERS),  # the analyzer's thread, whole
     "announcement": (
         *("op DN.publish_batch", "op DN.send_out", "Announce", "op Announcer.", "Uptime"),
     ),
@@ -33,7 +37,8 @@ STAGES: dict[str, tuple[str, ...]] = {
     "storage": ("storage",),
     "streaming to clients": ("stream",),
     "protobuf (parse, serialize, size)": ("parse", "serialize", "ledger"),
-    "gRPC, TLS and event loop": ("unmetered",),
+    "gRPC's own threads (sockets, TLS, timers)": (UNMETERED_GRPC,),
+    "event loop, outside every account": (UNMETERED,),
     "metrics": ("metrics",),  # not a document's: Prometheus' scrapes (cqengine.live.metrics)
 }
 

@@ -73,7 +73,7 @@ def test_bench_live_small(tmp_path):
             fast["cpu_ms_per_document_by_stage"],
             fast["cpu_ms_per_document_by_account"],
         )
-        assert {"analysis", "announcement", "gRPC, TLS and event loop"} <= set(stages)
+        assert {"analysis", "announcement", "event loop, outside every account"} <= set(stages)
         spent = 1000 * fast["cpu_seconds_per_document"]
         assert abs(sum(stages.values()) - spent) < 0.5 * spent  # (read a moment apart)
         assert "op Announcer.announce" in accounts

@@ -5,12 +5,13 @@ pause the one around them, so no time counts twice, and nothing is lost: the acc
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 import pytest
 
 from chord.driver import drive_async
-from chord.meter import UNMETERED, Meter, metered
+from chord.meter import UNMETERED, UNMETERED_GRPC, UNMETERED_WORKERS, Meter, metered, thread_cpu
 from cqengine.live.costs import STAGES, cost_by_stage, stage_of
 
 
@@ -38,6 +39,34 @@ def test_nested_accounts_pause_the_outer_one_and_add_up_to_the_process():
     assert got["inner"] + got["outer"] <= spent + 1e-3
     assert sum(got.values()) == pytest.approx(time.process_time(), abs=0.01)
     assert meter.counts == {"outer": 1, "inner": 1}
+
+
+@pytest.mark.skipif(not thread_cpu(), reason="the kernel tells no thread's CPU time here")
+def test_the_unmetered_rest_is_split_by_thread_and_still_adds_up_to_the_process():
+    """A worker thread's CPU beyond what it charged (`add`) is the workers' rest, not the
+    event loop's; the parts add up to the process's CPU time, nothing twice."""
+    meter = Meter()
+    worked, done = threading.Event(), threading.Event()
+
+    def work():
+        start = time.thread_time()
+        burn(0.2)
+        meter.add("analysis", time.thread_time() - start)  # charged, as the analyzer does
+        burn(0.3)  # and not
+        worked.set()
+        done.wait(10)  # alive while the snapshot is taken, as a node's worker is
+
+    worker = threading.Thread(target=work, name="analyze_0")
+    worker.start()
+    worked.wait(10)
+    burn(0.1)
+    got = meter.snapshot()
+    done.set()
+    worker.join()
+    assert got["analysis"] == pytest.approx(0.2, abs=0.02)
+    assert got[UNMETERED_WORKERS] == pytest.approx(0.3, abs=0.05)  # the kernel's ticks
+    assert got[UNMETERED] >= 0.05 and got[UNMETERED_GRPC] >= 0
+    assert sum(got.values()) == pytest.approx(time.process_time(), abs=0.02)
 
 
 def test_a_failing_call_still_leaves_its_account():
@@ -79,7 +108,8 @@ def test_every_account_a_node_charges_has_a_stage():
     assert stage_of("op DN.publish_batch") == "announcement"
     assert stage_of("op DN.on_matched") == "reports"
     assert stage_of("Deliver") == "home and mailbox"
-    assert stage_of(UNMETERED) == "gRPC, TLS and event loop"
+    assert stage_of(UNMETERED) == "event loop, outside every account"
+    assert stage_of(UNMETERED_GRPC) == "gRPC's own threads (sockets, TLS, timers)"
     assert stage_of("op Something.new") == "other"
     costs = cost_by_stage({"Deliver": 1.0, "op Home._x": 2.0, "parse": 0.5, "weird": 0.25})
     assert costs == {
