@@ -193,10 +193,12 @@ class GrpcTransport:
         call = calls.get(method)
         if call is None:
             path, req, rep = self.table.methods[method]
+            sent = sent_counted(self.ledger, method, req.SerializeToString)
+            answered = parsed_counted(self.ledger, method + REPLY, rep.FromString)
             call = calls[method] = self._channels[address].unary_unary(
                 path,
-                request_serializer=metered(self.meter, "serialize", req.SerializeToString),
-                response_deserializer=metered(self.meter, "parse", rep.FromString),
+                request_serializer=metered(self.meter, "serialize", sent),
+                response_deserializer=metered(self.meter, "parse", answered),
             )
         return call
 
@@ -204,7 +206,8 @@ class GrpcTransport:
         """A call of this method over my link to the address (a new one if it broke)."""
         link = self._links.get(address)
         if link is None or link.broken is not None:
-            link = self._links[address] = Link(self._channels[address], self.meter, self.metadata)
+            link = Link(self._channels[address], self.meter, self.metadata, self.ledger)
+            self._links[address] = link
         reply_class = self.table.methods[method][2]
         # the link named the ring as it opened (chord.links): a call over it names nothing
         return lambda request, timeout, metadata: link.call(method, request, reply_class, timeout)
@@ -259,8 +262,7 @@ class GrpcTransport:
         wait: float | None = self.timeout_of(peer.address, method)
         begun = time.monotonic()
         fresh = False
-        while True:
-            self._record(method, request)
+        while True:  # (the ledger counts each message as it is serialized and parsed)
             start = time.monotonic()
             try:
                 reply = await self._callable(peer.address, method)(
@@ -294,12 +296,7 @@ class GrpcTransport:
             self.round_trips[peer.address] = RoundTrip.first(now - start, now)
         else:
             trip.add(now - start, now)
-        self._record(method + REPLY, reply)
         return reply
-
-    def _record(self, kind: str, message: Any) -> None:
-        """Count a message in the ledger (sizing it is a cost of its own: "ledger")."""
-        charged(self.meter, "ledger", _count, self.ledger, kind, message)
 
     async def close(self) -> None:
         for link in self._links.values():
@@ -318,8 +315,26 @@ def _not_of_my_ring(e: grpc.aio.AioRpcError) -> bool:
     return (e.details() or "").startswith((OF_ANOTHER_RING, OF_ANOTHER_VERSION))
 
 
-def _count(ledger: Ledger, kind: str, message: Any) -> None:
-    ledger.record(kind, message.ByteSize())
+def sent_counted(ledger: Ledger, kind: str, serialize: Callable[[Any], bytes]):
+    """`serialize`, each message it serializes counted in the ledger: its size read off
+    the bytes that go on the wire, not computed again (ByteSize costs a serialization)."""
+
+    def counted(message: Any) -> bytes:
+        data = serialize(message)
+        ledger.record(kind, len(data))
+        return data
+
+    return counted
+
+
+def parsed_counted(ledger: Ledger, kind: str, parse: Callable[[bytes], Any]):
+    """`parse`, each message it parses counted in the ledger by the bytes that came."""
+
+    def counted(data: bytes) -> Any:
+        ledger.record(kind, len(data))
+        return parse(data)
+
+    return counted
 
 
 async def run_async(node: Handler, op: Op, transport: GrpcTransport) -> Any:

@@ -24,9 +24,11 @@ from typing import Any, Awaitable, Callable
 import grpc
 
 from chord.gate import NOT_MEMBER
+from chord.ledger import Ledger
 from chord.meter import Meter, charged, metered
 from chord.node import StatusError
 from chord.proto import chord_pb2 as pb
+from chord.transport import REPLY
 
 log = logging.getLogger("chord.links")
 
@@ -53,15 +55,20 @@ class Link:
     """My end of one Exchange stream to a peer."""
 
     def __init__(
-        self, channel: grpc.aio.Channel, meter: Meter | None = None, metadata=None
+        self,
+        channel: grpc.aio.Channel,
+        meter: Meter | None = None,
+        metadata=None,
+        ledger: Ledger | None = None,
     ) -> None:
-        """`metadata`: sent as the stream opens (the ring's identity, chord.gate)."""
+        """`metadata`: sent as the stream opens (the ring's identity, chord.gate);
+        `ledger`: counts each call's request and reply (their bodies' bytes)."""
         self.stream = channel.stream_stream(
             EXCHANGE,
             request_serializer=metered(meter, "serialize", pb.Envelope.SerializeToString),
             response_deserializer=metered(meter, "parse", pb.Envelope.FromString),
         )(metadata=metadata)
-        self.meter = meter
+        self.meter, self.ledger = meter, ledger
         self.ids = itertools.count(1)
         self.waiting: dict[int, asyncio.Future] = {}
         self.writing = asyncio.Lock()  # one write at a time on a stream
@@ -76,6 +83,8 @@ class Link:
         done = self.waiting[call_id] = asyncio.get_running_loop().create_future()
         try:
             body = charged(self.meter, "serialize", request.SerializeToString)
+            if self.ledger is not None:
+                self.ledger.record(method, len(body))
             async with asyncio.timeout(timeout):
                 async with self.writing:
                     await self.stream.write(pb.Envelope(id=call_id, method=method, body=body))
@@ -96,6 +105,8 @@ class Link:
                 done.exception()  # the stream broke while this call was still being written
         if reply.code:
             raise failure(getattr(grpc.StatusCode, reply.code), reply.error)
+        if self.ledger is not None:
+            self.ledger.record(method + REPLY, len(reply.body))
         return charged(self.meter, "parse", reply_class.FromString, reply.body)
 
     async def _read(self) -> None:

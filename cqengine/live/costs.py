@@ -36,7 +36,7 @@ STAGES: dict[str, tuple[str, ...]] = {
     "replication": ("Replicate", "Reconcile", "Repair", "Release", "op Replication."),
     "storage": ("storage",),
     "streaming to clients": ("stream",),
-    "protobuf (parse, serialize, size)": ("parse", "serialize", "ledger"),
+    "protobuf (parse, serialize)": ("parse", "serialize"),
     "gRPC's own threads (sockets, TLS, timers)": (UNMETERED_GRPC,),
     "event loop, outside every account": (UNMETERED,),
     "metrics": ("metrics",),  # not a document's: Prometheus' scrapes (cqengine.live.metrics)

@@ -4,11 +4,14 @@ import asyncio
 
 import grpc
 import pytest
+from support.live import engine_node
 
 from chord.grpc_transport import CHORD_SERVICE, GrpcTransport, MethodTable, RoundTrip
 from chord.node import PeerFailed, PeerUnreachable, Refused, StatusError
 from chord.proto import chord_pb2 as pb
 from chord.routing import NodeRef
+from chord.transport import REPLY
+from cqengine.proto import cqengine_pb2
 
 
 def test_round_trip_estimate_follows_rfc_6298():
@@ -169,3 +172,33 @@ def test_a_peer_answering_with_an_error_fails_that_call_only():
             await transport.close()
 
     asyncio.run(asyncio.wait_for(run(), 60))
+
+
+def test_the_ledger_counts_each_message_by_the_bytes_that_cross_the_wire():
+    """Sized off the bytes serialized and parsed (not by ByteSize, a serialization of its
+    own): the same figures, on a unary call and on a link."""
+
+    async def main():
+        node = engine_node()
+        await node.start()
+        unary = GrpcTransport(table=node.methods)
+        linked = GrpcTransport(table=node.methods, linked=frozenset({"GetConfig"}))
+        try:
+            asked = pb.FindSuccessorRequest(key=12345, avoid=[1, 2, 3])
+            found = await unary.call(node.me, "FindSuccessor", asked)
+            config = await linked.call(node.me, "GetConfig", cqengine_pb2.ConfigRequest())
+            for transport, kind, request, reply in (
+                (unary, "FindSuccessor", asked, found),
+                (linked, "GetConfig", cqengine_pb2.ConfigRequest(), config),
+            ):
+                counts = transport.ledger.snapshot()
+                assert (counts[kind].messages, counts[kind].bytes) == (1, request.ByteSize())
+                answer = counts[kind + REPLY]
+                assert (answer.messages, answer.bytes) == (1, reply.ByteSize())
+                assert reply.ByteSize() > 0
+        finally:
+            for t in (unary, linked):
+                await t.close()
+            await node.stop(graceful=False)
+
+    asyncio.run(asyncio.wait_for(main(), 60))

@@ -114,7 +114,7 @@ def test_every_account_a_node_charges_has_a_stage():
     costs = cost_by_stage({"Deliver": 1.0, "op Home._x": 2.0, "parse": 0.5, "weird": 0.25})
     assert costs == {
         "home and mailbox": 3.0,
-        "protobuf (parse, serialize, size)": 0.5,
+        "protobuf (parse, serialize)": 0.5,
         "other": 0.25,
     }
     assert list(costs)[:2] == [s for s in STAGES if s in costs][:2]
