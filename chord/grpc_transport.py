@@ -22,7 +22,7 @@ from chord.driver import drive_async
 from chord.gate import OF_ANOTHER_RING, RING_HEADER
 from chord.ledger import Ledger
 from chord.links import Broken, Link
-from chord.meter import Meter, charged, metered
+from chord.meter import Meter, charged, metered, stepped
 from chord.node import ANOTHER_RING, Call, Op, PeerFailed, PeerUnreachable, StatusError
 from chord.proto import chord_pb2
 from chord.routing import NodeRef
@@ -31,6 +31,7 @@ from chord.transport import REPLY, Handler
 from chord.versions import HEADER, MINE, OF_ANOTHER_VERSION
 
 log = logging.getLogger("chord.grpc_transport")
+CALLS = "grpc calls"  # the account of a call's steps at its caller (chord.meter.stepped)
 
 # Statuses that mean "this peer is gone or too slow": the protocol falls back around it.
 UNREACHABLE = {
@@ -265,8 +266,9 @@ class GrpcTransport:
         while True:  # (the ledger counts each message as it is serialized and parsed)
             start = time.monotonic()
             try:
-                reply = await self._callable(peer.address, method)(
-                    request, timeout=wait, metadata=self.metadata
+                call = self._callable(peer.address, method)
+                reply = await stepped(
+                    self.meter, CALLS, call(request, timeout=wait, metadata=self.metadata)
                 )
                 break
             except grpc.aio.AioRpcError as e:

@@ -25,7 +25,7 @@ import grpc
 
 from chord.gate import NOT_MEMBER
 from chord.ledger import Ledger
-from chord.meter import Meter, charged, metered
+from chord.meter import Meter, charged, metered, stepped
 from chord.node import StatusError
 from chord.proto import chord_pb2 as pb
 from chord.transport import REPLY
@@ -33,6 +33,8 @@ from chord.transport import REPLY
 log = logging.getLogger("chord.links")
 
 EXCHANGE = "/chord.Chord/Exchange"
+LINKS = "links"  # the account of the streams' reads and writes, at both ends (chord.meter)
+EOF = grpc.aio.EOF
 
 
 def failure(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
@@ -87,7 +89,8 @@ class Link:
                 self.ledger.record(method, len(body))
             async with asyncio.timeout(timeout):
                 async with self.writing:
-                    await self.stream.write(pb.Envelope(id=call_id, method=method, body=body))
+                    envelope = pb.Envelope(id=call_id, method=method, body=body)
+                    await stepped(self.meter, LINKS, self.stream.write(envelope))
                 reply: pb.Envelope = await done
         except TimeoutError:
             raise failure(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded") from None
@@ -111,7 +114,7 @@ class Link:
 
     async def _read(self) -> None:
         try:
-            async for reply in self.stream:
+            while (reply := await stepped(self.meter, LINKS, self.stream.read())) is not EOF:
                 done = self.waiting.get(reply.id)
                 if done is not None and not done.done():
                     done.set_result(reply)
@@ -172,10 +175,15 @@ class Exchanges:
 
         async def reply(envelope: pb.Envelope) -> None:
             async with writing:
-                await context.write(envelope)
+                await stepped(self.meter, LINKS, context.write(envelope))
 
         async def read() -> None:
-            async for envelope in requests:
+            incoming = requests.__aiter__()
+            while True:
+                try:
+                    envelope = await stepped(self.meter, LINKS, incoming.__anext__())
+                except StopAsyncIteration:
+                    break
                 task = loop.create_task(self._answer(envelope, reply))
                 answering.add(task)
                 task.add_done_callback(answering.discard)

@@ -25,7 +25,7 @@ import time
 from collections import defaultdict
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Awaitable, Callable, TypeVar
 
 UNMETERED = "unmetered"  # the process's CPU time no account holds (on the loop's thread)
 UNMETERED_GRPC = "unmetered grpc threads"  # gRPC's own threads: sockets, TLS, timers
@@ -120,6 +120,42 @@ def charged(meter: Meter | None, account: str, fn: Callable[..., T], *args: Any)
         return fn(*args)
     finally:
         meter.leave(paused)
+
+
+def stepped(meter: Meter | None, account: str, awaitable: Awaitable[T]) -> Awaitable[T]:
+    """`awaitable`, each of its steps (from one suspension to the next) charged to
+    `account`: the work a coroutine does between its awaits, not the time it waits, while
+    the event loop runs other work (gRPC's calls and streams, as they reach Python)."""
+    if meter is None:
+        return awaitable
+    return _Stepped(meter, account, awaitable)
+
+
+class _Stepped:
+    __slots__ = ("meter", "account", "awaitable")
+
+    def __init__(self, meter: Meter, account: str, awaitable: Awaitable) -> None:
+        self.meter, self.account, self.awaitable = meter, account, awaitable
+
+    def __await__(self):
+        steps = self.awaitable.__await__()
+        meter, account = self.meter, self.account
+        value, error = None, None
+        while True:
+            paused = meter.enter(account)
+            try:
+                waiting = steps.send(value) if error is None else steps.throw(error)
+            except StopIteration as done:
+                return done.value
+            finally:
+                meter.leave(paused)
+            try:
+                value, error = (yield waiting), None
+            except GeneratorExit:
+                steps.close()
+                raise
+            except BaseException as e:  # a cancellation, say: into the awaitable, as await does
+                value, error = None, e
 
 
 def metered(meter: Meter | None, account: str, fn):

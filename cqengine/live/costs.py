@@ -4,9 +4,10 @@ gathered into the stages of a document's path.
 A node charges its CPU time to accounts: a request it handled (by method), a step of an
 operation (by the generator that runs it, "op Class.method"), parsing and serializing
 messages, the ledger, commits to storage, its alert streams, the analyzer's thread, and
-what none of these holds, by thread (chord.meter): gRPC's own threads, and the event loop's
-thread outside every account (asyncio, gRPC's calls as they reach Python, the code between
-an operation's steps). STAGES names where each account goes; an account no rule names is
+the steps of gRPC's calls and of the links' streams as they run in Python (chord.meter.stepped),
+and what none of these holds, by thread (chord.meter): gRPC's own threads, and the event
+loop's thread outside every account (asyncio, the server's side of gRPC's calls, the code
+between an operation's steps). STAGES names where each account goes; an account no rule names is
 "other", so nothing is lost.
 
 An operation's steps are charged to the generator that runs it, and a QN's matching and its
@@ -37,6 +38,7 @@ STAGES: dict[str, tuple[str, ...]] = {
     "storage": ("storage",),
     "streaming to clients": ("stream",),
     "protobuf (parse, serialize)": ("parse", "serialize"),
+    "gRPC's Python side (calls, links)": ("grpc calls", "links"),
     "gRPC's own threads (sockets, TLS, timers)": (UNMETERED_GRPC,),
     "event loop, outside every account": (UNMETERED,),
     "metrics": ("metrics",),  # not a document's: Prometheus' scrapes (cqengine.live.metrics)

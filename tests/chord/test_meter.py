@@ -11,7 +11,16 @@ import time
 import pytest
 
 from chord.driver import drive_async
-from chord.meter import UNMETERED, UNMETERED_GRPC, UNMETERED_WORKERS, Meter, metered, thread_cpu
+from chord.meter import (
+    UNMETERED,
+    UNMETERED_GRPC,
+    UNMETERED_WORKERS,
+    Meter,
+    charged,
+    metered,
+    stepped,
+    thread_cpu,
+)
 from cqengine.live.costs import STAGES, cost_by_stage, stage_of
 
 
@@ -67,6 +76,38 @@ def test_the_unmetered_rest_is_split_by_thread_and_still_adds_up_to_the_process(
     assert got[UNMETERED_WORKERS] == pytest.approx(0.3, abs=0.05)  # the kernel's ticks
     assert got[UNMETERED] >= 0.05 and got[UNMETERED_GRPC] >= 0
     assert sum(got.values()) == pytest.approx(time.process_time(), abs=0.02)
+
+
+def test_a_stepped_awaitable_is_charged_its_steps_not_what_runs_while_it_waits():
+    meter = Meter()
+
+    async def call(fail: bool) -> int:
+        burn(0.02)
+        await asyncio.sleep(0.05)  # meanwhile another task works
+        burn(0.01)
+        if fail:
+            raise ValueError("refused")
+        return 7
+
+    async def other() -> None:
+        await asyncio.sleep(0.01)
+        charged(meter, "other", burn, 0.04)
+
+    async def main():
+        got = await asyncio.gather(stepped(meter, "calls", call(False)), other())
+        assert got[0] == 7
+        with pytest.raises(ValueError, match="refused"):
+            await stepped(meter, "calls", call(True))
+        waiting = asyncio.ensure_future(stepped(meter, "calls", asyncio.sleep(10)))
+        await asyncio.sleep(0.01)
+        waiting.cancel()  # a cancellation reaches the awaitable
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+
+    asyncio.run(main())
+    assert meter.seconds["calls"] == pytest.approx(0.06, abs=0.015)
+    assert meter.seconds["other"] == pytest.approx(0.04, abs=0.01)
+    assert stepped(None, "calls", main) is main
 
 
 def test_a_failing_call_still_leaves_its_account():
