@@ -18,7 +18,7 @@ be forked for many runs, every key's at once: cqengine.evaluation.rings).
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Callable, Iterable, Iterator, Sequence
 
@@ -95,6 +95,8 @@ class Block:
     # per column, None or the Block of the queries merged under it (over these terms), its
     # codes then their common first questions (cqengine.core.merging); None: no merges
     groups: np.ndarray | None = None
+    # `members` of a block that merged none, once made (singles())
+    _singles: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
     def subscriptions(self) -> bytes:
         """Its queries' subscription ids in order, as bytes: which queries it holds, as a
@@ -117,6 +119,16 @@ class Block:
                 for e in (expand(self.entries, self.members, [i]) if g is None else g.all_entries())
             ]
         return expand(self.entries, self.members, np.arange(len(self.entries)))
+
+    def singles(self) -> np.ndarray:
+        """Its members: where it merged no queries, each entry alone, made once (a key's
+        block outlives many documents, and a resolution beside a merged block needs them:
+        made afresh, they were an eighth of a text ring's CPU)."""
+        if self.members is not None:
+            return self.members
+        if self._singles is None:
+            self._singles = objects([(e,) for e in self.entries])
+        return self._singles
 
     def held(self) -> int:
         """How many entries it holds (merged queries count each member)."""
@@ -203,9 +215,7 @@ def members_of(blocks: Sequence[Block]) -> np.ndarray | None:
     """The blocks' members side by side (None if none of them merged any)."""
     if all(b.members is None for b in blocks):
         return None
-    return np.concatenate(
-        [b.members if b.members is not None else objects([(e,) for e in b.entries]) for b in blocks]
-    )
+    return np.concatenate([b.singles() for b in blocks])
 
 
 def union_terms(blocks: Sequence[Block]) -> tuple[np.ndarray, np.ndarray]:
