@@ -56,6 +56,7 @@ def test_the_unmetered_rest_is_split_by_thread_and_still_adds_up_to_the_process(
     event loop's; the parts add up to the process's CPU time, nothing twice."""
     meter = Meter()
     worked, done = threading.Event(), threading.Event()
+    before = meter.snapshot()  # (the test process's CPU so far is the loop thread's rest)
 
     def work():
         start = time.thread_time()
@@ -73,8 +74,10 @@ def test_the_unmetered_rest_is_split_by_thread_and_still_adds_up_to_the_process(
     done.set()
     worker.join()
     assert got["analysis"] == pytest.approx(0.2, abs=0.02)
-    assert got[UNMETERED_WORKERS] == pytest.approx(0.3, abs=0.05)  # the kernel's ticks
-    assert got[UNMETERED] >= 0.05 and got[UNMETERED_GRPC] >= 0
+    # the kernel samples threads' time in 10 ms ticks (coarser on a busy machine): what
+    # tells the split is the worker's 0.3 s among the workers', not on the loop's thread
+    assert 0.2 < got[UNMETERED_WORKERS] < 0.45
+    assert 0.05 <= got[UNMETERED] - before[UNMETERED] < 0.3 and got[UNMETERED_GRPC] >= 0
     assert sum(got.values()) == pytest.approx(time.process_time(), abs=0.02)
 
 
