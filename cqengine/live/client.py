@@ -277,8 +277,11 @@ class Client:
         deadline = time.monotonic() + timeout if timeout else None
 
         def ack() -> None:
-            if acked != nexts:
-                acks = pb.AckRequest(subscriptions=key_list(keys, nexts), home_id=one_key)
+            # only the subscriptions whose next moved: the home checks each one's token (a
+            # hash), and a stream may carry thousands, most of them quiet
+            moved = [(i, t) for i, t in keys if acked.get(i) != nexts[i]]
+            if moved:
+                acks = pb.AckRequest(subscriptions=key_list(moved, nexts), home_id=one_key)
                 client._call("AckAlerts", acks)
                 acked.update(nexts)
 

@@ -261,6 +261,30 @@ def test_an_ended_subscription_on_a_stream_holds_back_neither_the_others_acks_no
         c.unsubscribe(keep.subscription_id, keep.token)
 
 
+def test_a_stream_acknowledges_only_the_subscriptions_whose_alerts_it_handed_out(ring, credentials):
+    """The home hashes the token of each subscription an acknowledgement names, and a
+    stream may carry thousands: only those with alerts handed out since are named."""
+    with Client(ring.addresses()[3], credentials=credentials) as c:
+        quiet, busy = c.subscribe("okapi calf"), c.subscribe("okapi forest")
+        assert quiet.home == busy.home == c.address
+        c.publish("O1", "an okapi in the forest")
+        wait_quiet(ring.addresses(), credentials=credentials)
+        sent, call = [], c._call
+
+        def recording(method, request):
+            if method == "AckAlerts":
+                sent.append([k.subscription_id for k in request.subscriptions])
+            return call(method, request)
+
+        c._call = recording
+        assert [a.docno for a in c.alerts([quiet, busy], timeout=0.5)] == ["O1"]
+        assert sent == [[busy.subscription_id]]
+        c._call = call
+        assert list(c.alerts([quiet, busy], timeout=0.5)) == []  # acknowledged
+        for s in (quiet, busy):
+            c.unsubscribe(s.subscription_id, s.token)
+
+
 def test_a_joining_node_takes_the_ring_settings_and_keys(ring, credentials, tmp_path):
     port = free_ports(1)[0]
     make_certificates(Path(ring.tls), [port])  # the ring's CA signs the newcomer's certificate
