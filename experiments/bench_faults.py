@@ -77,7 +77,6 @@ from cqengine.live.ring import (  # noqa: E402
 from cqengine.live.ringfile import RingFile  # noqa: E402
 from cqengine.text.corpus import generate_corpus  # noqa: E402
 
-SCENARIOS = ("full-disk", "damaged", "clock-step", "rolling-upgrade")
 STEP = "+15m"  # the clock step, as faketime reads it
 FAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1")
 # the last commit before protocol versions (protocol 1): the release a rolling upgrade leaves
@@ -517,7 +516,7 @@ def report(name: str, subs, docs, accepted, got, streamers) -> dict:
     }
 
 
-SCENARIO_RUNS = {
+SCENARIOS = {  # name -> its run
     "full-disk": full_disk,
     "damaged": damaged,
     "clock-step": clock_step,
@@ -544,7 +543,7 @@ def main(argv: list[str] | None = None) -> int:
     queries = workload_queries("text", docs[: args.docs], args.subscriptions, args.seed)
     docs = docs[: args.docs]
     p_scenarios = args.scenarios.split(",")
-    runs = [SCENARIO_RUNS[name](args, docs, queries) for name in p_scenarios]
+    runs = [SCENARIOS[name](args, docs, queries) for name in p_scenarios]
     result = {
         "benchmark": "bench_faults",
         "command": "python experiments/bench_faults.py " + " ".join(argv or sys.argv[1:]),

@@ -84,28 +84,41 @@ def test_the_unmetered_rest_is_split_by_thread_and_still_adds_up_to_the_process(
 def test_a_stepped_awaitable_is_charged_its_steps_not_what_runs_while_it_waits():
     meter = Meter()
 
-    async def call(fail: bool) -> int:
-        burn(0.02)
-        await asyncio.sleep(0.05)  # meanwhile another task works
-        burn(0.01)
-        if fail:
-            raise ValueError("refused")
-        return 7
-
-    async def other() -> None:
-        await asyncio.sleep(0.01)
-        charged(meter, "other", burn, 0.04)
-
     async def main():
+        other_done = asyncio.Event()
+
+        async def call(fail: bool) -> int:
+            burn(0.02)
+            await other_done.wait()  # meanwhile another task works
+            burn(0.01)
+            if fail:
+                raise ValueError("refused")
+            return 7
+
+        async def other() -> None:
+            charged(meter, "other", burn, 0.04)
+            other_done.set()
+
         got = await asyncio.gather(stepped(meter, "calls", call(False)), other())
         assert got[0] == 7
         with pytest.raises(ValueError, match="refused"):
             await stepped(meter, "calls", call(True))
-        waiting = asyncio.ensure_future(stepped(meter, "calls", asyncio.sleep(10)))
-        await asyncio.sleep(0.01)
+        entered, cancelled = asyncio.Event(), []
+
+        async def hangs() -> None:
+            entered.set()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                cancelled.append(True)
+                raise
+
+        waiting = asyncio.ensure_future(stepped(meter, "calls", hangs()))
+        await entered.wait()
         waiting.cancel()  # a cancellation reaches the awaitable
         with pytest.raises(asyncio.CancelledError):
             await waiting
+        assert cancelled == [True]
 
     asyncio.run(main())
     assert meter.seconds["calls"] == pytest.approx(0.06, abs=0.015)
