@@ -17,6 +17,7 @@ node at a time works throughout, and the feature switches on when the last node 
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 from dataclasses import dataclass
 
@@ -63,8 +64,9 @@ class Versions:
 MINE = Versions(PROTOCOL, OLDEST)
 
 
+@functools.cache
 def software() -> str:
-    """This release's version, as installed."""
+    """This release's version, as installed (read once: Stats and scrapes ask often)."""
     try:
         return importlib.metadata.version("cqengine")
     except importlib.metadata.PackageNotFoundError:

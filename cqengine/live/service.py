@@ -257,21 +257,21 @@ class ClientAPI(pb_grpc.CQEngineServicer):
         acknowledges nothing: it is served from the `next`s its client gave, which
         acknowledges them again later."""
         authorized = self.engine.placement.authorized
-        subs, known, unknown, missing = [], [], [], None
+        acks, unknown, missing = [], [], None  # (subscription, its next), ...
         for k in keys:
             try:
-                subs.append(authorized(k.subscription_id, k.token, home_id))
-                known.append(k)
+                acks.append((authorized(k.subscription_id, k.token, home_id), k.next))
             except EngineError as e:
                 if e.code != "NOT_FOUND":
                     await abort_with(context, e)  # moved, in minority: the client follows
                 unknown.append(k.subscription_id)
                 missing = e
-        if missing is not None and not subs:
+        if missing is not None and not acks:
             await abort_with(context, missing)
+        subs = [sub for sub, _ in acks]
         if stream and self.engine.ctx.storage_full():
             return subs, unknown
-        acknowledged = self.engine.home.acknowledge([(s, k.next) for s, k in zip(subs, known)])
+        acknowledged = self.engine.home.acknowledge(acks)
         if acknowledged is not None:  # on the home log: once its logs committed it
             await self._run(context, acknowledged)
         try:
