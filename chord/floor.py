@@ -28,19 +28,23 @@ class Floor:
     def __init__(self, speaks: int) -> None:
         self.speaks = speaks  # the protocol I speak
         self.version, self.hops = speaks, 0  # the floor, and how far away its node is
+        # heard from a successor (or found alone) at least once: before, a node that just
+        # joined knows nothing of the ring's floor, and uses no feature
+        self.known = False
 
     def heard(self, version: int, hops: int, limit: int) -> None:
         """My successor's floor this round (version 0: a node before versions, so 1)."""
         theirs = (version, hops + 1) if version else (1, 1)
         mine = (self.speaks, 0)
         self.version, self.hops = min(mine, theirs) if theirs[1] <= limit else mine
+        self.known = True
 
     def alone(self) -> None:
-        self.version, self.hops = self.speaks, 0
+        self.version, self.hops, self.known = self.speaks, 0, True
 
     def uses(self, since: int) -> bool:
         """Whether a feature that came with protocol `since` may be used."""
-        return self.version >= since
+        return self.known and self.version >= since
 
 
 def limit(me: NodeRef, successors: list[NodeRef]) -> int:

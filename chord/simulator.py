@@ -171,6 +171,18 @@ class Simulator:
             node.table.successors = want.successors
             node.table.fingers = want.fingers
             node.settled = True  # as if its successor had handed it its region
+        self._floors_known()
+
+    def _floors_known(self) -> None:
+        """Every node's floor as stabilization would have left it: the oldest protocol of
+        the ring, found so many successors on (chord.floor)."""
+        ring = sorted(self.nodes.values(), key=lambda n: n.me.id)
+        oldest = min(n.floor.speaks for n in ring)
+        for i, node in enumerate(ring):
+            hops = next(
+                h for h in range(len(ring)) if ring[(i + h) % len(ring)].floor.speaks == oldest
+            )
+            node.floor.version, node.floor.hops, node.floor.known = oldest, hops, True
 
     def join(self, address: str, via: str | None = None, node_id: int | None = None) -> ChordNode:
         others = [a for a in self.nodes if a != address]

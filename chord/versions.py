@@ -21,17 +21,20 @@ import functools
 import importlib.metadata
 from dataclasses import dataclass
 
-PROTOCOL = 2  # what this release speaks (2: versions named, tombstone ages, incarnations)
+# what this release speaks (2: versions named, tombstone ages, incarnations; 3: a QN's
+# matches as columns)
+PROTOCOL = 3
 OLDEST = 1  # the oldest it talks to (1: the releases before versions were named)
 HEADER = "cqengine-protocol"  # "SPEAKS-OLDEST", on every call between nodes
 OF_ANOTHER_VERSION = "another protocol version"  # how such a refusal's details begin
 
 # A feature a peer must understand -> the protocol version that brought it. Used only while
 # the ring's floor (the oldest protocol any member speaks) is at least that version
-# (ChordNode.uses). Protocol 2 brings none: an older node ignores each field it added and
+# (ChordNode.uses). Protocol 2 brought none: an older node ignores each field it added and
 # does what it did before (a tombstone's stamp beside its age, a batch's incarnation read as
-# an earlier life's). The first will be the alert columns of Matched and Deliver.
-FEATURES: dict[str, int] = {}
+# an earlier life's). Protocol 3 brought "columns": a QN reports its matches to the DN as
+# packed columns (MatchedRequest.subscriptions...), which a node of 2 would read as none.
+FEATURES: dict[str, int] = {"columns": 3}
 
 
 @dataclass(frozen=True)

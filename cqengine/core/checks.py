@@ -19,7 +19,7 @@ from google.protobuf.message import DecodeError
 
 from chord.checks import address_problem
 from chord.routing import SUCCESSORS
-from cqengine.core import limits, presence
+from cqengine.core import limits, matches, presence
 from cqengine.core.postings import FEW
 from cqengine.core.settings import Settings
 from cqengine.proto import cqengine_pb2 as pb
@@ -318,7 +318,10 @@ def _matched(settings: Settings, req: pb.MatchedRequest) -> str | None:
         return why
     if req.share > limits.WHOLE:
         return "a share larger than its whole batch"
-    homes = set()
+    why = matches.problem(req, n)
+    if why is not None:
+        return why
+    homes = set(req.homes)
     for m in req.matches:
         if m.doc >= n:
             return f"a match of document {m.doc} of {n}"

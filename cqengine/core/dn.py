@@ -29,7 +29,7 @@ from typing import Callable, Sequence
 from chord.ids import distance
 from chord.node import Call, Op, PeerUnreachable
 from chord.routing import NodeRef
-from cqengine.core import limits, presence
+from cqengine.core import limits, matches, presence
 from cqengine.core.context import Context
 from cqengine.core.delivery import Alerts, Delivery
 from cqengine.core.documents import Document, Documents, PublishedDoc, prepare
@@ -298,13 +298,13 @@ class DN:
         docs = [self.documents.get(key) for key in req.doc_keys]
         by_home: Alerts = {}
         lost = 0
-        for m in req.matches:
-            doc = docs[m.doc]
+        for d, home, subs in matches.runs(req):
+            doc = docs[d]
             if doc is None:
-                lost += 1  # no longer held here: nothing to alert with
+                lost += len(subs)  # no longer held here: nothing to alert with
                 continue
-            per_doc = by_home.setdefault((m.home, m.home_id), {})
-            per_doc.setdefault(doc.key, (doc, []))[1].append(m.subscription_id)
+            per_doc = by_home.setdefault(home, {})
+            per_doc.setdefault(doc.key, (doc, []))[1].extend(subs)
         if lost:
             ctx.count("dropped:document_gone", lost)
         gathering = self.gathering.get(req.batch) if req.share else None

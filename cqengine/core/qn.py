@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from chord.node import Call, Op, PeerUnreachable
-from cqengine.core import presence
+from cqengine.core import matches, presence
 from cqengine.core.bloom import BloomFilter, received_filter
 from cqengine.core.conditions import Conditions, questions_in
 from cqengine.core.conditions import request as request_of
@@ -98,10 +98,7 @@ class QN:
         request = pb.MatchedRequest(
             doc_keys=[h.docs[d].key for d, _ in found], batch=h.batch, share=h.share
         )
-        add = request.matches.add  # in place: a built Match would be copied in
-        for i, (_, entries) in enumerate(found):
-            for e in entries:
-                add(subscription_id=e.subscription_id, home=e.home, home_id=e.home_id, doc=i)
+        matches.report(request, [entries for _, entries in found], ctx.chord.uses("columns"))
         try:
             yield from self.ask(h, "Matched", request)
         except PeerUnreachable as e:

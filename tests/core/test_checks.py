@@ -31,7 +31,7 @@ from support.workloads import SHAPES, subscribe_all, workload
 from chord import checks as chord_checks
 from chord.node import ChordNode, Refused
 from chord.proto import chord_pb2 as chord_pb
-from cqengine.core import checks, limits
+from cqengine.core import checks, limits, matches
 from cqengine.core.documents import Document, prepare
 from cqengine.core.limits import SEEN_KEPT
 from cqengine.core.node import ENGINE_SERVICE, EngineNode
@@ -921,8 +921,19 @@ for _method, _split in (("TermDialogue", "ids"), ("Deliver", "subscription_ids")
         return True
 
 
+def one_by_one(m: pb.MatchedRequest) -> None:
+    """A report in columns rewritten as a node of protocol 2 sends it: a Match each."""
+    runs = list(matches.runs(m))
+    for name in ("subscriptions", "counts", "docs", "home_of", "homes", "home_ids"):
+        m.ClearField(name)
+    for doc, (home, key), subs in runs:
+        for sub in subs:
+            m.matches.add(subscription_id=sub, home=home, home_id=key, doc=doc)
+
+
 @breaks("Matched", "a match of no document")
 def _(m, node, draw):
+    one_by_one(m)
     if not m.matches:
         m.matches.add(subscription_id=1, home="node-1", doc=len(m.doc_keys))
     else:
@@ -932,9 +943,61 @@ def _(m, node, draw):
 
 @breaks("Matched", "bad home address")
 def _(m, node, draw):
+    one_by_one(m)
     if not m.matches:
         return False
     pick(draw, m.matches).home = draw(st.sampled_from(["a b", "x" * 256, "\t"]))
+    return True
+
+
+@breaks("Matched", "columns: a run of no document")
+def _(m, node, draw):
+    if not m.docs:
+        return False
+    m.docs[draw(st.integers(0, len(m.docs) - 1))] = len(m.doc_keys) + draw(st.integers(0, 3))
+    return True
+
+
+@breaks("Matched", "columns: a run of no home")
+def _(m, node, draw):
+    if not m.home_of:
+        return False
+    m.home_of[draw(st.integers(0, len(m.home_of) - 1))] = len(m.homes) + draw(st.integers(0, 3))
+    return True
+
+
+@breaks("Matched", "columns: runs that do not add up")
+def _(m, node, draw):
+    if not m.counts:
+        return False
+    if draw(st.booleans()):
+        m.counts[draw(st.integers(0, len(m.counts) - 1))] += draw(st.integers(1, 3))
+    else:
+        m.home_of.append(0)  # a run without its length
+    return True
+
+
+@breaks("Matched", "columns: bad home address")
+def _(m, node, draw):
+    if not m.homes:
+        return False
+    m.homes[draw(st.integers(0, len(m.homes) - 1))] = draw(st.sampled_from(["a b", "x" * 256]))
+    return True
+
+
+@breaks("Matched", "columns: homes without their keys")
+def _(m, node, draw):
+    if not m.homes:
+        return False
+    m.home_ids.append(draw(st.integers(1, 2**64 - 1)))
+    return True
+
+
+@breaks("Matched", "columns and matches one by one")
+def _(m, node, draw):
+    if not m.subscriptions:
+        return False
+    m.matches.add(subscription_id=m.subscriptions[0], home=m.homes[0], doc=0)
     return True
 
 
