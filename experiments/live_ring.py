@@ -127,13 +127,13 @@ class Ring:
                     pb.SubscriptionKey(subscription_id=s.subscription_id, token=s.token)
                     for s in rest
                 ],
+                watermark=True,  # acknowledged by the stream's id, as Client.alerts does
             )
-            tokens = {s.subscription_id: s.token for s in mine}
-            nexts: dict[int, int] = {}  # received and not yet acknowledged, as a client does
-            last_ack = time.perf_counter()
+            stream_id, messages, last_ack = b"", 0, time.perf_counter()
             try:
                 async for batch in self.stubs[home].StreamAlerts(request):
                     now = time.perf_counter()
+                    stream_id, messages = stream_id or batch.stream, messages + 1
                     subs, counts, at = (
                         batch.subscription_ids,
                         batch.counts or [len(batch.subscription_ids)],
@@ -142,16 +142,10 @@ class Ring:
                     for docno, c in zip(batch.docnos, counts):
                         self.arrivals += [(s, docno, now) for s in subs[at : at + c]]
                         at += c
-                    for sub, seq in zip(subs, batch.seqs):  # grouped by document, not seq
-                        if seq >= nexts.get(sub, 0):
-                            nexts[sub] = seq + 1
                     if now - last_ack >= ACK_EVERY:
-                        keys = [
-                            pb.SubscriptionKey(subscription_id=i, token=tokens[i], next=n)
-                            for i, n in nexts.items()
-                        ]
-                        nexts, last_ack = {}, now
-                        await self.stubs[home].AckAlerts(pb.AckRequest(subscriptions=keys))
+                        last_ack = now
+                        ack = pb.AckRequest(stream=stream_id, through=messages)
+                        await self.stubs[home].AckAlerts(ack)
             except grpc.aio.AioRpcError as e:
                 if e.code() != grpc.StatusCode.CANCELLED:
                     raise

@@ -347,12 +347,20 @@ class Placement:
             raise EngineError(
                 "NOT_FOUND", f"no subscription {sub_id:016x} with this token at {ctx.me.address}"
             )
+        return self.served(sub)
+
+    def served(self, sub: Subscription) -> Subscription:
+        """The subscription, if I serve it now (its home key's, and its log has a
+        majority); else UNAVAILABLE: the client looks its home key up."""
+        ctx = self.ctx
+        if ctx.stopping:
+            raise EngineError("UNAVAILABLE", LEAVING)
         if self.logs is not None and self.logs.in_minority(sub.key):
             raise EngineError("UNAVAILABLE", MINORITY)
         if sub.key and not ctx.serves(sub.key):
             raise EngineError(
                 "UNAVAILABLE",
-                f"subscription {sub_id:016x} is served by another node now: look up its home "
+                f"subscription {sub.id:016x} is served by another node now: look up its home "
                 f"key {sub.key:016x}",
             )
         return sub

@@ -85,6 +85,55 @@ def key_list(keys: Sequence[tuple[int, str]], nexts: dict[int, int]) -> list[pb.
     return [pb.SubscriptionKey(subscription_id=i, token=t, next=nexts[i]) for i, t in keys]
 
 
+class Acknowledger:
+    """What a stream's subscriber has been handed, and how its home is told: by the
+    stream's id and how many of its messages were handed out whole (one number: the home
+    checked the tokens as the stream opened), else, for a stream of a node that knows no
+    watermark or that ended, by each subscription's token and next alert."""
+
+    def __init__(self, keys: Sequence[tuple[int, str]], home_id: int) -> None:
+        self.keys, self.home_id = keys, home_id
+        self.nexts = {sub_id: 0 for sub_id, _ in keys}  # the first alert of each not handed out
+        self.acked = dict(self.nexts)  # what the home was last told
+        self.opened()
+
+    def opened(self) -> None:
+        """A new stream: no id yet (its first message brings it), no message handed out."""
+        self.stream, self.messages, self.through, self.whole = b"", 0, 0, True
+
+    def received(self, batch: pb.AlertBatch) -> None:
+        """A message begins to be handed out."""
+        self.stream = self.stream or batch.stream
+        self.whole = False
+
+    def handed(self) -> None:
+        """Every alert of the message was handed out."""
+        self.messages += 1
+        self.whole = True
+
+    def ack(self, client: Client) -> None:
+        if self.stream and self.whole:
+            if self.messages == self.through:
+                return  # nothing new
+            try:
+                request = pb.AckRequest(stream=self.stream, through=self.messages)
+                client._call("AckAlerts", request)
+                self.through = self.messages
+                self.acked.update(self.nexts)
+                return
+            except ClientError as e:
+                if e.code != "NOT_FOUND":
+                    raise
+                self.stream = b""  # it ended: by tokens, from now on
+        # only the subscriptions whose next moved: the home checks each one's token (a
+        # hash), and a stream may carry thousands, most of them quiet
+        moved = [(i, t) for i, t in self.keys if self.acked.get(i) != self.nexts[i]]
+        if moved:
+            acks = pb.AckRequest(subscriptions=key_list(moved, self.nexts), home_id=self.home_id)
+            client._call("AckAlerts", acks)
+            self.acked.update(self.nexts)
+
+
 CLIENT_NAME = "client"  # the certificate a client presents unless told another
 FIND = "find"  # Client(credentials=FIND): find them (find_credentials)
 
@@ -272,18 +321,9 @@ class Client:
         one_key = home_id if {s.home_id for s in replies} == {home_id} else 0
         contacts = [home or self.address, *(c for s in replies for c in s.contacts)]
         client = self._at(home) if home and home != self.address else self
-        nexts = {sub_id: 0 for sub_id, _ in keys}  # the first alert of each not handed out
-        acked = dict(nexts)
+        acks = Acknowledger(keys, one_key)
+        nexts = acks.nexts
         deadline = time.monotonic() + timeout if timeout else None
-
-        def ack() -> None:
-            # only the subscriptions whose next moved: the home checks each one's token (a
-            # hash), and a stream may carry thousands, most of them quiet
-            moved = [(i, t) for i, t in keys if acked.get(i) != nexts[i]]
-            if moved:
-                acks = pb.AckRequest(subscriptions=key_list(moved, nexts), home_id=one_key)
-                client._call("AckAlerts", acks)
-                acked.update(nexts)
 
         broken: float | None = None  # when the stream last broke, if it has not resumed
         attempts = 0  # to resume it since
@@ -296,13 +336,16 @@ class Client:
                     next=nexts[first_id],
                     subscriptions=key_list(more, nexts),
                     home_id=one_key,
+                    watermark=True,
                 )
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 stream = client._stub.StreamAlerts(request, timeout=left)
+                acks.opened()  # its opening acknowledged what was handed out on the last
                 try:
                     last_ack, handed = time.monotonic(), 0
                     for batch in stream:
                         broken, attempts = None, 0
+                        acks.received(batch)
                         # a message groups alerts by document: each subscription's in order
                         for alert in sorted(unbatched(batch), key=lambda a: a.seq):
                             if alert.seq < nexts[alert.subscription_id]:
@@ -310,9 +353,10 @@ class Client:
                             nexts[alert.subscription_id] = alert.seq + 1
                             handed += 1
                             yield alert
+                        acks.handed()
                         if handed >= ACK_ALERTS or time.monotonic() - last_ack >= ACK_EVERY:
                             try:
-                                ack()
+                                acks.ack(client)
                             except ClientError:
                                 pass  # the home went away: the stream breaks, and resumes
                             last_ack, handed = time.monotonic(), 0
@@ -333,18 +377,18 @@ class Client:
                     there = self.find_home(home_id, contacts) if home_id else None
                     if there is not None and there != client.address:  # it moved: follow it
                         try:
-                            ack()  # what the old home could not take, the new one takes
+                            acks.ack(client)  # what the old home could not take, the new one takes
                         except ClientError:
                             pass
                         if client is not self:
                             client.close()
                         client = self if there == self.address else self._at(there)
-                        acked.clear()  # the new home hears every acknowledgement afresh
+                        acks.acked.clear()  # the new home hears every acknowledgement afresh
                 finally:
                     stream.cancel()
         finally:
             try:
-                ack()  # what was handed out is the subscriber's: the home may forget it
+                acks.ack(client)  # what was handed out is the subscriber's: the home may forget it
             except ClientError:
                 pass  # it stays there, and a later stream sends it again
             if client is not self:

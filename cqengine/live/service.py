@@ -14,9 +14,7 @@ import asyncio
 import logging
 import secrets
 import sqlite3
-from itertools import islice
 from pathlib import Path
-from typing import Sequence
 
 import grpc
 import mmh3
@@ -33,7 +31,7 @@ from chord.tls import ADMIN, PUBLISHER, SUBSCRIBER, Credentials, aio_channel, tl
 from chord.versions import Versions
 from cqengine.core.errors import EngineError
 from cqengine.core.filters import lease_problem
-from cqengine.core.mailboxes import Subscription, numbered_batch
+from cqengine.core.mailboxes import Subscription
 from cqengine.core.node import EngineNode
 from cqengine.core.placement import analyze_all, check_batch
 from cqengine.core.settings import Settings, SettingsError
@@ -48,6 +46,7 @@ from cqengine.live.datadir import (
 )
 from cqengine.live.publishing import Batcher, Publishing
 from cqengine.live.storage import Storage
+from cqengine.live.streams import Stream
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.proto import cqengine_pb2_grpc as pb_grpc
 
@@ -70,76 +69,6 @@ CLIENT_ACCESS: dict[str, frozenset[str]] = {
 log = logging.getLogger("cqengine.live.service")
 
 MAX_REQUEST_DOCS = 10_000  # documents one PublishBatch call may carry
-ALERTS_PER_MESSAGE = 1_000  # alerts one message of a stream carries at most
-
-
-class Stream:
-    """A live StreamAlerts call: its subscriptions, where each stands in its mailbox (the
-    number of the next alert to send), and those with alerts to send. Alerts stay in the
-    mailboxes until acknowledged; a stream only moves past them."""
-
-    def __init__(self, subs: Sequence[Subscription], nexts: dict[int, int]) -> None:
-        self.subs = {s.id: s for s in subs}
-        self.cursor = {s.id: nexts.get(s.id, 0) for s in subs}
-        self.ready: dict[int, None] = dict.fromkeys(s.id for s in subs if self._unsent(s))
-        self.event = asyncio.Event()
-        self.moved = False  # this node no longer serves one of its subscriptions
-
-    def _start(self, sub: Subscription) -> int:
-        return max(self.cursor[sub.id], sub.mailbox.first)  # those below first were dropped
-
-    def _unsent(self, sub: Subscription) -> int:
-        return sub.mailbox.shown - self._start(sub)  # not those still being copied to replicas
-
-    def wake(self, sub_id: int) -> None:
-        self.ready[sub_id] = None
-        self.event.set()
-
-    def message(self, waiting: list[tuple[Subscription, int, int]]) -> pb.AlertBatch:
-        """The alerts waiting, each document once with the subscriptions it alerts, each
-        alert with its sequence number."""
-        return numbered_batch(
-            (sub.id, start + i, doc)
-            for sub, start, n in waiting
-            for i, doc in enumerate(
-                islice(sub.mailbox.queue, start - sub.mailbox.first, start - sub.mailbox.first + n)
-            )
-        )
-
-    def next_message(self) -> pb.AlertBatch | None:
-        """The next message, taken as sent; None when nothing waits."""
-        waiting = self.waiting()
-        if not waiting:
-            return None
-        message = self.message(waiting)
-        self.sent(waiting)
-        return message
-
-    def sent(self, waiting: list[tuple[Subscription, int, int]]) -> None:
-        for sub, start, n in waiting:
-            self.cursor[sub.id] = start + n
-
-    def drop(self, sub_id: int) -> None:
-        """The subscription leaves this stream (unsubscribed, or taken over by a newer one)."""
-        self.subs.pop(sub_id, None)
-        self.event.set()
-
-    def waiting(self) -> list[tuple[Subscription, int, int]]:
-        """The alerts to send next, up to a message's worth: each subscription, the number
-        of its first alert to send, and how many."""
-        out, room = [], ALERTS_PER_MESSAGE
-        for sub_id in list(self.ready):
-            sub = self.subs.get(sub_id)
-            unsent = self._unsent(sub) if sub is not None else 0
-            n = min(room, unsent)
-            if n > 0:
-                out.append((sub, self._start(sub), n))
-                room -= n
-            if n >= unsent:
-                del self.ready[sub_id]
-            if not room:
-                break
-        return out
 
 
 class ClientAPI(pb_grpc.CQEngineServicer):
@@ -150,6 +79,7 @@ class ClientAPI(pb_grpc.CQEngineServicer):
         self.live, self.engine = live, engine
         self.batcher = Batcher(engine, publishing, live.run_op, live.meter)
         self.streams: dict[int, Stream] = {}  # subscription -> its one live stream
+        self.by_id: dict[bytes, Stream] = {}  # streams acknowledged by watermark, by id
         engine.home.alert_listeners.append(self._wake)
         engine.replication.region_listeners.append(self._moved)
 
@@ -271,6 +201,12 @@ class ClientAPI(pb_grpc.CQEngineServicer):
         subs = [sub for sub, _ in acks]
         if stream and self.engine.ctx.storage_full():
             return subs, unknown
+        await self._acknowledge(acks, context)
+        return subs, unknown
+
+    async def _acknowledge(self, acks: list[tuple[Subscription, int]], context) -> None:
+        """Alerts of these subscriptions below each one's next leave their mailboxes, kept
+        so on disk before the client is answered."""
         acknowledged = self.engine.home.acknowledge(acks)
         if acknowledged is not None:  # on the home log: once its logs committed it
             await self._run(context, acknowledged)
@@ -278,12 +214,38 @@ class ClientAPI(pb_grpc.CQEngineServicer):
             self.engine.durable()
         except StatusError as e:
             await abort_with(context, e)
-        return subs, unknown
 
     async def AckAlerts(self, request, context):
         await self._writable(context)
+        if request.stream:
+            await self._watermark(request.stream, request.through, context)
+            return pb.AckReply()
         _, unknown = await self._acknowledged(request.subscriptions, context, request.home_id)
         return pb.AckReply(unknown=unknown)
+
+    async def _watermark(self, stream_id: bytes, through: int, context) -> None:
+        """A stream's client handed out its first `through` messages: their alerts go (the
+        stream's tokens were checked as it opened: no hash per subscription)."""
+        stream = self.by_id.get(stream_id)
+        if stream is None:
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND,
+                f"no open stream of that id at {self.engine.me.address}: acknowledge with tokens",
+            )
+        try:
+            nexts = stream.acknowledged(through)
+        except ValueError as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        subscriptions, served = self.engine.subscriptions, self.engine.placement.served
+        acks = []
+        for sub_id, next_seq in nexts.items():
+            sub = subscriptions.get(sub_id)
+            if sub is not None:  # ended meanwhile: nothing of it to acknowledge
+                try:
+                    acks.append((served(sub), next_seq))
+                except EngineError as e:  # moved, in minority: the client follows
+                    await abort_with(context, e)
+        await self._acknowledge(acks, context)
 
     async def StreamAlerts(self, request, context):
         keys = list(request.subscriptions)
@@ -293,7 +255,9 @@ class ClientAPI(pb_grpc.CQEngineServicer):
             )
             keys.insert(0, first)
         subs, _ = await self._acknowledged(keys, context, request.home_id, stream=True)
-        stream = Stream(subs, {k.subscription_id: k.next for k in keys})
+        stream = Stream(subs, {k.subscription_id: k.next for k in keys}, request.watermark)
+        if stream.id:
+            self.by_id[stream.id] = stream
         for sub in subs:
             old = self.streams.get(sub.id)
             if old is not None:
@@ -316,6 +280,7 @@ class ClientAPI(pb_grpc.CQEngineServicer):
                         "look up its home key",
                     )
         finally:
+            self.by_id.pop(stream.id, None)
             for sub_id in stream.subs:
                 if self.streams.get(sub_id) is stream:
                     del self.streams[sub_id]

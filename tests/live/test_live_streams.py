@@ -74,6 +74,54 @@ def test_a_broken_stream_resumes_where_its_client_stands(tmp_path):
         assert sorted(a.docno for a in alerts) == sorted(sent)
 
 
+def test_a_watermark_acknowledges_a_streams_messages_and_names_only_an_open_stream(tmp_path):
+    """A stream opened with `watermark` names its id in its first message; an
+    acknowledgement of its first messages by that id takes their alerts out of the
+    mailboxes (no token named). An id no stream of the node has is NOT_FOUND, a watermark
+    past what was sent INVALID_ARGUMENT; tokens still acknowledge as before."""
+    ring = ring_up(2, tmp_path / "ring.json", timing=FAST, out=io.StringIO())
+    credentials = ring.credentials()
+    try:
+        home = ring.nodes[1].address
+        with Client(home, credentials=credentials) as c:
+            subs = [c.subscribe(WORDS) for _ in range(3)]
+            publish(home, credentials, 0, 10)
+            delivered(home, credentials, 30)
+            first, *rest = subs
+            request = pb.StreamRequest(
+                subscription_id=first.subscription_id,
+                token=first.token,
+                subscriptions=[
+                    pb.SubscriptionKey(subscription_id=s.subscription_id, token=s.token)
+                    for s in rest
+                ],
+                watermark=True,
+            )
+            stream = c._stub.StreamAlerts(request, timeout=10)
+            message = next(stream)
+            assert len(message.stream) == 16 and len(message.subscription_ids) == 30
+            for wrong, code in (
+                (pb.AckRequest(stream=bytes(16), through=1), grpc.StatusCode.NOT_FOUND),
+                (pb.AckRequest(stream=message.stream, through=2), grpc.StatusCode.INVALID_ARGUMENT),
+            ):
+                try:
+                    c._stub.AckAlerts(wrong, timeout=5)
+                    raise AssertionError(f"{wrong} was taken")
+                except grpc.RpcError as e:
+                    assert e.code() == code, e
+            c._stub.AckAlerts(pb.AckRequest(stream=message.stream, through=1), timeout=5)
+            stream.cancel()
+            assert list(c.alerts(subs, timeout=1)) == []  # acknowledged: not sent again
+            publish(home, credentials, 10, 2)
+            got = list(c.alerts(subs, timeout=2))  # by watermark, in Client.alerts
+            assert sorted((a.subscription_id, a.seq) for a in got) == sorted(
+                (s.subscription_id, seq) for s in subs for seq in (10, 11)
+            )
+            assert list(c.alerts(subs, timeout=1)) == []
+    finally:
+        stop_processes(ring.nodes, grace=2.0)
+
+
 def test_alerts_of_many_messages_come_in_order_for_each_subscription(tmp_path):
     """More alerts than a message carries (1,000): a message groups them by document, so a
     subscription's may come out of order within one; the client hands each out in order."""
