@@ -181,7 +181,7 @@ async def run(args, spy: str) -> dict:
         "seconds_sampled": args.seconds,
         "sample_rate": args.rate,
         "ring_docs_per_second_while_sampled": published / seconds,
-        **summarize("\n".join(raws)),
+        **summarize("\n".join(raws), top=args.top),
         # the same window as the nodes' meters account for it, by stage (cqengine.live.costs)
         "metered_share_by_stage": {
             stage: seconds / sum(metered.values())
@@ -204,6 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=float, default=10.0, help="seconds of load before sampling")
     p.add_argument("--seconds", type=int, default=30, help="seconds to sample")
     p.add_argument("--rate", type=int, default=25, help="samples a second, of each node")
+    p.add_argument(
+        "--top", type=int, default=15, help="frames listed (and twice as many functions)"
+    )
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args(argv)
