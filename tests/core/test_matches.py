@@ -12,7 +12,7 @@ from support.oracle import assert_exact
 from support.workloads import make_settings, subscribe_all, workload
 
 from chord.floor import Floor
-from cqengine.core import checks, matches
+from cqengine.core import checks, matches, qn
 from cqengine.core.documents import prepare
 from cqengine.core.node import EngineNode
 from cqengine.core.settings import Settings
@@ -122,3 +122,44 @@ def test_a_ring_reports_in_columns_only_once_no_member_is_older(older, monkeypat
 
 def runs_of(request: pb.MatchedRequest) -> list[tuple]:
     return [(d, home) for d, home, subs in matches.runs(request) for _ in subs]
+
+
+def test_a_qn_resolves_a_batch_at_once_and_reports_it_in_one_message(monkeypatch):
+    """Each QN a batch of 30 documents reached asks its DN about all of them together, one
+    request a round (never one per document), and reports them in one Matched."""
+    wl = workload(1)
+    settings = make_settings(wl, replicas=3)
+    calls: Counter = Counter()  # (QN, batch, method) -> requests
+    docs_asked: Counter = Counter()
+    answer = qn.Resolution.answer
+
+    def counted(self, ask, reply, failure=""):
+        calls[(ask.qn.ctx.me.address, ask.heard.batch, ask.rpc)] += 1
+        docs_asked[ask.rpc] += len(ask.request.doc_keys)
+        return answer(self, ask, reply, failure)
+
+    monkeypatch.setattr(qn.Resolution, "answer", counted)
+    reports: Counter = Counter()
+    handle = EngineNode.handle
+
+    def keep(self, method, request):
+        if method == "Matched" and request.doc_keys:
+            reports[request.batch] += 1
+        return handle(self, method, request)
+
+    monkeypatch.setattr(EngineNode, "handle", keep)
+    sim = EngineSimulator(8, settings, seed=3)
+    subs = subscribe_all(sim, wl)
+    docs = [
+        prepare(d.docno, d.text.encode(), d.title, settings.max_document_bytes) for d in wl.docs
+    ]
+    sim.publish_batch(docs, via=sim.pick())
+    assert_exact(sim.alerts(), wl.oracle(subs))
+    longest = max(len(terms) for terms in subs.values())
+    qns = {q for q, _, _ in calls}
+    assert len(qns) >= 4
+    assert max(calls.values()) <= longest + 1  # rounds, not documents
+    assert docs_asked["TermDialogue"] >= 3 * sum(
+        n for (_, _, rpc), n in calls.items() if rpc == "TermDialogue"
+    )  # documents asked about together
+    assert sum(reports.values()) <= len(qns)  # one report per QN that matched any
