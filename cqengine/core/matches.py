@@ -6,7 +6,7 @@ names each (home address, home key) once. A match costs its 8-byte subscription 
 DN takes a run of them with one slice, where a Match submessage per alert (the form of
 protocol 2 and before) costs some 40 bytes and a parse, a lookup and an append each. The
 Match form stays for rings that still have a node of protocol 2 or before, and for reports
-whose every run is one match (a few bytes smaller so).
+it is smaller for (a few lone matches: each run costs its length, document and home).
 """
 
 from __future__ import annotations
@@ -23,30 +23,62 @@ def report(
 ) -> None:
     """The matches of each document named in `request.doc_keys` (found[i] for the i-th),
     into the request: as columns if the ring may use them (`columns`) and they are the
-    smaller form (some run holds two matches or more: a lone match costs a few bytes
-    more in columns), else one Match each."""
+    smaller form (a report of lone matches costs a few bytes more so), else one Match
+    each."""
     runs: list[tuple[int, Home, list[int]]] = []
     for i, entries in enumerate(found):
         homes: dict[Home, list[int]] = {}
         for e in entries:
             homes.setdefault((e.home, e.home_id), []).append(e.subscription_id)
         runs.extend((i, home, subs) for home, subs in homes.items())
-    if not columns or sum(len(subs) for _, _, subs in runs) == len(runs):
-        add = request.matches.add  # in place: a built Match would be copied in
-        for i, (home, key), subs in runs:
-            for sub in subs:
-                add(subscription_id=sub, home=home, home_id=key, doc=i)
-        return
+    if columns:
+        before = request.ByteSize()
+        _columns(request, runs, len(found))
+        if request.ByteSize() - before < _one_by_one_bytes(runs):
+            return
+        for name in COLUMNS:
+            request.ClearField(name)
+    add = request.matches.add  # in place: a built Match would be copied in
+    for i, (home, key), subs in runs:
+        for sub in subs:
+            add(subscription_id=sub, home=home, home_id=key, doc=i)
+
+
+COLUMNS = ("subscriptions", "counts", "docs", "home_of", "homes", "home_ids")
+
+
+def _columns(request: pb.MatchedRequest, runs: list[tuple[int, Home, list[int]]], docs: int):
     places: dict[Home, int] = {}
     for _, _, subs in runs:
         request.subscriptions.extend(subs)
     request.counts.extend(len(subs) for _, _, subs in runs)
-    if len(found) > 1:  # of a report of one document, every run is of it
+    if docs > 1:  # of a report of one document, every run is of it
         request.docs.extend(i for i, _, _ in runs)
     request.home_of.extend(places.setdefault(home, len(places)) for _, home, _ in runs)
     request.homes.extend(home for home, _ in places)
     if any(key for _, key in places):  # none without replicas
         request.home_ids.extend(key for _, key in places)
+
+
+def _one_by_one_bytes(runs: list[tuple[int, Home, list[int]]]) -> int:
+    """What the runs' matches cost as a Match each (proto3 leaves zeros out), worked out
+    a run at a time."""
+    total = 0
+    for doc, (home, key), subs in runs:
+        size = len(home.encode())
+        one = (1 + _varint(size) + size if size else 0) + (1 + _varint(doc) if doc else 0)
+        one += 9 if key else 0
+        zeros = subs.count(0)  # (an id is never 0; a test's may be)
+        total += (len(subs) - zeros) * _framed(one + 9) + zeros * _framed(one)
+    return total
+
+
+def _framed(size: int) -> int:
+    return 1 + _varint(size) + size
+
+
+def _varint(n: int) -> int:
+    return max(1, (n.bit_length() + 6) // 7)
 
 
 def runs(request: pb.MatchedRequest) -> Iterator[tuple[int, Home, list[int]]]:
