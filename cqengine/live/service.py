@@ -237,14 +237,18 @@ class ClientAPI(pb_grpc.CQEngineServicer):
         except ValueError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         subscriptions, served = self.engine.subscriptions, self.engine.placement.served
-        acks = []
+        acks, keys = [], set()  # home keys found served (a node serves a few)
         for sub_id, next_seq in nexts.items():
             sub = subscriptions.get(sub_id)
-            if sub is not None:  # ended meanwhile: nothing of it to acknowledge
+            if sub is None:
+                continue  # ended meanwhile: nothing of it to acknowledge
+            if sub.key not in keys:
                 try:
-                    acks.append((served(sub), next_seq))
+                    served(sub)
                 except EngineError as e:  # moved, in minority: the client follows
                     await abort_with(context, e)
+                keys.add(sub.key)
+            acks.append((sub, next_seq))
         await self._acknowledge(acks, context)
 
     async def StreamAlerts(self, request, context):
