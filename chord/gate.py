@@ -15,7 +15,7 @@ from typing import Callable
 
 import grpc
 
-from chord.meter import Meter, charged, metered
+from chord.meter import Meter, charged, metered, stepped
 from chord.tls import NODE, caller_name, caller_role
 from chord.versions import HEADER, MINE, Versions, refusal
 
@@ -278,7 +278,12 @@ def _guarded(
             try:
                 await admit(context)
                 request = await _parsed(handler, data, context, meter, refused)
-                async for reply in stream(request, context):
+                replies = stream(request, context)
+                while True:  # each reply's making charged to the method (chord.meter)
+                    try:
+                        reply = await stepped(meter, method, replies.__anext__())
+                    except StopAsyncIteration:
+                        break
                     yield reply
             except grpc.aio.AbortError as e:
                 data = request = None  # (see _let_go)
@@ -295,7 +300,9 @@ def _guarded(
         try:
             await admit(context)
             request = await _parsed(handler, data, context, meter, refused)
-            return await behaviour(request, context)
+            # its steps charged to the method: a client's call runs in the handler, not in
+            # an operation of the node's (whose steps charge their own accounts)
+            return await stepped(meter, method, behaviour(request, context))
         except grpc.aio.AbortError as e:
             data = request = None  # (see _let_go)
             _let_go(e)

@@ -25,8 +25,8 @@ phrase of the documents' words, a group: cqengine.text.workload.boolean_workload
 single process the matcher's `match_queries` (each query read off its tree, tried on the
 documents holding a term it names), analysis included.
 
-With `--data-dirs on` the nodes keep their state in SQLite data directories, as
-`cqengine ring up` has them do; `--data-dirs off,on` measures a ring of each, side by side.
+The nodes keep their state in SQLite data directories, as `cqengine ring up` has them do
+(`--data-dirs off`: in memory; `off,on` measures a ring of each, side by side).
 `--replicas 1,3` likewise measures rings keeping one copy of every record and three (the
 command line's default), side by side, and `--tls off,on` rings speaking plaintext and
 mutual TLS (the default): what TLS costs. `--metrics off,on` measures a ring whose nodes
@@ -34,9 +34,10 @@ serve Prometheus metrics, scraped every `--scrape-every` s, beside one without: 
 metrics cost. `--header-terms 0,256`: rings without and with term-presence headers;
 `--balanced-ids off,on`: hashed and evenly spaced node ids; `--filter-lease 0,1`: rings
 without and with aggregate filters; `--home-log off,on`: rings whose homes copy every
-numbered alert to their replicas, and rings whose homes are replicated logs (issue 56).
-Every default is what `cqengine ring up` runs with
-this bench's `--stats` and Term Dialogue (headers 256, evenly spaced ids, no filters).
+numbered alert to their replicas, and rings whose homes are replicated logs (issue 56: on
+by default, as in `ring up`). Every default is what `cqengine ring up` runs with this
+bench's `--stats` and Term Dialogue (headers 256, evenly spaced ids, no filters, data
+directories, the home log).
 
     python experiments/bench_live.py [--nodes 8] [--subscriptions 10000,100000] [--docs 2000]
         [--producer-linger-ms 20,100] [--data-dirs off|on|off,on] [--replicas 1,3]
@@ -368,14 +369,14 @@ def on_off(text: str) -> bool:
 # list, a ring each), how a value reads, the default (what `cqengine ring up` runs with
 # this bench's --stats and --resolution td), what it says
 VARIANTS = {
-    "data_dirs": ("--data-dirs", on_off, "off", "on: each node keeps its state in SQLite"),
+    "data_dirs": ("--data-dirs", on_off, "on", "on: each node keeps its state in SQLite"),
     "replicas": ("--replicas", int, "3", "copies of every record (1: none)"),
     "tls": ("--tls", on_off, "on", "on: mutual TLS; off: plaintext (--insecure)"),
     "metrics": ("--metrics", on_off, "off", "on: Prometheus metrics, scraped"),
     "headers": ("--header-terms", int, "256", "term-presence header terms (0: none)"),
     "balanced": ("--balanced-ids", on_off, "on", "on: evenly spaced ids; off: hashed"),
     "filters": ("--filter-lease", float, "0", "s an aggregate filter holds (0: none)"),
-    "home_log": ("--home-log", on_off, "off", "on: each home key a replicated log"),
+    "home_log": ("--home-log", on_off, "on", "on: each home key a replicated log"),
 }
 FLAGS = tuple(VARIANTS)
 

@@ -1,7 +1,8 @@
 """What a document costs a ring, by stage: the nodes' metered CPU time (chord.meter)
 gathered into the stages of a document's path.
 
-A node charges its CPU time to accounts: a request it handled (by method), a step of an
+A node charges its CPU time to accounts: a request it handled (by method; a client's call
+each step of its handler, chord.gate), a step of an
 operation (by the generator that runs it, "op Class.method"), parsing and serializing
 messages, the ledger, commits to storage, its alert streams, the analyzer's thread, and
 the steps of gRPC's calls and of the links' streams as they run in Python (chord.meter.stepped),
@@ -26,6 +27,7 @@ from chord.meter import UNMETERED, UNMETERED_GRPC, UNMETERED_WORKERS
 
 # stage: the accounts it holds (names, or "op " prefixes of operations), in a document's order
 STAGES: dict[str, tuple[str, ...]] = {
+    "publishing (clients' calls)": ("Publish", "PublishBatch"),
     "analysis": ("analysis", UNMETERED_WORKERS),  # the analyzer's thread, whole
     "announcement": (
         *("op DN.publish_batch", "op DN.send_out", "Announce", "op Announcer.", "Uptime"),
@@ -36,12 +38,13 @@ STAGES: dict[str, tuple[str, ...]] = {
     "home and mailbox": ("Deliver", "op Home."),
     "replication": ("Replicate", "Reconcile", "Repair", "Release", "op Replication."),
     "storage": ("storage",),
-    "streaming to clients": ("stream",),
+    "streaming to clients": ("stream", "StreamAlerts", "AckAlerts"),
     "protobuf (parse, serialize)": ("parse", "serialize"),
     "gRPC's Python side (calls, links)": ("grpc calls", "links"),
     "gRPC's own threads (sockets, TLS, timers)": (UNMETERED_GRPC,),
     "event loop, outside every account": (UNMETERED,),
-    "metrics": ("metrics",),  # not a document's: Prometheus' scrapes (cqengine.live.metrics)
+    "metrics": ("metrics", "Stats"),  # not a document's: scrapes (cqengine.live.metrics)
+    "subscribing": ("Subscribe", "SubscribeBatch", "Unsubscribe"),  # nor these
 }
 
 

@@ -168,6 +168,10 @@ def test_every_account_a_node_charges_has_a_stage():
     assert stage_of(UNMETERED) == "event loop, outside every account"
     assert stage_of(UNMETERED_GRPC) == "gRPC's own threads (sockets, TLS, timers)"
     assert stage_of("op Something.new") == "other"
+    # a client's calls, each step of their handlers (chord.gate)
+    assert stage_of("AckAlerts") == stage_of("StreamAlerts") == "streaming to clients"
+    assert stage_of("PublishBatch") == "publishing (clients' calls)"
+    assert stage_of("SubscribeBatch") == "subscribing"
     costs = cost_by_stage({"Deliver": 1.0, "op Home._x": 2.0, "parse": 0.5, "weird": 0.25})
     assert costs == {
         "home and mailbox": 3.0,

@@ -263,7 +263,9 @@ def test_an_ended_subscription_on_a_stream_holds_back_neither_the_others_acks_no
 
 def test_a_stream_acknowledges_only_the_subscriptions_whose_alerts_it_handed_out(ring, credentials):
     """The home hashes the token of each subscription an acknowledgement names, and a
-    stream may carry thousands: only those with alerts handed out since are named."""
+    stream may carry thousands: only those with alerts handed out since are named (by
+    tokens: here the last acknowledgement, which the stream, ended at the timeout, can
+    no longer take by its watermark)."""
     with Client(ring.addresses()[3], credentials=credentials) as c:
         quiet, busy = c.subscribe("okapi calf"), c.subscribe("okapi forest")
         assert quiet.home == busy.home == c.address
@@ -278,7 +280,7 @@ def test_a_stream_acknowledges_only_the_subscriptions_whose_alerts_it_handed_out
 
         c._call = recording
         assert [a.docno for a in c.alerts([quiet, busy], timeout=0.5)] == ["O1"]
-        assert sent == [[busy.subscription_id]]
+        assert [ids for ids in sent if ids] == [[busy.subscription_id]]
         c._call = call
         assert list(c.alerts([quiet, busy], timeout=0.5)) == []  # acknowledged
         for s in (quiet, busy):
