@@ -9,6 +9,7 @@ one byte. Tests check each size against the bytes of the message the engine send
 
 from __future__ import annotations
 
+from collections import Counter
 from functools import lru_cache
 from typing import Iterable
 
@@ -63,11 +64,28 @@ def bloom_sizes(bits: int) -> tuple[int, int]:
 
 
 def matched_size(matches: Iterable[tuple[int, str]]) -> int:
-    """A QN's report of its matches, (subscription id, home) each, to the DN."""
-    return KEY + sum(
+    """A QN's report of its matches of one document, (subscription id, home) each (home
+    keys 0: a ring without replicas), to the DN: in whichever of its forms is smaller, as
+    the QN sends it once the ring speaks protocol 3 (cqengine.core.matches.report)."""
+    matches = list(matches)
+    one_by_one = sum(
         message_field_size(fixed64_field_size(sub) + string_field_size(home))
         for sub, home in matches
     )
+    runs = Counter(home for _, home in matches)  # a run per home, as the QN groups them
+    columns = (
+        packed_fixed64_size(len(matches))
+        + packed_varints_size(runs.values())
+        + packed_varints_size(range(len(runs)))  # each run's home: its place
+        + sum(element_size(len(home.encode("utf-8"))) for home in runs)
+    )
+    return KEY + min(one_by_one, columns)
+
+
+def packed_varints_size(values: Iterable[int]) -> int:
+    """A field of packed varints (none if empty)."""
+    n = sum(varint_size(v) for v in values)
+    return 1 + varint_size(n) + n if n else 0
 
 
 def alert_batch_size(docno: str, title: str, snippet: str, n: int) -> int:

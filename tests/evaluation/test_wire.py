@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from cqengine.core.bloom import BloomFilter
 from cqengine.core.mailboxes import alert_batch
+from cqengine.core.matches import report
 from cqengine.core.resolution import pack_bits
 from cqengine.evaluation.wire import alert_batch_size, bloom_sizes, dialogue_sizes, matched_size
 from cqengine.proto import cqengine_pb2 as pb
@@ -33,11 +34,14 @@ texts = st.text(max_size=200)  # any Unicode: sizes are of UTF-8 bytes
 sub_ids = st.one_of(st.just(0), st.integers(1, 2**64 - 1))
 
 
-@given(doc_keys, st.lists(st.tuples(sub_ids, texts), max_size=40))
+homes = st.one_of(texts, st.sampled_from(["10.0.0.1:7000", "10.0.0.2:7000"]))  # some alike
+
+
+@given(doc_keys, st.lists(st.tuples(sub_ids, homes), max_size=40))
 def test_a_report_of_matches_takes_the_bytes_its_message_takes(doc_key, matches):
-    request = pb.MatchedRequest(
-        doc_keys=[doc_key], matches=[pb.Match(subscription_id=s, home=h) for s, h in matches]
-    )
+    """In whichever form the QN sends it (cqengine.core.matches.report)."""
+    request = pb.MatchedRequest(doc_keys=[doc_key])
+    report(request, [[pb.QueryEntry(subscription_id=s, home=h) for s, h in matches]], True)
     assert matched_size(matches) == request.ByteSize()
 
 
