@@ -19,7 +19,7 @@ import grpc
 import numpy as np
 
 from chord.tls import Credentials, aio_channel
-from cqengine.live.client import ACK_EVERY
+from cqengine.live.client import ACK_EVERY, stream_request
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.proto import cqengine_pb2_grpc as pb_grpc
 
@@ -119,16 +119,8 @@ class Ring:
             by_home.setdefault(s.home, []).append(s)
 
         async def listen(home: str, mine: list[pb.SubscribeReply]) -> None:
-            first, *rest = mine
-            request = pb.StreamRequest(
-                subscription_id=first.subscription_id,
-                token=first.token,
-                subscriptions=[
-                    pb.SubscriptionKey(subscription_id=s.subscription_id, token=s.token)
-                    for s in rest
-                ],
-                watermark=True,  # acknowledged by the stream's id, as Client.alerts does
-            )
+            # acknowledged by the stream's id, as Client.alerts does
+            request = stream_request(mine, watermark=True)
             stream_id, messages, last_ack = b"", 0, time.perf_counter()
             try:
                 async for batch in self.stubs[home].StreamAlerts(request):

@@ -189,19 +189,10 @@ class RawStreams:
     def _round(self, node: str, group) -> None:
         import grpc
 
-        from cqengine.live.client import Client, ClientError
+        from cqengine.live.client import Client, ClientError, stream_request
         from cqengine.proto import cqengine_pb2 as pb
 
-        first, *more = group
-        keys = [pb.SubscriptionKey(subscription_id=s.subscription_id, token=s.token) for s in more]
-        for key in keys:
-            key.next = self.nexts[key.subscription_id]
-        request = pb.StreamRequest(
-            subscription_id=first.subscription_id,
-            token=first.token,
-            next=self.nexts[first.subscription_id],
-            subscriptions=keys,
-        )
+        request = stream_request(group, self.nexts)
         try:
             with Client(node, 2.0, self.creds) as c:  # a paused home holds no round up long
                 try:

@@ -85,6 +85,26 @@ def key_list(keys: Sequence[tuple[int, str]], nexts: dict[int, int]) -> list[pb.
     return [pb.SubscriptionKey(subscription_id=i, token=t, next=nexts[i]) for i, t in keys]
 
 
+def stream_request(
+    subs: Sequence[pb.SubscribeReply | tuple[int, str]],
+    nexts: dict[int, int] | None = None,
+    **fields,
+) -> pb.StreamRequest:
+    """The StreamAlerts request of these subscriptions of one home (SubscribeReplies, or
+    ids and tokens), each from its `next` (0 where `nexts` names none), with these more
+    fields (home_id, watermark)."""
+    keys = [(s.subscription_id, s.token) if isinstance(s, pb.SubscribeReply) else s for s in subs]
+    nexts = {i: (nexts or {}).get(i, 0) for i, _ in keys}
+    (first_id, first_token), *more = keys
+    return pb.StreamRequest(
+        subscription_id=first_id,
+        token=first_token,
+        next=nexts[first_id],
+        subscriptions=key_list(more, nexts),
+        **fields,
+    )
+
+
 class Acknowledger:
     """What a stream's subscriber has been handed, and how its home is told: by the
     stream's id and how many of its messages were handed out whole (one number: the home
@@ -329,15 +349,7 @@ class Client:
         attempts = 0  # to resume it since
         try:
             while True:
-                (first_id, first_token), *more = keys
-                request = pb.StreamRequest(
-                    subscription_id=first_id,
-                    token=first_token,
-                    next=nexts[first_id],
-                    subscriptions=key_list(more, nexts),
-                    home_id=one_key,
-                    watermark=True,
-                )
+                request = stream_request(keys, nexts, home_id=one_key, watermark=True)
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 stream = client._stub.StreamAlerts(request, timeout=left)
                 acks.opened()  # its opening acknowledged what was handed out on the last

@@ -12,7 +12,7 @@ import grpc
 from support.live import FAST, kill_hard, restart
 from support.waiting import eventually
 
-from cqengine.live.client import Client
+from cqengine.live.client import Client, stream_request
 from cqengine.live.ring import ring_up, stop_processes
 from cqengine.proto import cqengine_pb2 as pb
 
@@ -44,17 +44,7 @@ def test_a_broken_stream_resumes_where_its_client_stands(tmp_path):
             subs = [c.subscribe(WORDS) for _ in range(3)]
             sent = publish(home, credentials, 0, 20)
             # a raw stream: read a message, then break it without acknowledging anything
-            stream = c._stub.StreamAlerts(
-                pb.StreamRequest(
-                    subscription_id=subs[0].subscription_id,
-                    token=subs[0].token,
-                    subscriptions=[
-                        pb.SubscriptionKey(subscription_id=s.subscription_id, token=s.token)
-                        for s in subs[1:]
-                    ],
-                ),
-                timeout=10,
-            )
+            stream = c._stub.StreamAlerts(stream_request(subs), timeout=10)
             first = next(stream)
             stream.cancel()
             assert len(first.seqs) == len(first.subscription_ids) > 0
@@ -87,17 +77,7 @@ def test_a_watermark_acknowledges_a_streams_messages_and_names_only_an_open_stre
             subs = [c.subscribe(WORDS) for _ in range(3)]
             publish(home, credentials, 0, 10)
             delivered(home, credentials, 30)
-            first, *rest = subs
-            request = pb.StreamRequest(
-                subscription_id=first.subscription_id,
-                token=first.token,
-                subscriptions=[
-                    pb.SubscriptionKey(subscription_id=s.subscription_id, token=s.token)
-                    for s in rest
-                ],
-                watermark=True,
-            )
-            stream = c._stub.StreamAlerts(request, timeout=10)
+            stream = c._stub.StreamAlerts(stream_request(subs, watermark=True), timeout=10)
             message = next(stream)
             assert len(message.stream) == 16 and len(message.subscription_ids) == 30
             for wrong, code in (
