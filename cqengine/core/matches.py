@@ -4,7 +4,7 @@ Columns (feature "columns", protocol 3): the subscriptions matched, in runs of o
 and one home each; per run its length, its document and its home, a place in a table that
 names each (home address, home key) once. A match costs its 8-byte subscription id, and the
 DN takes a run of them with one slice, where a Match submessage per alert (the form of
-protocol 2 and before) costs some 40 bytes and a parse, a lookup and an append each. The
+protocol 2 and before) costs some 30-40 bytes and a parse, a lookup and an append each. The
 Match form stays for rings that still have a node of protocol 2 or before, and for reports
 it is smaller for (a few lone matches: each run costs its length, document and home).
 """
@@ -47,7 +47,10 @@ def report(
 COLUMNS = ("subscriptions", "counts", "docs", "home_of", "homes", "home_ids")
 
 
-def _columns(request: pb.MatchedRequest, runs: list[tuple[int, Home, list[int]]], docs: int):
+def _columns(
+    request: pb.MatchedRequest, runs: list[tuple[int, Home, list[int]]], docs: int
+) -> None:
+    """The runs into the request as columns (of `docs` documents)."""
     places: dict[Home, int] = {}
     for _, _, subs in runs:
         request.subscriptions.extend(subs)
