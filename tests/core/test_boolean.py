@@ -22,6 +22,7 @@ from support.workloads import (
     workload,
 )
 
+from cqengine.core.documents import prepare
 from cqengine.core.errors import EngineError
 from cqengine.core.indexing import STRATEGIES
 from cqengine.core.settings import Settings
@@ -43,6 +44,7 @@ def subscribe(sim: EngineSimulator, queries: list[str]) -> dict[int, tuple[str, 
     return out
 
 
+@pytest.mark.parametrize("batch", (1, 64))
 @pytest.mark.parametrize("resolution", ("td", "bf"))
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @hsettings(max_examples=8, deadline=None, derandomize=True)
@@ -54,8 +56,10 @@ def subscribe(sim: EngineSimulator, queries: list[str]) -> dict[int, tuple[str, 
     bloom_bits=st.sampled_from([64, 1024]),
 )
 def test_boolean_alerts_equal_the_matcher(
-    strategy, resolution, nodes, corpus_seed, seed, depth, bloom_bits
+    strategy, resolution, batch, nodes, corpus_seed, seed, depth, bloom_bits
 ):
+    """Documents published one by one (the paper's protocol), or 64 to a batch (each QN
+    reporting a batch's matches in columns, cqengine.core.matches)."""
     wl = workload(corpus_seed)
     settings = make_settings(
         wl, strategy=strategy, resolution=resolution, piggyback=depth, bloom_bits=bloom_bits
@@ -69,8 +73,15 @@ def test_boolean_alerts_equal_the_matcher(
         assert all(a.index_term in reply.terms for a in reply.alternatives)
     # every alternative placed, once
     assert len(entries(sim)) == sum(len(r.alternatives) for _, r in subs.values())
-    for d in wl.docs:
-        sim.publish(d.docno, d.text, d.title)
+    if batch == 1:
+        for d in wl.docs:
+            sim.publish(d.docno, d.text, d.title)
+    else:
+        docs = [
+            prepare(d.docno, d.text.encode(), d.title, settings.max_document_bytes) for d in wl.docs
+        ]
+        for i in range(0, len(docs), batch):
+            sim.publish_batch(docs[i : i + batch], via=sim.pick())
     assert_exact(sim.alerts(), want)
     # every match reported is an alert, or a document its subscriber had (two of its
     # query's alternatives matched it at different QNs): counted, never silently gone
