@@ -5,10 +5,12 @@ coming and going, documents alerted twice, mailboxes overflowing, acknowledgemen
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
+from cqengine.core import limits
 from cqengine.core.homelog.derive import Derived
 from cqengine.core.mailboxes import Mailbox, Subscription, alert_batch, offer_batch
 from cqengine.proto import cqengine_pb2 as pb
@@ -116,6 +118,31 @@ def test_each_subscription_is_numbered_without_gap_or_repeat(ops):
     again = {op[1] for op in ops if op[0] == "unsubscribe"}
     for sub, names in docs.items():
         assert len(names) == len(set(names)) or sub in again, names
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(st.lists(operation, max_size=60))
+def test_a_mailbox_on_the_log_remembers_exactly_its_latest_numbered_documents(ops):
+    """What the mailboxes as columns (docs/home-log.md, "Next") rely on: on the log, the
+    documents a mailbox knows seen are exactly those of its alerts numbered from `first -
+    SEEN_KEPT` on (waiting, or acknowledged or dropped lately, in number order), so a
+    table of numbered alerts can stand for its memory."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(limits, "SEEN_KEPT", 3)  # small: the memory fills and forgets often
+        leader = Derived(LIMIT_BYTES)
+        _, numbered = entries_of(ops, leader)
+    by_number: dict[int, dict[int, str]] = {}  # per subscription's life: number -> docno
+    for runs in numbered:
+        for doc, subs, numbers in runs:
+            for sub, seq in zip(subs, numbers):
+                if seq == 0:
+                    by_number[sub] = {}  # numbered from 0 again: a new life
+                by_number[sub][seq] = doc[0]
+    for sub_id, sub in leader.subscriptions.items():
+        box, numbers = sub.mailbox, by_number.get(sub_id, {})
+        window = range(max(0, box.first - 3), box.next)
+        assert box.seen == {numbers[n] for n in window}, (sub_id, box.first, box.next)
+        assert list(box.acked) == [numbers[n] for n in window if n < box.first]
 
 
 def test_an_overflowing_mailbox_is_derived_alike_from_a_checkpoint():
