@@ -23,16 +23,7 @@ from inspect import isawaitable
 from typing import Any, Callable
 
 from chord.meter import Meter, charged
-from chord.node import (
-    Call,
-    Fanout,
-    NotWaited,
-    Op,
-    Pause,
-    PeerFailed,
-    PeerUnreachable,
-    StatusError,
-)
+from chord.node import Call, Fanout, Op, Pause, PeerFailed, PeerUnreachable, StatusError
 
 
 def _next(op: Op, reply: Any, error: PeerUnreachable | None) -> tuple[bool, Any]:
@@ -111,7 +102,10 @@ async def _fanout(call: Callable[[Call], Any], out: Fanout) -> list[Any]:
     for task in pending:  # they go on: a member that answers late still took the call
         UNWAITED.add(task)
         task.add_done_callback(UNWAITED.discard)
-    return [t.result() if t.done() else NotWaited(c.peer) for t, c in zip(tasks, out.calls)]
+    return [
+        t.result() if t.done() else PeerUnreachable(c.peer, "not waited for")
+        for t, c in zip(tasks, out.calls)
+    ]
 
 
 def _each(call: Callable[[Call], Any], calls: tuple[Call, ...]) -> list[Any]:

@@ -45,14 +45,6 @@ class PeerUnreachable(Exception):
         self.refused = why in ("UNAVAILABLE", "no such node") or self.another_ring
 
 
-class NotWaited(PeerUnreachable):
-    """A call of a Fanout resumed without it (Fanout.enough): still on its way, not failed.
-    Its peer may yet take it, after the calls made since."""
-
-    def __init__(self, peer: NodeRef) -> None:
-        super().__init__(peer, "not waited for")
-
-
 class PeerFailed(PeerUnreachable):
     """A peer answered a call with an error (it is there, but the call failed there: its
     disk is full, say, or a bug): to the caller, that peer failing this once. Every loop

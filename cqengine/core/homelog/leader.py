@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from chord.node import Call, Fanout, NotWaited, Op, PeerUnreachable
+from chord.node import Call, Fanout, Op, PeerUnreachable
 from chord.routing import NodeRef
 from cqengine.core.homelog.log import EPOCH, Config, Log
 from cqengine.proto import cqengine_pb2 as pb
@@ -85,9 +85,6 @@ class Leader:
         self.members: list[str] = []  # the set my epoch counts on
         self.joint: list[str] = []  # the set before it, until my epoch's entry is committed
         self.matched: dict[str, int] = {}  # how far each member's log is known to match mine
-        # how far my appends still on their way to a member go (a round resumed without
-        # its reply, NotWaited): the next round sends it what follows, not all of it again
-        self.sent: dict[str, int] = {}
         self.seen = 0  # the highest epoch I know was promised anywhere
         self.quorate = False  # did a majority answer my last round of appends?
 
@@ -149,7 +146,7 @@ class Leader:
                 epoch=epoch, kind=EPOCH, members=config.members, previous=config.previous
             )
         self.epoch, self.members, self.joint = epoch, list(entry.members), list(entry.previous)
-        self.matched, self.sent = {}, {}
+        self.matched = {}
         yield from self.append([entry])
         self.joint = []
         # the members learn at once that it is committed: while none knows, the next
@@ -236,11 +233,7 @@ class Leader:
             again = []
             answered = [a for a, r in zip(behind, answers) if not isinstance(r, PeerUnreachable)]
             self.quorate = majority([self.me, *answered], self.members)
-            for address, request, answer in zip(behind, requests, answers):
-                if isinstance(answer, NotWaited):  # on its way: it may take it yet
-                    self.sent[address] = request.prev + len(request.entries)
-                    continue
-                self.sent.pop(address, None)
+            for address, answer in zip(behind, answers):
                 if isinstance(answer, PeerUnreachable):
                     continue
                 if answer.epoch > self.epoch:
@@ -284,10 +277,7 @@ class Leader:
         matches mine (the last one, for a member I know nothing of); my checkpoint first
         if those are folded into it."""
         log = self.log
-        prev = self.matched.get(address, max(log.last - 1, log.base))
-        # after what is on its way there: should that not arrive first, the member answers
-        # that it lacks what this follows, and takes it all again from its commit on
-        prev = min(max(prev, self.sent.get(address, prev)), log.last)
+        prev = min(self.matched.get(address, max(log.last - 1, log.base)), log.last)
         request = pb.LogAppend(key=log.key, epoch=self.epoch, commit=log.committed)
         if prev < log.base:  # it lacks entries I folded: it takes my checkpoint
             request.checkpoint.CopyFrom(log.checkpoint)
