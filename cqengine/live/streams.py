@@ -45,8 +45,12 @@ class Stream:
         # acknowledged, each subscription it carried and the number after its last alert
         self.id = secrets.token_bytes(16) if watermark else b""
         self.unacked: deque[list[tuple[int, int]]] = deque()
-        self.acked = 0  # messages acknowledged so far (of self.sent_messages)
-        self.sent_messages = 0
+        self.acked = 0  # messages acknowledged so far
+
+    @property
+    def messages_sent(self) -> int:
+        """Of a stream acknowledged by watermark: its messages sent so far."""
+        return self.acked + len(self.unacked)
 
     def _start(self, sub: Subscription) -> int:
         return max(self.cursor[sub.id], sub.mailbox.first)  # those below first were dropped
@@ -78,7 +82,7 @@ class Stream:
         if not waiting:
             return None
         message = self.message(waiting)
-        if self.id and not self.sent_messages:
+        if self.id and not self.messages_sent:  # its first message
             message.stream = self.id
         self.sent(waiting)
         return message
@@ -86,7 +90,6 @@ class Stream:
     def sent(self, waiting: list[tuple[Subscription, int, int]]) -> None:
         for sub, start, n in waiting:
             self.cursor[sub.id] = start + n
-        self.sent_messages += 1
         if self.id:
             self.unacked.append([(sub.id, start + n) for sub, start, n in waiting])
 
@@ -95,8 +98,8 @@ class Stream:
         subscription still on the stream whose alerts those newly acknowledge, and the
         number of the first alert it still wants. Acknowledgements made room: the stream
         sends on (woken)."""
-        if through > self.sent_messages:
-            raise ValueError(f"{through} messages acknowledged of {self.sent_messages} sent")
+        if through > self.messages_sent:
+            raise ValueError(f"{through} messages acknowledged of {self.messages_sent} sent")
         nexts: dict[int, int] = {}
         while self.acked < through:
             for sub_id, next_seq in self.unacked.popleft():
