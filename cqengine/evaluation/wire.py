@@ -9,9 +9,10 @@ one byte. Tests check each size against the bytes of the message the engine send
 
 from __future__ import annotations
 
-from collections import Counter
 from functools import lru_cache
 from typing import Iterable
+
+from cqengine.core.matches import one_by_one_bytes
 
 
 def varint_size(v: int) -> int:
@@ -33,21 +34,12 @@ def element_size(n: int) -> int:
     return 1 + varint_size(n) + n
 
 
-def fixed64_field_size(v: int) -> int:
-    return 9 if v else 0
-
-
 KEY = 9  # a document's key: an element of a repeated fixed64 field, not packed (cqengine.proto)
 
 
 @lru_cache(maxsize=4096)  # node addresses and a document's strings, over and over
 def string_field_size(s: str) -> int:
     return bytes_field_size(len(s.encode("utf-8")))
-
-
-def message_field_size(size: int) -> int:
-    """An embedded message of `size` bytes, as an element of a repeated field."""
-    return 1 + varint_size(size) + size
 
 
 FOUND = 2  # `found = true`: a tag and one byte
@@ -67,15 +59,13 @@ def matched_size(matches: Iterable[tuple[int, str]]) -> int:
     """A QN's report of its matches of one document, (subscription id, home) each (home
     keys 0: a ring without replicas), to the DN: in whichever of its forms is smaller, as
     the QN sends it once the ring speaks protocol 3 (cqengine.core.matches.report)."""
-    matches = list(matches)
-    one_by_one = sum(
-        message_field_size(fixed64_field_size(sub) + string_field_size(home))
-        for sub, home in matches
-    )
-    runs = Counter(home for _, home in matches)  # a run per home, as the QN groups them
+    runs: dict[str, list[int]] = {}  # a run per home, as the QN groups them
+    for sub, home in matches:
+        runs.setdefault(home, []).append(sub)
+    one_by_one = one_by_one_bytes([(0, (home, 0), subs) for home, subs in runs.items()])
     columns = (
-        packed_fixed64_size(len(matches))
-        + packed_varints_size(runs.values())
+        packed_fixed64_size(sum(map(len, runs.values())))
+        + packed_varints_size(map(len, runs.values()))
         + packed_varints_size(range(len(runs)))  # each run's home: its place
         + sum(element_size(len(home.encode("utf-8"))) for home in runs)
     )
