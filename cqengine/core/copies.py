@@ -336,6 +336,9 @@ def numbers(
     boxes = [subs[i].box for i in rest.tolist()]
     firsts[rest] = [b.first for b in boxes]
     nexts[rest] = [b.first + len(b.queue) for b in boxes]
+    for i in rest.tolist():  # a home's mailbox kept in its log's table
+        if subs[i].table is not None:
+            firsts[i], nexts[i] = subs[i].table.bounds(subs[i])
     blind = np.zeros(n, dtype=bool)  # a tracked one has none unheld
     blind[rest] = [bool(b.unheld) for b in boxes]
     return firsts, nexts, blind

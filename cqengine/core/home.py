@@ -113,9 +113,9 @@ class Home:
         assert self.logs is not None
         by_key: dict[int, pb.Acknowledged] = {}
         for sub, next_seq in acks:
-            box = sub.mailbox
-            first = min(next_seq, box.next)
-            if first > box.first and sub.key:
+            have, _, nxt = sub.span()
+            first = min(next_seq, nxt)
+            if first > have and sub.key:
                 acked = by_key.setdefault(sub.key, pb.Acknowledged())
                 acked.subscription_ids.append(sub.id)
                 acked.firsts.append(first)

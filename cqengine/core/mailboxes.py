@@ -273,6 +273,9 @@ class Subscription:
     # (cqengine.core.copies), and its place there
     copies: Any = field(default=None, repr=False, compare=False)
     at: int = field(default=-1, repr=False, compare=False)
+    # at a home on the log: the table of columns its mailbox is kept in, while it is
+    # (cqengine.core.homelog.table)
+    table: Any = field(default=None, repr=False, compare=False)
     # its query in the query language, and where each alternative is indexed; "" and ():
     # a conjunction of `terms`, indexed under `index_id` (cqengine.core.queries)
     query: str = ""
@@ -287,7 +290,32 @@ class Subscription:
         """Its mailbox, with every copy kept for it folded in first."""
         if self.copies is not None:
             self.copies.release(self)
+        if self.table is not None:
+            self.table.release(self)
         return self.box
+
+    def span(self) -> tuple[int, int, int]:
+        """Its mailbox's first number, the first a stream may not send yet, and its next:
+        read from its table, if kept in one, not folded out of it."""
+        if self.table is not None:
+            first, nxt = self.table.bounds(self)
+            return first, nxt, nxt
+        box = self.mailbox
+        return box.first, box.shown, box.next
+
+    def alerts(self, start: int, end: int) -> list[AlertDoc]:
+        """Its alerts numbered start .. end - 1 still waiting (Mailbox.alerts), read from
+        its table, if kept in one, not folded out of it."""
+        if self.table is not None:
+            return self.table.waiting(self, start, end)
+        return self.mailbox.alerts(start, end)
+
+    def remembered(self) -> list[str]:
+        """The documents of its latest acknowledged alerts, oldest first (Mailbox.acked),
+        read from its table, if kept in one, not folded out of it."""
+        if self.table is not None:
+            return self.table.remembered(self)
+        return list(self.mailbox.acked)
 
 
 class Subscriptions(dict[int, Subscription]):
@@ -321,6 +349,8 @@ class Subscriptions(dict[int, Subscription]):
             self.removals += 1
             if sub.copies is not None:
                 sub.copies.release(sub)
+            if sub.table is not None:
+                sub.table.release(sub)
 
     def _refused(self, *args, **kwargs):
         raise TypeError("Subscriptions change one at a time: item assignment, del, pop")
@@ -334,16 +364,16 @@ def home_record(
     """A subscription's record with its alerts numbered start .. end - 1 (all it holds
     from the oldest not acknowledged, by default). With `start`, only the alerts (and the
     acknowledgement): for a replica that holds the record already."""
-    box = sub.mailbox
-    lo = box.first if start is None else max(start, box.first)
-    docs = box.alerts(lo, box.next if end is None else end)
-    record = pb.HomeRecord(key=sub.key, subscription_id=sub.id, first=box.first, start=lo)
+    first, _, nxt = sub.span()
+    lo = first if start is None else max(start, first)
+    docs = sub.alerts(lo, nxt if end is None else end)
+    record = pb.HomeRecord(key=sub.key, subscription_id=sub.id, first=first, start=lo)
     if start is None:
         record.token_hash = sub.token_hash
         record.terms.extend(sub.terms)
         record.index_id = sub.index_id
         record.index_term = sub.index_term
-        record.seen.extend(box.acked)
+        record.seen.extend(sub.remembered())
         record.query = sub.query
         record.index_ids.extend(sub.index_ids)
     record.docnos.extend(d[0] for d in docs)

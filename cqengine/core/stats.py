@@ -154,7 +154,8 @@ class Stats:
             if s.key and not serves(s.key):
                 replicas += 1
             else:
-                waiting += len(s.mailbox.queue)
+                first, _, nxt = s.span()  # not folding a home's table either
+                waiting += nxt - first
         return full, replicas, waiting
 
     def state_digest(self) -> int:

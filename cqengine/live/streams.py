@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections import deque
-from itertools import islice
 from typing import Sequence
 
 from cqengine.core.mailboxes import Subscription, numbered_batch
@@ -53,10 +52,10 @@ class Stream:
         return self.acked + len(self.unacked)
 
     def _start(self, sub: Subscription) -> int:
-        return max(self.cursor[sub.id], sub.mailbox.first)  # those below first were dropped
+        return max(self.cursor[sub.id], sub.span()[0])  # those below first were dropped
 
     def _unsent(self, sub: Subscription) -> int:
-        return sub.mailbox.shown - self._start(sub)  # not those still being copied to replicas
+        return sub.span()[1] - self._start(sub)  # not those still being copied to replicas
 
     def wake(self, sub_id: int) -> None:
         self.ready[sub_id] = None
@@ -64,13 +63,15 @@ class Stream:
 
     def message(self, waiting: list[tuple[Subscription, int, int]]) -> pb.AlertBatch:
         """The alerts waiting, each document once with the subscriptions it alerts, each
-        alert with its sequence number."""
+        alert with its sequence number: masked out of their table's columns at once where
+        they are all kept in one (a home on the log), else read mailbox by mailbox."""
+        table = waiting[0][0].table
+        if table is not None and all(sub.table is table for sub, _, _ in waiting):
+            return table.message(waiting)
         return numbered_batch(
             (sub.id, start + i, doc)
             for sub, start, n in waiting
-            for i, doc in enumerate(
-                islice(sub.mailbox.queue, start - sub.mailbox.first, start - sub.mailbox.first + n)
-            )
+            for i, doc in enumerate(sub.alerts(start, start + n))
         )
 
     def next_message(self) -> pb.AlertBatch | None:

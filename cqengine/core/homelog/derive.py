@@ -15,11 +15,11 @@ from collections import deque
 from typing import MutableMapping
 
 from cqengine.core import limits
+from cqengine.core.homelog.table import AlertTable
 from cqengine.core.mailboxes import (
     Runs,
     Subscription,
     home_record,
-    offer_batch,
     record_alerts,
     subscription_of,
 )
@@ -43,6 +43,7 @@ class Derived:
         self.dropped = 0  # alerts the mailboxes' limits pushed out
         self.repeated = 0  # alerts of documents their mailboxes had already
         self.accepted = 0.0  # the last batch applied: when its DN accepted it (0: unknown)
+        self.table = AlertTable(self.subscriptions, limit_bytes)  # the mailboxes, numbered
 
     def apply(self, position: int, entry: pb.LogEntry) -> Runs:
         """The entry at the next position, applied; the alerts it numbered."""
@@ -54,23 +55,23 @@ class Derived:
             return self._deliver(pb.AlertBatch.FromString(entry.data))
         if kind == pb.LOG_ACKS:
             acked = pb.Acknowledged.FromString(entry.data)
-            for sub_id, first in zip(acked.subscription_ids, acked.firsts):
-                sub = self.subscriptions.get(sub_id)
-                if sub is not None:
-                    sub.mailbox.acknowledge(first)
+            self.table.acknowledge(acked.subscription_ids, acked.firsts)
         elif kind == pb.LOG_SUBSCRIBE:
             record = pb.HomeRecord.FromString(entry.data)
             if record.subscription_id not in self.subscriptions:
                 self.subscriptions[record.subscription_id] = subscription_of(record)
         elif kind == pb.LOG_UNSUBSCRIBE:
-            self.subscriptions.pop(pb.HomeRecord.FromString(entry.data).subscription_id, None)
+            sub_id = pb.HomeRecord.FromString(entry.data).subscription_id
+            self.table.forget(sub_id)  # its mailbox goes with it: not folded
+            self.subscriptions.pop(sub_id, None)
         return []
 
     def _deliver(self, batch: pb.AlertBatch) -> Runs:
-        """A DN's alert batch into the mailboxes by the home's own rule (offer_batch); a
-        subscription not (or no longer) subscribed at this point of the log takes none."""
+        """A DN's alert batch into the mailboxes by the home's own rule (offer_batch's,
+        numbered in columns: cqengine.core.homelog.table); a subscription not (or no
+        longer) subscribed at this point of the log takes none."""
         self.accepted = batch.accepted
-        offered = offer_batch(batch, self.subscriptions, self.limit_bytes)
+        offered = self.table.offer(batch)
         self.dropped += offered.dropped
         self.repeated += offered.repeated
         return offered.runs
