@@ -308,18 +308,19 @@ class AlertTable:
         SEEN_KEPT), and those of rows gone, leave the columns, and their documents."""
         rows, seqs, places = _joined(self.columns)
         keep = self.tracked[rows] & (seqs >= self.first[rows] - limits.SEEN_KEPT)
-        rows, seqs, places = rows[keep], seqs[keep], places[keep]
-        used, places = np.unique(places, return_inverse=True)
-        self.docs = [self.docs[p] for p in used.tolist()]
-        self.columns = deque([(rows, seqs, places)] if len(rows) else [])
-        self.alerts = self.kept = len(rows)
         self._by_row = None
-        order = np.argsort(places, kind="stable")
-        bounds = np.searchsorted(places[order], np.arange(len(used) + 1))
-        self.held = {}
-        for p, doc in enumerate(self.docs):
-            at = order[bounds[p] : bounds[p + 1]]
-            self.held.setdefault(doc[0], []).append((rows[at], seqs[at]))
+        if keep.sum() * 4 > len(keep) * 3:  # little to let go: kept, in one column
+            self.columns = deque([(rows, seqs, places)])
+            self.alerts = self.kept = len(rows)
+            return
+        rows, seqs, places = rows[keep], seqs[keep], places[keep]
+        self.alerts = self.kept = len(rows)
+        used, places = np.unique(places, return_inverse=True)
+        docnos = {d[0] for d in self.docs}
+        self.docs = [self.docs[p] for p in used.tolist()]
+        for docno in docnos - {d[0] for d in self.docs}:  # every alert of it gone
+            self.held.pop(docno, None)
+        self.columns = deque([(rows, seqs, places)] if len(rows) else [])
 
     # ---- acknowledgements and readers --------------------------------------------------
 
