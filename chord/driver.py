@@ -23,7 +23,16 @@ from inspect import isawaitable
 from typing import Any, Callable
 
 from chord.meter import Meter, charged
-from chord.node import Call, Fanout, Op, Pause, PeerFailed, PeerUnreachable, StatusError
+from chord.node import (
+    Call,
+    Fanout,
+    NotWaited,
+    Op,
+    Pause,
+    PeerFailed,
+    PeerUnreachable,
+    StatusError,
+)
 
 
 def _next(op: Op, reply: Any, error: PeerUnreachable | None) -> tuple[bool, Any]:
@@ -99,13 +108,18 @@ async def _fanout(call: Callable[[Call], Any], out: Fanout) -> list[Any]:
     while pending and answered < out.enough:
         done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
         answered += sum(not isinstance(t.result(), PeerUnreachable) for t in done)
-    for task in pending:  # they go on: a member that answers late still took the call
-        UNWAITED.add(task)
-        task.add_done_callback(UNWAITED.discard)
-    return [
-        t.result() if t.done() else PeerUnreachable(c.peer, "not waited for")
-        for t, c in zip(tasks, out.calls)
-    ]
+    for i, task in enumerate(tasks):  # they go on: a member answering late took the call
+        if task in pending:
+            UNWAITED.add(task)
+            task.add_done_callback(UNWAITED.discard)
+            if out.late is not None:
+                task.add_done_callback(partial(_told_late, out.late, i))
+    return [t.result() if t.done() else NotWaited(c.peer) for t, c in zip(tasks, out.calls)]
+
+
+def _told_late(late: Callable[[int, Any], None], i: int, task: asyncio.Task) -> None:
+    if not task.cancelled():  # (cancelled: the node is shutting down)
+        late(i, task.result())
 
 
 def _each(call: Callable[[Call], Any], calls: tuple[Call, ...]) -> list[Any]:

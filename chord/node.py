@@ -45,6 +45,14 @@ class PeerUnreachable(Exception):
         self.refused = why in ("UNAVAILABLE", "no such node") or self.another_ring
 
 
+class NotWaited(PeerUnreachable):
+    """A call of a Fanout resumed without it (Fanout.enough): still on its way, not failed.
+    Its peer may yet take it, after calls made since (Fanout.late tells what it said)."""
+
+    def __init__(self, peer: NodeRef) -> None:
+        super().__init__(peer, "not waited for")
+
+
 class PeerFailed(PeerUnreachable):
     """A peer answered a call with an error (it is there, but the call failed there: its
     disk is full, say, or a bug): to the caller, that peer failing this once. Every loop
@@ -88,10 +96,14 @@ class Fanout(NamedTuple):
     their replies in order, a PeerUnreachable in place of each that did not answer.
     `enough` > 0: resumed once that many have answered (a majority of a log's members,
     say), a PeerUnreachable in place of each still on its way, which goes on unwaited:
-    one member silent until its call times out must not hold up the rest."""
+    one member silent until its call times out must not hold up the rest. `late(i, reply)`:
+    told the reply of each call i not waited for as it comes (or its PeerUnreachable),
+    so that what a late answer says is not lost (a log's leader learns how far a slow
+    member holds its appends, and that it refused one)."""
 
     calls: tuple[Call, ...]
     enough: int = 0
+    late: Callable[[int, Any], None] | None = None
 
 
 class Pause(NamedTuple):

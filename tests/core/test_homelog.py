@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from functools import partial
 
 import pytest
 from hypothesis import HealthCheck, example, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from chord.node import Call, Fanout, PeerUnreachable
+from chord.node import Call, Fanout, NotWaited, PeerUnreachable
 from chord.routing import NodeRef
 from cqengine.core.homelog.leader import Leader, NoMajority, Superseded, majority
 from cqengine.core.homelog.log import EPOCH, Log
@@ -122,21 +123,27 @@ class Net:
             and not self.nodes[dst].paused
         )
 
-    def call(self, src: str, call: Call):
+    def call(self, src: str, call: Call, late=None):
+        """`late`: a fanout's, told the reply of a call it did not wait for."""
         dst = call.peer.address
         if not self.reaches(src, dst) or self.rng.random() < self.loss:
             return PeerUnreachable(call.peer, "UNAVAILABLE")
         if self.rng.random() < self.late:
-            self.on_way.append((src, call))
-            return PeerUnreachable(call.peer, "not waited for")  # as chord.driver's fanout
+            self.on_way.append((src, call, late))
+            return NotWaited(call.peer)  # as chord.driver's fanout
         return self.handle(call)
 
     def arrive(self) -> None:
         """A call on its way reaches its node (any of them: they pass one another), if it
-        still can; its reply is waited for by nobody."""
-        src, call = self.on_way.pop(self.rng.randrange(len(self.on_way)))
+        still can; its reply reaches the fanout's `late`, unless it is lost."""
+        src, call, late = self.on_way.pop(self.rng.randrange(len(self.on_way)))
+        reply = PeerUnreachable(call.peer, "UNAVAILABLE")
         if self.reaches(src, call.peer.address):
-            self.handle(call)
+            reply = self.handle(call)
+            if self.rng.random() < self.loss or not self.reaches(src, call.peer.address):
+                reply = PeerUnreachable(call.peer, "reply lost")
+        if late is not None:
+            late(reply)
 
     def handle(self, call: Call):
         log = self.nodes[call.peer.address].log
@@ -204,7 +211,9 @@ class Op:
             return
         y = self.pending
         answers = (
-            [net.call(src, c) for c in y.calls] if isinstance(y, Fanout) else net.call(src, y),
+            [net.call(src, c, y.late and partial(y.late, i)) for i, c in enumerate(y.calls)]
+            if isinstance(y, Fanout)
+            else net.call(src, y),
         )
         if net.rng.random() < 0.2:
             self._resume(answers[0])  # answered at once
@@ -310,6 +319,62 @@ def test_calls_not_waited_for_arriving_late_and_out_of_order_commit_alike(seed, 
     committed is still committed for good and alike everywhere."""
     net = run(seed, 400, 0.05, churn, late)
     assert net.committed
+
+
+@pytest.mark.parametrize("trouble", [None, "lost", "overtaken"])
+def test_a_member_never_waited_for_is_sent_what_follows_and_kept_up_to_date(trouble):
+    """n2 is the slowest member: a live fanout resumes once n0 and n1 answered, and n2's
+    appends go on unwaited, each round. A round sends it only the entries after those on
+    their way (not all since it last answered), and their replies, coming late, tell the
+    leader how far n2 holds the log. In round 3 one goes wrong: lost (its call fails,
+    late: the next round sends it again with what follows), or overtaken by the next
+    round's (n2 refuses that one, which follows what it lacks; the refusal, heard late,
+    has the leader send it everything from its commit on). Either way n2 is caught up,
+    though never waited for."""
+    net = Net(random.Random(1), maker="n0")
+    for a in ADDRESSES[:3]:
+        net.add(a)
+    leader = net.nodes["n0"].leader
+    finish(Op(net, "n0", leader.start(ADDRESSES[:3], True), "start"))
+    sent_to_n2: list[pb.LogAppend] = []
+    call = net.call
+
+    def slow_n2(src, c, late=None):
+        if c.peer.address != "n2":
+            return call(src, c, late)
+        sent_to_n2.append(c.request)
+        net.on_way.append((src, c, late))
+        return NotWaited(c.peer)
+
+    net.call = slow_n2
+    held = None
+    for i in range(8):
+        op = finish(Op(net, "n0", leader.append([entry(leader.epoch, b"%d" % i)]), "append"))
+        assert op.error is None  # n0 and n1: a majority
+        if i == 3 and trouble == "lost":
+            src, c, late = net.on_way.pop()
+            late(PeerUnreachable(c.peer, "UNAVAILABLE"))  # it never reached n2
+        if i == 3 and trouble == "overtaken":
+            held = net.on_way.pop()
+        while net.on_way:
+            net.arrive()
+        if i == 4 and held is not None:
+            net.on_way.append(held)  # round 3's arrives after round 4's
+            net.arrive()
+    sizes = [len(r.entries) for r in sent_to_n2]
+    if trouble is None:
+        assert sizes == [1] * 8  # each round what follows: nothing sent twice
+    elif trouble == "lost":
+        assert sizes == [1, 1, 1, 1, 2, 1, 1, 1]  # the lost one again, with what follows
+    else:
+        # round 4's refused (heard late): round 5 sends from where n2 matches
+        assert sizes[:5] == [1] * 5 and sizes[5] > 1 and sizes[6:] == [1, 1]
+    n0, n2 = net.nodes["n0"].log, net.nodes["n2"].log
+    assert n2.last == n0.last
+    assert [n2.entry(p) for p in range(1, n0.last + 1)] == [
+        n0.entry(p) for p in range(1, n0.last + 1)
+    ]
+    net.check()
 
 
 @pytest.mark.parametrize("seed", range(8))

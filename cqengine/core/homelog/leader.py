@@ -24,9 +24,10 @@ higher epoch refuses its appends: it is fenced, and leads no more.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Callable, Iterable
 
-from chord.node import Call, Fanout, Op, PeerUnreachable
+from chord.node import Call, Fanout, NotWaited, Op, PeerUnreachable
 from chord.routing import NodeRef
 from cqengine.core.homelog.log import EPOCH, Config, Log
 from cqengine.proto import cqengine_pb2 as pb
@@ -85,6 +86,10 @@ class Leader:
         self.members: list[str] = []  # the set my epoch counts on
         self.joint: list[str] = []  # the set before it, until my epoch's entry is committed
         self.matched: dict[str, int] = {}  # how far each member's log is known to match mine
+        # how far my appends still on their way to a member go (a round resumed without
+        # its reply: NotWaited): the next round sends it what follows, not all of it again;
+        # its reply, when it comes (Fanout.late), says whether it took them
+        self.sent: dict[str, int] = {}
         self.seen = 0  # the highest epoch I know was promised anywhere
         self.quorate = False  # did a majority answer my last round of appends?
 
@@ -146,7 +151,7 @@ class Leader:
                 epoch=epoch, kind=EPOCH, members=config.members, previous=config.previous
             )
         self.epoch, self.members, self.joint = epoch, list(entry.members), list(entry.previous)
-        self.matched = {}
+        self.matched, self.sent = {}, {}
         yield from self.append([entry])
         self.joint = []
         # the members learn at once that it is committed: while none knows, the next
@@ -229,23 +234,55 @@ class Leader:
             requests = [self._append_request(a) for a in behind]
             calls = tuple(Call(self.peer(a), "LogAppend", r) for a, r in zip(behind, requests))
             spare = _spare([self.members, self.joint])
-            answers = yield Fanout(calls, len(behind) - spare if spare else 0)
+            late = partial(self._answered_late, self.epoch, behind)
+            answers = yield Fanout(calls, len(behind) - spare if spare else 0, late)
             again = []
             answered = [a for a, r in zip(behind, answers) if not isinstance(r, PeerUnreachable)]
             self.quorate = majority([self.me, *answered], self.members)
-            for address, answer in zip(behind, answers):
+            for address, request, answer in zip(behind, requests, answers):
+                if isinstance(answer, NotWaited):  # on its way: it may take it yet
+                    end = request.prev + len(request.entries)
+                    self.sent[address] = max(self.sent.get(address, 0), end)
+                    continue
                 if isinstance(answer, PeerUnreachable):
+                    self.sent.pop(address, None)
                     continue
                 if answer.epoch > self.epoch:
                     self.epoch = 0
                     raise self._outdone(answer.epoch)
-                if answer.taken:  # (another append's reply may have come first)
-                    self.matched[address] = max(self.matched.get(address, 0), answer.last)
-                else:  # it lacks what the request followed: from its commit on
-                    self.matched[address] = answer.last
+                if not self._took(address, answer):
                     again.append(address)
             behind = again
         self._commit()
+
+    def _took(self, address: str, answer: pb.LogAppendReply) -> bool:
+        """A member's answer to an append (of my epoch): how far it matches my copy now;
+        whether it took the entries."""
+        if answer.taken:  # (another append's reply may have come first)
+            self.matched[address] = max(self.matched.get(address, 0), answer.last)
+            if self.sent.get(address, 0) <= self.matched[address]:
+                self.sent.pop(address, None)  # nothing of mine on its way there now
+            return True
+        # it lacks what the request followed: from its commit on (what was on its way
+        # there is sent again: it may have been refused for the same reason)
+        self.matched[address] = answer.last
+        self.sent.pop(address, None)
+        return False
+
+    def _answered_late(self, epoch: int, behind: list[str], i: int, answer) -> None:
+        """The answer of an append a round did not wait for (Fanout.late), heard: without
+        it a member that refused one would be sent only what follows, refused in turn,
+        for as long as it stays the slowest."""
+        if epoch != self.epoch:
+            return  # an earlier epoch's: my copy has changed since
+        address = behind[i]
+        if isinstance(answer, PeerUnreachable):
+            self.sent.pop(address, None)  # lost, maybe: sent again from where it matches
+        elif answer.epoch > epoch:
+            self.seen = max(self.seen, answer.epoch)  # my next round is refused by it too
+            self.sent.pop(address, None)
+        else:
+            self._took(address, answer)
 
     def send_copy(self, address: str) -> Op:
         """My copy to a node that is no member (the key's new owner: a node joined before
@@ -277,7 +314,10 @@ class Leader:
         matches mine (the last one, for a member I know nothing of); my checkpoint first
         if those are folded into it."""
         log = self.log
-        prev = min(self.matched.get(address, max(log.last - 1, log.base)), log.last)
+        prev = self.matched.get(address, max(log.last - 1, log.base))
+        # after what is on its way there: should that not arrive first, the member answers
+        # that it lacks what this follows, and takes it all again from its commit on
+        prev = min(max(prev, self.sent.get(address, prev)), log.last)
         request = pb.LogAppend(key=log.key, epoch=self.epoch, commit=log.committed)
         if prev < log.base:  # it lacks entries I folded: it takes my checkpoint
             request.checkpoint.CopyFrom(log.checkpoint)
