@@ -37,7 +37,8 @@ class Stream:
     ) -> None:
         self.subs = {s.id: s for s in subs}
         self.cursor = {s.id: nexts.get(s.id, 0) for s in subs}
-        self.ready: dict[int, None] = dict.fromkeys(s.id for s in subs if self._unsent(s))
+        self.ready: dict[int, None] = dict.fromkeys(self.subs)  # those with alerts to send:
+        self.ready = dict.fromkeys(i for i, (_, n) in zip(self.subs, self._unsent()) if n > 0)
         self.event = asyncio.Event()
         self.moved = False  # this node no longer serves one of its subscriptions
         # acknowledged by watermark: the stream's id, and per message sent and not yet
@@ -51,11 +52,23 @@ class Stream:
         """Of a stream acknowledged by watermark: its messages sent so far."""
         return self.acked + len(self.unacked)
 
-    def _start(self, sub: Subscription) -> int:
-        return max(self.cursor[sub.id], sub.span()[0])  # those below first were dropped
-
-    def _unsent(self, sub: Subscription) -> int:
-        return sub.span()[1] - self._start(sub)  # not those still being copied to replicas
+    def _unsent(self) -> list[tuple[int, int]]:
+        """Per subscription ready (still on the stream: else 0 to send), the number of its
+        first alert to send and how many it has to send: from its cursor (or its mailbox's
+        first: those below were dropped) to the first it may not send yet (not on every
+        replica). Read from a table of mailboxes at once where they are kept in one."""
+        subs = [self.subs.get(sub_id) for sub_id in self.ready]
+        table = subs[0].table if subs and subs[0] is not None else None
+        if table is not None and all(s is not None and s.table is table for s in subs):
+            firsts, nexts = table.spans(subs)
+            spans = zip(firsts, nexts)
+        else:
+            spans = ((0, 0) if s is None else s.span()[:2] for s in subs)
+        out = []
+        for sub_id, (first, shown) in zip(self.ready, spans):
+            start = max(self.cursor.get(sub_id, 0), first)
+            out.append((start, shown - start))
+        return out
 
     def wake(self, sub_id: int) -> None:
         self.ready[sub_id] = None
@@ -119,12 +132,10 @@ class Stream:
         """The alerts to send next, up to a message's worth: each subscription, the number
         of its first alert to send, and how many."""
         out, room = [], ALERTS_PER_MESSAGE
-        for sub_id in list(self.ready):
-            sub = self.subs.get(sub_id)
-            unsent = self._unsent(sub) if sub is not None else 0
+        for sub_id, (start, unsent) in zip(list(self.ready), self._unsent()):
             n = min(room, unsent)
             if n > 0:
-                out.append((sub, self._start(sub), n))
+                out.append((self.subs[sub_id], start, n))
                 room -= n
             if n >= unsent:
                 del self.ready[sub_id]
