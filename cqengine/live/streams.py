@@ -37,8 +37,7 @@ class Stream:
     ) -> None:
         self.subs = {s.id: s for s in subs}
         self.cursor = {s.id: nexts.get(s.id, 0) for s in subs}
-        self.ready: dict[int, None] = dict.fromkeys(self.subs)  # those with alerts to send:
-        self.ready = dict.fromkeys(i for i, (_, n) in zip(self.subs, self._unsent()) if n > 0)
+        self.ready: dict[int, None] = dict.fromkeys(s.id for s in subs if self._unsent(s)[1])
         self.event = asyncio.Event()
         self.moved = False  # this node no longer serves one of its subscriptions
         # acknowledged by watermark: the stream's id, and per message sent and not yet
@@ -52,23 +51,14 @@ class Stream:
         """Of a stream acknowledged by watermark: its messages sent so far."""
         return self.acked + len(self.unacked)
 
-    def _unsent(self) -> list[tuple[int, int]]:
-        """Per subscription ready (still on the stream: else 0 to send), the number of its
-        first alert to send and how many it has to send: from its cursor (or its mailbox's
-        first: those below were dropped) to the first it may not send yet (not on every
-        replica). Read from a table of mailboxes at once where they are kept in one."""
-        subs = [self.subs.get(sub_id) for sub_id in self.ready]
-        table = subs[0].table if subs and subs[0] is not None else None
-        if table is not None and all(s is not None and s.table is table for s in subs):
-            firsts, nexts = table.spans(subs)
-            spans = zip(firsts, nexts)
-        else:
-            spans = ((0, 0) if s is None else s.span()[:2] for s in subs)
-        out = []
-        for sub_id, (first, shown) in zip(self.ready, spans):
-            start = max(self.cursor.get(sub_id, 0), first)
-            out.append((start, shown - start))
-        return out
+    def _unsent(self, sub: Subscription) -> tuple[int, int]:
+        """The number of its first alert to send, and how many it has to send: from its
+        cursor (or its mailbox's first: those below were dropped) to the first it may not
+        send yet (not on every replica). Its mailbox's numbers read once (on the home log,
+        from its table: a lookup and two array items)."""
+        first, shown, _ = sub.span()
+        start = max(self.cursor[sub.id], first)
+        return start, shown - start
 
     def wake(self, sub_id: int) -> None:
         self.ready[sub_id] = None
@@ -132,10 +122,12 @@ class Stream:
         """The alerts to send next, up to a message's worth: each subscription, the number
         of its first alert to send, and how many."""
         out, room = [], ALERTS_PER_MESSAGE
-        for sub_id, (start, unsent) in zip(list(self.ready), self._unsent()):
+        for sub_id in list(self.ready):
+            sub = self.subs.get(sub_id)
+            start, unsent = self._unsent(sub) if sub is not None else (0, 0)
             n = min(room, unsent)
             if n > 0:
-                out.append((self.subs[sub_id], start, n))
+                out.append((sub, start, n))
                 room -= n
             if n >= unsent:
                 del self.ready[sub_id]

@@ -342,14 +342,7 @@ class AlertTable:
     def bounds(self, sub: Subscription) -> tuple[int, int]:
         """Its mailbox's first and next number."""
         row = self.row_of[sub.id]
-        return int(self.first[row]), int(self.next[row])
-
-    def spans(self, subs: Sequence[Subscription]) -> tuple[list[int], list[int]]:
-        """The first and next number of each of these subscriptions' mailboxes (all kept
-        here), at once: a stream asks for hundreds a message."""
-        row_of = self.row_of
-        rows = np.fromiter((row_of[s.id] for s in subs), dtype=np.int64, count=len(subs))
-        return self.first[rows].tolist(), self.next[rows].tolist()
+        return self.first.item(row), self.next.item(row)  # (item: a Python int at once)
 
     def waiting(self, sub: Subscription, start: int, end: int) -> list[AlertDoc]:
         """Its alerts numbered start .. end - 1 still waiting."""
