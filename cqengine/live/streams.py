@@ -17,7 +17,7 @@ import secrets
 from collections import deque
 from typing import Sequence
 
-from cqengine.core.mailboxes import Subscription, numbered_batch
+from cqengine.core.mailboxes import Subscription, numbered_batch, numbered_documents
 from cqengine.proto import cqengine_pb2 as pb
 
 ALERTS_PER_MESSAGE = 1_000  # alerts one message of a stream carries at most
@@ -67,15 +67,25 @@ class Stream:
     def message(self, waiting: list[tuple[Subscription, int, int]]) -> pb.AlertBatch:
         """The alerts waiting, each document once with the subscriptions it alerts, each
         alert with its sequence number: masked out of their table's columns at once where
-        they are all kept in one (a home on the log), else read mailbox by mailbox."""
-        table = waiting[0][0].table
-        if table is not None and all(sub.table is table for sub, _, _ in waiting):
-            return table.message(waiting)
-        return numbered_batch(
-            (sub.id, start + i, doc)
-            for sub, start, n in waiting
-            for i, doc in enumerate(sub.alerts(start, start + n))
-        )
+        they are kept in one (a home on the log), else read mailbox by mailbox."""
+        by_table: dict[int, list[tuple[Subscription, int, int]]] = {}
+        for w in waiting:
+            by_table.setdefault(id(w[0].table), []).append(w)
+        if len(by_table) == 1 and waiting[0][0].table is not None:
+            return waiting[0][0].table.message(waiting)  # the usual: one key's log
+        alerts = []
+        for part in by_table.values():
+            table = part[0][0].table
+            if table is None:
+                alerts += [
+                    (s.id, at + i, d)
+                    for s, at, n in part
+                    for i, d in enumerate(s.alerts(at, at + n))
+                ]
+            else:  # (a node leading several keys' logs: each table's masked at once)
+                for doc, ids, seqs in numbered_documents(table.message(part)):
+                    alerts += [(sub_id, seq, doc) for sub_id, seq in zip(ids, seqs)]
+        return numbered_batch(alerts)
 
     def next_message(self) -> pb.AlertBatch | None:
         """The next message, taken as sent; None when nothing waits (or, acknowledged by

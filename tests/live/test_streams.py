@@ -4,6 +4,7 @@ stream whose client does not acknowledge stops at STREAM_UNACKED messages."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -91,3 +92,38 @@ def test_a_watermark_beyond_what_was_sent_is_refused():
     else:
         raise AssertionError("an acknowledgement of a message not sent was taken")
     assert stream.acknowledged(1) == {sub.id: 1}
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 5), st.integers(0, 2)), max_size=40),
+    st.integers(1, 50),
+)
+def test_a_stream_over_two_logs_tables_and_a_mailbox_sends_every_alert_once(alerts, room):
+    """A node leading two keys' logs streams subscriptions of both (each key's mailboxes
+    kept as a table of columns) and one of a plain mailbox: its messages carry every alert
+    once, each subscription's in order of number, as the mailboxes one by one hold them."""
+    from cqengine.core.homelog.table import AlertTable
+    from cqengine.core.mailboxes import Subscriptions, alert_batch
+
+    subs = Subscriptions()
+    for i in range(6):
+        subs[i + 1] = Subscription(i + 1, b"", ["levee"], 1, "levee", key=1 + i // 3)
+    tables = {key: AlertTable(subs, 1 << 20) for key in (1, 2)}
+    expected: dict[int, list[tuple[int, str]]] = {}
+    for n, (i, _) in enumerate(alerts):
+        sub = subs[i + 1]
+        docno = f"D{n}"
+        if i == 5:  # the plain one
+            assert sub.mailbox.offer((docno, "", ""))
+        else:
+            tables[sub.key].offer(alert_batch([((docno, "", ""), [sub.id])]))
+        expected.setdefault(sub.id, []).append((len(expected.get(sub.id, [])), docno))
+    assert subs[1].table is not None or 1 not in expected
+    stream = Stream(list(subs.values()), {})
+    got: dict[int, list[tuple[int, str]]] = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(streams, "ALERTS_PER_MESSAGE", room)
+        while (message := stream.next_message()) is not None:
+            for a in unbatched(message):
+                got.setdefault(a.subscription_id, []).append((a.seq, a.docno))
+    assert got == expected
