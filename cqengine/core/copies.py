@@ -27,7 +27,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from cqengine.core import limits
+from cqengine.core import arrays, limits
 from cqengine.core.mailboxes import AlertDoc, Runs, Subscription, batch_documents, cost
 from cqengine.proto import cqengine_pb2 as pb
 
@@ -127,10 +127,7 @@ class Copies:
 
     def _rows(self, ids: np.ndarray) -> np.ndarray:
         """Each subscription's row in the table (-1: not in it)."""
-        if not len(self.ids):
-            return np.full(len(ids), -1, dtype=np.int64)
-        at = np.minimum(np.searchsorted(self.ids, ids), len(self.ids) - 1)
-        return np.where(self.ids[at] == ids, at, -1)
+        return arrays.places(self.ids, ids)
 
     def _make_table(self) -> None:
         """The table of the subscriptions here as they are now (every copy folded first)."""
@@ -186,12 +183,9 @@ class Copies:
             return ok
         i = np.flatnonzero(ok)
         order = i[np.lexsort((seqs[i], rows[i]))]
-        places = rows[order]
-        starts = np.ones(len(order), dtype=bool)
-        starts[1:] = places[1:] != places[:-1]
-        group = np.cumsum(starts) - 1
-        rank = np.arange(len(order)) - np.flatnonzero(starts)[group]
-        good = seqs[order] == self.next[places] + rank
+        at = rows[order]
+        group, rank = arrays.ranks(at)
+        good = seqs[order] == self.next[at] + rank
         whole = np.ones(group[-1] + 1, dtype=bool)
         np.logical_and.at(whole, group, good)
         ok[order] = whole[group]

@@ -30,7 +30,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from cqengine.core import limits
+from cqengine.core import arrays, limits
 from cqengine.core.mailboxes import (
     AlertDoc,
     Offered,
@@ -131,8 +131,8 @@ class AlertTable:
         known, rows = self._sorted
         if not len(known):
             return np.full(len(ids), -1, dtype=np.int64)
-        at = np.minimum(np.searchsorted(known, ids), len(known) - 1)
-        return np.where(known[at] == ids, rows[at], -1)
+        at = arrays.places(known, ids)
+        return np.where(at >= 0, rows[at], -1)
 
     def release(self, sub: Subscription) -> None:
         """Someone reads this subscription's mailbox: its row is folded into it (as
@@ -276,10 +276,7 @@ class AlertTable:
         next."""
         order = np.argsort(rows, kind="stable")
         ranked = rows[order]
-        starts = np.ones(len(order), dtype=bool)
-        starts[1:] = ranked[1:] != ranked[:-1]
-        group = np.cumsum(starts) - 1
-        rank = np.arange(len(order)) - np.flatnonzero(starts)[group]
+        _, rank = arrays.ranks(ranked)
         seqs = np.empty(len(rows), dtype=np.int64)
         seqs[order] = self.next[ranked] + rank
         np.add.at(self.next, rows, 1)
