@@ -22,8 +22,8 @@ import importlib.metadata
 from dataclasses import dataclass
 
 # what this release speaks (2: versions named, tombstone ages, incarnations; 3: a QN's
-# matches as columns)
-PROTOCOL = 3
+# matches as columns; 4: a home's log names its subscriptions by row)
+PROTOCOL = 4
 OLDEST = 1  # the oldest it talks to (1: the releases before versions were named)
 HEADER = "cqengine-protocol"  # "SPEAKS-OLDEST", on every call between nodes
 OF_ANOTHER_VERSION = "another protocol version"  # how such a refusal's details begin
@@ -34,7 +34,9 @@ OF_ANOTHER_VERSION = "another protocol version"  # how such a refusal's details 
 # does what it did before (a tombstone's stamp beside its age, a batch's incarnation read as
 # an earlier life's). Protocol 3 brought "columns": a QN reports its matches to the DN as
 # packed columns (MatchedRequest.subscriptions...), which a node of 2 would read as none.
-FEATURES: dict[str, int] = {"columns": 3}
+# Protocol 4 brought "rows": a home key's log names its subscriptions by row in its
+# entries (cqengine.core.homelog.rows), which a member of 3 would read as no alerts.
+FEATURES: dict[str, int] = {"columns": 3, "rows": 4}
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from cqengine.core import limits
 from cqengine.core.context import Context
 from cqengine.core.errors import MINORITY, EngineError
 from cqengine.core.homelog.homes import Held, HomeLogs, Moved
+from cqengine.core.homelog.rows import Rows
 from cqengine.core.mailboxes import Mailbox, Runs, Subscription, numbered_runs, offer_batch
 from cqengine.core.stats import Histogram
 from cqengine.proto import cqengine_pb2 as pb
@@ -50,23 +51,17 @@ class Home:
         return self._delivered(batch)
 
     def _logged(self, batch: pb.AlertBatch) -> Op:
-        """The batch appended to its home key's log as it came (DN hints aside); its
-        alerts numbered once it is committed (`_applied`)."""
+        """The batch appended to its home key's log as it came (DN hints aside; its
+        subscriptions named by row where the log may: homelog.rows); its alerts numbered
+        once it is committed (`_applied`)."""
         assert self.logs is not None
-        entry = pb.LogEntry(kind=pb.LOG_DELIVER)
-        if batch.owner or batch.home:
-            plain = pb.AlertBatch()
-            plain.CopyFrom(batch)
-            plain.ClearField("owner")
-            plain.ClearField("home")
-            batch = plain
-        entry.data = batch.SerializeToString()
+        alerts = len(batch.subscription_ids)
         try:
-            yield from self.logs.append(batch.home_id, [entry])
+            yield from self.logs.append(batch.home_id, lambda rows: [_deliver_entry(batch, rows)])
         except Moved:
             return pb.DeliverReply(moved=True)
         except Held:
-            self.ctx.count("alerts_held", len(batch.subscription_ids))
+            self.ctx.count("alerts_held", alerts)
             return pb.DeliverReply(held=True)
         return pb.DeliverReply()
 
@@ -120,9 +115,10 @@ class Home:
                 acked.subscription_ids.append(sub.id)
                 acked.firsts.append(first)
         for key, acked in sorted(by_key.items()):
-            entry = pb.LogEntry(kind=pb.LOG_ACKS, data=acked.SerializeToString())
             try:
-                yield from self.logs.append(key, [entry], limits.ACK_LINGER)
+                yield from self.logs.append(
+                    key, lambda rows, acked=acked: [_acks_entry(acked, rows)], limits.ACK_LINGER
+                )
             except Held:
                 raise EngineError("UNAVAILABLE", MINORITY) from None
             except Moved:
@@ -243,3 +239,28 @@ def _without(runs: Runs, gone: set[int]) -> Runs:
         if kept:
             out.append((doc, [s for s, _ in kept], [q for _, q in kept]))
     return out
+
+
+def _deliver_entry(batch: pb.AlertBatch, rows: Rows | None) -> pb.LogEntry:
+    """A DN's batch as its log's entry: without the DN's hints (owner, home), its
+    subscriptions by row if `rows` names every one (a subscription made since that entry
+    waits to be applied: by id)."""
+    named = rows.rows_of(batch.subscription_ids) if rows is not None else None
+    if named is not None or batch.owner or batch.home:
+        plain = pb.AlertBatch()
+        plain.CopyFrom(batch)  # (the DN's own message: it may keep it, to try again)
+        plain.ClearField("owner")
+        plain.ClearField("home")
+        if named is not None:
+            plain.ClearField("subscription_ids")
+            plain.rows.extend(named.tolist())
+        batch = plain
+    return pb.LogEntry(kind=pb.LOG_DELIVER, data=batch.SerializeToString())
+
+
+def _acks_entry(acked: pb.Acknowledged, rows: Rows | None) -> pb.LogEntry:
+    """Acknowledgements as their log's entry, by row if `rows` names every one."""
+    named = rows.rows_of(acked.subscription_ids) if rows is not None else None
+    if named is not None:
+        acked = pb.Acknowledged(rows=named.tolist(), firsts=acked.firsts)
+    return pb.LogEntry(kind=pb.LOG_ACKS, data=acked.SerializeToString())

@@ -9,28 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
+from support.homelog import DOCNOS, LIMIT_BYTES, SUBS, entry, state
 
 from cqengine.core import limits
 from cqengine.core.homelog.derive import Derived
 from cqengine.core.mailboxes import Mailbox, Subscription, alert_batch, offer_batch
 from cqengine.proto import cqengine_pb2 as pb
-
-LIMIT_BYTES = 8  # small: mailboxes overflow often (a document here weighs 2 or 3 bytes)
-SUBS = list(range(1, 7))
-DOCNOS = [f"d{i}" for i in range(12)]  # few: documents come again
-
-
-def entry(kind, message) -> pb.LogEntry:
-    return pb.LogEntry(epoch=1, kind=kind, data=message.SerializeToString())
-
-
-def state(derived: Derived) -> dict:
-    """Everything that decides a number, by subscription."""
-    return {
-        s: (b.first, b.next, list(b.queue), sorted(b.seen), list(b.acked))
-        for s, b in ((s, sub.mailbox) for s, sub in sorted(derived.subscriptions.items()))
-    }
-
 
 operation = st.one_of(
     st.tuples(st.just("subscribe"), st.sampled_from(SUBS)),

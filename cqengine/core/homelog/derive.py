@@ -14,7 +14,10 @@ from __future__ import annotations
 from collections import deque
 from typing import MutableMapping
 
+import numpy as np
+
 from cqengine.core import limits
+from cqengine.core.homelog.rows import Rows
 from cqengine.core.homelog.table import AlertTable
 from cqengine.core.mailboxes import (
     Runs,
@@ -44,6 +47,7 @@ class Derived:
         self.repeated = 0  # alerts of documents their mailboxes had already
         self.accepted = 0.0  # the last batch applied: when its DN accepted it (0: unknown)
         self.table = AlertTable(self.subscriptions, limit_bytes)  # the mailboxes, numbered
+        self.rows = Rows()  # how the entries name the log's subscriptions (homelog.rows)
 
     def apply(self, position: int, entry: pb.LogEntry) -> Runs:
         """The entry at the next position, applied; the alerts it numbered."""
@@ -55,15 +59,20 @@ class Derived:
             return self._deliver(pb.AlertBatch.FromString(entry.data))
         if kind == pb.LOG_ACKS:
             acked = pb.Acknowledged.FromString(entry.data)
-            self.table.acknowledge(acked.subscription_ids, acked.firsts)
+            ids = self.rows.ids_of(acked.rows).tolist() if acked.rows else acked.subscription_ids
+            self.table.acknowledge(ids, acked.firsts)
         elif kind == pb.LOG_SUBSCRIBE:
             record = pb.HomeRecord.FromString(entry.data)
             if record.subscription_id not in self.subscriptions:
                 self.subscriptions[record.subscription_id] = subscription_of(record)
+            self.rows.subscribed(record.subscription_id)
         elif kind == pb.LOG_UNSUBSCRIBE:
             sub_id = pb.HomeRecord.FromString(entry.data).subscription_id
             self.table.forget(sub_id)  # its mailbox goes with it: not folded
             self.subscriptions.pop(sub_id, None)
+            self.rows.unsubscribed(sub_id)
+        elif kind == pb.LOG_ROWS:
+            self.rows.take()
         return []
 
     def _deliver(self, batch: pb.AlertBatch) -> Runs:
@@ -71,7 +80,11 @@ class Derived:
         numbered in columns: cqengine.core.homelog.table); a subscription not (or no
         longer) subscribed at this point of the log takes none."""
         self.accepted = batch.accepted
-        offered = self.table.offer(batch)
+        if batch.rows:
+            ids = self.rows.ids_of(batch.rows)
+        else:
+            ids = np.array(batch.subscription_ids, dtype=np.uint64)
+        offered = self.table.offer(batch, ids)
         self.dropped += offered.dropped
         self.repeated += offered.repeated
         return offered.runs
@@ -82,7 +95,9 @@ class Derived:
         `key` only, where the mapping is a node's, shared by the logs it leads."""
         subs = self.subscriptions
         homes = [home_record(subs[s]) for s in sorted(subs) if key is None or subs[s].key == key]
-        return pb.LogCheckpoint(position=self.position, homes=homes)
+        for record in homes:
+            record.row = self.rows.row_of.get(record.subscription_id, 0)
+        return pb.LogCheckpoint(position=self.position, homes=homes, next_row=self.rows.next)
 
     @classmethod
     def restore(
@@ -104,4 +119,7 @@ class Derived:
             box.acked = deque(record.seen, maxlen=limits.SEEN_KEPT)
             box.seen.update(record.seen)
             derived.subscriptions[sub.id] = sub
+        derived.rows.restored(
+            checkpoint.next_row, ((r.subscription_id, r.row) for r in checkpoint.homes)
+        )
         return derived

@@ -19,9 +19,11 @@ from chord.ids import MASK
 from chord.node import Call, Fanout, Op, Pause
 from cqengine.core import limits
 from cqengine.core.context import Context
+from cqengine.core.homelog import rows
 from cqengine.core.homelog.derive import Derived
 from cqengine.core.homelog.leader import Leader, NoMajority, Superseded
 from cqengine.core.homelog.log import Log
+from cqengine.core.homelog.rows import Rows
 from cqengine.core.mailboxes import Runs
 from cqengine.proto import cqengine_pb2 as pb
 
@@ -33,6 +35,19 @@ START_POLL = 0.05  # s between two looks at it
 QUORUM_WINDOW = 4  # reconcile periods a leader leads on unanswered by a majority
 GROUP_WAIT = 0.001  # s between two looks at a round of appends on its way
 LINGER_POLL = 0.005  # s between two looks for a round to ride with
+
+
+Compose = Callable[[Rows | None], list[pb.LogEntry]]  # entries, naming rows if given
+Entries = list[pb.LogEntry] | Compose
+
+
+def _rows_change(derived: Derived, log_: Log) -> bool:
+    """Is an entry that changes the log's rows appended but not applied yet (or might
+    one be: too many to look through)?"""
+    if derived.position < log_.base or log_.last - derived.position > rows.SCANNED:
+        return True
+    after = range(derived.position + 1, log_.last + 1)
+    return any(log_.entry(p).kind in rows.CHANGES_ROWS for p in after)
 
 
 class Held(Exception):
@@ -243,11 +258,13 @@ class HomeLogs:
             raise Moved(str(superseded))
         return leader
 
-    def append(self, key: int, entries: list[pb.LogEntry], linger: float = 0.0) -> Op:
+    def append(self, key: int, entries: Entries, linger: float = 0.0) -> Op:
         """Append entries to the log of a key I serve; once committed, they are applied.
         Moved or Held (they may yet commit, with a later entry: applied then). `linger`:
         seconds the entries may wait for a round another append starts (acknowledgements
         ride with the next Deliver batch's round, rather than make one of their own).
+        `entries` may be made once I lead, given the log's rows if they may name
+        subscriptions by row (`_composed`).
 
         Group commit: one round of appends to the members is on its way per key at a
         time. Entries appended meanwhile wait for it, and go together in the next round
@@ -255,6 +272,8 @@ class HomeLogs:
         own round would be a message to every member each)."""
         leader = yield from self.lead(key)
         log_ = leader.log
+        if callable(entries):  # (no pause from here to extend: the rows stay as read)
+            entries = self._composed(key, entries)
         for entry in entries:
             entry.epoch = leader.epoch
         log_.extend(entries)
@@ -281,6 +300,19 @@ class HomeLogs:
                 self.apply(key)
             if log_.committed < end:  # they wait in my copy: a later round may commit them
                 raise Held(f"position {end} is not held by a majority of {leader.members}")
+
+    def _composed(self, key: int, compose: Compose) -> list[pb.LogEntry]:
+        """The entries `compose` makes, given the key's rows if they may name its
+        subscriptions by row now (cqengine.core.homelog.rows): on a ring whose every node
+        speaks protocol 4, after the log's LOG_ROWS, and while no entry that changes the
+        rows waits to be applied here (so the rows read are those the entries are applied
+        with). A log without rows takes its LOG_ROWS first."""
+        derived, log_ = self.derived.get(key), self.logs[key]
+        if derived is None or not self.ctx.chord.uses("rows") or _rows_change(derived, log_):
+            return compose(None)
+        if derived.rows.taken:
+            return compose(derived.rows)
+        return [pb.LogEntry(kind=pb.LOG_ROWS), *compose(None)]
 
     def apply(self, key: int) -> None:
         """The key's committed entries not yet applied here, applied in order."""

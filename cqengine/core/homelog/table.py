@@ -180,11 +180,13 @@ class AlertTable:
 
     # ---- numbering -------------------------------------------------------------------
 
-    def offer(self, batch: pb.AlertBatch) -> Offered:
+    def offer(self, batch: pb.AlertBatch, ids: np.ndarray | None = None) -> Offered:
         """A DN's alert batch into the mailboxes, numbered as `offer_batch` numbers it:
-        the plain rows at once, the others alert by alert in their mailboxes."""
+        the plain rows at once, the others alert by alert in their mailboxes. `ids`: its
+        alerts' subscriptions, where the entry names them by row (homelog.rows)."""
         docs = batch_documents(batch)
-        ids = np.array(batch.subscription_ids, dtype=np.uint64)
+        if ids is None:
+            ids = np.array(batch.subscription_ids, dtype=np.uint64)
         counts = np.array(batch.counts or [len(ids)], dtype=np.int64)
         doc_of = np.repeat(np.arange(len(docs), dtype=np.int64), counts)
         rows = self._rows_joining(ids)
