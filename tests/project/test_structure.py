@@ -128,7 +128,9 @@ def io_calls(text: str) -> list[str]:
 
 
 def core_modules() -> list[Path]:
-    return sorted((ROOT / "cqengine" / "core").glob("*.py")) + [
+    """The I/O-free core: cqengine/core and its packages (the home's log among them), and
+    chord's protocol modules."""
+    return sorted((ROOT / "cqengine" / "core").rglob("*.py")) + [
         ROOT / "chord" / name for name in CHORD_PROTOCOL
     ]
 

@@ -273,7 +273,7 @@ class HomeLogs:
         leader = yield from self.lead(key)
         log_ = leader.log
         if callable(entries):  # (no pause from here to extend: the rows stay as read)
-            entries = self._composed(key, entries)
+            entries = self._composed(key, log_, entries)
         for entry in entries:
             entry.epoch = leader.epoch
         log_.extend(entries)
@@ -301,13 +301,13 @@ class HomeLogs:
             if log_.committed < end:  # they wait in my copy: a later round may commit them
                 raise Held(f"position {end} is not held by a majority of {leader.members}")
 
-    def _composed(self, key: int, compose: Compose) -> list[pb.LogEntry]:
+    def _composed(self, key: int, log_: Log, compose: Compose) -> list[pb.LogEntry]:
         """The entries `compose` makes, given the key's rows if they may name its
         subscriptions by row now (cqengine.core.homelog.rows): on a ring whose every node
         speaks protocol 4, after the log's LOG_ROWS, and while no entry that changes the
         rows waits to be applied here (so the rows read are those the entries are applied
         with). A log without rows takes its LOG_ROWS first."""
-        derived, log_ = self.derived.get(key), self.logs[key]
+        derived = self.derived.get(key)
         if derived is None or not self.ctx.chord.uses("rows") or _rows_change(derived, log_):
             return compose(None)
         if derived.rows.taken:
