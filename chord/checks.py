@@ -10,7 +10,8 @@ ring changes always passes.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from chord.ids import BITS
 from chord.messages import items_from_pb

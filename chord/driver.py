@@ -18,9 +18,10 @@ that peer failing the call, PeerFailed, as a live node's answer with an error st
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from functools import partial
 from inspect import isawaitable
-from typing import Any, Callable
+from typing import Any
 
 from chord.meter import Meter, charged
 from chord.node import (

@@ -11,7 +11,7 @@ import logging
 import time
 import traceback
 from collections import Counter, OrderedDict
-from typing import Callable
+from collections.abc import Callable
 
 import grpc
 

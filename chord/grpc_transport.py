@@ -10,9 +10,10 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from inspect import isgenerator
-from typing import Any, Awaitable, Callable, Iterable
+from typing import Any
 
 import grpc
 from google.protobuf.descriptor import ServiceDescriptor
@@ -119,7 +120,7 @@ class RoundTrip:
     heard: float
 
     @classmethod
-    def first(cls, sample: float, now: float) -> "RoundTrip":
+    def first(cls, sample: float, now: float) -> RoundTrip:
         return cls(sample, sample / 2, now)
 
     def add(self, sample: float, now: float) -> None:

@@ -12,8 +12,8 @@ system's clocks (chord.live); the simulator lends its queue and a virtual clock
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from chord.node import Op
 

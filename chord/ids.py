@@ -49,7 +49,7 @@ def in_open_closed(x: int, a: int, b: int) -> bool:
 def in_open(x: int, a: int, b: int) -> bool:
     """x in (a, b) clockwise; when a == b the interval is the circle minus a."""
     d = distance(a, x)
-    return 0 < d and (a == b or d < distance(a, b))
+    return d > 0 and (a == b or d < distance(a, b))
 
 
 def finger_start(node_id: int, i: int) -> int:

@@ -38,7 +38,7 @@ class Ledger:
                 out.bytes += c.bytes
         return out
 
-    def merge(self, other: "Ledger") -> None:
+    def merge(self, other: Ledger) -> None:
         for kind, c in other.snapshot().items():
             with self._lock:
                 mine = self._counts[kind]

@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import grpc
 

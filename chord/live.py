@@ -11,15 +11,17 @@ state for a restart).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import secrets
 import signal
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from inspect import isgenerator
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -61,7 +63,7 @@ class Limits:
     client_rate: float = 1000.0  # client API calls a second from one client (0: unlimited)
     client_burst: int = 2000  # calls one client may make at once above its rate
 
-    def check(self) -> "Limits":
+    def check(self) -> Limits:
         if self.channels < 1 or self.background < 1 or self.client_rate < 0:
             raise StartupError("limits: channels and background tasks must be at least 1")
         if self.client_rate and self.client_burst < 1:
@@ -336,10 +338,8 @@ class LiveNode:
     async def _every(self, make_op, period: float) -> None:
         rng = random.Random(self.me.id ^ hash(make_op.__name__))
         while not self._stopping.is_set():
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), period * rng.uniform(0.5, 1.5))
-            except asyncio.TimeoutError:
-                pass
             if self._stopping.is_set():
                 return
             try:
@@ -376,7 +376,7 @@ class LiveNode:
     async def _leaving(self) -> None:
         try:
             await asyncio.wait_for(self.run_op(self.app.leaving()), LEAVING_WAIT)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.warning("leave: handing on took over %.0f s; leaving all the same", LEAVING_WAIT)
         except Exception:  # the node still leaves
             log.exception("leave: handing on failed; leaving all the same")

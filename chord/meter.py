@@ -23,9 +23,10 @@ import os
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, TypeVar
 
 UNMETERED = "unmetered"  # the process's CPU time no account holds (on the loop's thread)
 UNMETERED_GRPC = "unmetered grpc threads"  # gRPC's own threads: sockets, TLS, timers

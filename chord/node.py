@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import Any, Callable, Generator, NamedTuple
+from collections.abc import Callable, Generator
+from typing import Any, NamedTuple
 
 from chord import checks, floor, versions
 from chord.floor import Floor

@@ -9,7 +9,7 @@ failure says which property broke.
 from __future__ import annotations
 
 import bisect
-from typing import Iterable
+from collections.abc import Iterable
 
 from chord.ids import BITS, distance, finger_start
 from chord.routing import NodeRef, RoutingTable

@@ -8,8 +8,9 @@ neighbour. Lookups use the same rule, so an announcement travels the path a look
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, TypeVar
+from typing import TypeVar
 
 import numpy as np
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import random
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from chord.host import Host
 from chord.ids import hash_id

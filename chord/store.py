@@ -9,7 +9,8 @@ keep its inverted lists as parsed entries.
 from __future__ import annotations
 
 import bisect
-from typing import Any, Callable, Generic, Iterable, Protocol, TypeVar
+from collections.abc import Callable, Iterable
+from typing import Any, Generic, Protocol, TypeVar
 
 from chord.ids import distance
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import socket
 import ssl
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
 
 import grpc
 from cryptography import x509
@@ -37,7 +37,7 @@ class Credentials:
     key: bytes
 
     @classmethod
-    def load(cls, directory: Path, name: str) -> "Credentials":
+    def load(cls, directory: Path, name: str) -> Credentials:
         """`directory`'s ca.pem, NAME.pem and NAME-key.pem."""
         files = [directory / "ca.pem", directory / f"{name}.pem", directory / f"{name}-key.pem"]
         for f in files:
@@ -148,9 +148,11 @@ def speaks_tls(address: str, timeout: float = 1.0) -> bool:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as raw:
-            with context.wrap_socket(raw, do_handshake_on_connect=False) as tls:
-                tls.do_handshake()
+        with (
+            socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as raw,
+            context.wrap_socket(raw, do_handshake_on_connect=False) as tls,
+        ):
+            tls.do_handshake()
         return True
     except ssl.SSLError as e:
         return "ALERT" in (e.reason or "")

@@ -8,8 +8,9 @@ handler never shares an object with its caller.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from inspect import isgenerator
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from chord.driver import drive
 from chord.ledger import Ledger, LocalLedger

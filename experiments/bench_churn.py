@@ -33,6 +33,7 @@ Writes experiments/results/bench_churn.json.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import random
@@ -460,10 +461,8 @@ def churn(name: str, args, live: Live, docs, queries, rng: random.Random) -> dic
 def signal_node(entry: NodeEntry, sig: signal.Signals) -> None:
     import os
 
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(entry.pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,6 +25,7 @@ Writes experiments/results/NAME.json.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
@@ -107,7 +108,8 @@ def start_console(ring_path: Path, port: int, log: Path, args: list[str] = ()):
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 stop(proc)
-                raise RuntimeError(f"the console did not start: {log.read_text()[-500:]}")
+                tail = log.read_text()[-500:]
+                raise RuntimeError(f"the console did not start: {tail}") from None
             time.sleep(0.1)
 
 
@@ -116,10 +118,8 @@ def stop(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(5)
     except (ProcessLookupError, subprocess.TimeoutExpired):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     proc.wait()
 
 

@@ -103,7 +103,7 @@ class Scenario:
             with open(self.logs / f"node-{address}.log", "ab") as log:
                 self.procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT))
             if i == 0:
-                wait("the first node", lambda: a0("serving", address, self.tls), 30)
+                wait("the first node", lambda a=address: a0("serving", a, self.tls), 30)
         self.one_ring(self.nodes, "the ring to form")
         wait(
             "every range to have its copies",

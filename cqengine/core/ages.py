@@ -15,8 +15,8 @@ tombstones by the step, at most to their whole life.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from cqengine.core import limits
 from cqengine.proto import cqengine_pb2 as pb

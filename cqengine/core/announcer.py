@@ -12,7 +12,7 @@ part, so the DN knows when the shares are back whole.
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

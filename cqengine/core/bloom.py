@@ -7,8 +7,8 @@ hashes at the cost of one.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import lru_cache
-from typing import Iterable
 
 import mmh3
 import numpy as np
@@ -74,7 +74,7 @@ class BloomFilter:
             )
 
     @classmethod
-    def of(cls, term_ids: Iterable[int], bits: int = 1024, hashes: int = 5) -> "BloomFilter":
+    def of(cls, term_ids: Iterable[int], bits: int = 1024, hashes: int = 5) -> BloomFilter:
         """The filter holding these ids (what adding each gives), its bits set at once."""
         cls._check(bits, hashes)  # before the bits are laid out
         on = np.zeros(bits, dtype=bool)

@@ -12,7 +12,8 @@ message) and analyzes no text, since a simulated ring runs them on every message
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from google.protobuf.message import DecodeError

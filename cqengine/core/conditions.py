@@ -12,8 +12,8 @@ phrase left is asked. Each part (a QN's document) asks each id and phrase once.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 

@@ -12,8 +12,8 @@ through it.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Callable
 
 from chord.host import Host
 from chord.ids import MASK, distance, in_open_closed

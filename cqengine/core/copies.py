@@ -23,7 +23,7 @@ mailboxes, the same memory of documents seen (tests/core/test_copies.py holds it
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 

@@ -16,7 +16,7 @@ counted lost.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Callable
+from collections.abc import Callable
 
 from chord.node import Call, Op, PeerFailed, PeerUnreachable
 from cqengine.core import limits

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Callable, Sequence
 
 from chord.ids import distance
 from chord.node import Call, Op, PeerUnreachable

@@ -10,8 +10,8 @@ is kept the same way, so that this node answers for it should it take the batch 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 

@@ -28,9 +28,9 @@ Time is each node's own `host.now`: only durations cross the wire, so clocks nee
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import chain
-from typing import Iterable
 
 import numpy as np
 

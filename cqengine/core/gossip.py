@@ -11,7 +11,7 @@ key still finds them (the home takes a second alert of the same document once).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from chord.node import Call, Op, PeerUnreachable
 from chord.routing import NodeRef

@@ -14,8 +14,8 @@ alert, and a home without a majority of its log's members numbers nothing.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from inspect import isgenerator
-from typing import Callable, Sequence
 
 from chord.node import Call, Op, PeerUnreachable
 from chord.proto import chord_pb2 as chord_pb

@@ -9,7 +9,7 @@ saw counts as rarest); SAP-MHI takes the first term in id order that is not popu
 from __future__ import annotations
 
 import random
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 STRATEGIES = ("ri", "oi", "mhi", "sap-mhi")
 

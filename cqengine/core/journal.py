@@ -11,7 +11,8 @@ their mailboxes, which are derived from the logs again (cqengine.core.homelog).
 
 from __future__ import annotations
 
-from typing import Iterable, Protocol
+from collections.abc import Iterable
+from typing import Protocol
 
 from cqengine.core.homelog.log import Log
 from cqengine.core.mailboxes import AlertDoc, Subscription

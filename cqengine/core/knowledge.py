@@ -16,10 +16,10 @@ id it knows to be present need not be asked about in resolution.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import chain
-from typing import Sequence
 
 import numpy as np
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import hashlib
 from collections import deque
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import chain, islice
-from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 from cqengine.core import limits
 from cqengine.proto import cqengine_pb2 as pb

@@ -11,7 +11,7 @@ it is smaller for (a few lone matches: each run costs its length, document and h
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from cqengine.proto import cqengine_pb2 as pb
 

@@ -17,7 +17,8 @@ mailboxes, from which the live shell streams them.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from chord import versions
 from chord.host import Host
@@ -74,7 +75,7 @@ class EngineNode:
         hold: float = 0.0,
         observer: Observer | None = None,
         journal: Journal | None = None,
-        gather: Callable[["EngineNode", Heard], None] | None = None,
+        gather: Callable[[EngineNode, Heard], None] | None = None,
         stamped: bool = False,
     ) -> None:
         """`hold`: seconds at most a DN holds the matches reported for a batch of its own

@@ -20,8 +20,8 @@ from __future__ import annotations
 import hmac
 import secrets
 from bisect import bisect_right
+from collections.abc import Callable, Sequence
 from inspect import isgenerator
-from typing import Callable, Sequence
 
 from chord.node import Call, Op, PeerUnreachable
 from chord.routing import NodeRef

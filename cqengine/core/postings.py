@@ -18,9 +18,9 @@ be forked for many runs, every key's at once: cqengine.evaluation.rings).
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -149,11 +149,11 @@ class Block:
     @classmethod
     def of(
         cls, entries: Sequence[pb.QueryEntry], rarity: Rarity | None = None, merge: bool = True
-    ) -> "Block":
+    ) -> Block:
         return cls.of_rows(objects(entries), [ask_order(e, rarity) for e in entries], merge)
 
     @classmethod
-    def of_rows(cls, entries: np.ndarray, rows: list[list[int]], merge: bool = True) -> "Block":
+    def of_rows(cls, entries: np.ndarray, rows: list[list[int]], merge: bool = True) -> Block:
         """The block of these entries, whose term ids in asking order are `rows`; those
         alike merged, unless not to `merge`."""
         members = None
@@ -172,7 +172,7 @@ class Block:
         return cls(entries, terms, codes, members=members)
 
     @classmethod
-    def concat(cls, blocks: Sequence["Block"]) -> "Block":
+    def concat(cls, blocks: Sequence[Block]) -> Block:
         if len(blocks) == 1:
             return blocks[0]
         if any(b.groups is not None for b in blocks):
@@ -198,7 +198,7 @@ class Block:
             merged._subscriptions = b"".join(b._subscriptions for b in blocks)
         return merged
 
-    def select(self, keep: np.ndarray) -> "Block":
+    def select(self, keep: np.ndarray) -> Block:
         """The queries a boolean mask keeps (the terms stay: a superset is harmless)."""
         members = None if self.members is None else self.members[keep]
         groups = None if self.groups is None else self.groups[keep]

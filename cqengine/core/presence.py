@@ -16,7 +16,7 @@ pass the join check, so this is a malformed message) is refused by the checks.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -13,9 +13,10 @@ whose DN fails loses those documents' alerts, counted.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import groupby
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -25,8 +25,8 @@ With R = 1 the store is the paper's: entries move with ownership and nothing els
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -66,7 +66,7 @@ class Rank:
     version: int
     deleted: bool
 
-    def __lt__(self, other: "Rank") -> bool:
+    def __lt__(self, other: Rank) -> bool:
         return (self.version, self.deleted) < (other.version, other.deleted)
 
 
@@ -320,7 +320,7 @@ class RecordStore:
                 yield (key, sub_id, True, 0, 0), None
 
     def home_records(self, lo: int, hi: int) -> Iterator[pb.HomeRecord]:
-        for (key, sub_id, _, _, _), sub in self.homes_in(lo, hi):
+        for (_key, sub_id, _, _, _), sub in self.homes_in(lo, hi):
             if sub is not None:
                 yield home_record(sub)
             else:

@@ -14,8 +14,8 @@ node for any more are collected.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from itertools import repeat
-from typing import Callable
 
 from chord.node import Call, Fanout, Op, PeerUnreachable
 from chord.routing import NodeRef

@@ -23,7 +23,7 @@ queries there. Only the queries left after it are resolved whole (`Rounds`).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -306,7 +306,7 @@ class Resolver:
     @classmethod
     def knowing(
         cls, parts: Sequence[tuple[Sequence[Block], Knowledge]], batch: int = 1
-    ) -> "Resolver":
+    ) -> Resolver:
         """Parts as QNs hold them: a QN's inverted lists under a document's local ids, in
         key order (InvertedIndex.lists), and what it knows of the document; a part's terms
         are its lists' merged (for all parts by one sort), its candidates its queries

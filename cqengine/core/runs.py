@@ -11,9 +11,10 @@ document from its runs is cqengine.core.knowledge.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Callable, Hashable, Iterable, Sequence, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
@@ -31,12 +32,12 @@ class Run:
     succ: list[int] = field(default_factory=list)
 
     @classmethod
-    def whole(cls, sorted_ids: Sequence[int]) -> "Run":
+    def whole(cls, sorted_ids: Sequence[int]) -> Run:
         """The document as one run: what the publishing node starts from."""
         return cls(list(sorted_ids), prev=sorted_ids[-1], next=sorted_ids[0])
 
     @classmethod
-    def from_pb(cls, r: pb.Run) -> "Run":
+    def from_pb(cls, r: pb.Run) -> Run:
         return cls(list(r.ids), r.prev, r.next, list(r.succ))
 
 

@@ -102,7 +102,7 @@ class Settings:
         "log_members",
     )
 
-    def validate(self) -> "Settings":
+    def validate(self) -> Settings:
         if self.strategy not in STRATEGIES:
             raise SettingsError(
                 f"unknown strategy {self.strategy!r}; choose one of {', '.join(STRATEGIES)}"
@@ -126,7 +126,7 @@ class Settings:
         if self.strategy == "oi" and self.df is None:
             raise SettingsError("strategy oi indexes by document frequency: give --stats FILE")
         if (
-            not 1 <= self.synopsis_k
+            not self.synopsis_k >= 1
             or not 1 <= self.synopsis_y <= 64
             or not 1 <= self.synopsis_hashes <= 16
         ):
@@ -190,7 +190,7 @@ class Settings:
         return config
 
     @classmethod
-    def from_pb(cls, msg: pb.EngineConfig) -> "Settings":
+    def from_pb(cls, msg: pb.EngineConfig) -> Settings:
         wire = {name: getattr(msg, name) for name in cls.WIRE}
         wire["max_alternatives"] = msg.max_alternatives or MAX_ALTERNATIVES  # an older node's
         return cls(

@@ -4,7 +4,7 @@ has in flight, and a digest of its state that a call changing nothing leaves as 
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import mmh3
 

@@ -16,8 +16,8 @@ Python object and a hash call per record.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import numpy as np
 
@@ -68,7 +68,7 @@ class Entries:
     deleted: np.ndarray
 
     @classmethod
-    def of(cls, rows: list[tuple[int, int, int, bool]]) -> "Entries":
+    def of(cls, rows: list[tuple[int, int, int, bool]]) -> Entries:
         return cls(
             _u64(r[0] for r in rows),
             _u64(r[1] for r in rows),
@@ -79,7 +79,7 @@ class Entries:
     def hashes(self) -> np.ndarray:
         return _hash(self.keys, self.subs, self.versions, self.deleted)
 
-    def plus(self, other: "Entries") -> "Entries":
+    def plus(self, other: Entries) -> Entries:
         if not len(other.keys):
             return self
         return Entries(*(np.concatenate(c) for c in zip(self.columns(), other.columns())))
@@ -87,7 +87,7 @@ class Entries:
     def columns(self) -> tuple[np.ndarray, ...]:
         return self.keys, self.subs, self.versions, self.deleted
 
-    def where(self, mask: np.ndarray) -> "Entries":
+    def where(self, mask: np.ndarray) -> Entries:
         return Entries(self.keys[mask], self.subs[mask], self.versions[mask], self.deleted[mask])
 
     def ranks(self) -> dict[tuple[int, int], tuple[int, bool]]:
@@ -115,7 +115,7 @@ class Homes:
     blind: np.ndarray  # some acknowledged alerts' documents not known seen
 
     @classmethod
-    def of(cls, rows: list[tuple[int, int, bool, int, int, bool]]) -> "Homes":
+    def of(cls, rows: list[tuple[int, int, bool, int, int, bool]]) -> Homes:
         n = len(rows)
         return cls(
             _u64(r[0] for r in rows),
@@ -132,12 +132,12 @@ class Homes:
     def hashes(self) -> np.ndarray:
         return _hash(*self.columns())
 
-    def plus(self, other: "Homes") -> "Homes":
+    def plus(self, other: Homes) -> Homes:
         if not len(other.keys):
             return self
         return Homes(*(np.concatenate(c) for c in zip(self.columns(), other.columns())))
 
-    def where(self, mask: np.ndarray) -> "Homes":
+    def where(self, mask: np.ndarray) -> Homes:
         return Homes(*(c[mask] for c in self.columns()))
 
     def states(self) -> dict[int, State]:
@@ -226,7 +226,7 @@ class Plan:
     send_homes: list[tuple[int, int | None]]  # (subscription, its next there; None: whole)
     want_homes: list[int]
 
-    def with_wanted(self, again: "Plan") -> "Plan":
+    def with_wanted(self, again: Plan) -> Plan:
         """This plan and what `again` (made once the records wanted were merged) sends of
         those records: the replica may lack something of them still."""
         entries, homes = set(self.want_entries), set(self.want_homes)

@@ -24,7 +24,7 @@ central top K; h = 1 (the paper's) is exact.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import mmh3
 

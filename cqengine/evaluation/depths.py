@@ -10,9 +10,9 @@ announcement carrying the deepest depth tells what every shallower one would hav
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Iterable, Sequence
 
 import numpy as np
 

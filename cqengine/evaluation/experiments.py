@@ -36,7 +36,7 @@ class Plan:
     breakdown_piggyback: int = 10
 
     @classmethod
-    def scaled(cls, scale: Scale, vocabulary: int) -> "Plan":
+    def scaled(cls, scale: Scale, vocabulary: int) -> Plan:
         """K in proportion to the vocabulary, as the paper's K is to its 46,654 terms."""
         ratio = vocabulary / paper.CORPUS["vocabulary"]
         ks = tuple(sorted({max(1, round(k * ratio)) for k in paper.SYNOPSIS_KS}))

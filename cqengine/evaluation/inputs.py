@@ -44,7 +44,7 @@ class Corpus:
     def sets(self) -> list[frozenset[str]]:
         return [frozenset(t) for t in self.terms]
 
-    def head(self, n: int) -> "Corpus":
+    def head(self, n: int) -> Corpus:
         if n > len(self):
             raise EvaluationError(
                 f"the corpus ({self.source}) has {len(self)} documents; --docs asks for {n}"

@@ -11,8 +11,8 @@ no alternatives, no pruning, no network: just sets and sequences.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
-from typing import Iterable, Mapping, Sequence
 
 from cqengine.text.analysis import analyze, analyze_sequence
 from cqengine.text.query import And, Node, Not, Phrase, Word, parse

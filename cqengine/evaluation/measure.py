@@ -25,8 +25,9 @@ of their own.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -168,7 +169,7 @@ class Shadows(Tally):
 
     def settle(self) -> None:
         """Count what every shadow of the document would have sent."""
-        for node, own in self._owned:
+        for _, own in self._owned:
             if own.found is not None and {id(e) for e in own.matched} != {id(e) for e in own.found}:
                 self.tally["shadow_disagreements"] += 1
         for node, outcome, tag in self._echoes:

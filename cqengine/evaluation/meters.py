@@ -11,8 +11,8 @@ nothing of the pass's observer, and so live apart from it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -93,7 +93,7 @@ class ShadowResolver(Resolver):
     @classmethod
     def of_candidates(
         cls, parts: Sequence[tuple[Block, np.ndarray | None, np.ndarray]], batch: int = 1
-    ) -> "ShadowResolver":
+    ) -> ShadowResolver:
         """Parts given as a block, its candidates (a mask over its queries; None: all) and
         which of its terms are known present. A block may be several parts (a QN measured
         at several depths and by both methods): they share its columns, not its terms."""
@@ -231,8 +231,8 @@ class Meter:
 
     @staticmethod
     def settle(
-        meters: Sequence["Meter"], batch: int, bits: int
-    ) -> Iterator[tuple["Meter", Measured, Sent, bool]]:
+        meters: Sequence[Meter], batch: int, bits: int
+    ) -> Iterator[tuple[Meter, Measured, Sent, bool]]:
         """Work out every resolution these meters recorded (all of one document: the QNs
         it reached), all at once, told the document's answers (ShadowResolver):
         each with its meter, the calls it would have made, and whether it matched what the

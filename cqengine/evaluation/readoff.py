@@ -70,7 +70,7 @@ class Columns:
     counters: dict[str, np.ndarray]
 
     @classmethod
-    def of(cls, chunks: list[dict]) -> "Columns":
+    def of(cls, chunks: list[dict]) -> Columns:
         rows = sorted((row for c in chunks for row in c["rows"]), key=lambda row: row[0])
         n = len(rows)
         kinds: dict[str, tuple[np.ndarray, np.ndarray]] = {}

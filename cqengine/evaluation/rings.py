@@ -42,7 +42,7 @@ class IndexedRing:
         index: IndexSpec,
         k_max: int,
         label: str,
-        host: "IndexedRing | None" = None,
+        host: IndexedRing | None = None,
     ) -> None:
         self.lab, self.index = lab, index
         s = lab.scale
@@ -93,7 +93,7 @@ class IndexedRing:
         gc.collect()
         gc.freeze()  # forked workers then share these pages instead of copying them for GC
 
-    def _refile(self, host: "IndexedRing", progress: Progress) -> None:
+    def _refile(self, host: IndexedRing, progress: Progress) -> None:
         """File the host's subscriptions, in the order they were made, as this ring's
         strategy chooses, each at the owner of its key: what subscribing them here gives
         (the pass then equals runs of their own: tests/evaluation/test_evaluation.py), without the

@@ -98,7 +98,7 @@ class Pass:
     resolutions: tuple[str, ...]
     depths: tuple[int, ...]  # ascending
     documents: str
-    shadows: tuple["Pass", ...] = ()  # the shadow indexes': their index, depths and documents
+    shadows: tuple[Pass, ...] = ()  # the shadow indexes': their index, depths and documents
 
     @property
     def resolution(self) -> str:
@@ -118,7 +118,7 @@ class Pass:
             RunSpec(self.index, r, d, self.documents) for d in self.depths for r in self.resolutions
         ] + [run for shadow in self.shadows for run in shadow.runs]
 
-    def part(self, index: IndexSpec) -> "Pass":
+    def part(self, index: IndexSpec) -> Pass:
         """The part of the pass that measures this index: itself or a shadow index."""
         return next(p for p in (self, *self.shadows) if p.index == index)
 

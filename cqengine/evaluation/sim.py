@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Callable, Iterable
 
 from chord.ids import spread_ids
 from chord.ledger import Count, Ledger

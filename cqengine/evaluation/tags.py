@@ -10,8 +10,8 @@ counts (cqengine.evaluation.measure) and the passes that read the counts back
 
 from __future__ import annotations
 
-from functools import lru_cache
-from typing import Iterator
+from collections.abc import Iterator
+from functools import cache
 
 from chord.transport import REPLY
 
@@ -25,27 +25,27 @@ def ledger_kind(method: str, tag: str = "") -> str:
     return f"{tag}:{method}" if tag else method
 
 
-@lru_cache(maxsize=None)  # asked per QN, index and depth: few distinct answers
+@cache  # asked per QN, index and depth: few distinct answers
 def depth_tag(d: int, index: str = "") -> str:
     """The tag a shadow piggyback depth's messages and counters carry (INDEX/kD for a
     depth of a shadow index)."""
     return "/".join(t for t in (index, f"k{d}") if t)
 
 
-@lru_cache(maxsize=None)  # asked for every resolution call: few distinct answers
+@cache  # asked for every resolution call: few distinct answers
 def resolution_tag(depth: str, method: str, own: str) -> str:
     """The ledger tag of resolving by `method` under a depth's tag on a ring that resolves
     by `own`: kD, METHOD or kD/METHOD (the ring's own method and depth: none)."""
     return "/".join(t for t in (depth, "" if method == own else method) if t)
 
 
-@lru_cache(maxsize=None)
+@cache
 def call_kind(rpc: str, tag: str, method: str, own: str) -> str:
     """The ledger kind of a resolution call by `method` under a depth's tag."""
     return ledger_kind(rpc, resolution_tag(tag, method, own))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _echo_names(kind: str) -> tuple[str, str, str, str]:
     """The counters of a kind's echoes: messages and bytes, requests then replies."""
     return tuple(f"{what}:{k}" for k in (kind, kind + REPLY) for what in ("echo", "echo_bytes"))

@@ -9,8 +9,8 @@ one byte. Tests check each size against the bytes of the message the engine send
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import lru_cache
-from typing import Iterable
 
 from cqengine.core.matches import one_by_one_bytes
 

@@ -164,7 +164,7 @@ def _host(name: str) -> x509.GeneralName:
 
 
 def _now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.timezone.utc)
+    return datetime.datetime.now(datetime.UTC)
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:

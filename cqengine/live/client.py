@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 import grpc
 
@@ -210,11 +210,11 @@ class Client:
         )
         self._stub = pb_grpc.CQEngineStub(self._channel)
 
-    def _at(self, address: str) -> "Client":
+    def _at(self, address: str) -> Client:
         """A client of another node of the ring, presenting the same certificate."""
         return Client(address, self.timeout, self.credentials)
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc) -> None:

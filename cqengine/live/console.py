@@ -351,7 +351,9 @@ class Console:
             await web.TCPSite(runner, host, port).start()
         except OSError as e:
             await runner.cleanup()
-            raise RingError(f"cannot serve the console on {host}:{port}: {e.strerror or e}")
+            raise RingError(
+                f"cannot serve the console on {host}:{port}: {e.strerror or e}"
+            ) from None
         if self.token is None:  # loopback: only this machine's names for it reach it
             self.hosts = {f"{h}:{port}" for h in (host, "127.0.0.1", "localhost", "[::1]")}
         stop = asyncio.Event()

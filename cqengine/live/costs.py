@@ -21,7 +21,7 @@ operation, which the core (free of clocks) does not keep.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Mapping
+from collections.abc import Mapping
 
 from chord.meter import UNMETERED, UNMETERED_GRPC, UNMETERED_WORKERS
 
@@ -56,9 +56,9 @@ def stage_of(account: str) -> str:
         for rule in rules:
             if account == rule:
                 return stage
-            if rule.startswith("op ") and rule.endswith(".") and account.startswith(rule):
-                if len(rule) > length:
-                    best, length = stage, len(rule)
+            prefix = rule.startswith("op ") and rule.endswith(".") and account.startswith(rule)
+            if prefix and len(rule) > length:
+                best, length = stage, len(rule)
     return best
 
 

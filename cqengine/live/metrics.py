@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest

@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
 
 from chord.live import StartupError
 from chord.meter import Meter
@@ -36,7 +36,7 @@ class Publishing:
     linger_ms: float = 5.0
     batch_docs: int = 64
 
-    def check(self) -> "Publishing":
+    def check(self) -> Publishing:
         if self.linger_ms < 0 or not 1 <= self.batch_docs <= MAX_BATCH_DOCS:
             raise StartupError(
                 f"--linger-ms must not be negative and --batch-docs must be 1-{MAX_BATCH_DOCS}"
@@ -124,7 +124,7 @@ class Batcher:
             self.changed.clear()
             try:
                 await asyncio.wait_for(self.changed.wait(), left)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 break
         batch, self.queue = self.queue[:size], self.queue[size:]
         return batch

@@ -17,16 +17,18 @@ file, where clients on this machine find it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import TextIO
 
 from chord.client import fetch_states, serving, table_from_state
 from chord.ids import short, spread_ids
@@ -186,20 +188,16 @@ def stop_processes(
     then SIGKILL after `grace`; returns how many ran."""
     running = [e for e in entries if pid_alive(e.pid, e.port)]
     for e in running:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(e.pid, how)
-        except ProcessLookupError:
-            pass
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline and any(pid_alive(e.pid, e.port) for e in running):
         _reap()
         time.sleep(0.05)
     for e in running:
         if pid_alive(e.pid, e.port):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(e.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
     _reap()
     return len(running)
 

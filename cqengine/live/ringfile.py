@@ -52,7 +52,7 @@ class RingFile:
         tmp.replace(self.path)
 
     @classmethod
-    def load(cls, path: Path) -> "RingFile":
+    def load(cls, path: Path) -> RingFile:
         if not path.exists():
             raise RingError(f"no ring file at {path}: start a ring with `cqengine ring up`")
         try:

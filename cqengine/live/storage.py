@@ -37,8 +37,8 @@ import json
 import logging
 import sqlite3
 from collections import deque
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import mmh3
 import numpy as np
@@ -111,7 +111,7 @@ class Storage:
         self._commits = 0
 
     @classmethod
-    def open(cls, data_dir: Path, address: str, settings: bytes, ring: int = 0) -> "Storage":
+    def open(cls, data_dir: Path, address: str, settings: bytes, ring: int = 0) -> Storage:
         """The storage in data_dir, made if new; refused if it is another node's or ring's.
         `ring`: the ring's id, recorded where none is (0: unknown), and the one that was
         must be it."""
@@ -127,7 +127,7 @@ class Storage:
             raise StartupError(damaged(data_dir, e)) from None
 
     @classmethod
-    def _open(cls, data_dir: Path, address: str, settings: bytes, ring: int) -> "Storage":
+    def _open(cls, data_dir: Path, address: str, settings: bytes, ring: int) -> Storage:
         storage = cls(data_dir / FILE)
         meta = dict(storage.db.execute("SELECT name, value FROM meta"))
         if not meta:

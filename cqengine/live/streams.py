@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections import deque
-from typing import Sequence
+from collections.abc import Sequence
 
 from cqengine.core.mailboxes import Subscription, numbered_batch, numbered_documents
 from cqengine.proto import cqengine_pb2 as pb

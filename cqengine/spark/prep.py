@@ -27,8 +27,8 @@ import gzip
 import json
 import math
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from chord.ids import MASK
 from cqengine.spark.session import stage

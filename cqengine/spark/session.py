@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
-from typing import Iterator
 
 DEFAULT_MASTER = "local[*]"
 

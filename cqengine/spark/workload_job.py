@@ -31,8 +31,8 @@ import json
 import math
 import os
 import statistics
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from cqengine.spark.session import stage
 from cqengine.text.workload import KINDS, Sampler

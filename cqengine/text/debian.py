@@ -16,9 +16,9 @@ import json
 import os
 import re
 import subprocess
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 from cqengine.text.html import page
 from cqengine.text.trec import TrecDoc, write_trec

@@ -15,10 +15,10 @@ name the character where they are.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import product
 from math import prod
-from typing import Callable
 
 MAX_ALTERNATIVES = 32  # a query's alternatives after expansion, by default
 MAX_DEPTH = 32  # groups and NOTs inside one another, at most (each is a level of recursion)
@@ -44,17 +44,17 @@ class Phrase:
 
 @dataclass(frozen=True)
 class Not:
-    of: "Node"
+    of: Node
 
 
 @dataclass(frozen=True)
 class And:
-    parts: tuple["Node", ...]
+    parts: tuple[Node, ...]
 
 
 @dataclass(frozen=True)
 class Or:
-    parts: tuple["Node", ...]
+    parts: tuple[Node, ...]
 
 
 Node = Word | Phrase | Not | And | Or

@@ -21,7 +21,7 @@ import bisect
 import itertools
 import random
 import re
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from cqengine.text.analysis import analyze_sequence
 

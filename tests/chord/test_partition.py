@@ -74,7 +74,7 @@ def test_rings_split_by_a_partition_merge_once_it_heals():
     net = partitioned()
     assert all(node.lost for node in net.sim.live())  # each remembers the other side
     net.down = False
-    for rounds in range(1, 41):
+    for rounds in range(1, 41):  # noqa: B007 (how many it took is told after the loop)
         net.rounds(1, recontact=True)
         if not net.problems():
             break

@@ -15,8 +15,9 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import fields, is_dataclass, replace
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
@@ -472,7 +473,7 @@ def test_every_kind_was_captured_and_passes_as_sent(captured):
     for method, got in samples.items():
         sim = captured.ring(method)
         for address, request in got:
-            node = sim.engines[address] if address in sim.engines else None
+            node = sim.engines.get(address, None)
             if node is None:
                 continue  # it left or failed since
             assert checks.invalid(node.settings, method, request) is None, (method, request)

@@ -578,7 +578,7 @@ def test_a_query_of_exactly_the_term_limit_is_fine():
         ("BIG-1", ("word " * 41).encode(), "INVALID_ARGUMENT"),  # 205 bytes > 200
         ("BIG-2", ("\u00e9" * 101).encode("utf-8"), "INVALID_ARGUMENT"),  # 101 chars, 202 bytes
         ("BAD-1", b"\xff\xfe bad", "INVALID_ARGUMENT"),
-        ("BAD-2", "ok text ".encode() + b"\xc3", "INVALID_ARGUMENT"),  # truncated sequence
+        ("BAD-2", b"ok text " + b"\xc3", "INVALID_ARGUMENT"),  # truncated sequence
         ("", b"fine text", "INVALID_ARGUMENT"),
         ("   ", b"fine text", "INVALID_ARGUMENT"),
         ("X" * (MAX_DOCNO + 1), b"fine text", "INVALID_ARGUMENT"),

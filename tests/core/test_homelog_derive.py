@@ -93,7 +93,7 @@ def test_each_subscription_is_numbered_without_gap_or_repeat(ops):
             for sub, seq in zip(subs, numbers):
                 seqs.setdefault(sub, []).append(seq)
                 docs.setdefault(sub, []).append(doc[0])
-    for sub, numbers in seqs.items():
+    for numbers in seqs.values():
         # a subscription that came back after leaving starts again from 0
         runs = [numbers[0]] + [b for a, b in zip(numbers, numbers[1:]) if b != a + 1]
         assert all(r == 0 for r in runs), numbers

@@ -137,7 +137,7 @@ def stream_message(table: AlertTable, oracle, subs, wanted) -> None:
     )
     assert numbered_alerts(got) == numbered_alerts(expected)
     seen: dict[int, int] = {}
-    for doc, ids, seqs in zip(got.docnos, *_by_doc(got)):
+    for _doc, ids, seqs in zip(got.docnos, *_by_doc(got)):
         for sub_id, seq in zip(ids, seqs):
             assert seen.get(sub_id, -1) < seq, (sub_id, seq)  # in order of number
             seen[sub_id] = seq

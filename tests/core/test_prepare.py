@@ -20,7 +20,7 @@ def test_the_snippet_is_the_start_of_the_whole_body_normalized(body):
 
 
 def test_a_document_is_analyzed_with_its_title_and_refused_when_too_big_or_not_utf8():
-    doc = prepare("D1", "Floods  hit\nthe coast".encode(), "Storm", 1000)
+    doc = prepare("D1", b"Floods  hit\nthe coast", "Storm", 1000)
     assert doc.terms == analyze("Storm\nFloods hit the coast")
     assert doc.snippet == "Floods hit the coast"
     with pytest.raises(EngineError, match="limit"):

@@ -94,7 +94,7 @@ def test_the_resolver_asks_what_each_part_would_alone_and_matches_brute_force(
         keys.setdefault(data.draw(st.sampled_from(list(e.term_ids))), []).append(e)
     lists = {key: Block.of(es, rarity, merge=False) for key, es in keys.items()}
     parts, wanted = [], []
-    for d, doc in enumerate(docs):
+    for _d, doc in enumerate(docs):
         doc_sorted = sorted(doc)
         bloom = BloomFilter.of(doc, bloom_bits, 2) if bloom_bits else None
         for local in deliver([Run.whole(doc_sorted)], dest_seq, k):
@@ -142,7 +142,7 @@ def test_the_resolver_asks_what_each_part_would_alone_and_matches_brute_force(
     asked: list[list[list[int]]] = [[] for _ in parts]
     n = 0
     while questions := resolver.questions():
-        for p, at, question in questions:
+        for p, _at, question in questions:
             assert len(asked[p]) == n  # a part asks in the first rounds, then is done
             asked[p].append(question)
         resolver.learn(
@@ -167,7 +167,7 @@ def test_the_resolver_asks_what_each_part_would_alone_and_matches_brute_force(
             ]
         )
     )
-    for p, (_, want, matched, *_) in enumerate(expect):
+    for p, (_, want, *_) in enumerate(expect):
         assert rounds[:, p].tolist() == [len(q) for q in want] + [0] * (len(rounds) - len(want))
     mask = told.matched_mask()
     assert [

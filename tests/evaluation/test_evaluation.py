@@ -98,7 +98,7 @@ def test_tables_follow_from_the_runs(quick_all):
     t2 = r["table2"]
     for w in WORKLOADS:
         rows = t2["results"]["workloads"][w]["rows"]
-        for s, row in rows.items():
+        for _s, row in rows.items():
             assert (
                 row["queries_per_doc"]
                 == metric(t2, row["runs"]["td"], "queries_per_doc")
@@ -130,7 +130,7 @@ def test_tables_follow_from_the_runs(quick_all):
             assert row["reduction_over_mhi"]["queries"] == pytest.approx(
                 reduction(syn[w]["mhi"]["queries_per_doc"], row["sap_mhi"]["queries_per_doc"])
             )
-    for w, parts in ((w, r["breakdown"]["results"]["workloads"][w]["parts"]) for w in WORKLOADS):
+    for parts in (r["breakdown"]["results"]["workloads"][w]["parts"] for w in WORKLOADS):
         for p in parts.values():
             assert p["mhi"] + p["sampling"] + p["piggybacking"] == pytest.approx(p["total"])
 

@@ -16,10 +16,20 @@ GENERATED = "proto"  # protoc's output (make protos; tests/project/test_protos k
 MAX_LINES = 600
 NODE_MODULE, NODE_MAX = "cqengine/core/node.py", 400
 # chord's modules that run inside the protocol or its simulation: no real time, no file
-CHORD_PROTOCOL = (
-    "checks.py driver.py host.py ids.py ledger.py messages.py node.py oracle.py "
-    "routing.py simulator.py store.py transport.py"
-).split()
+CHORD_PROTOCOL = [
+    "checks.py",
+    "driver.py",
+    "host.py",
+    "ids.py",
+    "ledger.py",
+    "messages.py",
+    "node.py",
+    "oracle.py",
+    "routing.py",
+    "simulator.py",
+    "store.py",
+    "transport.py",
+]
 CLOCKS = {"time", "monotonic", "perf_counter", "time_ns", "monotonic_ns", "sleep"}
 FILE_CALLS = {"open", "read_text", "read_bytes", "write_text", "write_bytes", "iterdir", "glob"}
 

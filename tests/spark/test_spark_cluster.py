@@ -128,7 +128,7 @@ class Cluster:
         finally:
             for p in procs:
                 stop(p)
-        for c, p, (out, err) in zip(commands, procs, done):
+        for c, p, (_out, err) in zip(commands, procs, done):
             assert p.returncode == 0, f"{c[0]} failed:\n{err[-3000:]}"
         return [json.loads(out) for out, _ in done]
 

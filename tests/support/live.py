@@ -1,6 +1,7 @@
 """Live rings on loopback: fast maintenance, engine nodes in-process, node processes
 killed and restarted, subscriptions spread over a ring's nodes."""
 
+import contextlib
 import os
 import random
 import signal
@@ -23,10 +24,8 @@ def wait_gone(entries, timeout=10.0):
     def alive() -> list[str]:
         left = [e.address for e in entries if pid_alive(e.pid, e.port)]
         if left:
-            try:
+            with contextlib.suppress(ChildProcessError):
                 os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                pass
         return left
 
     eventually(alive, timeout, "the nodes to exit", holds=lambda left: not left)

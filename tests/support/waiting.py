@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def _timed_out(what: str, timeout: float, seen: Any) -> AssertionError:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 from cqengine.core.settings import Settings
 from cqengine.evaluation.matcher import document_sequence, document_terms, holds, matches
@@ -33,7 +33,7 @@ class Workload:
         return matches(subs, docs)
 
 
-@lru_cache(maxsize=None)
+@cache
 def workload(corpus_seed: int, query_seed: int = 0) -> Workload:
     vocab_size, mean_terms, n_docs, n_queries = SHAPES[corpus_seed]
     docs = tuple(

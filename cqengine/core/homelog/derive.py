@@ -12,7 +12,7 @@ them, from a checkpoint (what the entries up to a position made) and the entries
 from __future__ import annotations
 
 from collections import deque
-from typing import MutableMapping
+from collections.abc import MutableMapping
 
 import numpy as np
 

@@ -13,7 +13,7 @@ majority commits nothing, so it shows nothing another could number otherwise.
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from chord.ids import MASK
 from chord.node import Call, Fanout, Op, Pause
@@ -382,9 +382,9 @@ class HomeLogs:
         subscriptions are not derived here yet)? Before the ring has handed me my region
         (back from a restart), any log I hold may be one."""
         chord = self.ctx.chord
-        if self.logs and not chord.table.alone():
-            if not chord.settled or self.ctx.region() is None:
-                return True
+        unsure = not chord.settled or self.ctx.region() is None
+        if self.logs and not chord.table.alone() and unsure:
+            return True
         serves = self.ctx.serving()
         return any(
             log_.holds and serves(key) and self._leading(key) is None

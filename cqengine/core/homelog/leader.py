@@ -24,8 +24,8 @@ higher epoch refuses its appends: it is fenced, and leads no more.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from functools import partial
-from typing import Callable, Iterable
 
 from chord.node import Call, Fanout, NotWaited, Op, PeerUnreachable
 from chord.routing import NodeRef

@@ -40,7 +40,7 @@ class Config:
     committed: bool
 
     @staticmethod
-    def of(reply: pb.LogPromiseReply) -> "Config | None":
+    def of(reply: pb.LogPromiseReply) -> Config | None:
         """The latest epoch entry a promiser holds (None: none)."""
         if not reply.config_epoch:
             return None

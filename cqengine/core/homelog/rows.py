@@ -18,7 +18,7 @@ a client name subscriptions by id.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
