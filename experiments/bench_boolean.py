@@ -32,6 +32,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from simulated import check, corpus_options, load, subscribed
+
 from cqengine.core.settings import Settings
 from cqengine.evaluation.matcher import (
     document_frequencies,
@@ -42,49 +44,10 @@ from cqengine.evaluation.matcher import (
 )
 from cqengine.evaluation.sim import EngineSimulator
 from cqengine.text.analysis import analyze
-from cqengine.text.corpus import generate_corpus
-from cqengine.text.trec import TrecDoc, iter_trec
+from cqengine.text.trec import TrecDoc
 from cqengine.text.workload import boolean_workload
 
 RESULTS = Path(__file__).resolve().parent / "results"
-BATCH = 1000  # queries per SubscribeBatch
-
-
-def load(corpus: Path | None, docs: int, seed: int) -> list[TrecDoc]:
-    if corpus is None:
-        return list(generate_corpus(docs, seed=seed, vocab_size=20000, mean_terms=120))
-    out = []
-    for path in sorted(corpus.glob("*.trec*")):
-        for d in iter_trec(path):
-            out.append(d)
-            if len(out) == docs:
-                return out
-    return out
-
-
-def subscribed(sim: EngineSimulator, queries: list[str]) -> list:
-    """Every query subscribed, in SubscribeBatch calls: the replies; none may be refused."""
-    replies = []
-    for i in range(0, len(queries), BATCH):
-        replies += sim.subscribe_many(queries[i : i + BATCH])
-    refused = [r for r in replies if not hasattr(r, "subscription_id")]
-    if refused:
-        raise SystemExit(f"{len(refused)} queries refused, e.g. {refused[0]}")
-    return replies
-
-
-def corpus_options(
-    p: argparse.ArgumentParser, queries: int, mean_size: float, docs: int, out: Path
-) -> None:
-    """The options of a benchmark of a simulated ring over a corpus (this one's and its
-    siblings')."""
-    p.add_argument("--corpus", type=Path, help="a directory of TREC files (default: generate)")
-    p.add_argument("--nodes", type=int, default=1000)
-    p.add_argument("--queries", type=int, default=queries)
-    p.add_argument("--mean-size", type=float, default=mean_size)
-    p.add_argument("--docs", type=int, default=docs)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--out", type=Path, default=out)
 
 
 def run(
@@ -134,15 +97,6 @@ def totals(row: dict, kinds: tuple[str, ...] | None = None) -> tuple[float, floa
     per = row["per_document"]
     chosen = [k for k in per if kinds is None or k.removesuffix(".reply") in kinds]
     return sum(per[k]["messages"] for k in chosen), sum(per[k]["bytes"] for k in chosen)
-
-
-def check(alerts: list, want: set, what: str) -> None:
-    got = Counter(alerts)
-    if set(got) != want or max(got.values(), default=1) > 1:
-        raise SystemExit(
-            f"{what}: alerts differ from the matcher's (missing {len(want - set(got))}, "
-            f"wrong {len(set(got) - want)}, repeated {sum(v > 1 for v in got.values())})"
-        )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -57,16 +57,15 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_churn import Streamer, drain, subscribe_all  # noqa: E402
-from bench_live import RESULTS, workload_queries  # noqa: E402
+from inputs import RESULTS, workload_queries
+from subscribers import Streamer, drain, subscribe_all
 
-from chord.live import Timing  # noqa: E402
-from cqengine.core.settings import REPLICAS  # noqa: E402
-from cqengine.evaluation.matcher import document_terms, matches  # noqa: E402
-from cqengine.live.client import Client, ClientError  # noqa: E402
-from cqengine.live.datadir import FILE  # noqa: E402
-from cqengine.live.ring import (  # noqa: E402
+from chord.live import Timing
+from cqengine.core.settings import REPLICAS
+from cqengine.evaluation.matcher import document_terms, matches
+from cqengine.live.client import Client, ClientError
+from cqengine.live.datadir import FILE
+from cqengine.live.ring import (
     _wait_serving,
     pid_alive,
     ring_up,
@@ -74,8 +73,8 @@ from cqengine.live.ring import (  # noqa: E402
     stop_processes,
     wait_converged,
 )
-from cqengine.live.ringfile import RingFile  # noqa: E402
-from cqengine.text.corpus import generate_corpus  # noqa: E402
+from cqengine.live.ringfile import RingFile
+from cqengine.text.corpus import generate_corpus
 
 STEP = "+15m"  # the clock step, as faketime reads it
 FAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1")

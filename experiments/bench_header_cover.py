@@ -24,6 +24,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from simulated import corpus_options, load, subscribed
+
 from cqengine.core.resolution import unpack_many
 from cqengine.core.settings import Settings
 from cqengine.evaluation.matcher import document_frequencies
@@ -31,9 +33,6 @@ from cqengine.evaluation.sim import EngineSimulator
 from cqengine.evaluation.tally import Tally
 from cqengine.text.analysis import term_id
 from cqengine.text.workload import boolean_workload
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_boolean import corpus_options, load, subscribed  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

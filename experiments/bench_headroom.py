@@ -27,15 +27,14 @@ import sys
 import time
 from pathlib import Path
 
+from simulated import check, corpus_options, load, subscribed
+
 from cqengine.core.settings import Settings
 from cqengine.evaluation.matcher import document_frequencies, document_terms, match_documents
 from cqengine.evaluation.sim import EngineSimulator
 from cqengine.evaluation.tally import Tally
 from cqengine.text.analysis import analyze, term_id
 from cqengine.text.workload import boolean_workload
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_boolean import check, corpus_options, load, subscribed  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -23,15 +23,14 @@ import time
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_churn import subscribe_all  # noqa: E402
-from bench_live import RESULTS, workload_queries  # noqa: E402
+from inputs import RESULTS, workload_queries
+from subscribers import subscribe_all
 
-from chord.meter import TICKS  # noqa: E402
-from cqengine.live.client import Client  # noqa: E402
-from cqengine.live.costs import cost_by_stage  # noqa: E402
-from cqengine.live.ring import ring_up, stop_processes  # noqa: E402
-from cqengine.text.corpus import generate_corpus  # noqa: E402
+from chord.meter import TICKS
+from cqengine.live.client import Client
+from cqengine.live.costs import cost_by_stage
+from cqengine.live.ring import ring_up, stop_processes
+from cqengine.text.corpus import generate_corpus
 
 
 def meters(addresses: list[str], credentials) -> Counter:

@@ -58,12 +58,14 @@ import json
 import os
 import random
 import shutil
-import sys
 import tempfile
 import time
 from collections import Counter
 from itertools import product
 from pathlib import Path
+
+from inputs import RESULTS, workload_queries, write_stats
+from live_ring import Ring, Scraper, cpu_seconds, quantiles, say
 
 from cqengine.evaluation.matcher import (
     document_frequencies,
@@ -78,40 +80,8 @@ from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.analysis import analyze
 from cqengine.text.corpus import generate_corpus
 from cqengine.text.trec import TrecDoc
-from cqengine.text.workload import boolean_workload, generate_queries
-
-RESULTS = Path(__file__).resolve().parent / "results"
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from live_ring import Ring, Scraper, cpu_seconds, quantiles, say  # noqa: E402
 
 # ---- inputs ----------------------------------------------------------------------------------
-
-
-def workload_queries(kind: str, docs: list[TrecDoc], n: int, seed: int) -> list[str]:
-    """n query texts: the paper's Skew queries of the corpus (rewritten in the query
-    language, for `boolean`), or 3-4 consecutive words of a random document's text
-    (whatever analysis leaves of them must not be empty)."""
-    if kind == "boolean":
-        texts = [d.text for d in docs]
-        return boolean_workload(document_frequencies(docs), n, "skew", 5.0, seed, 1.0, texts)
-    if kind == "skew":
-        return [
-            " ".join(q)
-            for q in generate_queries(
-                document_frequencies(docs), n, "skew", mean_size=5.0, seed=seed
-            )
-        ]
-    rng = random.Random(seed)
-    words = [d.text.split() for d in docs]
-    out = []
-    while len(out) < n:
-        w = words[rng.randrange(len(words))]
-        k = rng.choice((3, 4))
-        at = rng.randrange(max(1, len(w) - k))
-        text = " ".join(w[at : at + k])
-        if analyze(text):
-            out.append(text)
-    return out
 
 
 # ---- the single-process percolator ------------------------------------------------------------
@@ -145,11 +115,6 @@ def percolate_boolean(queries: list[str], docs: list[TrecDoc]) -> tuple[float, s
     hits = match_queries(queries, sequences)
     seconds = time.process_time() - start
     return seconds, {(i, d.docno) for d, found in zip(docs, hits) for i in found}
-
-
-def write_stats(df: Counter, path: Path) -> None:
-    """The document frequencies as a node's --stats file: term<TAB>df, most frequent first."""
-    path.write_text("".join(f"{t}\t{n}\n" for t, n in df.most_common()))
 
 
 async def throughput(ring: Ring, docs: list[TrecDoc], args, want: int, pids: list[int]) -> dict:

@@ -41,14 +41,12 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from inputs import workload_queries
+from netns_ring import Agent, Hosts, certificates, node_command, stop, tail
 
-from bench_live import workload_queries  # noqa: E402
-from netns_ring import Agent, Hosts, certificates, node_command, stop, tail  # noqa: E402
-
-from cqengine.core import limits  # noqa: E402
-from cqengine.evaluation.matcher import document_terms, matches  # noqa: E402
-from cqengine.text.corpus import generate_corpus  # noqa: E402
+from cqengine.core import limits
+from cqengine.evaluation.matcher import document_terms, matches
+from cqengine.text.corpus import generate_corpus
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SPLITS = {"cut-3-3": 3, "cut-2-4": 4}  # hosts on the first switch; the rest on the second

@@ -27,11 +27,13 @@ import io
 import json
 import os
 import random
-import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+
+from inputs import RESULTS, workload_queries, write_stats
+from live_ring import Ring, cpu_seconds, say
 
 from cqengine.core.limits import MAX_BATCH_QUERIES
 from cqengine.core.settings import Settings
@@ -39,10 +41,6 @@ from cqengine.evaluation.matcher import document_frequencies
 from cqengine.live.ring import ring_down, ring_up
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.corpus import generate_corpus
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_live import RESULTS, workload_queries, write_stats  # noqa: E402
-from live_ring import Ring, cpu_seconds, say  # noqa: E402
 
 GOAL = 5000  # subscriptions/s through SubscribeBatch on an 8-node ring (issue 41)
 KINDS = ("FindSuccessor", "Ping", "Index", "Replicate")  # lookups, placing, copying

@@ -31,16 +31,15 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from inputs import RESULTS, workload_queries, write_stats
+from live_ring import Ring, say
+
 from cqengine.evaluation.matcher import document_frequencies
 from cqengine.live.costs import cost_by_stage
 from cqengine.live.ring import ring_down, ring_up
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.corpus import generate_corpus
 from cqengine.text.trec import TrecDoc
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_live import RESULTS, workload_queries, write_stats  # noqa: E402
-from live_ring import Ring, say  # noqa: E402
 
 PLACES = (
     "event loop idle (waiting in epoll)",

@@ -175,6 +175,29 @@ def test_the_core_reads_no_real_time_and_no_file():
     assert not found, f"the core asks its host for time, and shells read files: {found}"
 
 
+def experiments_problems(folder: Path) -> dict[str, list[str]]:
+    """Per module of experiments/: the benchmarks it imports (bench_*, profile_*), and
+    `sys.path` if it names it. A benchmark takes the code it shares with others from a
+    module of experiments/ (live_ring, inputs, subscribers, ...), never from another
+    benchmark; none needs sys.path (run as a script, Python puts its folder there, and the
+    tests' pythonpath does for them)."""
+    modules = {p.stem for p in folder.glob("*.py")}
+    benchmarks = {m for m in modules if m.startswith(("bench_", "profile_"))}
+    found = {}
+    for path in sorted(folder.glob("*.py")):
+        text = path.read_text()
+        bad = sorted(imports(path.stem, text, modules) & benchmarks)
+        bad += ["sys.path"] if "sys.path" in text else []
+        if bad:
+            found[path.name] = bad
+    return found
+
+
+def test_benchmarks_share_code_through_modules_not_each_other():
+    found = experiments_problems(ROOT / "experiments")
+    assert not found, f"benchmarks importing benchmarks, or sys.path: {found}"
+
+
 # ---- the rules can fail -------------------------------------------------------------------
 
 
@@ -211,3 +234,14 @@ def test_a_long_module_is_found(tmp_path):
     (tmp_path / "long.py").write_text("x = 1\n" * (MAX_LINES + 1))
     (tmp_path / "short.py").write_text("x = 1\n" * MAX_LINES)
     assert longer(tmp_path.glob("*.py"), MAX_LINES) == {"long.py": MAX_LINES + 1}
+
+
+def test_a_benchmark_importing_another_is_found(tmp_path):
+    (tmp_path / "bench_a.py").write_text("def main(): pass\n")
+    (tmp_path / "shared.py").write_text("X = 1\n")
+    (tmp_path / "bench_b.py").write_text("from bench_a import main\nfrom shared import X\n")
+    (tmp_path / "profile_c.py").write_text("import sys\nsys.path.insert(0, '.')\n")
+    assert experiments_problems(tmp_path) == {
+        "bench_b.py": ["bench_a"],
+        "profile_c.py": ["sys.path"],
+    }
