@@ -28,12 +28,17 @@ def generate(out_dir: Path = ROOT) -> list[Path]:
             f"-I{package}={ROOT / 'protos'}",
             f"--python_out={out_dir}",
             f"--grpc_python_out={out_dir}",
+            f"--pyi_out={out_dir}",  # the messages' types, for the type checker
             str(ROOT / "protos" / proto),
         ]
         if protoc.main(args) != 0:
             raise SystemExit(f"protoc failed on {proto}")
         stem = proto.removesuffix(".proto")
-        written += [out_dir / package / f"{stem}_pb2.py", out_dir / package / f"{stem}_pb2_grpc.py"]
+        written += [
+            out_dir / package / f"{stem}_pb2.py",
+            out_dir / package / f"{stem}_pb2.pyi",
+            out_dir / package / f"{stem}_pb2_grpc.py",
+        ]
     return written
 
 
