@@ -75,7 +75,7 @@ class StatusError(Exception):
 
 class Refused(StatusError):
     """A message its receiver refuses as malformed or out of range (chord.checks,
-    cqengine.core.checks): it changed nothing. The live shell answers INVALID_ARGUMENT."""
+    cqengine.core.frame.checks): it changed nothing. The live shell answers INVALID_ARGUMENT."""
 
     code = "INVALID_ARGUMENT"
 

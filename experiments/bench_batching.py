@@ -24,7 +24,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from cqengine.core.documents import Document
+from cqengine.core.frame.documents import Document
 from cqengine.evaluation.evaluate import writable
 from cqengine.evaluation.forks import Background
 from cqengine.evaluation.inputs import generated, load_prep

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from simulated import check, corpus_options, load, subscribed
 
-from cqengine.core.settings import Settings
+from cqengine.core.terms.settings import Settings
 from cqengine.evaluation.matcher import (
     document_frequencies,
     document_sequence,

@@ -49,7 +49,7 @@ from subscribers import Streamer, drain, homed, subscribe_all, waiting
 
 from chord.live import Timing
 from cqengine.cli.options import engine_options, settings_from
-from cqengine.core.settings import Settings
+from cqengine.core.terms.settings import Settings
 from cqengine.evaluation.matcher import document_frequencies, document_terms, matches
 from cqengine.live.client import Client, ClientError
 from cqengine.live.ports import free_ports

@@ -26,8 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from cqengine.core.indexing import STRATEGIES
-from cqengine.core.settings import RESOLUTIONS
+from cqengine.core.terms.indexing import STRATEGIES
+from cqengine.core.terms.settings import RESOLUTIONS
 from cqengine.evaluation import EvaluationError
 from cqengine.evaluation.evaluate import writable
 from cqengine.evaluation.experiments import WORKLOADS

@@ -38,7 +38,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from cqengine.core.settings import Settings
+from cqengine.core.terms.settings import Settings
 from cqengine.evaluation.matcher import document_frequencies
 from cqengine.evaluation.sim import EngineSimulator
 from cqengine.text.analysis import analyze

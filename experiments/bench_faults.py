@@ -61,7 +61,7 @@ from inputs import RESULTS, workload_queries
 from subscribers import Streamer, drain, subscribe_all
 
 from chord.live import Timing
-from cqengine.core.settings import REPLICAS
+from cqengine.core.terms.settings import REPLICAS
 from cqengine.evaluation.matcher import document_terms, matches
 from cqengine.live.client import Client, ClientError
 from cqengine.live.datadir import FILE

@@ -7,7 +7,7 @@ The first half of the documents ranks the terms (by questions asked, by "absent"
 answers); the second half is the test: for each ranking and K, the share of the
 questions, and of the "absent" answers (the candidates a header would drop), about a
 term among the first K. The document-frequency ranking is what every node can agree on
-from the ring's term statistics (cqengine.core.presence); the question ranking is the
+from the ring's term statistics (cqengine.core.terms.presence); the question ranking is the
 greedy cover a node could only learn by counting traffic.
 
     python experiments/bench_header_cover.py [--corpus corpus-real] [--nodes 1000]
@@ -26,8 +26,8 @@ from pathlib import Path
 
 from simulated import corpus_options, load, subscribed
 
-from cqengine.core.resolution import unpack_many
-from cqengine.core.settings import Settings
+from cqengine.core.resolution.resolution import unpack_many
+from cqengine.core.terms.settings import Settings
 from cqengine.evaluation.matcher import document_frequencies
 from cqengine.evaluation.sim import EngineSimulator
 from cqengine.evaluation.tally import Tally

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from simulated import check, corpus_options, load, subscribed
 
-from cqengine.core.settings import Settings
+from cqengine.core.terms.settings import Settings
 from cqengine.evaluation.matcher import document_frequencies, document_terms, match_documents
 from cqengine.evaluation.sim import EngineSimulator
 from cqengine.evaluation.tally import Tally

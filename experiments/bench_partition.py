@@ -44,7 +44,7 @@ from pathlib import Path
 from inputs import workload_queries
 from netns_ring import Agent, Hosts, certificates, node_command, stop, tail
 
-from cqengine.core import limits
+from cqengine.core.basis import limits
 from cqengine.evaluation.matcher import document_terms, matches
 from cqengine.text.corpus import generate_corpus
 

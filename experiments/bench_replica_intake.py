@@ -10,7 +10,7 @@ home numbers them, is taken, then every alert of the round before is acknowledge
 acknowledgement per subscription, as a client acknowledges what it was streamed; the
 last round's at the end). The
 best of --repeat passes, in microseconds per alert, with the time to fold the copies kept
-as columns into their mailboxes at the end (cqengine.core.copies; a live replica folds
+as columns into their mailboxes at the end (cqengine.core.alerts.copies; a live replica folds
 every limits.COPIES_KEPT alerts): the replication row of the live ring's cost table is
 twice this at R = 3, once per replica.
 
@@ -31,10 +31,10 @@ import sys
 import time
 from pathlib import Path
 
-from cqengine.core import records
-from cqengine.core.mailboxes import Subscription, Subscriptions, numbered_runs
-from cqengine.core.postings import InvertedIndex
-from cqengine.core.records import RecordStore
+from cqengine.core.alerts.mailboxes import Subscription, Subscriptions, numbered_runs
+from cqengine.core.state import records
+from cqengine.core.state.postings import InvertedIndex
+from cqengine.core.state.records import RecordStore
 from cqengine.proto import cqengine_pb2 as pb
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -59,7 +59,8 @@ def copies(args, rng: random.Random) -> list[tuple[pb.AlertBatch, pb.Acknowledge
 
 def one_pass(args, rounds) -> tuple[float, float, float]:
     """Seconds taking the copies and their acknowledgements, over every round, and then
-    folding the copies kept as columns into the mailboxes (cqengine.core.copies), if so kept."""
+    folding the copies kept as columns into the mailboxes (cqengine.core.alerts.copies), if
+    so kept."""
     subs = Subscriptions()
     for s in range(1, args.subscriptions + 1):
         subs[s] = Subscription(s, b"h" * 32, ["a"], 1, "a", key=s)

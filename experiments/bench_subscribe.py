@@ -35,8 +35,8 @@ from pathlib import Path
 from inputs import RESULTS, workload_queries, write_stats
 from live_ring import Ring, cpu_seconds, say
 
-from cqengine.core.limits import MAX_BATCH_QUERIES
-from cqengine.core.settings import Settings
+from cqengine.core.basis.limits import MAX_BATCH_QUERIES
+from cqengine.core.terms.settings import Settings
 from cqengine.evaluation.matcher import document_frequencies
 from cqengine.live.ring import ring_down, ring_up
 from cqengine.proto import cqengine_pb2 as pb

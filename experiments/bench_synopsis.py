@@ -23,8 +23,8 @@ import sys
 import time
 from pathlib import Path
 
-from cqengine.core.settings import Settings
-from cqengine.core.synopsis import Synopsis
+from cqengine.core.terms.settings import Settings
+from cqengine.core.terms.synopsis import Synopsis
 from cqengine.evaluation.matcher import document_terms
 from cqengine.evaluation.sim import EngineSimulator
 from cqengine.text.analysis import term_id

@@ -17,7 +17,7 @@ from chord import versions
 from chord.live import StartupError
 from cqengine.cli import certs, client, console, data, experiments, ring
 from cqengine.cli.options import CliError, Parser
-from cqengine.core.settings import SettingsError
+from cqengine.core.terms.settings import SettingsError
 from cqengine.live.client import ClientError
 from cqengine.live.ringfile import RingError
 from cqengine.text.trec import TrecError

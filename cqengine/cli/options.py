@@ -12,9 +12,9 @@ from pathlib import Path
 from chord.ids import parse_id
 from chord.live import Limits, Timing
 from chord.routing import RoutingTable
-from cqengine.core.indexing import STRATEGIES
-from cqengine.core.presence import DEFAULT_HEADER_TERMS
-from cqengine.core.settings import LOG_MEMBERS, REPLICAS, RESOLUTIONS, Settings, SettingsError
+from cqengine.core.terms.indexing import STRATEGIES
+from cqengine.core.terms.presence import DEFAULT_HEADER_TERMS
+from cqengine.core.terms.settings import LOG_MEMBERS, REPLICAS, RESOLUTIONS, Settings, SettingsError
 from cqengine.live.ringfile import DEFAULT_RING_FILE
 from cqengine.text.termfiles import TermFileError, load_stats, load_terms
 

@@ -31,7 +31,7 @@ from cqengine.cli.options import (
     timing_from,
     timing_options,
 )
-from cqengine.core.filters import lease_problem
+from cqengine.core.announcement.filters import lease_problem
 from cqengine.live.datadir import RESERVE
 from cqengine.live.ring import DATA, ring_down, ring_metrics, ring_status, ring_up
 

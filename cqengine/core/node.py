@@ -1,11 +1,11 @@
 """The engine node: the protocol's roles on one ring node, behind one handler table.
 
 `EngineNode` rides on a ChordNode. It holds the roles of the protocol, each in its own
-module, over one Context (cqengine.core.context): the documents it holds as a DN and answers
+module, over one Context (cqengine.core.frame.context): the documents it holds as a DN and answers
 for, the placement of subscriptions, the DN of its batches, the announcer that passes
 batches down the ring, the QN that resolves what stopped here, the home of its
 subscriptions, replication, gossip, stats. A request of the Engine service is checked
-(cqengine.core.checks) and handed to its role; whatever needs more messages is an
+(cqengine.core.frame.checks) and handed to its role; whatever needs more messages is an
 operation (a generator of Calls) run by the shell that hosts the node: a live node
 (cqengine.live.service) or the simulator (cqengine.evaluation.sim), which lend it a Host.
 
@@ -24,25 +24,25 @@ from chord import versions
 from chord.host import Host
 from chord.node import ChordNode, Op, Refused, StatusError
 from chord.routing import NodeRef
-from cqengine.core import checks
-from cqengine.core.announcer import Announcer
-from cqengine.core.context import Context
-from cqengine.core.dn import DN
-from cqengine.core.documents import Documents
-from cqengine.core.errors import FULL, EngineError
-from cqengine.core.filters import Filters
-from cqengine.core.gossip import Gossip
-from cqengine.core.home import Home
-from cqengine.core.journal import Journal
-from cqengine.core.mailboxes import Subscription
-from cqengine.core.observer import Observer
-from cqengine.core.placement import Placement
-from cqengine.core.qn import QN
-from cqengine.core.replication import Replication
-from cqengine.core.runs import Heard
-from cqengine.core.settings import Settings
-from cqengine.core.stats import Stats
-from cqengine.core.synopsis import Synopsis
+from cqengine.core.alerts.mailboxes import Subscription
+from cqengine.core.announcement.announcer import Announcer
+from cqengine.core.announcement.filters import Filters
+from cqengine.core.basis.errors import FULL, EngineError
+from cqengine.core.dn.dn import DN
+from cqengine.core.frame import checks
+from cqengine.core.frame.context import Context
+from cqengine.core.frame.documents import Documents
+from cqengine.core.frame.observer import Observer
+from cqengine.core.home.home import Home
+from cqengine.core.home.replication import Replication
+from cqengine.core.home.stats import Stats
+from cqengine.core.placement.gossip import Gossip
+from cqengine.core.placement.placement import Placement
+from cqengine.core.qn.qn import QN
+from cqengine.core.resolution.runs import Heard
+from cqengine.core.state.journal import Journal
+from cqengine.core.terms.settings import Settings
+from cqengine.core.terms.synopsis import Synopsis
 from cqengine.proto import cqengine_pb2 as pb
 
 # the engine's methods that change what a node keeps (its journal): refused while it can
@@ -81,9 +81,9 @@ class EngineNode:
         """`hold`: seconds at most a DN holds the matches reported for a batch of its own
         while reports are still to come, and tries a home it cannot reach (0: each
         report's alerts at once, the paper's protocol). `journal`: told every change of
-        what must outlive the process (cqengine.core.journal; None: nothing is kept).
+        what must outlive the process (cqengine.core.state.journal; None: nothing is kept).
         `gather`: where a shell that hosts many QNs (the simulator) collects what they
-        heard, to resolve it together (cqengine.core.qn.Resolution). `stamped`: my alert
+        heard, to resolve it together (cqengine.core.qn.qn.Resolution). `stamped`: my alert
         batches carry when their documents were accepted (Delivery.stamped: a live node's)."""
         ctx = self.ctx = Context(chord, settings, host, observer)
         self.chord, self.settings = chord, settings
@@ -166,7 +166,7 @@ class EngineNode:
         """EngineError RESOURCE_EXHAUSTED if my journal can keep nothing now (my data
         directory's disk is full, say): a call that would change what I keep is refused
         before it changes anything, not taken into memory and lost. The caller tries again
-        (a DN holds its batch: cqengine.core.delivery), or another node."""
+        (a DN holds its batch: cqengine.core.dn.delivery), or another node."""
         why = self.ctx.storage_full()
         if why:
             self.ctx.count("refused:storage_full")

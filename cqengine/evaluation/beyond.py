@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cqengine.core.settings import Settings
+from cqengine.core.terms.settings import Settings
 from cqengine.evaluation import EvaluationError
 from cqengine.evaluation.evaluate import writable
 from cqengine.evaluation.experiments import Plan

@@ -17,9 +17,9 @@ from functools import cached_property
 import numpy as np
 
 from chord.ids import MASK, arc_spans
-from cqengine.core.knowledge import Knowledge, knowledge, may_match
-from cqengine.core.postings import Block
-from cqengine.core.runs import Run, successors
+from cqengine.core.resolution.knowledge import Knowledge, knowledge, may_match
+from cqengine.core.resolution.runs import Run, successors
+from cqengine.core.state.postings import Block
 from cqengine.evaluation.wire import packed_fixed64_size, varint_size
 from cqengine.proto import cqengine_pb2 as pb
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from cqengine.core.synopsis import coin_tosses, rank_key
+from cqengine.core.terms.synopsis import coin_tosses, rank_key
 from cqengine.evaluation import EvaluationError
 from cqengine.evaluation.forks import Background
 from cqengine.evaluation.matcher import document_terms, match_documents
@@ -128,8 +128,9 @@ def popular_ranking(corpus: Corpus, sample: range, k: int, y: int = 32) -> list[
     """The K terms a coin-toss synopsis of the sample documents holds, most popular first.
 
     This is the synopsis gossip converges to, computed centrally: the top K of each term's
-    largest CT(y) over the sample (with one register merging is exact; see cqengine.core.synopsis
-    and tests/core/test_gossip.py). The top K' of it for K' < K is the synopsis of size K'.
+    largest CT(y) over the sample (with one register merging is exact; see
+    cqengine.core.terms.synopsis and tests/core/test_gossip.py). The top K' of it for
+    K' < K is the synopsis of size K'.
     """
     best: dict[int, tuple[int, ...]] = {}
     names: dict[int, str] = {}

@@ -6,7 +6,7 @@ what other settings would have sent: the other resolution method (the shadow met
 shallower piggyback depths (shadow depths) and other strategies' indexes of the same
 subscriptions (shadow indexes). The runs of a pass differ only in what happens at a QN
 once it holds its runs of a document, and that is where it attaches (`on_heard`, of
-cqengine.core.observer): it prunes and resolves each shadow as that setting would,
+cqengine.core.frame.observer): it prunes and resolves each shadow as that setting would,
 measured, not sent. A shadow's matches are known at once (the queries whose terms the
 document all holds: the DN's document, which the observer sees stored); its dialogue is
 recorded by the QN's meter and, once the document has run its course (`settle`), worked
@@ -31,11 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from cqengine.core.documents import PublishedDoc
-from cqengine.core.knowledge import may_match
-from cqengine.core.observer import Node
-from cqengine.core.postings import Block, InvertedIndex, member
-from cqengine.core.runs import Heard
+from cqengine.core.frame.documents import PublishedDoc
+from cqengine.core.frame.observer import Node
+from cqengine.core.resolution.knowledge import may_match
+from cqengine.core.resolution.runs import Heard
+from cqengine.core.state.postings import Block, InvertedIndex, member
 from cqengine.evaluation.depths import Told, bytes_saved
 from cqengine.evaluation.meters import Meter, Outcome, Sent, Truth, note
 from cqengine.evaluation.tags import Unsent, call_kind, depth_tag, ledger_kind, unsent_counts

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from chord.routing import NodeRef
-from cqengine.core.bloom import BloomFilter, received_filter
-from cqengine.core.documents import PublishedDoc
-from cqengine.core.postings import Block, any_per_query, expand, member, members_of
-from cqengine.core.resolution import Resolver, side_by_side
+from cqengine.core.frame.documents import PublishedDoc
+from cqengine.core.resolution.resolution import Resolver, side_by_side
+from cqengine.core.state.postings import Block, any_per_query, expand, member, members_of
+from cqengine.core.terms.bloom import BloomFilter, received_filter
 from cqengine.evaluation.wire import bloom_sizes, dialogue_sizes
 from cqengine.proto import cqengine_pb2 as pb
 
@@ -84,7 +84,7 @@ class Truth:
 
 class ShadowResolver(Resolver):
     """The resolution of shadows' recorded candidates (Meter.settle): the same rounds as
-    a QN's (cqengine.core.resolution.Resolver), for parts given as they are measured, and
+    a QN's (cqengine.core.resolution.resolution.Resolver), for parts given as they are measured, and
     resolved to the end told the document's answers (`settle`) instead of asking."""
 
     _given: list[list[tuple[Block, np.ndarray]]]  # per part: its block, its terms' places

@@ -19,10 +19,10 @@ import time
 
 import numpy as np
 
-from cqengine.core.bloom import positions_array
-from cqengine.core.postings import Block, InvertedIndex, ask_order, objects
-from cqengine.core.queries import entry_slot
-from cqengine.core.settings import Settings
+from cqengine.core.state.postings import Block, InvertedIndex, ask_order, objects
+from cqengine.core.terms.bloom import positions_array
+from cqengine.core.terms.queries import entry_slot
+from cqengine.core.terms.settings import Settings
 from cqengine.evaluation import EvaluationError
 from cqengine.evaluation.inputs import Inputs
 from cqengine.evaluation.runs import IndexSpec, percentiles, place

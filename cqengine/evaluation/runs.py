@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import mmh3
 import numpy as np
 
-from cqengine.core.settings import RESOLUTIONS
+from cqengine.core.terms.settings import RESOLUTIONS
 from cqengine.evaluation import EvaluationError
 from cqengine.evaluation.sim import ANNOUNCE, RESOLUTION
 from cqengine.evaluation.tags import depth_tag

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cqengine.core.presence import DEFAULT_HEADER_TERMS
+from cqengine.core.terms.presence import DEFAULT_HEADER_TERMS
 from cqengine.evaluation import EvaluationError
 
 # `experiment beyond`: hot terms per term-presence header, chosen by measurement

@@ -18,12 +18,12 @@ from chord.node import PeerUnreachable
 from chord.oracle import ring_problems
 from chord.routing import SUCCESSORS
 from chord.simulator import Simulator
-from cqengine.core.documents import Document
-from cqengine.core.errors import EngineError
+from cqengine.core.basis.errors import EngineError
+from cqengine.core.frame.documents import Document
 from cqengine.core.node import EngineNode
-from cqengine.core.qn import Resolution
-from cqengine.core.runs import Heard
-from cqengine.core.settings import Settings
+from cqengine.core.qn.qn import Resolution
+from cqengine.core.resolution.runs import Heard
+from cqengine.core.terms.settings import Settings
 from cqengine.evaluation.tally import Tally
 from cqengine.proto import cqengine_pb2 as pb
 
@@ -79,7 +79,7 @@ class EngineSimulator:
     (chord.simulator.VirtualClock). Every node tells the one observer (a Tally unless
     given: every node's counters summed as they grow) what happens; a document's QNs
     resolve it together once its announcement has run its course
-    (cqengine.core.qn.Resolution)."""
+    (cqengine.core.qn.qn.Resolution)."""
 
     def __init__(
         self,
@@ -169,7 +169,7 @@ class EngineSimulator:
         self.observer.settle()
 
     def resolve(self, heard: list[tuple[EngineNode, Heard]]) -> None:
-        """Resolve what these QNs heard together (cqengine.core.qn.Resolution): each round's
+        """Resolve what these QNs heard together (cqengine.core.qn.qn.Resolution): each round's
         requests made one by one, each from its QN over the ring; then each QN reports."""
         resolution = Resolution([(node.qn, h) for node, h in heard])
         while asks := resolution.asks():

@@ -1,6 +1,6 @@
 """The simulator's default observer: every node's counters summed ring-wide.
 
-It is the observer protocol (cqengine.core.observer) doing the least it can, and so the
+It is the observer protocol (cqengine.core.frame.observer) doing the least it can, and so the
 base of the measurement pass's observer (cqengine.evaluation.measure.Shadows), which
 measures on top of the same counters. It lives apart from the pass because every
 simulated ring has one, measured or not.
@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from cqengine.core.documents import PublishedDoc
-from cqengine.core.observer import Node
-from cqengine.core.runs import Heard
+from cqengine.core.frame.documents import PublishedDoc
+from cqengine.core.frame.observer import Node
+from cqengine.core.resolution.runs import Heard
 from cqengine.proto import cqengine_pb2 as pb
 
 

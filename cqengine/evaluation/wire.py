@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import lru_cache
 
-from cqengine.core.matches import one_by_one_bytes
+from cqengine.core.resolution.matches import one_by_one_bytes
 
 
 def varint_size(v: int) -> int:
@@ -58,7 +58,7 @@ def bloom_sizes(bits: int) -> tuple[int, int]:
 def matched_size(matches: Iterable[tuple[int, str]]) -> int:
     """A QN's report of its matches of one document, (subscription id, home) each (home
     keys 0: a ring without replicas), to the DN: in whichever of its forms is smaller, as
-    the QN sends it once the ring speaks protocol 3 (cqengine.core.matches.report)."""
+    the QN sends it once the ring speaks protocol 3 (cqengine.core.resolution.matches.report)."""
     runs: dict[str, list[int]] = {}  # a run per home, as the QN groups them
     for sub, home in matches:
         runs.setdefault(home, []).append(sub)

@@ -34,7 +34,7 @@ import grpc
 
 from chord.client import lookup
 from chord.tls import Credentials, TlsError, channel, tls_failure
-from cqengine.core.limits import MAX_BATCH_QUERIES
+from cqengine.core.basis.limits import MAX_BATCH_QUERIES
 from cqengine.live.ringfile import DEFAULT_RING_FILE, RingFile
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.proto import cqengine_pb2_grpc as pb_grpc

@@ -1,6 +1,6 @@
 """A node's Prometheus endpoint: its Stats reply in Prometheus' text format.
 
-Every value is read from the reply the `Stats` RPC gives (cqengine.core.stats), at the
+Every value is read from the reply the `Stats` RPC gives (cqengine.core.home.stats), at the
 moment of the scrape, so the endpoint and `cqengine stats` never disagree and nothing is
 counted twice. It is served by aiohttp on the node's own event loop (a scrape reads the
 engine's state between two of its steps, never during one), over plain HTTP, bound to
@@ -25,7 +25,7 @@ from prometheus_client.core import (
 from chord.gate import REFUSALS
 from chord.live import StartupError
 from chord.meter import Meter, charged
-from cqengine.core.stats import DROP_REASONS
+from cqengine.core.home.stats import DROP_REASONS
 from cqengine.proto import cqengine_pb2 as pb
 
 log = logging.getLogger("cqengine.live.metrics")

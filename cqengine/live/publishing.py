@@ -3,7 +3,7 @@
 As a Kafka producer (linger.ms, batch.size): documents wait for more until a batch is
 full or the linger time since its first has passed; each batch is analyzed in a worker
 thread, so that the node's event loop keeps serving meanwhile, and published by the
-engine's DN as one (cqengine.core.dn.DN.publish_batch).
+engine's DN as one (cqengine.core.dn.dn.DN.publish_batch).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from dataclasses import dataclass, replace
 
 from chord.live import StartupError
 from chord.meter import Meter
-from cqengine.core.documents import Document, prepare
-from cqengine.core.errors import EngineError
-from cqengine.core.limits import MAX_BATCH_DOCS
+from cqengine.core.basis.errors import EngineError
+from cqengine.core.basis.limits import MAX_BATCH_DOCS
+from cqengine.core.frame.documents import Document, prepare
 from cqengine.core.node import EngineNode
 from cqengine.proto import cqengine_pb2 as pb
 
@@ -67,7 +67,8 @@ def _answer(future: asyncio.Future, reply) -> None:
 class Batcher:
     """The documents published through this node, gathered into batches: each batch is
     analyzed in a worker thread (the event loop keeps serving meanwhile) and published by
-    the engine's DN as one (cqengine.core.dn.DN.publish_batch); the next batch gathers meanwhile."""
+    the engine's DN as one (cqengine.core.dn.dn.DN.publish_batch); the next batch gathers
+    meanwhile."""
 
     def __init__(
         self, engine: EngineNode, publishing: Publishing, run: Callable, meter: Meter | None = None

@@ -48,7 +48,7 @@ CREATE TABLE IF NOT EXISTS gone (  -- subscriptions ended, likewise
 CREATE TABLE IF NOT EXISTS entries (
     key INTEGER NOT NULL, subscription_id INTEGER NOT NULL, entry BLOB NOT NULL,
     crc INTEGER,  -- of entry
-    PRIMARY KEY (key, subscription_id)  -- the entry's slot (cqengine.core.queries)
+    PRIMARY KEY (key, subscription_id)  -- the entry's slot (cqengine.core.terms.queries)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS alerts (  -- schema 2's alerts, a row each: read once, then runs
     subscription_id INTEGER NOT NULL, seq INTEGER NOT NULL, doc INTEGER NOT NULL,

@@ -29,12 +29,12 @@ from chord.meter import charged
 from chord.node import StatusError
 from chord.tls import ADMIN, PUBLISHER, SUBSCRIBER, Credentials, aio_channel, tls_failure
 from chord.versions import Versions
-from cqengine.core.errors import EngineError
-from cqengine.core.filters import lease_problem
-from cqengine.core.mailboxes import Subscription
+from cqengine.core.alerts.mailboxes import Subscription
+from cqengine.core.announcement.filters import lease_problem
+from cqengine.core.basis.errors import EngineError
 from cqengine.core.node import EngineNode
-from cqengine.core.placement import analyze_all, check_batch
-from cqengine.core.settings import Settings, SettingsError
+from cqengine.core.placement.placement import analyze_all, check_batch
+from cqengine.core.terms.settings import Settings, SettingsError
 from cqengine.live.datadir import (
     CHECK_EVERY,
     FILE,

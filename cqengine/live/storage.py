@@ -1,7 +1,7 @@
 """A node's state on disk: an embedded SQLite database, in WAL mode, in its data directory.
 
 The EngineNode tells its journal (this) every change of what must outlive the process
-(cqengine.core.journal). The changes gather in one open transaction that is committed once
+(cqengine.core.state.journal). The changes gather in one open transaction that is committed once
 per batch: after each request the node handled and each operation it ran
 (cqengine.core.node.EngineNode.durable), and soon after anything else. WAL with
 synchronous=NORMAL: a commit survives the process being killed, not the machine losing
@@ -45,11 +45,11 @@ import numpy as np
 
 from chord.live import StartupError
 from chord.node import StatusError
-from cqengine.core.errors import FULL
+from cqengine.core.alerts.mailboxes import AlertDoc, Mailbox, Subscription
+from cqengine.core.basis.errors import FULL
+from cqengine.core.basis.limits import MAILBOX, SEEN_KEPT
 from cqengine.core.homelog.log import Log
-from cqengine.core.limits import MAILBOX, SEEN_KEPT
-from cqengine.core.mailboxes import AlertDoc, Mailbox, Subscription
-from cqengine.core.queries import entry_slot
+from cqengine.core.terms.queries import entry_slot
 from cqengine.live.datadir import FILE, Room, damaged, owner_problem
 from cqengine.live.logstore import LogStore
 from cqengine.live.schema import MIGRATIONS, SCHEMA, TABLES, checked, crc, migrate
@@ -77,7 +77,7 @@ class StorageFull(StatusError):
 
 
 class Storage:
-    """The journal of one node, on SQLite (cqengine.core.journal.Journal)."""
+    """The journal of one node, on SQLite (cqengine.core.state.journal.Journal)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path

@@ -17,7 +17,7 @@ import secrets
 from collections import deque
 from collections.abc import Sequence
 
-from cqengine.core.mailboxes import Subscription, numbered_batch, numbered_documents
+from cqengine.core.alerts.mailboxes import Subscription, numbered_batch, numbered_documents
 from cqengine.proto import cqengine_pb2 as pb
 
 ALERTS_PER_MESSAGE = 1_000  # alerts one message of a stream carries at most

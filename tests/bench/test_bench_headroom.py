@@ -38,7 +38,7 @@ def test_every_id_listed_leaves_nothing_to_skip():
 
 def test_a_message_leads_to_a_match_when_it_carries_a_matching_querys_index_id():
     bench = load_script("experiments/bench_headroom.py")
-    from cqengine.core.documents import PublishedDoc
+    from cqengine.core.frame.documents import PublishedDoc
     from cqengine.proto import cqengine_pb2 as pb
 
     watch = bench.Headroom(indexed={1, 2}, matching={"D": {1}})

@@ -11,13 +11,14 @@ def test_samples_are_placed_by_thread_and_innermost_frame():
     raw = "\n".join(
         [
             f"{LOOP};run_async (chord/grpc_transport.py:141);Resolver.knowing "
-            "(cqengine/core/resolution.py:248);unique (numpy/lib/_arraysetops_impl.py:296) 6",
+            "(cqengine/core/resolution/resolution.py:248);"
+            "unique (numpy/lib/_arraysetops_impl.py:296) 6",
             f"{LOOP};run_async (chord/grpc_transport.py:141);GrpcTransport.call "
             "(chord/grpc_transport.py:118);UnaryUnaryCall._invoke (grpc/aio/_call.py:595) 3",
             f"{LOOP};EngineNode.handle (cqengine/core/node.py:104);PyUpb_Message (_message.so) 1",
             f"{LOOP} 4",
             f"{LOOP};LiveNode.dispatch (chord/live.py:133) 2",
-            f"{WORKER};prepare (cqengine/core/documents.py:43);analyze "
+            f"{WORKER};prepare (cqengine/core/frame/documents.py:43);analyze "
             "(cqengine/text/analysis.py:68) 2",
             "Thread._bootstrap (threading.py:1002);Thread.run (threading.py:982) 2",
             f"{LOOP.split(';')[0]};EpollSelector.select (selectors.py:468) 5",

@@ -24,8 +24,8 @@ from cqengine.cli.options import (
     settings_from,
     timing_from,
 )
-from cqengine.core.presence import DEFAULT_HEADER_TERMS
-from cqengine.core.settings import LOG_MEMBERS, REPLICAS, Settings
+from cqengine.core.terms.presence import DEFAULT_HEADER_TERMS
+from cqengine.core.terms.settings import LOG_MEMBERS, REPLICAS, Settings
 from cqengine.live.ports import free_ports
 from cqengine.live.publishing import Publishing
 from cqengine.live.ring import pid_alive

@@ -22,10 +22,10 @@ from support.workloads import (
     workload,
 )
 
-from cqengine.core.documents import prepare
-from cqengine.core.errors import EngineError
-from cqengine.core.indexing import STRATEGIES
-from cqengine.core.settings import Settings
+from cqengine.core.basis.errors import EngineError
+from cqengine.core.frame.documents import prepare
+from cqengine.core.terms.indexing import STRATEGIES
+from cqengine.core.terms.settings import Settings
 from cqengine.evaluation.matcher import document_frequencies
 from cqengine.evaluation.sim import EngineSimulator
 from cqengine.proto import cqengine_pb2 as pb
@@ -59,7 +59,7 @@ def test_boolean_alerts_equal_the_matcher(
     strategy, resolution, batch, nodes, corpus_seed, seed, depth, bloom_bits
 ):
     """Documents published one by one (the paper's protocol), or 64 to a batch (each QN
-    reporting a batch's matches in columns, cqengine.core.matches)."""
+    reporting a batch's matches in columns, cqengine.core.resolution.matches)."""
     wl = workload(corpus_seed)
     settings = make_settings(
         wl, strategy=strategy, resolution=resolution, piggyback=depth, bloom_bits=bloom_bits
@@ -254,7 +254,7 @@ def test_a_dn_that_answers_no_phrase_question_fails_its_documents_not_the_qn(mon
     """A DN answering the last round without its phrases (one that knows no phrase
     questions): the QN counts the alerts of its documents there lost (a QN's document
     fails whole, as when its DN fails) and goes on; it does not stop with an error."""
-    from cqengine.core import documents
+    from cqengine.core.frame import documents
 
     monkeypatch.setattr(
         documents,
@@ -275,8 +275,8 @@ def test_a_dn_that_answers_no_phrase_question_fails_its_documents_not_the_qn(mon
 def test_malformed_negations_and_phrases_are_refused_where_they_arrive():
     """An entry's negated terms and phrases are checked as its terms are (a DN asked a
     malformed phrase refuses no less), and a last round's phrase questions must add up."""
-    from cqengine.core import checks
-    from cqengine.core.queries import analyze_query, entry_of
+    from cqengine.core.frame import checks
+    from cqengine.core.terms.queries import analyze_query, entry_of
 
     query = analyze_query('levee -flood "storm surge"')
     good = entry_of(query.alternatives[0], 0)

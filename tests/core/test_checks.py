@@ -1,4 +1,4 @@
-"""Receivers check every message (cqengine.core.checks, chord.checks).
+"""Receivers check every message (cqengine.core.frame.checks, chord.checks).
 
 1. No false refusal: whole simulated rings, every strategy and resolution, replicated with
    failures and churn or the paper's protocol, gossip and re-indexing, piggybacking and
@@ -32,11 +32,13 @@ from support.workloads import SHAPES, subscribe_all, workload
 from chord import checks as chord_checks
 from chord.node import ChordNode, Refused
 from chord.proto import chord_pb2 as chord_pb
-from cqengine.core import checks, limits, matches
-from cqengine.core.documents import Document, prepare
-from cqengine.core.limits import SEEN_KEPT
+from cqengine.core.basis import limits
+from cqengine.core.basis.limits import SEEN_KEPT
+from cqengine.core.frame import checks
+from cqengine.core.frame.documents import Document, prepare
 from cqengine.core.node import ENGINE_SERVICE, EngineNode
-from cqengine.core.settings import Settings
+from cqengine.core.resolution import matches
+from cqengine.core.terms.settings import Settings
 from cqengine.evaluation.sim import EngineSimulator
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.analysis import analyze, term_id
@@ -203,7 +205,7 @@ def test_no_message_of_a_ring_on_the_home_log_is_refused(strategy, nodes, seed, 
 def test_a_busy_ring_with_aggregate_filters_alerts_exactly(
     strategy, replicas, nodes, seed, batch, lease
 ):
-    """The same life with filters (cqengine.core.filters): batches split over hops,
+    """The same life with filters (cqengine.core.announcement.filters): batches split over hops,
     filters gone stale as nodes leave, join and fail and gossip re-indexes."""
     sim, got, want = busy_ring(strategy, "td", replicas, seed, nodes, 1, batch, filter_lease=lease)
     assert refused(sim) == 0
@@ -307,12 +309,12 @@ def plain(x: Any) -> Any:
 
 
 def work(d) -> tuple:
-    """A DN's deliveries in progress (cqengine.core.delivery.Delivery)."""
+    """A DN's deliveries in progress (cqengine.core.dn.delivery.Delivery)."""
     return d.retrying, d.unsent, d.homes_at
 
 
 def peers(r) -> tuple:
-    """What replication knows of its replicas (cqengine.core.replication.Replication)."""
+    """What replication knows of its replicas (cqengine.core.home.replication.Replication)."""
     return r.confirmed, r.in_sync, r.replicas_were
 
 

@@ -1,4 +1,4 @@
-"""No wall clock decides what is kept or taken over (cqengine.core.ages, Host.incarnation):
+"""No wall clock decides what is kept or taken over (cqengine.core.basis.ages, Host.incarnation):
 tombstones and a DN's held batches across a wall clock stepped on one node."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 from support.oracle import assert_exact
 from support.workloads import make_settings, subscribe_all, workload
 
-from cqengine.core.documents import Document
-from cqengine.core.limits import TOMBSTONE_TTL
-from cqengine.core.postings import InvertedIndex
-from cqengine.core.records import RecordStore
+from cqengine.core.basis.limits import TOMBSTONE_TTL
+from cqengine.core.frame.documents import Document
+from cqengine.core.state.postings import InvertedIndex
+from cqengine.core.state.records import RecordStore
 from cqengine.evaluation.sim import EngineSimulator
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.analysis import analyze

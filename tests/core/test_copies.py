@@ -1,4 +1,4 @@
-"""A replica keeping copies as columns (cqengine.core.copies) ends exactly where taking
+"""A replica keeping copies as columns (cqengine.core.alerts.copies) ends exactly where taking
 each copy into its mailbox at once ends (the oracle: a store without columns): the same
 mailboxes, the same journal, the same replies, whatever the copies' order, gaps, repeats,
 acknowledgements ahead of their alerts, and whenever a mailbox is read. Reconciliation's
@@ -10,11 +10,11 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from cqengine.core import limits
-from cqengine.core.copies import FOLD_AFTER
-from cqengine.core.mailboxes import Subscription, Subscriptions, numbered_batch
-from cqengine.core.postings import InvertedIndex
-from cqengine.core.records import RecordStore
+from cqengine.core.alerts.copies import FOLD_AFTER
+from cqengine.core.alerts.mailboxes import Subscription, Subscriptions, numbered_batch
+from cqengine.core.basis import limits
+from cqengine.core.state.postings import InvertedIndex
+from cqengine.core.state.records import RecordStore
 from cqengine.proto import cqengine_pb2 as pb
 
 SUBS = [11, 12, 13, 14]

@@ -23,15 +23,16 @@ from support.workloads import SHAPES, Workload, make_settings, subscribe_all, wo
 
 from chord.node import PeerUnreachable
 from chord.routing import NodeRef
-from cqengine.core import limits, qn
-from cqengine.core.bloom import BloomFilter
-from cqengine.core.documents import prepare
-from cqengine.core.errors import EngineError
-from cqengine.core.knowledge import knowledge
-from cqengine.core.limits import MAX_DOCNO, MAX_QUERY_TERMS
+from cqengine.core.basis import limits
+from cqengine.core.basis.errors import EngineError
+from cqengine.core.basis.limits import MAX_DOCNO, MAX_QUERY_TERMS
+from cqengine.core.frame.documents import prepare
 from cqengine.core.node import ENGINE_SERVICE
-from cqengine.core.queries import signature
-from cqengine.core.settings import Settings
+from cqengine.core.qn import qn
+from cqengine.core.resolution.knowledge import knowledge
+from cqengine.core.terms.bloom import BloomFilter
+from cqengine.core.terms.queries import signature
+from cqengine.core.terms.settings import Settings
 from cqengine.evaluation.sim import EngineSimulator
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.analysis import analyze, term_id
@@ -155,7 +156,7 @@ def test_alerts_equal_the_brute_force_matcher(
         report = sim.publish(doc.docno, doc.text, doc.title)
         assert report.terms == len(wl.terms[doc.docno])
         assert report.matches == per_doc[doc.docno]  # each matching query confirmed once
-        # queries alike at a key are one candidate (merged: cqengine.core.postings.Block)
+        # queries alike at a key are one candidate (merged: cqengine.core.state.postings.Block)
         alike = {frozenset(subs[sub]) for sub, d in want if d == doc.docno}
         assert report.candidates >= len(alike)
     assert_exact(sim.alerts(), want)
@@ -300,7 +301,7 @@ def test_observations_only_prune(strategy, resolution, nodes, monkeypatch):
     if nodes == 1:
         # one node's region is the whole circle: Observation 1 knows every id, so only the
         # queries that match are left as candidates
-        # (those alike under one key, one candidate: cqengine.core.postings.Block)
+        # (those alike under one key, one candidate: cqengine.core.state.postings.Block)
         want, held = wl.oracle(runs[True][2]), index_entries(sim)
         alike = [
             len({(k, signature(e)) for _, k, e in held if (e.subscription_id, d.docno) in want})

@@ -1,9 +1,9 @@
-"""Aggregate filters (cqengine.core.filters): a filter spares a hop only ids of its region
-under which it holds no list; a simulated ring with filters sends exactly the matcher's
-alerts, each once, for every strategy and both ways of resolving, while subscriptions
-under new keys arrive between documents, nodes fail and join, and gossip re-indexes; and
-a subscription under a key new at its owner is acknowledged only once every filter
-granted without that key has expired."""
+"""Aggregate filters (cqengine.core.announcement.filters): a filter spares a hop only ids
+of its region under which it holds no list; a simulated ring with filters sends exactly
+the matcher's alerts, each once, for every strategy and both ways of resolving, while
+subscriptions under new keys arrive between documents, nodes fail and join, and gossip
+re-indexes; and a subscription under a key new at its owner is acknowledged only once
+every filter granted without that key has expired."""
 
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ from support.workloads import (
     workload,
 )
 
-from cqengine.core.filters import Filter
-from cqengine.core.indexing import STRATEGIES
-from cqengine.core.settings import Settings, SettingsError
+from cqengine.core.announcement.filters import Filter
+from cqengine.core.terms.indexing import STRATEGIES
+from cqengine.core.terms.settings import Settings, SettingsError
 from cqengine.evaluation.matcher import document_frequencies
 from cqengine.evaluation.sim import EngineSimulator
 from cqengine.proto import cqengine_pb2 as pb

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from chord.ledger import LocalLedger
-from cqengine.core.documents import Document
-from cqengine.core.settings import Settings
+from cqengine.core.frame.documents import Document
+from cqengine.core.terms.settings import Settings
 from cqengine.evaluation.matcher import document_terms
 from cqengine.evaluation.sim import EngineSimulator
 from cqengine.text.analysis import analyze

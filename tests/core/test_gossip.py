@@ -10,8 +10,8 @@ from support.live import FAST
 from support.oracle import assert_exact, expected
 from support.waiting import eventually
 
-from cqengine.core.settings import Settings
-from cqengine.core.synopsis import Synopsis
+from cqengine.core.terms.settings import Settings
+from cqengine.core.terms.synopsis import Synopsis
 from cqengine.demo import collect_alerts
 from cqengine.evaluation.matcher import document_frequencies, document_terms
 from cqengine.evaluation.sim import EngineSimulator

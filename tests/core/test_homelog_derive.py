@@ -11,9 +11,9 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from support.homelog import DOCNOS, LIMIT_BYTES, SUBS, entry, state
 
-from cqengine.core import limits
+from cqengine.core.alerts.mailboxes import Mailbox, Subscription, alert_batch, offer_batch
+from cqengine.core.basis import limits
 from cqengine.core.homelog.derive import Derived
-from cqengine.core.mailboxes import Mailbox, Subscription, alert_batch, offer_batch
 from cqengine.proto import cqengine_pb2 as pb
 
 operation = st.one_of(

@@ -1,4 +1,4 @@
-"""Rings on the home log (Settings.home_log, cqengine.core.homelog.homes) in the simulator:
+"""Rings on the home log (Settings.home_log, cqengine.core.home.homes) in the simulator:
 homes fail, are cut off from the rest of the ring and come back, and still every alert is
 the matcher's, shown once, each subscription's numbered 0, 1, 2, ... without a gap, and
 no number ever names two documents (a subscriber that saw number n never sees another
@@ -105,7 +105,7 @@ def test_logs_fold_into_checkpoints_and_a_member_far_behind_takes_one(monkeypatc
     back, that the leader's entries it lacks are folded: it takes the leader's checkpoint
     (LogAppend.checkpoint). Then the home fails and that member leads the log from the
     checkpoint: every alert the matcher's, once, numbered without a gap."""
-    from cqengine.core import limits
+    from cqengine.core.basis import limits
     from cqengine.core.homelog.log import Log
 
     monkeypatch.setattr(limits, "LOG_KEPT", 6)
@@ -152,7 +152,7 @@ def test_a_node_that_joins_before_a_home_key_leads_its_log(asked):
     first, is told UNAVAILABLE while the node takes the log over, and then served
     (`claimed`). Either way it leads the log in a later epoch: every alert once, numbered
     on without a gap."""
-    from cqengine.core.errors import EngineError
+    from cqengine.core.basis.errors import EngineError
 
     wl, sim, subs, streams = halfway(3)
     home = busiest_home(sim)
@@ -206,7 +206,7 @@ def test_a_home_key_no_log_is_of_is_not_taken_over_for_ever():
     client made one node of a small ring refuse every later call this way). No member
     keeps anything of it either: it was asked whether it held a copy, not for a promise
     (a promise is kept for good: a fuzzing client would fill every member's disk)."""
-    from cqengine.core.errors import EngineError
+    from cqengine.core.basis.errors import EngineError
 
     wl, sim, subs = ring(3)
     node = busiest_home(sim)
@@ -340,7 +340,7 @@ def test_a_home_cut_off_from_its_log_answers_its_subscribers_unavailable():
     majority has answered it for a while: its subscribers are told the home is in a
     minority (they look for its key's new home), not served what may no longer be true.
     Once the cut heals and it leads with a majority again, they are served."""
-    from cqengine.core.errors import EngineError
+    from cqengine.core.basis.errors import EngineError
 
     wl, sim, _ = ring(3)
     home = sorted(sim.engines)[1]

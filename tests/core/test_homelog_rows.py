@@ -15,12 +15,12 @@ from support.homelog import DOCNOS, LIMIT_BYTES, SUBS, Subscribers, entry, publi
 from support.oracle import assert_exact
 
 from chord import versions
-from cqengine.core.home import _acks_entry, _deliver_entry
+from cqengine.core.alerts.mailboxes import alert_batch
+from cqengine.core.home.home import _acks_entry, _deliver_entry
+from cqengine.core.home.homes import _rows_change
 from cqengine.core.homelog.derive import Derived
-from cqengine.core.homelog.homes import _rows_change
 from cqengine.core.homelog.log import Log
 from cqengine.core.homelog.rows import Rows
-from cqengine.core.mailboxes import alert_batch
 from cqengine.proto import cqengine_pb2 as pb
 
 operation = st.one_of(

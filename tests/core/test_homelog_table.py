@@ -11,11 +11,7 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from cqengine.core import limits
-from cqengine.core.homelog import table as table_module
-from cqengine.core.homelog.derive import Derived
-from cqengine.core.homelog.table import AlertTable
-from cqengine.core.mailboxes import (
+from cqengine.core.alerts.mailboxes import (
     Mailbox,
     Subscription,
     Subscriptions,
@@ -24,6 +20,10 @@ from cqengine.core.mailboxes import (
     numbered_batch,
     offer_batch,
 )
+from cqengine.core.basis import limits
+from cqengine.core.homelog import table as table_module
+from cqengine.core.homelog.derive import Derived
+from cqengine.core.homelog.table import AlertTable
 from cqengine.proto import cqengine_pb2 as pb
 
 SEEN = 3  # SEEN_KEPT, small: memories fill and forget often

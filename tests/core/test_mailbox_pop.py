@@ -11,8 +11,8 @@ from unittest import mock
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cqengine.core import limits
-from cqengine.core.mailboxes import Mailbox, cost
+from cqengine.core.alerts.mailboxes import Mailbox, cost
+from cqengine.core.basis import limits
 
 KEPT = 4  # the acknowledged documents remembered (limits.SEEN_KEPT), small to be exceeded
 

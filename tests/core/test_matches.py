@@ -1,5 +1,5 @@
-"""A QN's report of matches (cqengine.core.matches): columns say what one Match each says,
-and a ring uses them only once every member speaks protocol 3."""
+"""A QN's report of matches (cqengine.core.resolution.matches): columns say what one Match
+each says, and a ring uses them only once every member speaks protocol 3."""
 
 from __future__ import annotations
 
@@ -12,10 +12,12 @@ from support.oracle import assert_exact
 from support.workloads import make_settings, subscribe_all, workload
 
 from chord.floor import Floor
-from cqengine.core import checks, matches, qn
-from cqengine.core.documents import prepare
+from cqengine.core.frame import checks
+from cqengine.core.frame.documents import prepare
 from cqengine.core.node import EngineNode
-from cqengine.core.settings import Settings
+from cqengine.core.qn import qn
+from cqengine.core.resolution import matches
+from cqengine.core.terms.settings import Settings
 from cqengine.evaluation.sim import EngineSimulator
 from cqengine.proto import cqengine_pb2 as pb
 

@@ -1,4 +1,4 @@
-"""Query merging (cqengine.core.merging): a merged column never loses a match, and asks
+"""Query merging (cqengine.core.state.merging): a merged column never loses a match, and asks
 the DN exactly what its members would have asked unmerged; on the simulator, alerts equal
 the matcher's for every strategy and resolution, boolean queries included."""
 
@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 from support.oracle import assert_exact
 from support.workloads import SHAPES, boolean_expected, boolean_queries, make_settings, workload
 
-from cqengine.core.indexing import STRATEGIES
-from cqengine.core.knowledge import Knowledge
-from cqengine.core.merging import merged
-from cqengine.core.postings import Block
-from cqengine.core.resolution import Resolver
-from cqengine.core.settings import RESOLUTIONS
+from cqengine.core.resolution.knowledge import Knowledge
+from cqengine.core.resolution.resolution import Resolver
+from cqengine.core.state.merging import merged
+from cqengine.core.state.postings import Block
+from cqengine.core.terms.indexing import STRATEGIES
+from cqengine.core.terms.settings import RESOLUTIONS
 from cqengine.evaluation.sim import EngineSimulator
 from cqengine.proto import cqengine_pb2 as pb
 
@@ -120,7 +120,7 @@ def test_a_merged_block_holds_every_entry_once():
 
 
 def test_merging_is_off_by_default_and_travels_to_joining_nodes():
-    from cqengine.core.settings import Settings
+    from cqengine.core.terms.settings import Settings
 
     assert Settings().merge_queries is False
     assert Settings.from_pb(Settings(merge_queries=True).to_pb()).merge_queries is True

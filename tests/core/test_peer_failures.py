@@ -8,7 +8,7 @@ import pytest
 from support.oracle import assert_exact
 from support.workloads import make_settings, subscribe_through_every_node, workload
 
-from cqengine.core.errors import EngineError
+from cqengine.core.basis.errors import EngineError
 from cqengine.evaluation.sim import EngineSimulator
 
 

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cqengine.core.postings import MERGED, Block, InvertedIndex, ask_order, member
+from cqengine.core.state.postings import MERGED, Block, InvertedIndex, ask_order, member
 from cqengine.evaluation.rings import compile_blocks
 from cqengine.proto import cqengine_pb2 as pb
 

@@ -4,9 +4,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cqengine.core.documents import prepare, snippet
-from cqengine.core.errors import EngineError
-from cqengine.core.limits import SNIPPET
+from cqengine.core.basis.errors import EngineError
+from cqengine.core.basis.limits import SNIPPET
+from cqengine.core.frame.documents import prepare, snippet
 from cqengine.text.analysis import analyze
 
 texts = st.text(alphabet=st.sampled_from("ab \t\n\u00a0é"), max_size=3 * SNIPPET) | st.builds(

@@ -1,4 +1,4 @@
-"""Term-presence headers (cqengine.core.presence): a header says exactly which hot terms a
+"""Term-presence headers (cqengine.core.terms.presence): a header says exactly which hot terms a
 document holds, a QN never calls a document's term absent because of one, and a
 simulated ring with headers sends exactly the matcher's alerts, each once, for every
 strategy and both ways of resolving, conjunctive and boolean queries alike."""
@@ -24,11 +24,12 @@ from support.workloads import (
     workload,
 )
 
-from cqengine.core import checks, presence
-from cqengine.core.indexing import STRATEGIES
-from cqengine.core.knowledge import knowledge
-from cqengine.core.runs import Run, announced, announcement, group_runs, per_id
-from cqengine.core.settings import Settings, SettingsError
+from cqengine.core.frame import checks
+from cqengine.core.resolution.knowledge import knowledge
+from cqengine.core.resolution.runs import Run, announced, announcement, group_runs, per_id
+from cqengine.core.terms import presence
+from cqengine.core.terms.indexing import STRATEGIES
+from cqengine.core.terms.settings import Settings, SettingsError
 from cqengine.evaluation.matcher import document_frequencies, matches
 from cqengine.evaluation.sim import EngineSimulator
 from cqengine.proto import cqengine_pb2 as pb

@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 from support.runs import SMALL, big_ids, deliver, ids
 
 from chord.ids import in_open, in_open_closed
-from cqengine.core.bloom import BloomFilter, _positions, positions_array
-from cqengine.core.documents import PublishedDoc
-from cqengine.core.knowledge import knowledge, known_in_parts, may_match
-from cqengine.core.postings import FEW, Block, member, union_terms
-from cqengine.core.resolution import pack_bits, unpack_bits, unpack_many
-from cqengine.core.runs import Run, announcement, successors
+from cqengine.core.frame.documents import PublishedDoc
+from cqengine.core.resolution.knowledge import knowledge, known_in_parts, may_match
+from cqengine.core.resolution.resolution import pack_bits, unpack_bits, unpack_many
+from cqengine.core.resolution.runs import Run, announcement, successors
+from cqengine.core.state.postings import FEW, Block, member, union_terms
+from cqengine.core.terms.bloom import BloomFilter, _positions, positions_array
 from cqengine.evaluation.depths import Told, bytes_saved, truncated
 
 

@@ -1,4 +1,4 @@
-"""Reconciling home records (cqengine.core.summaries): a replica is sent what it lacks of a
+"""Reconciling home records (cqengine.core.state.summaries): a replica is sent what it lacks of a
 mailbox, not the mailbox; the owner asks for what it lacks itself; copies end equal, and a
 copy knows seen every document its subscriber acknowledged lately."""
 
@@ -10,16 +10,16 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from support.records import ask, finish, reconcile
 
-from cqengine.core import limits
-from cqengine.core.mailboxes import (
+from cqengine.core.alerts.mailboxes import (
     Subscription,
     Subscriptions,
     home_record,
     numbered_batch,
     token_hash,
 )
-from cqengine.core.postings import InvertedIndex
-from cqengine.core.records import RecordStore
+from cqengine.core.basis import limits
+from cqengine.core.state.postings import InvertedIndex
+from cqengine.core.state.records import RecordStore
 from cqengine.proto import cqengine_pb2 as pb
 
 SUBS = (1, 2, 3, 1 + limits.BUCKETS)  # the last shares a bucket with the first

@@ -11,16 +11,16 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from cqengine.core.limits import EARLY_ALERTS
-from cqengine.core.mailboxes import (
+from cqengine.core.alerts.mailboxes import (
     Subscription,
     Subscriptions,
     numbered_alerts,
     numbered_batch,
     runs_of,
 )
-from cqengine.core.postings import InvertedIndex
-from cqengine.core.records import RecordStore
+from cqengine.core.basis.limits import EARLY_ALERTS
+from cqengine.core.state.postings import InvertedIndex
+from cqengine.core.state.records import RecordStore
 
 SUBS = [11, 12, 13, 14]
 GONE = 15  # unsubscribed: its alerts are no gap

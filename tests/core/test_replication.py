@@ -1,4 +1,4 @@
-"""Replication (cqengine.core.replication) in the simulator: every record on its owner and
+"""Replication (cqengine.core.home.replication) in the simulator: every record on its owner and
 the owner's next R-1 successors; merging and reconciliation converge whatever the order;
 and when fewer than R consecutive nodes fail, the replicas take over their entries, their
 subscriptions with their mailboxes and the documents of their unfinished batches, so
@@ -19,10 +19,7 @@ from support.workloads import make_settings, subscribe_all, workload
 
 from chord.node import PeerUnreachable
 from chord.transport import REPLY
-from cqengine.core import limits
-from cqengine.core.documents import Document
-from cqengine.core.limits import EARLY_ALERTS, SEEN_KEPT, TOMBSTONE_TTL
-from cqengine.core.mailboxes import (
+from cqengine.core.alerts.mailboxes import (
     Mailbox,
     alert_batch,
     cost,
@@ -30,8 +27,11 @@ from cqengine.core.mailboxes import (
     numbered_alerts,
     numbered_batch,
 )
-from cqengine.core.postings import InvertedIndex
-from cqengine.core.records import RecordStore
+from cqengine.core.basis import limits
+from cqengine.core.basis.limits import EARLY_ALERTS, SEEN_KEPT, TOMBSTONE_TTL
+from cqengine.core.frame.documents import Document
+from cqengine.core.state.postings import InvertedIndex
+from cqengine.core.state.records import RecordStore
 from cqengine.evaluation.sim import EngineSimulator
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.analysis import analyze

@@ -1,4 +1,4 @@
-"""The one resolver (cqengine.core.resolution.Resolver) against the rules written out.
+"""The one resolver (cqengine.core.resolution.resolution.Resolver) against the rules written out.
 
 Parts come from arbitrary batches of documents, announced through arbitrary routing (QN
 splits), some resolving by Bloom filters of any size (one whose DN failed gets none),
@@ -15,11 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.runs import big_ids, deliver, ids
 
-from cqengine.core.bloom import BloomFilter
-from cqengine.core.knowledge import Knowledge, knowledge, may_match
-from cqengine.core.postings import Block, ask_order, member
-from cqengine.core.resolution import Resolver
-from cqengine.core.runs import Run
+from cqengine.core.resolution.knowledge import Knowledge, knowledge, may_match
+from cqengine.core.resolution.resolution import Resolver
+from cqengine.core.resolution.runs import Run
+from cqengine.core.state.postings import Block, ask_order, member
+from cqengine.core.terms.bloom import BloomFilter
 from cqengine.evaluation.meters import ShadowResolver
 from cqengine.proto import cqengine_pb2 as pb
 

@@ -4,7 +4,7 @@ local path that a message names)."""
 
 from dataclasses import fields
 
-from cqengine.core.settings import Settings
+from cqengine.core.terms.settings import Settings
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.termfiles import load_stats, load_terms
 

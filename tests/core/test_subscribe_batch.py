@@ -11,9 +11,9 @@ from support.oracle import assert_exact
 from support.workloads import make_settings, workload
 
 from chord.node import Refused
-from cqengine.core import limits
-from cqengine.core.errors import EngineError
-from cqengine.core.settings import Settings
+from cqengine.core.basis import limits
+from cqengine.core.basis.errors import EngineError
+from cqengine.core.terms.settings import Settings
 from cqengine.evaluation.sim import EngineSimulator
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.analysis import analyze, term_id

@@ -6,7 +6,7 @@ from collections import Counter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cqengine.core.synopsis import Synopsis, coin_tosses, merge, top_k
+from cqengine.core.terms.synopsis import Synopsis, coin_tosses, merge, top_k
 
 terms = st.integers(0, 40)
 registers = st.tuples(st.integers(1, 8))  # one CT register: the exact case (see the module)

@@ -11,7 +11,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from support.command_line import assert_one_line_error, cqengine
 
-from cqengine.core.settings import Settings
+from cqengine.core.terms.settings import Settings
 from cqengine.evaluation import EvaluationError
 from cqengine.evaluation.experiments import WORKLOADS, Plan, reduction
 from cqengine.evaluation.forks import Background
@@ -376,7 +376,7 @@ def test_a_pass_whose_two_methods_disagree_stops(monkeypatch):
     pass must fail rather than report either run (workers are forked: the patch reaches
     them). Here the measured filter is empty: it rules every unknown term out, so its side
     matches too little."""
-    from cqengine.core.bloom import BloomFilter
+    from cqengine.core.terms.bloom import BloomFilter
     from cqengine.evaluation.meters import Meter
 
     monkeypatch.setattr(Meter, "filter", lambda self: BloomFilter(self.bits, self.hashes))

@@ -4,10 +4,10 @@ messages the engine sends, for a batch of one document."""
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cqengine.core.bloom import BloomFilter
-from cqengine.core.mailboxes import alert_batch
-from cqengine.core.matches import report
-from cqengine.core.resolution import pack_bits
+from cqengine.core.alerts.mailboxes import alert_batch
+from cqengine.core.resolution.matches import report
+from cqengine.core.resolution.resolution import pack_bits
+from cqengine.core.terms.bloom import BloomFilter
 from cqengine.evaluation.wire import alert_batch_size, bloom_sizes, dialogue_sizes, matched_size
 from cqengine.proto import cqengine_pb2 as pb
 
@@ -39,7 +39,7 @@ homes = st.one_of(texts, st.sampled_from(["10.0.0.1:7000", "10.0.0.2:7000"]))  #
 
 @given(doc_keys, st.lists(st.tuples(sub_ids, homes), max_size=40))
 def test_a_report_of_matches_takes_the_bytes_its_message_takes(doc_key, matches):
-    """In whichever form the QN sends it (cqengine.core.matches.report)."""
+    """In whichever form the QN sends it (cqengine.core.resolution.matches.report)."""
     request = pb.MatchedRequest(doc_keys=[doc_key])
     report(request, [[pb.QueryEntry(subscription_id=s, home=h) for s, h in matches]], True)
     assert matched_size(matches) == request.ByteSize()

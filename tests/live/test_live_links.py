@@ -12,8 +12,8 @@ from support.waiting import eventually_async
 from support.workloads import make_settings, workload
 
 from chord.live import LiveNode
-from cqengine.core.documents import prepare
-from cqengine.core.errors import EngineError
+from cqengine.core.basis.errors import EngineError
+from cqengine.core.frame.documents import prepare
 from cqengine.core.node import EngineNode
 from cqengine.live.ports import free_ports
 

@@ -12,7 +12,7 @@ from support.live import FAST
 from support.oracle import assert_exact, expected
 
 from cqengine.cli import main
-from cqengine.core.limits import MAX_BATCH_QUERIES
+from cqengine.core.basis.limits import MAX_BATCH_QUERIES
 from cqengine.demo import collect_alerts
 from cqengine.evaluation.matcher import document_frequencies
 from cqengine.live.client import Client, ClientError

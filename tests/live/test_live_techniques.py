@@ -15,7 +15,7 @@ from support.oracle import assert_exact, expected
 from support.waiting import eventually
 from support.workloads import live_corpus
 
-from cqengine.core.presence import DEFAULT_HEADER_TERMS
+from cqengine.core.terms.presence import DEFAULT_HEADER_TERMS
 from cqengine.demo import write_inputs
 from cqengine.evaluation.matcher import document_frequencies
 from cqengine.live.client import Client

@@ -21,11 +21,11 @@ from support.workloads import (
 )
 
 from chord.live import StartupError
-from cqengine.core import limits
-from cqengine.core.mailboxes import Subscription, Subscriptions, home_record, numbered_batch
-from cqengine.core.postings import InvertedIndex
-from cqengine.core.records import RecordStore
-from cqengine.core.settings import Settings
+from cqengine.core.alerts.mailboxes import Subscription, Subscriptions, home_record, numbered_batch
+from cqengine.core.basis import limits
+from cqengine.core.state.postings import InvertedIndex
+from cqengine.core.state.records import RecordStore
+from cqengine.core.terms.settings import Settings
 from cqengine.evaluation.sim import EngineSimulator
 from cqengine.live import storage as storage_module
 from cqengine.live.datadir import stored_id, stored_ring_id

@@ -15,11 +15,11 @@ import pytest
 from support.oracle import assert_exact
 from support.workloads import make_settings, subscribe_through_every_node, workload
 
-from cqengine.core.errors import EngineError
+from cqengine.core.alerts.mailboxes import Subscription, Subscriptions, home_record, numbered_batch
+from cqengine.core.basis.errors import EngineError
 from cqengine.core.homelog.log import Log
-from cqengine.core.mailboxes import Subscription, Subscriptions, home_record, numbered_batch
-from cqengine.core.postings import InvertedIndex
-from cqengine.core.records import RecordStore
+from cqengine.core.state.postings import InvertedIndex
+from cqengine.core.state.records import RecordStore
 from cqengine.evaluation.sim import EngineSimulator
 from cqengine.live import datadir
 from cqengine.live.storage import Storage, StorageFull

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cqengine.core.mailboxes import Subscription
+from cqengine.core.alerts.mailboxes import Subscription
 from cqengine.live import streams
 from cqengine.live.client import unbatched
 from cqengine.live.streams import Stream
@@ -102,8 +102,8 @@ def test_a_stream_over_two_logs_tables_and_a_mailbox_sends_every_alert_once(aler
     """A node leading two keys' logs streams subscriptions of both (each key's mailboxes
     kept as a table of columns) and one of a plain mailbox: its messages carry every alert
     once, each subscription's in order of number, as the mailboxes one by one hold them."""
+    from cqengine.core.alerts.mailboxes import Subscriptions, alert_batch
     from cqengine.core.homelog.table import AlertTable
-    from cqengine.core.mailboxes import Subscriptions, alert_batch
 
     subs = Subscriptions()
     for i in range(6):

@@ -175,6 +175,67 @@ def test_the_core_reads_no_real_time_and_no_file():
     assert not found, f"the core asks its host for time, and shells read files: {found}"
 
 
+# cqengine/core's rooms along a document's path (cqengine/core/__init__.py): a room imports
+# only itself and the rooms before it; node.py, at the top, any
+CORE_ROOMS = [
+    "basis",
+    "terms",
+    "alerts",
+    "homelog",
+    "state",
+    "resolution",
+    "frame",
+    "dn",
+    "announcement",
+    "qn",
+    "home",
+    "placement",
+]
+MAX_MODULES = 15  # in one folder of a package, directly
+
+
+def upward_imports(graph: dict[str, set[str]], rooms: list[str], top: str) -> list[str]:
+    """Imports of a module in room i (top.<room>...) of a module in a room after i."""
+
+    def room(name: str) -> int | None:
+        parts = name.split(".")
+        prefix = top.split(".")
+        if parts[: len(prefix)] != prefix or len(parts) <= len(prefix):
+            return None
+        return rooms.index(parts[len(prefix)]) if parts[len(prefix)] in rooms else None
+
+    found = []
+    for name, deps in sorted(graph.items()):
+        mine = room(name)
+        if mine is None:
+            continue
+        for dep in sorted(deps):
+            theirs = room(dep)
+            if theirs is not None and theirs > mine:
+                found.append(f"{name} imports {dep}")
+    return found
+
+
+def test_the_cores_rooms_import_only_the_rooms_before_them():
+    core = ROOT / "cqengine" / "core"
+    present = {p.name for p in core.iterdir() if (p / "__init__.py").exists()}
+    assert present == set(CORE_ROOMS), (
+        f"rooms not in CORE_ROOMS, or gone: {present ^ set(CORE_ROOMS)}"
+    )
+    found = upward_imports(import_graph(), CORE_ROOMS, "cqengine.core")
+    assert not found, f"a room imports a later one: {found}"
+
+
+def test_no_folder_of_the_core_holds_more_than_15_modules():
+    folders = [ROOT / "cqengine" / "core", *(ROOT / "cqengine" / "core").glob("*/")]
+    crowded = {
+        str(f.relative_to(ROOT)): n
+        for f in folders
+        if (n := len([p for p in f.glob("*.py") if p.name != "__init__.py"])) > MAX_MODULES
+    }
+    assert not crowded, f"folders of more than {MAX_MODULES} modules: {crowded}"
+
+
 def experiments_problems(folder: Path) -> dict[str, list[str]]:
     """Per module of experiments/: the benchmarks it imports (bench_*, profile_*), and
     `sys.path` if it names it. A benchmark takes the code it shares with others from a
@@ -245,3 +306,13 @@ def test_a_benchmark_importing_another_is_found(tmp_path):
         "bench_b.py": ["bench_a"],
         "profile_c.py": ["sys.path"],
     }
+
+
+def test_an_import_of_a_later_room_is_found():
+    graph = {
+        "p.a.x": {"p.b.y"},  # a comes before b: upward
+        "p.b.y": {"p.a.z", "q.r"},
+        "p.a.z": set(),
+        "p.node": {"p.b.y"},  # the top imports any
+    }
+    assert upward_imports(graph, ["a", "b"], "p") == ["p.a.x imports p.b.y"]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from chord.ids import hash_id
-from cqengine.core.queries import analyze_query
+from cqengine.core.terms.queries import analyze_query
 from cqengine.spark.prep import signed
 from cqengine.spark.workload_job import WorkloadError, run_workload
 from cqengine.text.workload import BOOLEAN_FORMS, Sampler, generate_queries

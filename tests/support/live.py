@@ -52,7 +52,7 @@ def engine_node(**kw):
     started; `kw` go to LiveNode (timing, credentials, access, limits)."""
     from chord.live import LiveNode
     from cqengine.core.node import EngineNode
-    from cqengine.core.settings import Settings
+    from cqengine.core.terms.settings import Settings
     from cqengine.live.ports import free_ports
 
     settings = Settings().validate()

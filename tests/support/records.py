@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from cqengine.core.records import RecordStore
+from cqengine.core.state.records import RecordStore
 from cqengine.proto import cqengine_pb2 as pb
 
 

@@ -4,7 +4,7 @@ routing, as stale or inconsistent routing tables would split them."""
 
 from hypothesis import strategies as st
 
-from cqengine.core.runs import group_runs, per_id
+from cqengine.core.resolution.runs import group_runs, per_id
 
 SMALL = 2**16  # a small id space makes collisions between query and document ids common
 ids = st.integers(0, SMALL)

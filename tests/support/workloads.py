@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import cache
 
-from cqengine.core.settings import Settings
+from cqengine.core.terms.settings import Settings
 from cqengine.evaluation.matcher import document_sequence, document_terms, holds, matches
 from cqengine.evaluation.sim import EngineSimulator
 from cqengine.text.analysis import analyze

@@ -6,5 +6,9 @@ promised, so that no partition or pause lets two nodes number one home.
 - `leader`: what the node that serves the key does with them: start an epoch (promises,
   recovery), append and commit;
 - `derive`: the mailboxes, alert numbers and all, that a log's entries make, from any
-  checkpoint: every member derives the leader's.
+  checkpoint: every member derives the leader's; kept as columns (`table`), the log's
+  subscriptions named by row (`rows`).
+
+What a node does with the logs it keeps and leads, the role, is the home's
+(cqengine.core.home.homes).
 """

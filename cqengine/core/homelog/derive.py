@@ -2,7 +2,7 @@
 
 Every member that holds the same entries derives the same mailboxes, alert numbers and all:
 the entries are applied in the log's order with the home's own rules
-(cqengine.core.mailboxes: a docno enters a mailbox once, past its limits the oldest alert
+(cqengine.core.alerts.mailboxes: a docno enters a mailbox once, past its limits the oldest alert
 goes, counted as dropped; an acknowledgement moves a mailbox's first number on), and
 nothing else decides a number, not arrival order, not dict order, not a clock. So a member
 need not number anything as entries come: it derives the mailboxes when it must serve
@@ -16,16 +16,16 @@ from collections.abc import MutableMapping
 
 import numpy as np
 
-from cqengine.core import limits
-from cqengine.core.homelog.rows import Rows
-from cqengine.core.homelog.table import AlertTable
-from cqengine.core.mailboxes import (
+from cqengine.core.alerts.mailboxes import (
     Runs,
     Subscription,
     home_record,
     record_alerts,
     subscription_of,
 )
+from cqengine.core.basis import limits
+from cqengine.core.homelog.rows import Rows
+from cqengine.core.homelog.table import AlertTable
 from cqengine.proto import cqengine_pb2 as pb
 
 

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from cqengine.core import arrays
+from cqengine.core.basis import arrays
 from cqengine.proto import cqengine_pb2 as pb
 
 # the entry kinds that change a log's rows

@@ -30,8 +30,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from cqengine.core import arrays, limits
-from cqengine.core.mailboxes import (
+from cqengine.core.alerts.mailboxes import (
     AlertDoc,
     Offered,
     Runs,
@@ -39,6 +38,7 @@ from cqengine.core.mailboxes import (
     batch_documents,
     cost,
 )
+from cqengine.core.basis import arrays, limits
 from cqengine.proto import cqengine_pb2 as pb
 
 GROW = 1024  # rows the arrays grow by

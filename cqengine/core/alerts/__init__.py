@@ -1,0 +1,3 @@
+"""Alerts waiting for a subscriber: a subscription at its home and its mailbox
+(`mailboxes`), and a replica's copies of mailboxes kept as columns (`copies`). Imports
+basis."""
