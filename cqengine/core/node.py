@@ -9,10 +9,8 @@ subscriptions, replication, gossip, stats. A request of the Engine service is ch
 operation (a generator of Calls) run by the shell that hosts the node: a live node
 (cqengine.live.service) or the simulator (cqengine.evaluation.sim), which lend it a Host.
 
-A document's path: DN.publish_batch stores and announces it; Announcer.announce at each
-hop; QN.heard / QN.resolve at the nodes holding its runs, which report to the DN
-(DN.on_matched); Delivery.deliver to each home; Home.on_deliver numbers the alerts into
-mailboxes, from which the live shell streams them.
+A document's path through these roles, step by step: docs/architecture.md (a test holds
+it to the code).
 """
 
 from __future__ import annotations
