@@ -129,7 +129,7 @@ def popular_ranking(corpus: Corpus, sample: range, k: int, y: int = 32) -> list[
 
     This is the synopsis gossip converges to, computed centrally: the top K of each term's
     largest CT(y) over the sample (with one register merging is exact; see
-    cqengine.core.terms.synopsis and tests/core/test_gossip.py). The top K' of it for
+    cqengine.core.terms.synopsis and tests/core/placement/test_gossip.py). The top K' of it for
     K' < K is the synopsis of size K'.
     """
     best: dict[int, tuple[int, ...]] = {}

@@ -200,8 +200,9 @@ def piggyback_md(x: dict, lab: Lab) -> list[str]:
 SAMPLED = (
     "The popular terms are the coin-toss synopsis (CT(32), one register) of the first half of the "
     "documents, computed centrally: with one register, merging is exact, so this is the very "
-    "synopsis the publishing nodes' gossip converges to (tests/core/test_gossip.py). The top K "
-    "of the largest synopsis serves every smaller K."
+    "synopsis the publishing nodes' gossip converges to "
+    "(tests/core/placement/test_gossip.py). The top K of the largest synopsis serves every "
+    "smaller K."
 )
 
 

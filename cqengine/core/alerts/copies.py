@@ -18,7 +18,7 @@ repeat, an acknowledgement ahead of its alerts) is merged the old way
 (cqengine.core.state.records), its mailbox read first.
 
 What a fold ends with is exactly what taking the copies one by one ends with: the same
-mailboxes, the same memory of documents seen (tests/core/test_copies.py holds it to that).
+mailboxes, the same memory of documents seen (tests/core/alerts/test_copies.py holds it to that).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Like chord.checks for the ring's own messages: a message that fails a check is refused
 (chord.node.Refused), counted (`messages_refused` in Stats) and changes nothing. The
 checks are of shape and range only: every message a correct node sends, whatever the
-ring is doing, passes them (tests/core/test_checks.py runs whole simulated rings, replicated
+ring is doing, passes them (tests/core/frame/test_checks.py runs whole simulated rings, replicated
 and churning, with every message checked). They read the message and the ring-wide
 settings, never the receiver's view of the ring nor the time; each costs O(size of the
 message) and analyzes no text, since a simulated ring runs them on every message.

@@ -13,13 +13,13 @@ once (`held`: the rows and numbers of its alerts), not in a set per mailbox.
 A row that might reach a limit in a batch leaves the table first and takes its alerts
 the per-alert way: reading a mailbox (Subscription.mailbox) folds its row back into it,
 exactly as offering its alerts one by one would have left it
-(tests/core/test_homelog_table.py holds the two to each other); it joins the table again
+(tests/core/homelog/test_homelog_table.py holds the two to each other); it joins the table again
 at a later alert, once far from its limits. Streams, acknowledgements and checkpoints
 read the columns without folding them (Subscription.span, .alerts, .remembered, and
 `message` for a stream's alerts at once).
 
 A mailbox's memory of documents seen is, on the log, exactly its alerts numbered from
-`first - SEEN_KEPT` on (tests/core/test_homelog_derive.py): the columns keep alerts that
+`first - SEEN_KEPT` on (tests/core/homelog/test_homelog_derive.py): the columns keep alerts that
 long, and let them go past it.
 """
 
