@@ -95,17 +95,15 @@ class EngineNode:
         self.documents = Documents(lambda: ctx.host.new_id(), settings)  # the host as it is now
         self.qn = QN(ctx, None if gather is None else (lambda h: gather(self, h)))
         self.filters = Filters(ctx)
-        self.announcer = Announcer(ctx, self.qn.heard, self.filters)
-        self.dn = DN(ctx, self.documents, self.synopsis, self.announcer.announce, hold)
+        self.announcer = Announcer(ctx, self.qn, self.filters)
+        self.dn = DN(ctx, self.documents, self.synopsis, self.announcer, hold)
         self.dn.delivery.stamped = stamped
-        self.replication = Replication(
-            ctx, self.documents, self.dn.take_over, lambda: list(self.dn.own)
-        )
-        self.home = Home(ctx, self.replication.copy)
+        self.replication = Replication(ctx, self.documents, self.dn)
+        self.home = Home(ctx, self.replication)
         self.placement = Placement(
-            ctx, self.synopsis.popular, self.replication.copy, self.filters, self.home.logs
+            ctx, self.synopsis, self.replication, self.filters, self.home.logs
         )
-        self.gossip = Gossip(ctx, self.synopsis, self.placement, self.replication.copy)
+        self.gossip = Gossip(ctx, self.synopsis, self.placement, self.replication)
         self.statistics = Stats(
             ctx,
             self.synopsis,

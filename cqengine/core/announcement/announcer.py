@@ -12,7 +12,6 @@ part, so the DN knows when the shares are back whole.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 import numpy as np
 
@@ -22,6 +21,7 @@ from chord.routing import NodeRef
 from cqengine.core.announcement.filters import Filters
 from cqengine.core.basis import limits
 from cqengine.core.frame.context import Context
+from cqengine.core.frame.handoffs import Hearer
 from cqengine.core.resolution.runs import Announced, Heard, Run, announced, announcement, route_runs
 from cqengine.proto import cqengine_pb2 as pb
 
@@ -39,10 +39,10 @@ def _presence_bytes(msg: pb.Announcement) -> int:
 
 
 class Announcer:
-    def __init__(self, ctx: Context, heard: Callable[[Heard], Op], filters: Filters) -> None:
+    def __init__(self, ctx: Context, qn: Hearer, filters: Filters) -> None:
         """`heard(h)`: what the QN here does with the runs of a batch that stopped here;
         `filters`: the aggregate filters I hold of my hops and grant of my region."""
-        self.ctx, self.heard, self.filters = ctx, heard, filters
+        self.ctx, self.qn, self.filters = ctx, qn, filters
 
     def on_announce(self, msg: pb.Announcement) -> pb.AnnounceReply:
         ctx = self.ctx
@@ -151,7 +151,7 @@ class Announcer:
             # processed where it stopped, maybe not at its ids' owner (tables in flux): the
             # share stays out, so its DN announces the batch again once its hold is over
             kept = 0
-        yield from self.heard(Heard(dn, mine, batch, kept))
+        yield from self.qn.heard(Heard(dn, mine, batch, kept))
 
     def _filter(self, by_hop: dict) -> None:
         """Leave out of each hop's runs the documents its aggregate filter spares, and the

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from chord.ids import distance
@@ -35,6 +35,7 @@ from cqengine.core.basis.errors import LEAVING, EngineError
 from cqengine.core.dn.delivery import Alerts, Delivery
 from cqengine.core.frame.context import Context
 from cqengine.core.frame.documents import Document, Documents, PublishedDoc, prepare
+from cqengine.core.frame.handoffs import Announcing
 from cqengine.core.resolution import matches
 from cqengine.core.resolution.runs import Announced, Run
 from cqengine.core.state.records import in_range
@@ -45,7 +46,6 @@ from cqengine.proto import cqengine_pb2 as pb
 log = logging.getLogger("cqengine.core.dn.dn")
 
 # (DN, the batch's documents, hops so far, batch name, share): announce them (Announcer)
-Announce = Callable[[NodeRef, list[Announced], int, int, int], Op]
 
 
 @dataclass
@@ -110,13 +110,14 @@ class DN:
         ctx: Context,
         documents: Documents,
         synopsis: Synopsis,
-        announce: Announce,
+        announcer: Announcing,
         hold: float,
     ) -> None:
         """`hold`: seconds at most I hold the matches reported for a batch of mine while
         reports are still to come, and try a home I cannot reach (0: each report's alerts
         at once, the paper's protocol)."""
-        self.ctx, self.documents, self.synopsis, self.announce = ctx, documents, synopsis, announce
+        self.ctx, self.documents, self.synopsis = ctx, documents, synopsis
+        self.announcer = announcer
         self.delivery = Delivery(ctx, hold, self.release)
         self.gathering: dict[int, Gathering] = {}  # my batches whose reports are still coming
         self.own: dict[int, list[NodeRef]] = {}  # my unresolved batches -> their copies
@@ -241,7 +242,7 @@ class DN:
         if self.hold > 0:  # count the reports of the batch
             share = limits.WHOLE
             self._await_reports(name, batch)
-        ctx.host.spawn(self.announce(ctx.me, batch, 0, name if share else 0, share))
+        ctx.host.spawn(self.announcer.announce(ctx.me, batch, 0, name if share else 0, share))
         if not again:  # (those sent again are kept as first sent)
             forgotten = self.sent.add(ctx.host.now(), stored)
             if forgotten:
@@ -292,7 +293,7 @@ class DN:
             "batch %016x: reports missing after %.0fs; announcing it again", name, self.hold
         )
         self._await_reports(name, g.batch, again=g.again + 1)
-        ctx.host.spawn(self.announce(ctx.me, g.batch, 0, name, limits.WHOLE))
+        ctx.host.spawn(self.announcer.announce(ctx.me, g.batch, 0, name, limits.WHOLE))
 
     def on_matched(self, req: pb.MatchedRequest) -> pb.Ack:
         """Alerts for the matches a QN reports: at once, or, for a batch of mine whose

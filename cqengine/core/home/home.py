@@ -23,17 +23,16 @@ from cqengine.core.alerts.mailboxes import Mailbox, Runs, Subscription, numbered
 from cqengine.core.basis import limits
 from cqengine.core.basis.errors import MINORITY, EngineError
 from cqengine.core.frame.context import Context
+from cqengine.core.frame.handoffs import Copier
 from cqengine.core.home.homes import Held, HomeLogs, Moved
 from cqengine.core.home.stats import Histogram
 from cqengine.core.homelog.rows import Rows
 from cqengine.proto import cqengine_pb2 as pb
 
-Copy = Callable[[pb.Records], Op]  # records to my replicas (Replication.copy)
-
 
 class Home:
-    def __init__(self, ctx: Context, copy: Copy) -> None:
-        self.ctx, self.copy = ctx, copy
+    def __init__(self, ctx: Context, replication: Copier) -> None:
+        self.ctx, self.replication = ctx, replication
         self.latency = Histogram()  # s from each alert's document accepted to its mailbox
         self.alert_listeners: list[Callable[[list[int]], None]] = []  # told who was alerted
         self.logs: HomeLogs | None = None  # the home keys' logs (Settings.home_log)
@@ -130,7 +129,7 @@ class Home:
         """Acknowledgements to my replicas; until they are through, reconciliation does
         not count them missing there (Mailbox.settled)."""
         try:
-            yield from self.copy(pb.Records(acknowledged=acked))
+            yield from self.replication.copy(pb.Records(acknowledged=acked))
         finally:  # on their way no more: a replica that missed them is repaired
             self.ctx.store.count_copies(acked.subscription_ids, -1)
             for box, first in zip(boxes, acked.firsts):
@@ -208,7 +207,7 @@ class Home:
                 sub.mailbox.pending.add(seq)
         store.count_copies(subs)
         try:
-            yield from self.copy(pb.Records(alerts=[numbered_runs(runs)]))
+            yield from self.replication.copy(pb.Records(alerts=[numbered_runs(runs)]))
         finally:  # however it ends: alerts held back for good would block their streams
             for _, took, numbers in runs:
                 for sub_id, seq in zip(took, numbers):

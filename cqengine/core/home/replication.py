@@ -24,6 +24,7 @@ from cqengine.core.basis import limits
 from cqengine.core.frame import checks
 from cqengine.core.frame.context import Context
 from cqengine.core.frame.documents import Documents
+from cqengine.core.frame.handoffs import OwnBatches
 from cqengine.core.state import summaries
 from cqengine.core.state.records import in_range
 from cqengine.proto import cqengine_pb2 as pb
@@ -36,12 +37,11 @@ class Replication:
         self,
         ctx: Context,
         documents: Documents,
-        take_over: Callable[[], Op],
-        own: Callable[[], list[int]],
+        dn: OwnBatches,
     ) -> None:
-        """`take_over()`: the DN's operation that finishes the batches of DNs whose key is
-        mine now; `own()`: my batches not through yet (their copies must stay)."""
-        self.ctx, self.documents, self.take_over, self.own = ctx, documents, take_over, own
+        """`dn`: the DN, whose batches not through yet keep their copies, and which takes
+        over the batches of DNs whose key is mine now."""
+        self.ctx, self.documents, self.dn = ctx, documents, dn
         self.confirmed: dict[tuple[int, int], float] = {}  # a range its owner reconciled: when
         self.in_sync: dict[NodeRef, bool] = {}  # replica -> did the last reconciliation agree
         self.replicas_were: list[NodeRef] = []  # my replica set when I last looked
@@ -107,7 +107,7 @@ class Replication:
                 for d in b.documents:
                     self.documents.keep(d)
                 if b.key != ctx.me.id and region is not None and in_range(b.key, *region):
-                    ctx.host.spawn(self.take_over())  # its DN has left me its key already
+                    ctx.host.spawn(self.dn.take_over())  # its DN has left me its key already
         return reply
 
     def on_reconcile(self, req: pb.ReconcileRequest) -> pb.ReconcileReply:
@@ -167,7 +167,7 @@ class Replication:
         settled = ctx.store.settled()
         entries, homes = ctx.store.digests(lo, hi, summarized)
         request = pb.ReconcileRequest(
-            lo=lo, hi=hi, entries=entries, homes=homes, batches=self.own()
+            lo=lo, hi=hi, entries=entries, homes=homes, batches=list(self.dn.own)
         )
         reply = yield Call(peer, "Reconcile", request)
         if not self._sound(peer, reply):
@@ -226,7 +226,7 @@ class Replication:
         if not ctx.replicated:
             return
         if new is not None:  # my range is new: batches of DNs gone may be mine to finish,
-            ctx.host.spawn(self.take_over())  # and my replicas need to agree on it at once
+            ctx.host.spawn(self.dn.take_over())  # and my replicas need to agree on it at once
             ctx.host.spawn(self.reconcile())
         for listener in self.region_listeners:
             listener()

@@ -11,23 +11,23 @@ key still finds them (the home takes a second alert of the same document once).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from chord.node import Call, Op, PeerUnreachable
 from chord.routing import NodeRef
 from cqengine.core.basis.errors import EngineError
 from cqengine.core.frame.context import Context
+from cqengine.core.frame.handoffs import Copier
 from cqengine.core.placement.placement import Placement
 from cqengine.core.terms.queries import entry_slot
 from cqengine.core.terms.synopsis import Synopsis
 from cqengine.proto import cqengine_pb2 as pb
 
-Copy = Callable[[pb.Records], Op]  # records to my replicas (Replication.copy)
-
 
 class Gossip:
-    def __init__(self, ctx: Context, synopsis: Synopsis, placement: Placement, copy: Copy) -> None:
-        self.ctx, self.synopsis, self.placement, self.copy = ctx, synopsis, placement, copy
+    def __init__(
+        self, ctx: Context, synopsis: Synopsis, placement: Placement, replication: Copier
+    ) -> None:
+        self.ctx, self.synopsis, self.placement = ctx, synopsis, placement
+        self.replication = replication
         self.gossiped_to: dict[NodeRef, int] = {}  # neighbour -> synopsis clock last pushed
         self.indexed_with: frozenset[int] = frozenset()  # the popular set entries were placed by
         self.retiring: list[tuple[float, int, pb.QueryEntry]] = []  # (until, old key, entry)
@@ -114,4 +114,4 @@ class Gossip:
                 gone.entries.add(key=key, entry=tomb, deleted=ctx.host.clock())
         self.retiring = keep
         if gone.entries:
-            yield from self.copy(gone)
+            yield from self.replication.copy(gone)

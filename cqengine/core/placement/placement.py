@@ -20,7 +20,7 @@ from __future__ import annotations
 import hmac
 import secrets
 from bisect import bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from inspect import isgenerator
 
 from chord.node import Call, Op, PeerUnreachable
@@ -30,6 +30,7 @@ from cqengine.core.announcement.filters import Filters
 from cqengine.core.basis import limits
 from cqengine.core.basis.errors import LEAVING, MINORITY, EngineError
 from cqengine.core.frame.context import Context
+from cqengine.core.frame.handoffs import Copier
 from cqengine.core.home.homes import Held, HomeLogs, Moved
 from cqengine.core.terms.indexing import chooser
 from cqengine.core.terms.queries import (
@@ -41,13 +42,13 @@ from cqengine.core.terms.queries import (
     slot,
 )
 from cqengine.core.terms.settings import Settings
+from cqengine.core.terms.synopsis import Synopsis
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.analysis import term_id
 
 NO_TOKEN = bytes(32)  # compared with when no subscription has the id: no token hashes to it
 MOVING = "the ring's ownership kept changing; try again"
 TAKING_OVER = "this node is taking over the logs of home keys it serves now; try again"
-Copy = Callable[[pb.Records], Op]  # records to my replicas (Replication.copy)
 Analyzed = Query | EngineError  # a query analyzed, or why it was refused
 
 
@@ -101,21 +102,21 @@ class Placement:
     def __init__(
         self,
         ctx: Context,
-        popular: Callable[[], frozenset[int]],
-        copy: Copy,
+        synopsis: Synopsis,
+        replication: Copier,
         filters: Filters,
         logs: HomeLogs | None = None,
     ) -> None:
-        """`popular`: the popular term ids SAP-MHI avoids, as they are now (the ring's fixed
-        list, or what gossip learnt); `copy`: records changed here, to my replicas;
+        """`synopsis`: whose popular term ids SAP-MHI avoids, as they are now (unless the
+        ring fixed its list); `replication`: records changed here, to my replicas;
         `filters`: what an entry under a key new here waits for
         (cqengine.core.announcement.filters);
         `logs`: the home keys' logs, on the home log (None: records copied)."""
-        self.ctx, self.copy, self.filters, self.logs = ctx, copy, filters, logs
+        self.ctx, self.replication, self.filters, self.logs = ctx, replication, filters, logs
         s = ctx.settings
         fixed = s.popular_ids
         self.choose = chooser(
-            s.strategy, s.seed, s.df, (lambda: fixed) if fixed is not None else popular
+            s.strategy, s.seed, s.df, (lambda: fixed) if fixed is not None else synopsis.popular
         )
 
     def index_term(self, entry: pb.QueryEntry) -> tuple[int, str]:
@@ -154,7 +155,7 @@ class Placement:
             self._abandon(sub, len(entries) > 1)
             raise
         if ctx.replicated and self.logs is None:  # the home's replicas take over if it fails
-            yield from self.copy(pb.Records(homes=[home_record(sub)]))
+            yield from self.replication.copy(pb.Records(homes=[home_record(sub)]))
         if ctx.journal is not None and self.logs is None:  # placed: it must outlive the process
             ctx.journal.subscribed(sub)
         return self._reply(sub, query, token, self._contacts())
@@ -194,7 +195,7 @@ class Placement:
             self._abandon(sub, len(entries) > 1)
         placed = [n[1] for n in new.values()]
         if ctx.replicated and placed and self.logs is None:
-            yield from self.copy(pb.Records(homes=[home_record(sub) for sub in placed]))
+            yield from self.replication.copy(pb.Records(homes=[home_record(sub) for sub in placed]))
         if ctx.journal is not None and self.logs is None:  # (on the log: its entry)
             for sub in placed:
                 ctx.journal.subscribed(sub)
@@ -303,7 +304,7 @@ class Placement:
             yield from self._logged(sub.key, pb.LOG_UNSUBSCRIBE, [gone])
         elif ctx.replicated:  # a tombstone, for the replicas too
             ctx.store.unsubscribe(sub_id, sub.key)
-            yield from self.copy(pb.Records(homes=[ctx.store.gone_record(sub_id)]))
+            yield from self.replication.copy(pb.Records(homes=[ctx.store.gone_record(sub_id)]))
         else:
             del ctx.subscriptions[sub_id]  # no alert reaches it from now on
             if ctx.journal is not None:
@@ -487,5 +488,5 @@ class Placement:
         acknowledged (`moved`: of a batch, the subscriptions of entries not mine)."""
         for r in records:
             self.ctx.store.put_entry(r.key, r.entry, self.ctx.store.ages.made(r))
-        done = yield from self.copy(pb.Records(entries=records))
+        done = yield from self.replication.copy(pb.Records(entries=records))
         return pb.IndexReply(owner=not moved, replicas=done, moved=moved)
