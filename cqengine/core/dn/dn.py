@@ -45,8 +45,6 @@ from cqengine.proto import cqengine_pb2 as pb
 
 log = logging.getLogger("cqengine.core.dn.dn")
 
-# (DN, the batch's documents, hops so far, batch name, share): announce them (Announcer)
-
 
 @dataclass
 class Gathering:
