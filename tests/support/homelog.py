@@ -20,6 +20,17 @@ def entry(kind, message) -> pb.LogEntry:
     return pb.LogEntry(epoch=1, kind=kind, data=message.SerializeToString())
 
 
+def acknowledging(derived: Derived, sub_id: int, share: float) -> int | None:
+    """The first number a subscriber names as it acknowledges `share` (0 to 1) of its
+    subscription's waiting alerts, as the leader's mailbox holds them (None: it is not
+    subscribed)."""
+    sub = derived.subscriptions.get(sub_id)
+    if sub is None:
+        return None
+    box = sub.mailbox
+    return box.first + round(share * (box.next - box.first))
+
+
 def state(derived: Derived) -> dict:
     """Everything that decides a number, by subscription."""
     return {

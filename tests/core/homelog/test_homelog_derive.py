@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
-from support.homelog import DOCNOS, LIMIT_BYTES, SUBS, entry, state
+from support.homelog import DOCNOS, LIMIT_BYTES, SUBS, acknowledging, entry, state
 
 from cqengine.core.alerts.mailboxes import Mailbox, Subscription, alert_batch, offer_batch
 from cqengine.core.basis import limits
@@ -45,11 +45,9 @@ def entries_of(operations, leader: Derived) -> tuple[list[pb.LogEntry], list]:
             docs = [((docno, "", ""), subs) for docno, subs in op[1]]
             e = entry(pb.LOG_DELIVER, alert_batch(docs))
         else:
-            sub = leader.subscriptions.get(op[1])
-            if sub is None:
+            first = acknowledging(leader, op[1], op[2])
+            if first is None:
                 continue
-            box = sub.mailbox
-            first = box.first + round(op[2] * (box.next - box.first))
             e = entry(pb.LOG_ACKS, pb.Acknowledged(subscription_ids=[op[1]], firsts=[first]))
         log.append(e)
         numbered.append(leader.apply(len(log), e))

@@ -11,7 +11,17 @@ import pytest
 from hypothesis import example, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
-from support.homelog import DOCNOS, LIMIT_BYTES, SUBS, Subscribers, entry, publish, ring, state
+from support.homelog import (
+    DOCNOS,
+    LIMIT_BYTES,
+    SUBS,
+    Subscribers,
+    acknowledging,
+    entry,
+    publish,
+    ring,
+    state,
+)
 from support.oracle import assert_exact
 
 from chord import versions
@@ -62,11 +72,9 @@ def logs_of(operations) -> tuple[list[pb.LogEntry], list[pb.LogEntry]]:
             made = _deliver_entry(batch, None)
             rowed = _deliver_entry(batch, by_row.rows if by_row.rows.taken else None)
         else:
-            sub = by_id.subscriptions.get(op[1])
-            if sub is None:
+            first = acknowledging(by_id, op[1], op[2])
+            if first is None:
                 continue
-            box = sub.mailbox
-            first = box.first + round(op[2] * (box.next - box.first))
             acked = pb.Acknowledged(subscription_ids=[op[1]], firsts=[first])
             made = _acks_entry(acked, None)
             rowed = _acks_entry(acked, by_row.rows if by_row.rows.taken else None)
