@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from chord.client import lookup
-from chord.messages import to_ref
-from chord.oracle import RingOracle
-from chord.tls import Credentials
-from cqengine.evaluation.matcher import (
+from chord.live.client import lookup
+from chord.live.tls import Credentials
+from chord.protocol.messages import to_ref
+from chord.simulation.oracle import RingOracle
+from cqengine.evaluation.setup.matcher import (
     document_frequencies,
     document_sequence,
     document_terms,

@@ -25,14 +25,14 @@ from collections import Counter
 from pathlib import Path
 
 from cqengine.core.frame.documents import Document
-from cqengine.evaluation.evaluate import writable
-from cqengine.evaluation.forks import Background
-from cqengine.evaluation.inputs import generated, load_prep
-from cqengine.evaluation.lab import Lab
-from cqengine.evaluation.plots import plt  # the figures' backend, no display needed
-from cqengine.evaluation.rings import IndexedRing
-from cqengine.evaluation.runs import IndexSpec, place
-from cqengine.evaluation.scale import Scale
+from cqengine.evaluation.passes.lab import Lab
+from cqengine.evaluation.passes.rings import IndexedRing
+from cqengine.evaluation.passes.runs import IndexSpec, place
+from cqengine.evaluation.reports.evaluate import writable
+from cqengine.evaluation.reports.plots import plt  # the figures' backend, no display needed
+from cqengine.evaluation.setup.forks import Background
+from cqengine.evaluation.setup.inputs import generated, load_prep
+from cqengine.evaluation.setup.scale import Scale
 
 RESULTS = Path(__file__).resolve().parent / "results"
 KINDS = ("Announce", "TermDialogue", "GetBloom", "Matched", "Deliver")

@@ -7,7 +7,7 @@ simulator running the engine's own code.
    with the rest, (a OR x) b -"p q"; phrases runs of the documents' own words), each
    subscribed on its own ring of NODES nodes, the documents published one by one, by Term
    Dialogue and by Bloom filters. Every alert is checked against the matcher
-   (cqengine.evaluation.matcher: match_documents for conjunctions, match_queries for the
+   (cqengine.evaluation.setup.matcher: match_documents for conjunctions, match_queries for the
    language). Reported per document: messages and bytes by kind, candidates, the last
    round's questions (negated terms, phrases), CPU seconds.
 2. Merging: SUBSCRIBERS subscriptions of DISTINCT boolean queries, each subscriber picking
@@ -35,14 +35,14 @@ from pathlib import Path
 from simulated import check, corpus_options, load, subscribed
 
 from cqengine.core.terms.settings import Settings
-from cqengine.evaluation.matcher import (
+from cqengine.evaluation.measuring.sim import EngineSimulator
+from cqengine.evaluation.setup.matcher import (
     document_frequencies,
     document_sequence,
     document_terms,
     match_documents,
     match_queries,
 )
-from cqengine.evaluation.sim import EngineSimulator
 from cqengine.text.analysis import analyze
 from cqengine.text.trec import TrecDoc
 from cqengine.text.workload import boolean_workload

@@ -47,10 +47,10 @@ from pathlib import Path
 
 from subscribers import Streamer, drain, homed, subscribe_all, waiting
 
-from chord.live import Timing
+from chord.live.server import Timing
 from cqengine.cli.options import engine_options, settings_from
 from cqengine.core.terms.settings import Settings
-from cqengine.evaluation.matcher import document_frequencies, document_terms, matches
+from cqengine.evaluation.setup.matcher import document_frequencies, document_terms, matches
 from cqengine.live.client import Client, ClientError
 from cqengine.live.ports import free_ports
 from cqengine.live.ring import (

@@ -29,8 +29,8 @@ from pathlib import Path
 from cqengine.core.terms.indexing import STRATEGIES
 from cqengine.core.terms.settings import RESOLUTIONS
 from cqengine.evaluation import EvaluationError
-from cqengine.evaluation.evaluate import writable
-from cqengine.evaluation.experiments import WORKLOADS
+from cqengine.evaluation.reports.evaluate import writable
+from cqengine.evaluation.reports.experiments import WORKLOADS
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"

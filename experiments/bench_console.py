@@ -40,7 +40,7 @@ import urllib.request
 from pathlib import Path
 
 from cqengine.demo import sample_corpus
-from cqengine.evaluation.matcher import document_terms, matches
+from cqengine.evaluation.setup.matcher import document_terms, matches
 from cqengine.live.client import Client
 from cqengine.live.ports import free_ports
 from cqengine.live.ring import ring_down, ring_up

@@ -39,8 +39,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from cqengine.core.terms.settings import Settings
-from cqengine.evaluation.matcher import document_frequencies
-from cqengine.evaluation.sim import EngineSimulator
+from cqengine.evaluation.measuring.sim import EngineSimulator
+from cqengine.evaluation.setup.matcher import document_frequencies
 from cqengine.text.analysis import analyze
 from cqengine.text.corpus import generate_corpus
 from cqengine.text.workload import generate_queries

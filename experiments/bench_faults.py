@@ -60,9 +60,9 @@ from pathlib import Path
 from inputs import RESULTS, workload_queries
 from subscribers import Streamer, drain, subscribe_all
 
-from chord.live import Timing
+from chord.live.server import Timing
 from cqengine.core.terms.settings import REPLICAS
-from cqengine.evaluation.matcher import document_terms, matches
+from cqengine.evaluation.setup.matcher import document_terms, matches
 from cqengine.live.client import Client, ClientError
 from cqengine.live.datadir import FILE
 from cqengine.live.ring import (

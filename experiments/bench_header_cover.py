@@ -28,9 +28,9 @@ from simulated import corpus_options, load, subscribed
 
 from cqengine.core.resolution.resolution import unpack_many
 from cqengine.core.terms.settings import Settings
-from cqengine.evaluation.matcher import document_frequencies
-from cqengine.evaluation.sim import EngineSimulator
-from cqengine.evaluation.tally import Tally
+from cqengine.evaluation.measuring.sim import EngineSimulator
+from cqengine.evaluation.measuring.tally import Tally
+from cqengine.evaluation.setup.matcher import document_frequencies
 from cqengine.text.analysis import term_id
 from cqengine.text.workload import boolean_workload
 

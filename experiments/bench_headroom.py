@@ -30,9 +30,9 @@ from pathlib import Path
 from simulated import check, corpus_options, load, subscribed
 
 from cqengine.core.terms.settings import Settings
-from cqengine.evaluation.matcher import document_frequencies, document_terms, match_documents
-from cqengine.evaluation.sim import EngineSimulator
-from cqengine.evaluation.tally import Tally
+from cqengine.evaluation.measuring.sim import EngineSimulator
+from cqengine.evaluation.measuring.tally import Tally
+from cqengine.evaluation.setup.matcher import document_frequencies, document_terms, match_documents
 from cqengine.text.analysis import analyze, term_id
 from cqengine.text.workload import boolean_workload
 

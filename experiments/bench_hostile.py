@@ -49,11 +49,11 @@ from grpc_health.v1 import health_pb2
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
-from chord.live import Limits
+from chord.live.server import Limits
+from chord.live.tls import Credentials, channel
 from chord.proto import chord_pb2 as cpb
-from chord.tls import Credentials, channel
 from cqengine.demo import collect_alerts
-from cqengine.evaluation.matcher import document_terms, matches
+from cqengine.evaluation.setup.matcher import document_terms, matches
 from cqengine.live.certs import issue
 from cqengine.live.client import Client
 from cqengine.live.ring import observe, pid_alive, ring_up, stop_processes

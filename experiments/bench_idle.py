@@ -4,7 +4,7 @@ Under load a ring's CPU by stage (bench_live) holds a part that stays at 0.5-0.7
 CPU-seconds a second whatever the documents/s: what the ring does for itself. This starts a
 ring as `cqengine ring up` does (mutual TLS, data directories, the home log), subscribes
 queries through every node, waits for it to settle, then reads every node's meters
-(Stats.cpu_seconds, chord.meter) twice, `--seconds` apart: CPU-seconds a second over the
+(Stats.cpu_seconds, chord.live.meter) twice, `--seconds` apart: CPU-seconds a second over the
 ring, by stage and by account, and each node's process CPU from /proc beside them.
 
     python experiments/bench_idle.py [--nodes 8] [--subscriptions 10000] [--seconds 30]
@@ -26,7 +26,7 @@ from pathlib import Path
 from inputs import RESULTS, workload_queries
 from subscribers import subscribe_all
 
-from chord.meter import TICKS
+from chord.live.meter import TICKS
 from cqengine.live.client import Client
 from cqengine.live.costs import cost_by_stage
 from cqengine.live.ring import ring_up, stop_processes

@@ -11,7 +11,7 @@ For each workload and subscription count:
    the last alert, alerts/s, the node processes' CPU seconds per document, engine bytes
    and messages per document, and whether the alerts equal the matcher's; and the cost
    model: the nodes' CPU ms per document by stage of a document's path and by account
-   (each node meters its own CPU time, chord.meter; cqengine.live.costs sorts it);
+   (each node meters its own CPU time, chord.live.meter; cqengine.live.costs sorts it);
 3. the same documents again (new docnos) arrive at half that rate and are sent as a
    producer sends them (every --producer-linger-ms, what arrived meanwhile, in one call),
    once for each producer linger given: latency from a document's arrival at the producer
@@ -67,7 +67,7 @@ from pathlib import Path
 from inputs import RESULTS, workload_queries, write_stats
 from live_ring import Ring, Scraper, cpu_seconds, quantiles, say
 
-from cqengine.evaluation.matcher import (
+from cqengine.evaluation.setup.matcher import (
     document_frequencies,
     document_sequence,
     document_terms,
@@ -109,7 +109,7 @@ def percolate(
 
 def percolate_boolean(queries: list[str], docs: list[TrecDoc]) -> tuple[float, set]:
     """The query language's percolator: each document analyzed into its term sequence and
-    matched (cqengine.evaluation.matcher.match_queries). The seconds and the matches."""
+    matched (cqengine.evaluation.setup.matcher.match_queries). The seconds and the matches."""
     start = time.process_time()
     sequences = [document_sequence(d.text, d.title) for d in docs]
     hits = match_queries(queries, sequences)

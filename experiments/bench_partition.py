@@ -45,7 +45,7 @@ from inputs import workload_queries
 from netns_ring import Agent, Hosts, certificates, node_command, stop, tail
 
 from cqengine.core.basis import limits
-from cqengine.evaluation.matcher import document_terms, matches
+from cqengine.evaluation.setup.matcher import document_terms, matches
 from cqengine.text.corpus import generate_corpus
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from chord.simulator import Simulator
+from chord.simulation.simulator import Simulator
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DEFAULT_SIZES = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096]

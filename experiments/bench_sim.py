@@ -25,11 +25,11 @@ import time
 from pathlib import Path
 
 from cqengine.evaluation import EvaluationError
-from cqengine.evaluation.evaluate import default_workers, writable
-from cqengine.evaluation.inputs import generated, load_prep
-from cqengine.evaluation.lab import Lab
-from cqengine.evaluation.runs import IndexSpec, RunSpec
-from cqengine.evaluation.scale import Scale
+from cqengine.evaluation.passes.lab import Lab
+from cqengine.evaluation.passes.runs import IndexSpec, RunSpec
+from cqengine.evaluation.reports.evaluate import default_workers, writable
+from cqengine.evaluation.setup.inputs import generated, load_prep
+from cqengine.evaluation.setup.scale import Scale
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

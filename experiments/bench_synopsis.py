@@ -25,8 +25,8 @@ from pathlib import Path
 
 from cqengine.core.terms.settings import Settings
 from cqengine.core.terms.synopsis import Synopsis
-from cqengine.evaluation.matcher import document_terms
-from cqengine.evaluation.sim import EngineSimulator
+from cqengine.evaluation.measuring.sim import EngineSimulator
+from cqengine.evaluation.setup.matcher import document_terms
 from cqengine.text.analysis import term_id
 from cqengine.text.corpus import generate_corpus
 

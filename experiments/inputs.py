@@ -7,7 +7,7 @@ import random
 from collections import Counter
 from pathlib import Path
 
-from cqengine.evaluation.matcher import document_frequencies
+from cqengine.evaluation.setup.matcher import document_frequencies
 from cqengine.text.analysis import analyze
 from cqengine.text.trec import TrecDoc
 from cqengine.text.workload import boolean_workload, generate_queries

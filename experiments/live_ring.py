@@ -18,7 +18,7 @@ from pathlib import Path
 import grpc
 import numpy as np
 
-from chord.tls import Credentials, aio_channel
+from chord.live.tls import Credentials, aio_channel
 from cqengine.live.client import ACK_EVERY, stream_request
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.proto import cqengine_pb2_grpc as pb_grpc
@@ -154,7 +154,7 @@ class Ring:
     async def ledger(self) -> tuple[Counter, Counter, int, Counter]:
         """Ring-wide engine messages and bytes by kind, the alerts the nodes counted as lost
         so far (failed calls, full mailboxes), and the nodes' CPU seconds by account
-        (chord.meter): one Stats call a node."""
+        (chord.live.meter): one Stats call a node."""
         messages, size, dropped, cpu = Counter(), Counter(), 0, Counter()
         for stub in self.stubs.values():
             stats = await stub.Stats(pb.StatsRequest())

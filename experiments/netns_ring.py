@@ -40,7 +40,7 @@ TIMING = ["--stabilize", "0.15", "--fix-fingers", "0.3", "--check-predecessor", 
 
 
 def _credentials(tls: str, name: str):
-    from chord.tls import Credentials
+    from chord.live.tls import Credentials
 
     return Credentials.load(Path(tls), name)
 
@@ -52,7 +52,7 @@ def agent_ports(host: str, n: int) -> list[int]:
 
 
 def agent_serving(address: str, tls: str) -> bool:
-    from chord.client import serving
+    from chord.live.client import serving
 
     return serving(address, 0.5, _credentials(tls, ADMIN))
 

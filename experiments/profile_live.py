@@ -8,7 +8,7 @@ says whose code ran: the engine core (cqengine/core, numpy), gRPC and protobuf, 
 loop (asyncio; with gRPC's callbacks, which run in it as C code), the live shell (chord,
 cqengine/live), document analysis (the publishing node's worker thread), gRPC's poller
 thread, and the event loop waiting for I/O (idle). Beside the samples, the same window as
-the nodes' own meters account for it (chord.meter), by stage of a document's path.
+the nodes' own meters account for it (chord.live.meter), by stage of a document's path.
 
     python experiments/profile_live.py [--nodes 8] [--subscriptions 10000] [--seconds 30]
 
@@ -34,7 +34,7 @@ from pathlib import Path
 from inputs import RESULTS, workload_queries, write_stats
 from live_ring import Ring, say
 
-from cqengine.evaluation.matcher import document_frequencies
+from cqengine.evaluation.setup.matcher import document_frequencies
 from cqengine.live.costs import cost_by_stage
 from cqengine.live.ring import ring_down, ring_up
 from cqengine.proto import cqengine_pb2 as pb
@@ -159,7 +159,7 @@ async def run(args, spy: str) -> dict:
             publishing = asyncio.ensure_future(publish_until(ring, docs, args, stop))
             await asyncio.sleep(args.warmup)
             say(f"sampling every node for {args.seconds} s ...")
-            metered = (await ring.ledger())[3]  # the nodes' own accounts (chord.meter)
+            metered = (await ring.ledger())[3]  # the nodes' own accounts (chord.live.meter)
             raws = await asyncio.gather(
                 *(sample(spy, e.pid, Path(tmp) / f"{e.pid}.txt", args) for e in ring_file.nodes)
             )

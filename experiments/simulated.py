@@ -8,7 +8,7 @@ import argparse
 from collections import Counter
 from pathlib import Path
 
-from cqengine.evaluation.sim import EngineSimulator
+from cqengine.evaluation.measuring.sim import EngineSimulator
 from cqengine.text.corpus import generate_corpus
 from cqengine.text.trec import TrecDoc, iter_trec
 

@@ -13,8 +13,8 @@ import sys
 # gRPC's C core logs every failed TLS handshake; the command line says why in one line
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
-from chord import versions
-from chord.live import StartupError
+from chord.live.server import StartupError
+from chord.protocol import versions
 from cqengine.cli import certs, client, console, data, experiments, ring
 from cqengine.cli.options import CliError, Parser
 from cqengine.core.terms.settings import SettingsError

@@ -12,8 +12,8 @@ from collections import Counter
 from itertools import islice
 from pathlib import Path
 
-from chord.ids import hash_id
-from chord.tls import TlsError
+from chord.live.tls import TlsError
+from chord.protocol.ids import hash_id
 from cqengine.cli.options import CliError, count, defaults_of, node_option, positive
 from cqengine.live.client import Client, ClientError, find_credentials
 from cqengine.live.costs import cost_by_stage

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cqengine.cli.options import CliError, count, defaults_of, positive, positive_float
 from cqengine.demo import run_demo
-from cqengine.evaluation.scale import HEADERS, QUICK, Scale, quick_scale
+from cqengine.evaluation.setup.scale import HEADERS, QUICK, Scale, quick_scale
 
 
 def names_list(text: str) -> tuple[str, ...]:
@@ -128,7 +128,7 @@ def add_demo(sub) -> None:
 
 def cmd_experiment(args: argparse.Namespace) -> int:
     from cqengine.evaluation import EvaluationError
-    from cqengine.evaluation.evaluate import corpus_for, default_workers, evaluate
+    from cqengine.evaluation.reports.evaluate import corpus_for, default_workers, evaluate
 
     scale = (
         quick_scale(args.seed, args.workers or default_workers())
@@ -156,7 +156,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         if args.quick and args.docs is None:  # a small prep output is used whole
             scale.docs = min(scale.docs, len(corpus))
         if args.name == "beyond":
-            from cqengine.evaluation.beyond import beyond
+            from cqengine.evaluation.reports.beyond import beyond
 
             headers = args.header_terms or HEADERS
             files = beyond(

@@ -9,9 +9,9 @@ import inspect
 import os
 from pathlib import Path
 
-from chord.ids import parse_id
-from chord.live import Limits, Timing
-from chord.routing import RoutingTable
+from chord.live.server import Limits, Timing
+from chord.protocol.ids import parse_id
+from chord.protocol.routing import RoutingTable
 from cqengine.core.terms.indexing import STRATEGIES
 from cqengine.core.terms.presence import DEFAULT_HEADER_TERMS
 from cqengine.core.terms.settings import LOG_MEMBERS, REPLICAS, RESOLUTIONS, Settings, SettingsError
@@ -102,7 +102,7 @@ def positive(text: str) -> int:
 
 
 def successor_count(text: str) -> int:
-    from chord.checks import MAX_SUCCESSORS
+    from chord.protocol.checks import MAX_SUCCESSORS
 
     value = positive(text)
     if value > MAX_SUCCESSORS:  # peers refuse a longer list in a Leave

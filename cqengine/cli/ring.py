@@ -9,7 +9,7 @@ import logging
 import sys
 from pathlib import Path
 
-from chord.tls import TlsError
+from chord.live.tls import TlsError
 from cqengine.cli.options import (
     CliError,
     Parser,
@@ -232,7 +232,7 @@ def cmd_node(args: argparse.Namespace) -> int:
 
 def node_credentials(args: argparse.Namespace):
     """The node's own certificate, from --tls-dir; None with --insecure (said loudly)."""
-    from chord.tls import Credentials
+    from chord.live.tls import Credentials
 
     if args.insecure:
         if args.tls_dir or args.tls_name:

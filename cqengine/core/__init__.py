@@ -12,6 +12,6 @@ rooms before it in this list (tests/project/test_structure.py keeps it so):
 - `home`: the home, its logs, replication, stats; `placement`: placement and gossip;
 
 and `node`, the engine node holding the roles behind one handler table. A shell drives the
-roles' operations (generators of Calls) and lends them a host (chord.host): nothing here
+roles' operations (generators of Calls) and lends them a host (chord.protocol.host): nothing here
 reads a clock or a file. It knows nothing of being measured: an optional observer
 (`frame.observer`) is told what happens."""

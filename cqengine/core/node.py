@@ -7,7 +7,7 @@ batches down the ring, the QN that resolves what stopped here, the home of its
 subscriptions, replication, gossip, stats. A request of the Engine service is checked
 (cqengine.core.frame.checks) and handed to its role; whatever needs more messages is an
 operation (a generator of Calls) run by the shell that hosts the node: a live node
-(cqengine.live.service) or the simulator (cqengine.evaluation.sim), which lend it a Host.
+(cqengine.live.service) or the simulator (cqengine.evaluation.measuring.sim), which lend it a Host.
 
 A document's path through these roles, step by step: docs/architecture.md (a test holds
 it to the code).
@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from chord import versions
-from chord.host import Host
-from chord.node import ChordNode, Op, Refused, StatusError
-from chord.routing import NodeRef
+from chord.protocol import versions
+from chord.protocol.host import Host
+from chord.protocol.node import ChordNode, Op, Refused, StatusError
+from chord.protocol.routing import NodeRef
 from cqengine.core.alerts.mailboxes import Subscription
 from cqengine.core.announcement.announcer import Announcer
 from cqengine.core.announcement.filters import Filters

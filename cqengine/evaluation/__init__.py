@@ -1,4 +1,8 @@
-"""The paper's evaluation (Zhu, sections 7 and 8.4) on the simulator shell.
+"""The paper's evaluation (Zhu, sections 7 and 8.4) on the simulator shell, in four rooms
+in the order it works: `setup` (inputs, matcher, scale, forks), `measuring` (sim, tally,
+measure, meters, depths, tags, wire), `passes` (runs, rings, publishing, readoff, lab) and
+`reports` (experiments, report, sections, differences, plots, paper, markdown, evaluate,
+beyond); each imports only the rooms before it.
 
 `inputs` reads the corpus (`cqengine prep` output, or a small generated one) and derives
 what every run shares: query workloads, the matcher's answers, sampled popular terms.

@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from chord.tls import NODE, ROLE_URI
+from chord.live.tls import NODE, ROLE_URI
 
 CLIENT_ROLES = ("subscriber", "publisher", "admin")
 ROLES = (NODE, *CLIENT_ROLES)

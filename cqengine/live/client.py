@@ -32,8 +32,8 @@ from pathlib import Path
 
 import grpc
 
-from chord.client import lookup
-from chord.tls import Credentials, TlsError, channel, tls_failure
+from chord.live.client import lookup
+from chord.live.tls import Credentials, TlsError, channel, tls_failure
 from cqengine.core.basis.limits import MAX_BATCH_QUERIES
 from cqengine.live.ringfile import DEFAULT_RING_FILE, RingFile
 from cqengine.proto import cqengine_pb2 as pb

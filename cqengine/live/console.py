@@ -37,8 +37,8 @@ from typing import Any
 import grpc
 from aiohttp import web
 
+from chord.live.tls import Credentials, aio_channel
 from chord.proto import chord_pb2
-from chord.tls import Credentials, aio_channel
 from cqengine.live.client import Client, ClientError
 from cqengine.live.ringfile import RingError, RingFile
 from cqengine.proto import cqengine_pb2 as pb

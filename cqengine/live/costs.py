@@ -1,15 +1,15 @@
-"""What a document costs a ring, by stage: the nodes' metered CPU time (chord.meter)
+"""What a document costs a ring, by stage: the nodes' metered CPU time (chord.live.meter)
 gathered into the stages of a document's path.
 
 A node charges its CPU time to accounts: a request it handled (by method; a client's call
-each step of its handler, chord.gate), a step of an
-operation (by the generator that runs it, "op Class.method"), parsing and serializing
-messages, the ledger, commits to storage, its alert streams, the analyzer's thread, and
-the steps of gRPC's calls and of the links' streams as they run in Python (chord.meter.stepped),
-and what none of these holds, by thread (chord.meter): gRPC's own threads, and the event
-loop's thread outside every account (asyncio, the server's side of gRPC's calls, the code
-between an operation's steps). STAGES names where each account goes; an account no rule names is
-"other", so nothing is lost.
+each step of its handler, chord.live.gate), a step of an operation (by the generator that
+runs it, "op Class.method"), parsing and serializing messages, the ledger, commits to
+storage, its alert streams, the analyzer's thread, and the steps of gRPC's calls and of the
+links' streams as they run in Python (chord.live.meter.stepped), and what none of these
+holds, by thread (chord.live.meter): gRPC's own threads, and the event loop's thread outside
+every account (asyncio, the server's side of gRPC's calls, the code between an operation's
+steps). STAGES names where each account goes; an account no rule names is "other", so
+nothing is lost.
 
 An operation's steps are charged to the generator that runs it, and a QN's matching and its
 Term Dialogue rounds run inside the announcement's operation that reached it (QN.heard is
@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
-from chord.meter import UNMETERED, UNMETERED_GRPC, UNMETERED_WORKERS
+from chord.live.meter import UNMETERED, UNMETERED_GRPC, UNMETERED_WORKERS
 
 # stage: the accounts it holds (names, or "op " prefixes of operations), in a document's order
 STAGES: dict[str, tuple[str, ...]] = {

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sqlite3
 import zlib
 
-from chord.live import StartupError
+from chord.live.server import StartupError
 from cqengine.core.homelog.log import Log
 from cqengine.proto import cqengine_pb2 as pb
 

@@ -22,9 +22,9 @@ from prometheus_client.core import (
     Metric,
 )
 
-from chord.gate import REFUSALS
-from chord.live import StartupError
-from chord.meter import Meter, charged
+from chord.live.gate import REFUSALS
+from chord.live.meter import Meter, charged
+from chord.live.server import StartupError
 from cqengine.core.home.stats import DROP_REASONS
 from cqengine.proto import cqengine_pb2 as pb
 
@@ -79,7 +79,10 @@ GAUGES = {
     "logs_led": ("logs_led", "home keys whose logs this node leads"),
     "logs_in_minority": ("logs_in_minority", "of those, led without a majority answering"),
     "log_entries": ("log_entries", "entries of the home keys' logs kept here"),
-    "ring_floor": ("ring_protocol_floor", "the oldest protocol a ring member speaks (chord.floor)"),
+    "ring_floor": (
+        "ring_protocol_floor",
+        "the oldest protocol a ring member speaks (chord.protocol.floor)",
+    ),
 }
 
 

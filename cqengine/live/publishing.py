@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
-from chord.live import StartupError
-from chord.meter import Meter
+from chord.live.meter import Meter
+from chord.live.server import StartupError
 from cqengine.core.basis.errors import EngineError
 from cqengine.core.basis.limits import MAX_BATCH_DOCS
 from cqengine.core.frame.documents import Document, prepare

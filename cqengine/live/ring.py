@@ -30,13 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from chord.client import fetch_states, serving, table_from_state
-from chord.ids import short, spread_ids
-from chord.live import Timing
-from chord.messages import to_ref
-from chord.oracle import RingOracle, ring_problems
-from chord.routing import SUCCESSORS
-from chord.tls import ADMIN, NODE, Credentials
+from chord.live.client import fetch_states, serving, table_from_state
+from chord.live.server import Timing
+from chord.live.tls import ADMIN, NODE, Credentials
+from chord.protocol.ids import short, spread_ids
+from chord.protocol.messages import to_ref
+from chord.protocol.routing import SUCCESSORS
+from chord.simulation.oracle import RingOracle, ring_problems
 from cqengine.live.client import Client, ClientError
 from cqengine.live.datadir import FILE
 from cqengine.live.ports import HOST, free_ports, port_free
@@ -325,7 +325,7 @@ def ring_up(
     data root, its data directory there, and wait until the ring has converged. The ring
     runs mutual TLS with the certificates in tls/ beside the ring file (made if missing),
     unless `insecure`. With `balanced_ids` a new ring's ids are evenly spaced in port order
-    (chord.ids.spread_ids); a node restarted from its data takes the id it had."""
+    (chord.protocol.ids.spread_ids); a node restarted from its data takes the id it had."""
     if n < 1:
         raise RingError(f"a ring needs at least one node, not {n}")
     timing = timing or Timing()

@@ -9,8 +9,8 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from chord.routing import SUCCESSORS
-from chord.tls import Credentials, TlsError
+from chord.live.tls import Credentials, TlsError
+from chord.protocol.routing import SUCCESSORS
 
 DEFAULT_RING_FILE = Path(".cqengine") / "ring.json"
 CLIENT = "client"  # the admin client certificate `ring up` makes

@@ -21,14 +21,14 @@ import mmh3
 from google.protobuf.message import DecodeError
 from grpc_health.v1 import health_pb2
 
-from chord import versions
-from chord.grpc_transport import SIZE_OPTIONS, abort_with
-from chord.ids import hash_id
-from chord.live import Limits, LiveNode, StartupError, Timing, serve
-from chord.meter import charged
-from chord.node import StatusError
-from chord.tls import ADMIN, PUBLISHER, SUBSCRIBER, Credentials, aio_channel, tls_failure
-from chord.versions import Versions
+from chord.live.grpc_transport import SIZE_OPTIONS, abort_with
+from chord.live.meter import charged
+from chord.live.server import Limits, LiveNode, StartupError, Timing, serve
+from chord.live.tls import ADMIN, PUBLISHER, SUBSCRIBER, Credentials, aio_channel, tls_failure
+from chord.protocol import versions
+from chord.protocol.ids import hash_id
+from chord.protocol.node import StatusError
+from chord.protocol.versions import Versions
 from cqengine.core.alerts.mailboxes import Subscription
 from cqengine.core.announcement.filters import lease_problem
 from cqengine.core.basis.errors import EngineError
@@ -52,7 +52,7 @@ from cqengine.proto import cqengine_pb2_grpc as pb_grpc
 
 _API = pb.DESCRIPTOR.services_by_name["CQEngine"].full_name
 # who may call each method of the client API over mutual TLS, by the role its certificate
-# names (the ring's own services are for its nodes: chord.live)
+# names (the ring's own services are for its nodes: chord.live.server)
 CLIENT_ACCESS: dict[str, frozenset[str]] = {
     f"/{_API}/{method}": frozenset(roles)
     for methods, roles in [
@@ -348,7 +348,7 @@ def new_ring() -> int:
 
 
 def ring_identity(ring: int, settings: Settings) -> str:
-    """What names the ring on every call between its nodes (chord.gate): its id, and a
+    """What names the ring on every call between its nodes (chord.live.gate): its id, and a
     digest of its settings ("" when the id is unknown: no check)."""
     if not ring:
         return ""

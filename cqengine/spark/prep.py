@@ -30,7 +30,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from chord.ids import MASK
+from chord.protocol.ids import MASK
 from cqengine.spark.session import stage
 from cqengine.text.analysis import analyze, term_id
 from cqengine.text.html import page

@@ -28,7 +28,7 @@ from functools import lru_cache
 
 from RAKE.stoplists.SmartStopList import wordlist as _smart_wordlist
 
-from chord.ids import hash_id
+from chord.protocol.ids import hash_id
 
 __all__ = ["STOP_WORDS", "MAX_TOKEN_LEN", "analyze", "analyze_sequence", "term_id"]
 

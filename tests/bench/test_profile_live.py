@@ -10,14 +10,14 @@ def test_samples_are_placed_by_thread_and_innermost_frame():
     profile = load_script("experiments/profile_live.py")
     raw = "\n".join(
         [
-            f"{LOOP};run_async (chord/grpc_transport.py:141);Resolver.knowing "
+            f"{LOOP};run_async (chord/live/grpc_transport.py:141);Resolver.knowing "
             "(cqengine/core/resolution/resolution.py:248);"
             "unique (numpy/lib/_arraysetops_impl.py:296) 6",
-            f"{LOOP};run_async (chord/grpc_transport.py:141);GrpcTransport.call "
-            "(chord/grpc_transport.py:118);UnaryUnaryCall._invoke (grpc/aio/_call.py:595) 3",
+            f"{LOOP};run_async (chord/live/grpc_transport.py:141);GrpcTransport.call "
+            "(chord/live/grpc_transport.py:118);UnaryUnaryCall._invoke (grpc/aio/_call.py:595) 3",
             f"{LOOP};EngineNode.handle (cqengine/core/node.py:104);PyUpb_Message (_message.so) 1",
             f"{LOOP} 4",
-            f"{LOOP};LiveNode.dispatch (chord/live.py:133) 2",
+            f"{LOOP};LiveNode.dispatch (chord/live/server.py:133) 2",
             f"{WORKER};prepare (cqengine/core/frame/documents.py:43);analyze "
             "(cqengine/text/analysis.py:68) 2",
             "Thread._bootstrap (threading.py:1002);Thread.run (threading.py:982) 2",
@@ -41,7 +41,7 @@ def test_samples_are_placed_by_thread_and_innermost_frame():
     # callees included: a function counts once a sample, however deep its frames
     inclusive = {x["function"]: x["share"] for x in got["inclusive"]}
     assert inclusive["BaseEventLoop._run_once (asyncio/base_events.py)"] == 21 / 25
-    assert inclusive["run_async (chord/grpc_transport.py)"] == 9 / 25
+    assert inclusive["run_async (chord/live/grpc_transport.py)"] == 9 / 25
     assert got["inclusive"][0]["function"].startswith("BaseEventLoop._run_once")
     every = {x["function"]: x["share"] for x in profile.summarize(raw, top=20)["inclusive"]}
     assert every["PyUpb_Message (_message.so)"] == 1 / 25  # native code: no line to strip

@@ -1,4 +1,4 @@
-"""The driver (chord.driver): an operation's Fanout of calls is made at once on a live node
+"""The driver (chord.protocol.driver): an operation's Fanout of calls is made at once on a live node
 and one after the other in the simulator, and in both it is resumed with every reply in
 order, a PeerUnreachable in place of each call that was not answered."""
 
@@ -8,9 +8,10 @@ import asyncio
 
 import pytest
 
-from chord.driver import UNWAITED, drive, drive_async
-from chord.node import Call, Fanout, PeerFailed, PeerUnreachable, Refused
-from chord.routing import NodeRef
+from chord.live.driving import UNWAITED, drive_async
+from chord.protocol.driver import drive
+from chord.protocol.node import Call, Fanout, PeerFailed, PeerUnreachable, Refused
+from chord.protocol.routing import NodeRef
 
 PEERS = [NodeRef(i, f"127.0.0.1:{9000 + i}") for i in range(1, 5)]
 DOWN = PEERS[2]

@@ -1,14 +1,14 @@
-"""The ring's floor (chord.floor): the oldest protocol any member speaks reaches every node,
-and a feature of a newer protocol is used only while no older node is a member, switching on
-again some rounds after the last one left, never before."""
+"""The ring's floor (chord.protocol.floor): the oldest protocol any member speaks reaches every
+node, and a feature of a newer protocol is used only while no older node is a member,
+switching on again some rounds after the last one left, never before."""
 
 import pytest
 
-from chord import floor, versions
-from chord.floor import Floor
-from chord.ids import spread_ids
-from chord.routing import NodeRef
-from chord.simulator import Simulator
+from chord.protocol import floor, versions
+from chord.protocol.floor import Floor
+from chord.protocol.ids import spread_ids
+from chord.protocol.routing import NodeRef
+from chord.simulation.simulator import Simulator
 
 NODES = 24
 

@@ -6,11 +6,11 @@ import grpc
 import pytest
 from support.live import engine_node
 
-from chord.grpc_transport import CHORD_SERVICE, GrpcTransport, MethodTable, RoundTrip
-from chord.node import PeerFailed, PeerUnreachable, Refused, StatusError
+from chord.live.grpc_transport import CHORD_SERVICE, GrpcTransport, MethodTable, RoundTrip
 from chord.proto import chord_pb2 as pb
-from chord.routing import NodeRef
-from chord.transport import REPLY
+from chord.protocol.node import PeerFailed, PeerUnreachable, Refused, StatusError
+from chord.protocol.routing import NodeRef
+from chord.protocol.transport import REPLY
 from cqengine.proto import cqengine_pb2
 
 

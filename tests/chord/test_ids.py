@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chord.ids import (
+from chord.protocol.ids import (
     SPACE,
     arc_spans,
     distance,

@@ -1,4 +1,4 @@
-"""Links (chord.links): calls over one long-lived Exchange stream behave as unary calls do.
+"""Links (chord.live.links): calls over one long-lived Exchange stream behave as unary calls do.
 Replies find their calls whatever order they come in; a refusal and a failure end a call
 with the status a unary call would get; a stream that breaks fails the calls waiting on it
 as unreachable, and the next call opens a new one; a node that stops ends its streams."""
@@ -9,11 +9,11 @@ import grpc
 import pytest
 from support.waiting import eventually_async
 
-from chord.grpc_transport import CHORD_SERVICE, GrpcTransport, MethodTable
-from chord.links import Exchanges
-from chord.live import SERVER_OPTIONS
-from chord.node import NodeRef, PeerFailed, PeerUnreachable, Refused
+from chord.live.grpc_transport import CHORD_SERVICE, GrpcTransport, MethodTable
+from chord.live.links import Exchanges
+from chord.live.server import SERVER_OPTIONS
 from chord.proto import chord_pb2 as pb
+from chord.protocol.node import NodeRef, PeerFailed, PeerUnreachable, Refused
 from cqengine.live.ports import free_ports
 
 LINKED = frozenset({"FindSuccessor", "Ping"})

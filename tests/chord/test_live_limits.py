@@ -1,4 +1,4 @@
-"""A node's own limits (chord.live.Limits): channels to peers in an LRU, background
+"""A node's own limits (chord.live.server.Limits): channels to peers in an LRU, background
 operations capped, and a rate per client on the client API (RESOURCE_EXHAUSTED beyond
 it, the ring's own calls never limited); and what a refused call leaves behind."""
 
@@ -15,11 +15,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from support.waiting import eventually_async
 
-from chord.gate import ClientRate
-from chord.grpc_transport import SIZE_OPTIONS, GrpcTransport
-from chord.live import Limits, LiveNode, Timing
-from chord.node import Call, NodeRef
+from chord.live.gate import ClientRate
+from chord.live.grpc_transport import SIZE_OPTIONS, GrpcTransport
+from chord.live.server import Limits, LiveNode, Timing
 from chord.proto import chord_pb2 as pb
+from chord.protocol.node import Call, NodeRef
 from cqengine.live.ports import free_ports
 
 FAST = Timing(stabilize=0.05, fix_fingers=0.1, check_predecessor=0.1)

@@ -7,9 +7,9 @@ import asyncio
 import grpc
 from support.waiting import eventually_async
 
-from chord.live import LiveNode
-from chord.node import Call, NodeRef, PeerFailed
+from chord.live.server import LiveNode
 from chord.proto import chord_pb2 as pb
+from chord.protocol.node import Call, NodeRef, PeerFailed
 
 PEER = NodeRef(1, "127.0.0.1:1")
 
@@ -79,8 +79,8 @@ def test_a_node_refuses_calls_until_it_knows_its_successor_and_once_it_stops():
     first Notify on the ring counts on it, and it answers."""
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    from chord.grpc_transport import GrpcTransport
-    from chord.node import PeerUnreachable
+    from chord.live.grpc_transport import GrpcTransport
+    from chord.protocol.node import PeerUnreachable
     from cqengine.live.ports import free_ports
 
     async def main():
@@ -149,8 +149,8 @@ def test_a_handler_that_fails_unexpectedly_answers_internal_and_the_node_serves_
     """An exception no handler expected (a bug, a poison message) ends its call INTERNAL
     with a generic message, never the exception's text (which may tell a caller what it
     should not know); the node's log has it, and the node answers the next call."""
-    from chord.gate import INTERNAL
-    from chord.grpc_transport import GrpcTransport
+    from chord.live.gate import INTERNAL
+    from chord.live.grpc_transport import GrpcTransport
     from cqengine.live.ports import free_ports
 
     node = LiveNode("127.0.0.1", free_ports(1)[0])
@@ -178,7 +178,7 @@ def test_a_handler_that_fails_unexpectedly_answers_internal_and_the_node_serves_
             await outside.close()
             await node.stop(graceful=False)
 
-    with caplog.at_level("ERROR", logger="chord.live"):
+    with caplog.at_level("ERROR", logger="chord.live.server"):
         asyncio.run(asyncio.wait_for(main(), 30))
     assert "secret detail" in caplog.text  # in the log, not on the wire
 
@@ -189,7 +189,7 @@ def test_bytes_that_are_no_message_are_refused_as_bad_input_never_unknown():
     with the parser's exception, and the node serves on."""
     import random
 
-    from chord.grpc_transport import CHORD_SERVICE
+    from chord.live.grpc_transport import CHORD_SERVICE
     from cqengine.live.ports import free_ports
 
     node = LiveNode("127.0.0.1", free_ports(1)[0])
@@ -230,7 +230,7 @@ def test_bytes_that_are_no_message_are_refused_as_bad_input_never_unknown():
 def test_a_leave_refused_by_the_successor_keeps_the_keys():
     """A graceful leave hands its keys on in one Leave; refused (INVALID_ARGUMENT, or any
     failure but a peer unreachable), the keys taken for it go back to the store."""
-    from chord.node import ChordNode, Refused
+    from chord.protocol.node import ChordNode, Refused
 
     me = ChordNode(NodeRef(100, "127.0.0.1:100"))
     me.table.set_successors([NodeRef(200, "127.0.0.1:200")])

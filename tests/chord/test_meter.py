@@ -1,4 +1,4 @@
-"""The meter (chord.meter) charges each stretch of CPU time to one account: nested accounts
+"""The meter (chord.live.meter) charges each stretch of CPU time to one account: nested accounts
 pause the one around them, so no time counts twice, and nothing is lost: the accounts and
 `unmetered` add up to the process's CPU time."""
 
@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from chord.driver import drive_async
-from chord.meter import (
+from chord.live.driving import drive_async
+from chord.live.meter import (
     UNMETERED,
     UNMETERED_GRPC,
     UNMETERED_WORKERS,
@@ -168,7 +168,7 @@ def test_every_account_a_node_charges_has_a_stage():
     assert stage_of(UNMETERED) == "event loop, outside every account"
     assert stage_of(UNMETERED_GRPC) == "gRPC's own threads (sockets, TLS, timers)"
     assert stage_of("op Something.new") == "other"
-    # a client's calls, each step of their handlers (chord.gate)
+    # a client's calls, each step of their handlers (chord.live.gate)
     assert stage_of("AckAlerts") == stage_of("StreamAlerts") == "streaming to clients"
     assert stage_of("PublishBatch") == "publishing (clients' calls)"
     assert stage_of("SubscribeBatch") == "subscribing"

@@ -5,10 +5,10 @@ A node asking the nodes it forgot as unreachable (ChordNode.recontact) merges th
 
 from inspect import isgenerator
 
-from chord.driver import drive
-from chord.node import LOST_KEPT, LOST_TRIES, LOST_WAIT, ChordNode, PeerUnreachable
-from chord.oracle import ring_problems
-from chord.simulator import Simulator
+from chord.protocol.driver import drive
+from chord.protocol.node import LOST_KEPT, LOST_TRIES, LOST_WAIT, ChordNode, PeerUnreachable
+from chord.simulation.oracle import ring_problems
+from chord.simulation.simulator import Simulator
 
 R = 4
 

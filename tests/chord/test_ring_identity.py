@@ -1,4 +1,4 @@
-"""A ring's identity (chord.gate): a node names its ring on every call to another node, and
+"""A ring's identity (chord.live.gate): a node names its ring on every call to another node, and
 a node of another ring refuses the call, so that two rings never merge; a caller takes the
 refusing node for gone. Calls that name no ring (a client's, an earlier version's node's)
 are answered as before."""
@@ -9,10 +9,10 @@ import pytest
 from support.live import engine_node
 from support.waiting import eventually_async
 
-from chord.grpc_transport import GrpcTransport
-from chord.live import LiveNode, Timing
-from chord.node import PeerUnreachable
+from chord.live.grpc_transport import GrpcTransport
+from chord.live.server import LiveNode, Timing
 from chord.proto import chord_pb2 as pb
+from chord.protocol.node import PeerUnreachable
 from cqengine.live.ports import free_ports
 from cqengine.proto import cqengine_pb2
 

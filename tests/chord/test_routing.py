@@ -4,11 +4,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chord.ids import BITS, SPACE, distance, in_open_closed
-from chord.node import ChordNode
-from chord.oracle import RingOracle
-from chord.routing import NodeRef, RoutingTable
-from chord.store import SortedKeyStore
+from chord.protocol.ids import BITS, SPACE, distance, in_open_closed
+from chord.protocol.node import ChordNode
+from chord.protocol.routing import NodeRef, RoutingTable
+from chord.protocol.store import SortedKeyStore
+from chord.simulation.oracle import RingOracle
 
 ids = st.integers(min_value=0, max_value=SPACE - 1)
 rings = st.sets(ids, min_size=1, max_size=64).map(

@@ -6,13 +6,13 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from chord.ids import hash_id, spread_ids
-from chord.node import JoinError, PeerUnreachable
-from chord.oracle import RingOracle, ring_problems, zave_problems
 from chord.proto import chord_pb2 as pb
-from chord.routing import NodeRef
-from chord.simulator import Simulator
-from chord.store import SortedKeyStore
+from chord.protocol.ids import hash_id, spread_ids
+from chord.protocol.node import JoinError, PeerUnreachable
+from chord.protocol.routing import NodeRef
+from chord.protocol.store import SortedKeyStore
+from chord.simulation.oracle import RingOracle, ring_problems, zave_problems
+from chord.simulation.simulator import Simulator
 
 addr = Simulator.address
 

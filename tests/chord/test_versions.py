@@ -1,6 +1,7 @@
-"""Versions (chord.versions): a node names the protocol it speaks and the oldest it talks to
-on every call and as each link opens; a node outside the callee's range is refused with both
-ranges in words and taken for gone; a joining node refuses a ring it cannot talk to."""
+"""Versions (chord.protocol.versions): a node names the protocol it speaks and the oldest it
+talks to on every call and as each link opens; a node outside the callee's range is refused
+with both ranges in words and taken for gone; a joining node refuses a ring it cannot talk
+to."""
 
 import asyncio
 
@@ -9,12 +10,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from support.live import engine_node
 
-from chord import versions
-from chord.grpc_transport import GrpcTransport
-from chord.live import StartupError
-from chord.node import PeerUnreachable
+from chord.live.grpc_transport import GrpcTransport
+from chord.live.server import StartupError
 from chord.proto import chord_pb2 as pb
-from chord.versions import HEADER, OF_ANOTHER_VERSION, Versions
+from chord.protocol import versions
+from chord.protocol.node import PeerUnreachable
+from chord.protocol.versions import HEADER, OF_ANOTHER_VERSION, Versions
 from cqengine.live.service import fetch_config
 from cqengine.proto import cqengine_pb2
 

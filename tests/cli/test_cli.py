@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from support.command_line import assert_one_line_error, cqengine
 
-from chord.live import Limits, Timing
-from chord.routing import RoutingTable
+from chord.live.server import Limits, Timing
+from chord.protocol.routing import RoutingTable
 from cqengine.cli import build_parser, main
 from cqengine.cli.options import (
     ENGINE_FLAGS,

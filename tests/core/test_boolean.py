@@ -1,5 +1,5 @@
 """Queries in the query language on the simulator: alerts equal the matcher's reading of
-each query's tree (cqengine.evaluation.matcher.holds), for every strategy and both ways
+each query's tree (cqengine.evaluation.setup.matcher.holds), for every strategy and both ways
 of resolving, each alert once; every alternative's entry placed, and gone again with an
 unsubscribe."""
 
@@ -26,8 +26,8 @@ from cqengine.core.basis.errors import EngineError
 from cqengine.core.frame.documents import prepare
 from cqengine.core.terms.indexing import STRATEGIES
 from cqengine.core.terms.settings import Settings
-from cqengine.evaluation.matcher import document_frequencies
-from cqengine.evaluation.sim import EngineSimulator
+from cqengine.evaluation.measuring.sim import EngineSimulator
+from cqengine.evaluation.setup.matcher import document_frequencies
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.corpus import generate_corpus
 

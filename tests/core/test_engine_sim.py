@@ -1,11 +1,11 @@
 """The engine on the simulator shell, checked against the brute-force matcher.
 
 Every test runs real EngineNodes over an in-memory ring and compares what subscribers
-receive with `cqengine.evaluation.matcher.matches` over `document_terms`, or checks a property the
-design states (exactly-once alerts, keys move with ownership, bad input changes nothing,
-every message is counted). Corpora are small and skewed (a small Zipfian vocabulary), so
-many queries match and many nearly match: pruning and resolution both have work to do.
-"""
+receive with `cqengine.evaluation.setup.matcher.matches` over `document_terms`, or checks a
+property the design states (exactly-once alerts, keys move with ownership, bad input changes
+nothing, every message is counted). Corpora are small and skewed (a small Zipfian
+vocabulary), so many queries match and many nearly match: pruning and resolution both have
+work to do."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from support.oracle import assert_exact
 from support.workloads import SHAPES, Workload, make_settings, subscribe_all, workload
 
-from chord.node import PeerUnreachable
-from chord.routing import NodeRef
+from chord.protocol.node import PeerUnreachable
+from chord.protocol.routing import NodeRef
 from cqengine.core.basis import limits
 from cqengine.core.basis.errors import EngineError
 from cqengine.core.basis.limits import MAX_DOCNO, MAX_QUERY_TERMS
@@ -33,7 +33,7 @@ from cqengine.core.resolution.knowledge import knowledge
 from cqengine.core.terms.bloom import BloomFilter
 from cqengine.core.terms.queries import signature
 from cqengine.core.terms.settings import Settings
-from cqengine.evaluation.sim import EngineSimulator
+from cqengine.evaluation.measuring.sim import EngineSimulator
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.analysis import analyze, term_id
 from cqengine.text.trec import TrecDoc

@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from chord.ledger import LocalLedger
+from chord.protocol.ledger import LocalLedger
 from cqengine.core.frame.documents import Document
 from cqengine.core.terms.settings import Settings
-from cqengine.evaluation.matcher import document_terms
-from cqengine.evaluation.sim import EngineSimulator
+from cqengine.evaluation.measuring.sim import EngineSimulator
+from cqengine.evaluation.setup.matcher import document_terms
 from cqengine.text.analysis import analyze
 from cqengine.text.corpus import generate_corpus
 

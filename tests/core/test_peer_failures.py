@@ -1,6 +1,6 @@
 """One peer's failure is one peer's: a peer that answers a call with an error (its disk
 full, say) fails that call, as one that does not answer does. It is retried and then
-counted; the calls to every other peer go on (chord.node.PeerFailed)."""
+counted; the calls to every other peer go on (chord.protocol.node.PeerFailed)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from support.oracle import assert_exact
 from support.workloads import make_settings, subscribe_through_every_node, workload
 
 from cqengine.core.basis.errors import EngineError
-from cqengine.evaluation.sim import EngineSimulator
+from cqengine.evaluation.measuring.sim import EngineSimulator
 
 
 def failing(sim: EngineSimulator, address: str, method: str) -> list[int]:

@@ -8,9 +8,10 @@ import json
 
 import pytest
 
-from cqengine.evaluation import EvaluationError, beyond
-from cqengine.evaluation.inputs import generated
-from cqengine.evaluation.scale import Scale
+from cqengine.evaluation import EvaluationError
+from cqengine.evaluation.reports import beyond
+from cqengine.evaluation.setup.inputs import generated
+from cqengine.evaluation.setup.scale import Scale
 
 
 @pytest.fixture(scope="module")

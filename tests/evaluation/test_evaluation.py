@@ -13,13 +13,13 @@ from support.command_line import assert_one_line_error, cqengine
 
 from cqengine.core.terms.settings import Settings
 from cqengine.evaluation import EvaluationError
-from cqengine.evaluation.experiments import WORKLOADS, Plan, reduction
-from cqengine.evaluation.forks import Background
-from cqengine.evaluation.inputs import generated, popular_ranking
-from cqengine.evaluation.lab import Lab
-from cqengine.evaluation.runs import IndexSpec, RunSpec, passes, place
-from cqengine.evaluation.scale import Scale
-from cqengine.evaluation.sim import EngineSimulator
+from cqengine.evaluation.measuring.sim import EngineSimulator
+from cqengine.evaluation.passes.lab import Lab
+from cqengine.evaluation.passes.runs import IndexSpec, RunSpec, passes, place
+from cqengine.evaluation.reports.experiments import WORKLOADS, Plan, reduction
+from cqengine.evaluation.setup.forks import Background
+from cqengine.evaluation.setup.inputs import generated, popular_ranking
+from cqengine.evaluation.setup.scale import Scale
 
 FILES = {
     "table2": ["table2.png"],
@@ -247,7 +247,7 @@ def test_quick_takes_the_scale_it_is_given(tmp_path):
 
 
 def test_one_pass_measures_every_method_and_depth_as_runs_of_their_own_would(tmp_path, monkeypatch):
-    from cqengine.evaluation.measure import Shadows
+    from cqengine.evaluation.measuring.measure import Shadows
 
     echoed, real = tmp_path / "echoed", Shadows._echo
 
@@ -297,8 +297,8 @@ def test_a_pass_does_not_depend_on_how_its_shadows_are_stacked(tmp_path, monkeyp
     """The simulator settles a document's measured shadows together, in stacks of about
     STACK queries across its QNs (a stack of few queries settles part by part): however
     they are cut, every run reads the same."""
-    import cqengine.evaluation.measure as measure
-    import cqengine.evaluation.meters as meters
+    import cqengine.evaluation.measuring.measure as measure
+    import cqengine.evaluation.measuring.meters as meters
 
     stacked, real = tmp_path / "stacked", meters.ShadowResolver
 
@@ -377,7 +377,7 @@ def test_a_pass_whose_two_methods_disagree_stops(monkeypatch):
     them). Here the measured filter is empty: it rules every unknown term out, so its side
     matches too little."""
     from cqengine.core.terms.bloom import BloomFilter
-    from cqengine.evaluation.meters import Meter
+    from cqengine.evaluation.measuring.meters import Meter
 
     monkeypatch.setattr(Meter, "filter", lambda self: BloomFilter(self.bits, self.hashes))
     specs = [RunSpec(IndexSpec("ri", "skew"), r) for r in ("td", "bf")]
@@ -387,7 +387,7 @@ def test_a_pass_whose_two_methods_disagree_stops(monkeypatch):
 
 def test_a_pass_whose_depths_disagree_stops(monkeypatch):
     """Likewise for a shadow depth: here one that matches nothing."""
-    from cqengine.evaluation.meters import Meter
+    from cqengine.evaluation.measuring.meters import Meter
 
     real = Meter.measure
 

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cqengine.evaluation.matcher import (
+from cqengine.evaluation.setup.matcher import (
     document_frequencies,
     document_sequence,
     holds,

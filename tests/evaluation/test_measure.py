@@ -1,4 +1,4 @@
-"""The measurement observer (cqengine.evaluation.measure) counts what shadows would send,
+"""The measurement observer (cqengine.evaluation.measuring.measure) counts what shadows would send,
 and measuring changes nothing the nodes do."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from support.oracle import assert_exact
 from support.workloads import make_settings, subscribe_all, workload
 
-from cqengine.evaluation.measure import Shadows
-from cqengine.evaluation.sim import EngineSimulator
+from cqengine.evaluation.measuring.measure import Shadows
+from cqengine.evaluation.measuring.sim import EngineSimulator
 
 
 def publish_all(sim: EngineSimulator, wl) -> tuple[Counter, Counter]:

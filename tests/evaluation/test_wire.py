@@ -8,7 +8,12 @@ from cqengine.core.alerts.mailboxes import alert_batch
 from cqengine.core.resolution.matches import report
 from cqengine.core.resolution.resolution import pack_bits
 from cqengine.core.terms.bloom import BloomFilter
-from cqengine.evaluation.wire import alert_batch_size, bloom_sizes, dialogue_sizes, matched_size
+from cqengine.evaluation.measuring.wire import (
+    alert_batch_size,
+    bloom_sizes,
+    dialogue_sizes,
+    matched_size,
+)
 from cqengine.proto import cqengine_pb2 as pb
 
 doc_keys = st.one_of(st.just(0), st.integers(1, 2**64 - 1))  # a zero key is on the wire too

@@ -15,8 +15,8 @@ import grpc
 import pytest
 from cryptography import x509
 
+from chord.live.tls import role_of
 from chord.proto import chord_pb2 as pb
-from chord.tls import role_of
 from cqengine.live.certs import CertError, issue
 
 PING = "/chord.Chord/Ping"

@@ -13,10 +13,10 @@ from support.command_line import assert_one_line_error, cqengine
 from support.live import FAST, wait_gone
 from support.waiting import eventually
 
-from chord.client import fetch_state, lookup, serving
-from chord.ids import SPACE
-from chord.messages import to_ref
-from chord.oracle import RingOracle
+from chord.live.client import fetch_state, lookup, serving
+from chord.protocol.ids import SPACE
+from chord.protocol.messages import to_ref
+from chord.simulation.oracle import RingOracle
 from cqengine.live.ring import observe, pid_alive, ring_up, stop_processes, wait_converged
 from cqengine.live.ringfile import RingFile
 

@@ -16,7 +16,7 @@ from support.oracle import assert_exact, expected
 from support.workloads import boolean_expected, boolean_queries_of
 
 from cqengine.demo import collect_alerts, write_inputs
-from cqengine.evaluation.matcher import document_frequencies
+from cqengine.evaluation.setup.matcher import document_frequencies
 from cqengine.live.client import Client
 from cqengine.live.ring import ring_up, stop_processes
 from cqengine.text.corpus import generate_corpus
@@ -125,14 +125,14 @@ def test_batched_publishing_alerts_each_matching_subscriber_once(
         assert announced["Announce"] < len(docs)
     if batch_docs == 1:  # a batch of one: every document announced on its own
         assert announced["Announce"] >= len(docs)
-    # the cost model's meter (chord.meter): each node that published analyzed, every node
+    # the cost model's meter (chord.live.meter): each node that published analyzed, every node
     # handled announcements, and the accounts never hold more than the process spent
     for s in stats:
         cpu = s.cpu_seconds
         assert cpu["unmetered"] >= 0 and all(v >= 0 for v in cpu.values())
         assert (cpu["analysis"] > 0) == (s.documents_published > 0)
     assert sum(s.cpu_seconds["op Announcer.announce"] > 0 for s in stats) >= 2
-    # the clients' calls, each step of their handlers charged to the method (chord.gate)
+    # the clients' calls, each step of their handlers charged to the method (chord.live.gate)
     assert sum(s.cpu_seconds["PublishBatch"] + s.cpu_seconds["Publish"] > 0 for s in stats) >= 1
     assert all(s.config.header_terms == headers for s in stats)  # every node reads them alike
     assert (sum(s.header_bytes for s in stats) > 0) == (headers > 0)

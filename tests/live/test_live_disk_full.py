@@ -19,7 +19,7 @@ from support.oracle import assert_exact, assert_numbered, expected
 from support.waiting import eventually
 from support.workloads import live_corpus
 
-from chord.tls import channel
+from chord.live.tls import channel
 from cqengine.live.client import Client, ClientError
 from cqengine.live.ring import ring_up, stop_processes
 

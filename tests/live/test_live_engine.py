@@ -16,9 +16,10 @@ from support.live import FAST
 from support.oracle import assert_exact, expected
 from support.waiting import eventually
 
-from chord import tls, versions
+from chord.live import tls
+from chord.protocol import versions
 from cqengine.demo import collect_alerts, wait_quiet
-from cqengine.evaluation.matcher import document_frequencies
+from cqengine.evaluation.setup.matcher import document_frequencies
 from cqengine.live.client import Client, ClientError
 from cqengine.live.ports import free_ports
 from cqengine.live.ring import (

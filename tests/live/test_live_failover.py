@@ -19,7 +19,7 @@ from support.waiting import eventually
 from support.workloads import live_corpus
 
 from cqengine.demo import write_inputs
-from cqengine.evaluation.matcher import document_frequencies
+from cqengine.evaluation.setup.matcher import document_frequencies
 from cqengine.live.client import Client
 from cqengine.live.ring import observe, ring_up, stop_processes, wait_converged
 

@@ -1,4 +1,4 @@
-"""Links that break while documents flow (chord.links): an in-process ring of four engine
+"""Links that break while documents flow (chord.live.links): an in-process ring of four engine
 nodes keeping three copies, whose every stream between nodes is cut again and again while
 batches are announced, resolved, delivered and copied. The calls cut fail as unreachable,
 the protocol falls back as for any peer that did not answer, and every alert the matcher
@@ -11,7 +11,7 @@ from support.oracle import assert_exact
 from support.waiting import eventually_async
 from support.workloads import make_settings, workload
 
-from chord.live import LiveNode
+from chord.live.server import LiveNode
 from cqengine.core.basis.errors import EngineError
 from cqengine.core.frame.documents import prepare
 from cqengine.core.node import EngineNode

@@ -16,8 +16,8 @@ from support.oracle import assert_exact, expected
 from support.waiting import eventually
 from support.workloads import live_corpus
 
-from chord.messages import to_ref
-from chord.oracle import RingOracle
+from chord.protocol.messages import to_ref
+from chord.simulation.oracle import RingOracle
 from cqengine.demo import collect_alerts
 from cqengine.live.client import Client
 from cqengine.live.ring import observe, ring_down, ring_up, stop_processes, wait_converged

@@ -14,7 +14,7 @@ from support.oracle import assert_exact, expected
 from cqengine.cli import main
 from cqengine.core.basis.limits import MAX_BATCH_QUERIES
 from cqengine.demo import collect_alerts
-from cqengine.evaluation.matcher import document_frequencies
+from cqengine.evaluation.setup.matcher import document_frequencies
 from cqengine.live.client import Client, ClientError
 from cqengine.live.ring import ring_up, stop_processes
 from cqengine.proto import cqengine_pb2 as pb

@@ -17,7 +17,7 @@ from support.workloads import live_corpus
 
 from cqengine.core.terms.presence import DEFAULT_HEADER_TERMS
 from cqengine.demo import write_inputs
-from cqengine.evaluation.matcher import document_frequencies
+from cqengine.evaluation.setup.matcher import document_frequencies
 from cqengine.live.client import Client
 from cqengine.live.ring import ring_up, stop_processes, wait_converged
 

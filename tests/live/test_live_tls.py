@@ -11,11 +11,11 @@ import grpc
 import pytest
 from support.waiting import eventually, eventually_async
 
-from chord.grpc_transport import GrpcTransport
-from chord.live import LiveNode, Timing
-from chord.node import PeerFailed, PeerUnreachable
+from chord.live.grpc_transport import GrpcTransport
+from chord.live.server import LiveNode, Timing
+from chord.live.tls import Credentials, TlsError
 from chord.proto import chord_pb2 as pb
-from chord.tls import Credentials, TlsError
+from chord.protocol.node import PeerFailed, PeerUnreachable
 from cqengine.live.certs import init_ca, issue
 from cqengine.live.ports import free_ports
 
@@ -195,7 +195,7 @@ def test_certificates_of_the_command_line_secure_a_ring_of_node_processes(tmp_pa
 
     from support.command_line import assert_one_line_error, cqengine
 
-    from chord.client import serving
+    from chord.live.client import serving
     from cqengine.live.ring import stop_processes, wait_converged
     from cqengine.live.ringfile import NodeEntry
 
@@ -278,7 +278,7 @@ def test_no_client_certificate_calls_any_internal_method(tls):
     handshake fails (UNAVAILABLE) and nothing is called."""
     from support.live import engine_node
 
-    from chord.grpc_transport import CHORD_SERVICE
+    from chord.live.grpc_transport import CHORD_SERVICE
     from cqengine.core.node import ENGINE_SERVICE
 
     for role in ("publisher", "admin"):
@@ -325,7 +325,7 @@ def test_no_client_certificate_calls_any_internal_method(tls):
 def test_a_clients_lookups_are_rate_limited_and_a_nodes_calls_are_not(tls):
     """Lookup is open to every client and costs the ring a whole lookup: a client past
     its rate is told to slow down there too; a node's calls are never limited."""
-    from chord.live import Limits
+    from chord.live.server import Limits
 
     async def main():
         (port,) = free_ports(1)

@@ -18,10 +18,10 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from support.waiting import eventually
 
-from chord.tls import Credentials, channel
-from chord.versions import OLDEST, PROTOCOL, software
+from chord.live.tls import Credentials, channel
+from chord.protocol.versions import OLDEST, PROTOCOL, software
 from cqengine.demo import collect_alerts, sample_corpus
-from cqengine.evaluation.matcher import document_terms, matches
+from cqengine.evaluation.setup.matcher import document_terms, matches
 from cqengine.live.certs import issue
 from cqengine.live.client import Client
 from cqengine.live.metrics import _Collected

@@ -20,13 +20,13 @@ from support.workloads import (
     workload,
 )
 
-from chord.live import StartupError
+from chord.live.server import StartupError
 from cqengine.core.alerts.mailboxes import Subscription, Subscriptions, home_record, numbered_batch
 from cqengine.core.basis import limits
 from cqengine.core.state.postings import InvertedIndex
 from cqengine.core.state.records import RecordStore
 from cqengine.core.terms.settings import Settings
-from cqengine.evaluation.sim import EngineSimulator
+from cqengine.evaluation.measuring.sim import EngineSimulator
 from cqengine.live import storage as storage_module
 from cqengine.live.datadir import stored_id, stored_ring_id
 from cqengine.live.storage import Storage

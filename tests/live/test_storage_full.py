@@ -20,7 +20,7 @@ from cqengine.core.basis.errors import EngineError
 from cqengine.core.homelog.log import Log
 from cqengine.core.state.postings import InvertedIndex
 from cqengine.core.state.records import RecordStore
-from cqengine.evaluation.sim import EngineSimulator
+from cqengine.evaluation.measuring.sim import EngineSimulator
 from cqengine.live import datadir
 from cqengine.live.storage import Storage, StorageFull
 from cqengine.proto import cqengine_pb2 as pb

@@ -7,7 +7,7 @@ import json
 import pytest
 from support.command_line import assert_one_line_error, cqengine
 
-from chord.ids import hash_id
+from chord.protocol.ids import hash_id
 from cqengine.spark.prep import PrepError, run_prep, signed, unsigned
 from cqengine.text.analysis import analyze
 from cqengine.text.termfiles import load_stats

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from chord.ids import hash_id
+from chord.protocol.ids import hash_id
 from cqengine.core.terms.queries import analyze_query
 from cqengine.spark.prep import signed
 from cqengine.spark.workload_job import WorkloadError, run_workload

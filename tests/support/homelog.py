@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from cqengine.core.homelog.derive import Derived
-from cqengine.evaluation.sim import EngineSimulator
+from cqengine.evaluation.measuring.sim import EngineSimulator
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.analysis import analyze
 from support.workloads import make_settings, workload

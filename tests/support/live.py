@@ -10,7 +10,7 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from chord.live import Timing
+from chord.live.server import Timing
 from support.waiting import eventually
 
 # Fast maintenance so live rings converge in seconds on a 2-core machine.
@@ -50,7 +50,7 @@ def restart(entry, join: str, ring, log_dir: Path, data: Path):
 def engine_node(**kw):
     """An engine node on the live shell at a free loopback port, default settings, not
     started; `kw` go to LiveNode (timing, credentials, access, limits)."""
-    from chord.live import LiveNode
+    from chord.live.server import LiveNode
     from cqengine.core.node import EngineNode
     from cqengine.core.terms.settings import Settings
     from cqengine.live.ports import free_ports

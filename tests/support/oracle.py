@@ -3,7 +3,7 @@ they got exactly that, each alert once."""
 
 from collections import Counter, defaultdict
 
-from cqengine.evaluation.matcher import document_terms, matches
+from cqengine.evaluation.setup.matcher import document_terms, matches
 
 
 def expected(subs, docs) -> set[tuple[int, str]]:

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from functools import cache
 
 from cqengine.core.terms.settings import Settings
-from cqengine.evaluation.matcher import document_sequence, document_terms, holds, matches
-from cqengine.evaluation.sim import EngineSimulator
+from cqengine.evaluation.measuring.sim import EngineSimulator
+from cqengine.evaluation.setup.matcher import document_sequence, document_terms, holds, matches
 from cqengine.text.analysis import analyze
 from cqengine.text.corpus import generate_corpus
 from cqengine.text.trec import TrecDoc
@@ -142,7 +142,7 @@ def boolean_expected(subs: dict[int, str], docs) -> set[tuple[int, str]]:
 def live_corpus(docs: int, queries: int, seed: int, vocab: int) -> tuple[list, list[str]]:
     """A small generated corpus and Skew queries (mean size 2) drawn from it, as texts: what
     the live-ring tests subscribe and publish."""
-    from cqengine.evaluation.matcher import document_frequencies
+    from cqengine.evaluation.setup.matcher import document_frequencies
     from cqengine.text.corpus import generate_corpus
     from cqengine.text.workload import generate_queries
 

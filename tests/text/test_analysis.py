@@ -6,7 +6,7 @@ import Stemmer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chord.ids import hash_id
+from chord.protocol.ids import hash_id
 from cqengine.text.analysis import STOP_WORDS, analyze, term_id
 
 STEM = Stemmer.Stemmer("english")

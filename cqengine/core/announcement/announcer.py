@@ -15,9 +15,9 @@ import logging
 
 import numpy as np
 
-from chord.ids import in_open_closed
-from chord.node import Call, Op, PeerUnreachable
-from chord.routing import NodeRef
+from chord.protocol.ids import in_open_closed
+from chord.protocol.node import Call, Op, PeerUnreachable
+from chord.protocol.routing import NodeRef
 from cqengine.core.announcement.filters import Filters
 from cqengine.core.basis import limits
 from cqengine.core.frame.context import Context

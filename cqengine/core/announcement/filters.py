@@ -34,8 +34,8 @@ from itertools import chain
 
 import numpy as np
 
-from chord.node import Op, Pause
-from chord.routing import NodeRef
+from chord.protocol.node import Op, Pause
+from chord.protocol.routing import NodeRef
 from cqengine.core.frame.context import Context
 from cqengine.core.resolution.runs import Run
 from cqengine.core.state.postings import member

@@ -15,7 +15,7 @@ from __future__ import annotations
 MAX_QUERY_TERMS = 64  # a query's terms (the client API's limit)
 # Queries one SubscribeBatch call may carry, and index entries one Index message: at
 # MAX_QUERY_TERMS terms of MAX_TERM_BYTES each, 1,000 entries (or home records) stay
-# within gRPC's 64 MiB message (chord.grpc_transport.MAX_MESSAGE).
+# within gRPC's 64 MiB message (chord.live.grpc_transport.MAX_MESSAGE).
 MAX_BATCH_QUERIES = 1_000
 MAX_TERM_BYTES = 256  # one analyzed term's UTF-8 bytes
 MAX_DOCNO = 256  # a docno's characters (a DN refuses to publish a longer one)

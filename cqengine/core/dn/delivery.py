@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 
-from chord.node import Call, Op, PeerFailed, PeerUnreachable
+from chord.protocol.node import Call, Op, PeerFailed, PeerUnreachable
 from cqengine.core.alerts.mailboxes import alert_batch
 from cqengine.core.basis import limits
 from cqengine.core.basis.errors import FULL as DIRECTORY_FULL

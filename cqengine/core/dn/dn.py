@@ -27,9 +27,9 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from chord.ids import distance
-from chord.node import Call, Op, PeerUnreachable
-from chord.routing import NodeRef
+from chord.protocol.ids import distance
+from chord.protocol.node import Call, Op, PeerUnreachable
+from chord.protocol.routing import NodeRef
 from cqengine.core.basis import limits
 from cqengine.core.basis.errors import LEAVING, EngineError
 from cqengine.core.dn.delivery import Alerts, Delivery

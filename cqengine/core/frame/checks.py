@@ -1,7 +1,7 @@
 """What a node checks of every Engine message before it acts on it.
 
-Like chord.checks for the ring's own messages: a message that fails a check is refused
-(chord.node.Refused), counted (`messages_refused` in Stats) and changes nothing. The
+Like chord.protocol.checks for the ring's own messages: a message that fails a check is refused
+(chord.protocol.node.Refused), counted (`messages_refused` in Stats) and changes nothing. The
 checks are of shape and range only: every message a correct node sends, whatever the
 ring is doing, passes them (tests/core/frame/test_checks.py runs whole simulated rings, replicated
 and churning, with every message checked). They read the message and the ring-wide
@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from chord.checks import address_problem
-from chord.routing import SUCCESSORS
+from chord.protocol.checks import address_problem
+from chord.protocol.routing import SUCCESSORS
 from cqengine.core.basis import limits
 from cqengine.core.resolution import matches
 from cqengine.core.state.postings import FEW

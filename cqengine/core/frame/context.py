@@ -1,7 +1,7 @@
 """What every role of an engine node shares: one Context, made by the node (cqengine.core.node).
 
 Where the node stands in the ring (its ChordNode: whether it serves a key, its region, its
-replica set), the ring's settings, what its shell lends it (chord.host.Host: background
+replica set), the ring's settings, what its shell lends it (chord.protocol.host.Host: background
 work, timers, time, ids), what it holds under ring keys (the inverted index, the
 subscriptions homed or replicated here, the record store over both), its counters and the
 optional observer and journal. The roles (placement, DN, announcer, QN, home, replication,
@@ -15,10 +15,10 @@ from collections import Counter
 from collections.abc import Callable
 from functools import lru_cache
 
-from chord.host import Host
-from chord.ids import MASK, distance, in_open_closed
-from chord.node import ChordNode
-from chord.routing import NodeRef
+from chord.protocol.host import Host
+from chord.protocol.ids import MASK, distance, in_open_closed
+from chord.protocol.node import ChordNode
+from chord.protocol.routing import NodeRef
 from cqengine.core.alerts.mailboxes import Subscriptions
 from cqengine.core.basis import limits
 from cqengine.core.frame.observer import Observer

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from chord.node import Op
-from chord.routing import NodeRef
+from chord.protocol.node import Op
+from chord.protocol.routing import NodeRef
 from cqengine.core.resolution.runs import Announced, Heard
 from cqengine.proto import cqengine_pb2 as pb
 

@@ -2,7 +2,7 @@
 
 A live node has no observer. The simulator passes one to every node to sum counters ring
 wide and, in an experiment, to measure what other settings would have sent
-(cqengine.evaluation.measure). The node calls it and goes on: nothing it does depends on
+(cqengine.evaluation.measuring.measure). The node calls it and goes on: nothing it does depends on
 being observed, as aioquic's connection calls its quic_logger. An observer reads of the
 node only what `Node` names.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from chord.routing import NodeRef
+from chord.protocol.routing import NodeRef
 from cqengine.core.frame.documents import PublishedDoc
 from cqengine.core.resolution.runs import Heard
 from cqengine.core.state.postings import InvertedIndex

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from inspect import isgenerator
 
-from chord.node import Call, Op, PeerUnreachable
 from chord.proto import chord_pb2 as chord_pb
+from chord.protocol.node import Call, Op, PeerUnreachable
 from cqengine.core.alerts.mailboxes import Mailbox, Runs, Subscription, numbered_runs, offer_batch
 from cqengine.core.basis import limits
 from cqengine.core.basis.errors import MINORITY, EngineError

@@ -15,8 +15,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from chord.ids import MASK
-from chord.node import Call, Fanout, Op, Pause
+from chord.protocol.ids import MASK
+from chord.protocol.node import Call, Fanout, Op, Pause
 from cqengine.core.alerts.mailboxes import Runs
 from cqengine.core.basis import limits
 from cqengine.core.frame.context import Context

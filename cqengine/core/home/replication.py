@@ -17,8 +17,8 @@ import logging
 from collections.abc import Callable
 from itertools import repeat
 
-from chord.node import Call, Fanout, Op, PeerUnreachable
-from chord.routing import NodeRef
+from chord.protocol.node import Call, Fanout, Op, PeerUnreachable
+from chord.protocol.routing import NodeRef
 from cqengine.core.alerts.mailboxes import home_record
 from cqengine.core.basis import limits
 from cqengine.core.frame import checks

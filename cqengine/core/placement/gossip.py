@@ -11,8 +11,8 @@ key still finds them (the home takes a second alert of the same document once).
 
 from __future__ import annotations
 
-from chord.node import Call, Op, PeerUnreachable
-from chord.routing import NodeRef
+from chord.protocol.node import Call, Op, PeerUnreachable
+from chord.protocol.routing import NodeRef
 from cqengine.core.basis.errors import EngineError
 from cqengine.core.frame.context import Context
 from cqengine.core.frame.handoffs import Copier

@@ -23,8 +23,8 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from inspect import isgenerator
 
-from chord.node import Call, Op, PeerUnreachable
-from chord.routing import NodeRef
+from chord.protocol.node import Call, Op, PeerUnreachable
+from chord.protocol.routing import NodeRef
 from cqengine.core.alerts.mailboxes import Subscription, home_record, token_hash
 from cqengine.core.announcement.filters import Filters
 from cqengine.core.basis import limits

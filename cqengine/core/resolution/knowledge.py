@@ -23,7 +23,7 @@ from itertools import chain
 
 import numpy as np
 
-from chord.ids import MASK, arc_spans, intersect_spans, union_spans
+from chord.protocol.ids import MASK, arc_spans, intersect_spans, union_spans
 from cqengine.core.resolution.runs import Run, successors
 from cqengine.core.state.postings import Block, any_per_query, member, ranges
 

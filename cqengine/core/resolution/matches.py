@@ -65,7 +65,8 @@ def _columns(
 
 def one_by_one_bytes(runs: Sequence[tuple[int, Home, list[int]]]) -> int:
     """What the runs' matches cost as a Match each (proto3 leaves zeros out), worked out
-    a run at a time (also for a report measurement never builds: cqengine.evaluation.wire)."""
+    a run at a time (also for a report measurement never builds:
+    cqengine.evaluation.measuring.wire)."""
     total = 0
     for doc, (home, key), subs in runs:
         size = len(home.encode())

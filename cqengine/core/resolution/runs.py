@@ -18,7 +18,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from chord.routing import NodeRef
+from chord.protocol.routing import NodeRef
 from cqengine.core.state.postings import FEW
 from cqengine.core.terms import presence
 from cqengine.proto import cqengine_pb2 as pb

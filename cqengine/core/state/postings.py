@@ -12,7 +12,7 @@ over the few rows, which numpy does as whole-vector operations (over the many co
 would go query by query). A short query is padded by repeating its own first code, which
 changes nothing: a term counts once however often a query holds it. A key's block is
 built when its list is first consulted after a change (or, in a simulated ring about to
-be forked for many runs, every key's at once: cqengine.evaluation.rings).
+be forked for many runs, every key's at once: cqengine.evaluation.passes.rings).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from functools import partial
 
 import numpy as np
 
-from chord.store import SortedKeyStore
+from chord.protocol.store import SortedKeyStore
 from cqengine.core.state.journal import Journal
 from cqengine.core.terms.bloom import positions_array
 from cqengine.core.terms.queries import entry_slot, signature
@@ -101,7 +101,7 @@ class Block:
     def subscriptions(self) -> bytes:
         """Its queries' subscription ids in order, as bytes: which queries it holds, as a
         key. Indexes of the same subscriptions ranked by the same document frequencies
-        (a measurement pass's: cqengine.evaluation.runs) ask each query's terms in the
+        (a measurement pass's: cqengine.evaluation.passes.runs) ask each query's terms in the
         same order, so there blocks holding the same queries are the same."""
         if self._subscriptions is None:
             every = self.entries if self.members is None else self.all_entries()
@@ -143,7 +143,7 @@ class Block:
 
     def set_bloom_positions(self, bits: int, hashes: int, positions: np.ndarray) -> None:
         """Its terms' filter positions for (bits, hashes), worked out for many blocks' terms
-        at once (cqengine.evaluation.rings), so that `bloom_positions` need not."""
+        at once (cqengine.evaluation.passes.rings), so that `bloom_positions` need not."""
         self._bloom = ((bits, hashes), positions)
 
     @classmethod
@@ -316,7 +316,7 @@ class InvertedIndex(SortedKeyStore):
 
     def unbuilt(self) -> list[tuple[int, list[pb.QueryEntry]]]:
         """The keys whose lists have no block yet, with their entries: what a build of
-        every key's block at once starts from (cqengine.evaluation.rings, before a
+        every key's block at once starts from (cqengine.evaluation.passes.rings, before a
         simulated ring is forked), handing each back by `adopt`."""
         return [
             (key, list(entries))

@@ -18,7 +18,7 @@ next R-1 successors:
 The owner of a range reconciles it with each replica (cqengine.core.home.replication): it sends a
 digest per bucket of its records, the replica answers with its records in the buckets that
 differ, the owner merges them and sends back what the replica lacks. Each node holds
-exactly one `RecordStore`; the ring hands over its records (chord.store.KeyStore) on joins
+exactly one `RecordStore`; the ring hands over its records (chord.protocol.store.KeyStore) on joins
 and leaves: copied, not moved, when R > 1, since the node that gives them stays a replica.
 With R = 1 the store is the paper's: entries move with ownership and nothing else does.
 """
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from chord.ids import in_open_closed
+from chord.protocol.ids import in_open_closed
 from cqengine.core.alerts.copies import Copies, numbers
 from cqengine.core.alerts.mailboxes import (
     AlertDoc,
@@ -568,7 +568,7 @@ class RecordStore:
                 self.journal.unsubscribed(sub.id, sub.key, 0.0)
         return gone
 
-    # ---- the ring's hand-over (chord.store.KeyStore) -----------------------------------
+    # ---- the ring's hand-over (chord.protocol.store.KeyStore) -----------------------------------
 
     @property
     def copies(self) -> bool:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chord.ids import hash_id
+from chord.protocol.ids import hash_id
 from cqengine.core.basis import limits
 from cqengine.core.basis.errors import EngineError
 from cqengine.proto import cqengine_pb2 as pb

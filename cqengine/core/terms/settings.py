@@ -14,7 +14,7 @@ from functools import cached_property
 
 import numpy as np
 
-from chord.routing import SUCCESSORS
+from chord.protocol.routing import SUCCESSORS
 from cqengine.core.basis.limits import MAILBOX_BYTES
 from cqengine.core.terms.indexing import STRATEGIES
 from cqengine.core.terms.presence import MAX_HEADER_TERMS, hot_ids

@@ -25,8 +25,8 @@ from support.workloads import (
 from cqengine.core.announcement.filters import Filter
 from cqengine.core.terms.indexing import STRATEGIES
 from cqengine.core.terms.settings import Settings, SettingsError
-from cqengine.evaluation.matcher import document_frequencies
-from cqengine.evaluation.sim import EngineSimulator
+from cqengine.evaluation.measuring.sim import EngineSimulator
+from cqengine.evaluation.setup.matcher import document_frequencies
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.analysis import analyze, term_id
 from cqengine.text.corpus import generate_corpus

@@ -10,7 +10,7 @@ from cqengine.core.basis.limits import TOMBSTONE_TTL
 from cqengine.core.frame.documents import Document
 from cqengine.core.state.postings import InvertedIndex
 from cqengine.core.state.records import RecordStore
-from cqengine.evaluation.sim import EngineSimulator
+from cqengine.evaluation.measuring.sim import EngineSimulator
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.analysis import analyze
 

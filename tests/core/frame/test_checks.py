@@ -1,4 +1,4 @@
-"""Receivers check every message (cqengine.core.frame.checks, chord.checks).
+"""Receivers check every message (cqengine.core.frame.checks, chord.protocol.checks).
 
 1. No false refusal: whole simulated rings, every strategy and resolution, replicated with
    failures and churn or the paper's protocol, gossip and re-indexing, piggybacking and
@@ -29,9 +29,9 @@ from hypothesis import strategies as st
 from support.oracle import assert_exact, consecutive
 from support.workloads import SHAPES, subscribe_all, workload
 
-from chord import checks as chord_checks
-from chord.node import ChordNode, Refused
 from chord.proto import chord_pb2 as chord_pb
+from chord.protocol import checks as chord_checks
+from chord.protocol.node import ChordNode, Refused
 from cqengine.core.basis import limits
 from cqengine.core.basis.limits import SEEN_KEPT
 from cqengine.core.frame import checks
@@ -39,7 +39,7 @@ from cqengine.core.frame.documents import Document, prepare
 from cqengine.core.node import ENGINE_SERVICE, EngineNode
 from cqengine.core.resolution import matches
 from cqengine.core.terms.settings import Settings
-from cqengine.evaluation.sim import EngineSimulator
+from cqengine.evaluation.measuring.sim import EngineSimulator
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.analysis import analyze, term_id
 
@@ -1375,7 +1375,7 @@ NEIGHBOR_LIES: dict[str, Callable[[chord_pb.NeighborsReply], chord_pb.NeighborsR
 
 
 def chord_ring(nodes: int = 12):
-    from chord.simulator import Simulator
+    from chord.simulation.simulator import Simulator
 
     sim = Simulator(r=4, seed=3)
     sim.build_instant(Simulator.address(i) for i in range(nodes))

@@ -7,7 +7,7 @@ import inspect
 from support.workloads import make_settings, workload
 
 from cqengine.core.frame import handoffs
-from cqengine.evaluation.sim import EngineSimulator
+from cqengine.evaluation.measuring.sim import EngineSimulator
 
 # each hand-off, and the role of a node that is handed over as it
 HANDED = {

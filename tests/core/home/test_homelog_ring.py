@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from support.homelog import Subscribers, publish, ring
 from support.oracle import assert_exact, consecutive
 
-from cqengine.evaluation.sim import EngineSimulator
+from cqengine.evaluation.measuring.sim import EngineSimulator
 from cqengine.proto import cqengine_pb2 as pb
 
 

@@ -17,8 +17,8 @@ from support.oracle import assert_exact, consecutive
 from support.records import reconcile
 from support.workloads import make_settings, subscribe_all, workload
 
-from chord.node import PeerUnreachable
-from chord.transport import REPLY
+from chord.protocol.node import PeerUnreachable
+from chord.protocol.transport import REPLY
 from cqengine.core.alerts.mailboxes import (
     Mailbox,
     alert_batch,
@@ -32,7 +32,7 @@ from cqengine.core.basis.limits import EARLY_ALERTS, SEEN_KEPT, TOMBSTONE_TTL
 from cqengine.core.frame.documents import Document
 from cqengine.core.state.postings import InvertedIndex
 from cqengine.core.state.records import RecordStore
-from cqengine.evaluation.sim import EngineSimulator
+from cqengine.evaluation.measuring.sim import EngineSimulator
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.analysis import analyze
 

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, example, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from chord.node import Call, Fanout, NotWaited, PeerUnreachable
-from chord.routing import NodeRef
+from chord.protocol.node import Call, Fanout, NotWaited, PeerUnreachable
+from chord.protocol.routing import NodeRef
 from cqengine.core.homelog.leader import Leader, NoMajority, Superseded, majority
 from cqengine.core.homelog.log import EPOCH, Log
 from cqengine.proto import cqengine_pb2 as pb
@@ -130,7 +130,7 @@ class Net:
             return PeerUnreachable(call.peer, "UNAVAILABLE")
         if self.rng.random() < self.late:
             self.on_way.append((src, call, late))
-            return NotWaited(call.peer)  # as chord.driver's fanout
+            return NotWaited(call.peer)  # as chord.protocol.driver's fanout
         return self.handle(call)
 
     def arrive(self) -> None:

@@ -24,7 +24,7 @@ from support.homelog import (
 )
 from support.oracle import assert_exact
 
-from chord import versions
+from chord.protocol import versions
 from cqengine.core.alerts.mailboxes import alert_batch
 from cqengine.core.home.home import _acks_entry, _deliver_entry
 from cqengine.core.home.homes import _rows_change

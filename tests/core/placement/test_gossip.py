@@ -13,8 +13,8 @@ from support.waiting import eventually
 from cqengine.core.terms.settings import Settings
 from cqengine.core.terms.synopsis import Synopsis
 from cqengine.demo import collect_alerts
-from cqengine.evaluation.matcher import document_frequencies, document_terms
-from cqengine.evaluation.sim import EngineSimulator
+from cqengine.evaluation.measuring.sim import EngineSimulator
+from cqengine.evaluation.setup.matcher import document_frequencies, document_terms
 from cqengine.live.client import Client
 from cqengine.live.ring import ring_up, stop_processes
 from cqengine.text.analysis import term_id

@@ -10,11 +10,11 @@ import pytest
 from support.oracle import assert_exact
 from support.workloads import make_settings, workload
 
-from chord.node import Refused
+from chord.protocol.node import Refused
 from cqengine.core.basis import limits
 from cqengine.core.basis.errors import EngineError
 from cqengine.core.terms.settings import Settings
-from cqengine.evaluation.sim import EngineSimulator
+from cqengine.evaluation.measuring.sim import EngineSimulator
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.analysis import analyze, term_id
 

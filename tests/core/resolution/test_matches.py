@@ -11,14 +11,14 @@ from hypothesis import strategies as st
 from support.oracle import assert_exact
 from support.workloads import make_settings, subscribe_all, workload
 
-from chord.floor import Floor
+from chord.protocol.floor import Floor
 from cqengine.core.frame import checks
 from cqengine.core.frame.documents import prepare
 from cqengine.core.node import EngineNode
 from cqengine.core.qn import qn
 from cqengine.core.resolution import matches
 from cqengine.core.terms.settings import Settings
-from cqengine.evaluation.sim import EngineSimulator
+from cqengine.evaluation.measuring.sim import EngineSimulator
 from cqengine.proto import cqengine_pb2 as pb
 
 HOMES = [("10.0.0.1:7001", 0), ("10.0.0.2:7001", 0), ("10.0.0.2:7001", 77), ("h:1", 2**64 - 1)]

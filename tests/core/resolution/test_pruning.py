@@ -11,14 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.runs import SMALL, big_ids, deliver, ids
 
-from chord.ids import in_open, in_open_closed
+from chord.protocol.ids import in_open, in_open_closed
 from cqengine.core.frame.documents import PublishedDoc
 from cqengine.core.resolution.knowledge import knowledge, known_in_parts, may_match
 from cqengine.core.resolution.resolution import pack_bits, unpack_bits, unpack_many
 from cqengine.core.resolution.runs import Run, announcement, successors
 from cqengine.core.state.postings import FEW, Block, member, union_terms
 from cqengine.core.terms.bloom import BloomFilter, _positions, positions_array
-from cqengine.evaluation.depths import Told, bytes_saved, truncated
+from cqengine.evaluation.measuring.depths import Told, bytes_saved, truncated
 
 
 @settings(max_examples=200, deadline=None)

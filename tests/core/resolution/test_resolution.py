@@ -20,7 +20,7 @@ from cqengine.core.resolution.resolution import Resolver
 from cqengine.core.resolution.runs import Run
 from cqengine.core.state.postings import Block, ask_order, member
 from cqengine.core.terms.bloom import BloomFilter
-from cqengine.evaluation.meters import ShadowResolver
+from cqengine.evaluation.measuring.meters import ShadowResolver
 from cqengine.proto import cqengine_pb2 as pb
 
 

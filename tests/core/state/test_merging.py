@@ -20,7 +20,7 @@ from cqengine.core.state.merging import merged
 from cqengine.core.state.postings import Block
 from cqengine.core.terms.indexing import STRATEGIES
 from cqengine.core.terms.settings import RESOLUTIONS
-from cqengine.evaluation.sim import EngineSimulator
+from cqengine.evaluation.measuring.sim import EngineSimulator
 from cqengine.proto import cqengine_pb2 as pb
 
 NO_SHRINK = (Phase.explicit, Phase.reuse, Phase.generate)  # a ring run is slow to shrink

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cqengine.core.state.postings import MERGED, Block, InvertedIndex, ask_order, member
-from cqengine.evaluation.rings import compile_blocks
+from cqengine.evaluation.passes.rings import compile_blocks
 from cqengine.proto import cqengine_pb2 as pb
 
 KEYS = st.integers(0, 5)
@@ -136,7 +136,7 @@ def test_member_is_set_membership(xs, members):
     st.integers(0, 5),
 )
 def test_compiling_at_once_builds_the_blocks_each_key_would(filed, by_rarity, moved):
-    """compile_blocks (cqengine.evaluation.rings, before a simulated ring is forked)
+    """compile_blocks (cqengine.evaluation.passes.rings, before a simulated ring is forked)
     builds every key's block, filter positions included, in bulk; an index of
     the same subscriptions filed under other keys, compiled with the first one's asking
     orders, still gets the blocks of its own entries."""

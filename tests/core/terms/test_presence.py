@@ -30,8 +30,8 @@ from cqengine.core.resolution.runs import Run, announced, announcement, group_ru
 from cqengine.core.terms import presence
 from cqengine.core.terms.indexing import STRATEGIES
 from cqengine.core.terms.settings import Settings, SettingsError
-from cqengine.evaluation.matcher import document_frequencies, matches
-from cqengine.evaluation.sim import EngineSimulator
+from cqengine.evaluation.measuring.sim import EngineSimulator
+from cqengine.evaluation.setup.matcher import document_frequencies, matches
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.corpus import generate_corpus
 

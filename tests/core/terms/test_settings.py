@@ -45,7 +45,7 @@ def test_a_joining_node_takes_settings_larger_than_grpcs_default_message():
     several MiB: a joining node reads them whole, past gRPC's 4 MiB default."""
     import asyncio
 
-    from chord.live import LiveNode
+    from chord.live.server import LiveNode
     from cqengine.core.node import EngineNode
     from cqengine.live.ports import free_ports
     from cqengine.live.service import fetch_config
