@@ -199,6 +199,40 @@ def test_a_home_and_two_of_its_members_leaving_in_a_row_leave_its_log_a_majority
     the_rest(wl, sim, subs, streams)
 
 
+@pytest.mark.parametrize("offset,rounds", [(0, 0), (0, 1), (1, 1)])
+def test_a_node_joining_before_a_home_that_leaves_takes_its_log_over(offset, rounds):
+    """A node joins just before a log's leader, in front of its key (at the key itself, offset
+    0, or just past it: it learns its predecessor only at the ring's next round), and so
+    comes to serve the key without being a member of its log; the leader leaves the ring for
+    good, then three of the other four members one after another, the ring's maintenance
+    running `rounds` times between them but the logs' not (nobody leads the log while they
+    leave: the member set's leader has gone). The leaver moves the log to a set with the new
+    node in it, and each member leaving asks the node serving the key (and the other
+    members) to lead it without them (HomeLogs.step_down): the new node leads the key, and
+    every alert is shown once. Before, the log kept the leader and two more members that had
+    gone, a majority of five: no node could ever lead it again, and its subscriptions were
+    served nowhere (bench_churn, now and then)."""
+    wl, sim, subs, streams = halfway(5)
+    home = busiest_home(sim)
+    key = sim.engines[home].home.logs.own
+    members = sim.engines[home].home.logs.leaders[key].members
+    assert members[0] == home and len(members) == 5
+    sim.ring.join("node-new", via=members[2], node_id=(key + offset) % 2**64)
+    sim.settle()
+    for address in (home, *members[2:]):
+        sim.ring.leave(address)
+        sim.settle()
+        sim.ring.rounds(rounds)
+        sim.settle()
+    sim.ring.converge()
+    sim.settle()
+    new = sim.engines["node-new"]
+    new.home.logs.claim(key)  # (as the key's subscribers' streams name it)
+    sim.settle()
+    assert new.serves(key) and new.home.logs.leaders[key].leading
+    the_rest(wl, sim, subs, streams)
+
+
 def test_a_home_key_no_log_is_of_is_not_taken_over_for_ever():
     """A subscriber names a home key the node serves but no log is of (guessed, or long
     gone): the node tries to take it over, finds no copy to take over, and forgets it. It
