@@ -44,7 +44,7 @@ def table_from_state(state: pb.StateReply, r: int) -> RoutingTable:
     t = RoutingTable(to_ref(state.node), r=r)
     t.predecessor = to_ref(state.predecessor) if state.HasField("predecessor") else None
     t.successors = [to_ref(s) for s in state.successors]
-    t.fingers = [to_ref(f) for f in state.fingers][:BITS]
+    t.fingers = [to_ref(f) for f in state.fingers[:BITS]]
     return t
 
 

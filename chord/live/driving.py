@@ -11,7 +11,7 @@ from inspect import isawaitable
 from typing import Any
 
 from chord.live.meter import Meter, charged
-from chord.protocol.driver import failed, resume
+from chord.protocol.driver import failed, name, resume
 from chord.protocol.node import Call, Fanout, NotWaited, Op, Pause, PeerUnreachable, StatusError
 
 
@@ -20,7 +20,7 @@ async def drive_async(op: Op, call: Callable[[Call], Any], meter: Meter | None =
     message on its way), taken as it is when not (a request to itself answered at once),
     so that a call costs no coroutine of its own. With a meter, each of the operation's
     steps is charged to the generator that runs it (chord.live.meter)."""
-    step = resume if meter is None else partial(charged, meter, "op " + op.__qualname__, resume)
+    step = resume if meter is None else partial(charged, meter, "op " + name(op), resume)
     done, out = step(op, None, None)
     while not done:
         reply, error = None, None

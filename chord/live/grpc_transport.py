@@ -12,7 +12,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from inspect import isgenerator
+from types import GeneratorType
 from typing import Any
 
 import grpc
@@ -352,6 +352,6 @@ async def run_async(node: Handler, op: Op, transport: GrpcTransport) -> Any:
         if c.peer != me:
             return transport.call(c.peer, c.method, c.request)  # a coroutine: the driver awaits
         reply = charged(meter, c.method, node.handle, c.method, c.request)
-        return run_async(node, reply, transport) if isgenerator(reply) else reply
+        return run_async(node, reply, transport) if isinstance(reply, GeneratorType) else reply
 
     return await drive_async(op, call, meter)

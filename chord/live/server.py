@@ -20,7 +20,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from inspect import isgenerator
+from types import GeneratorType
 from typing import Any, Protocol
 
 import grpc
@@ -272,7 +272,7 @@ class LiveNode:
             owner, hops = await self.run_op(self.node.lookup(request.key, verify=True))
             return pb.LookupReply(owner=to_info(owner), hops=hops)
         reply = charged(self.meter, method, self.handler.handle, method, request)
-        if isgenerator(reply):  # an answer that needs calls of its own
+        if isinstance(reply, GeneratorType):  # an answer that needs calls of its own
             reply = await self._to_the_end(reply)
         self._durable(method)  # before the reply: what it acknowledges is kept
         if method == "GetState":
