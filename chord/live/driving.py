@@ -44,7 +44,7 @@ async def drive_async(op: Op, call: Callable[[Call], Any], meter: Meter | None =
     return out
 
 
-UNWAITED: set[asyncio.Task] = set()  # calls of a fanout resumed without them, still going
+UNWAITED: set[asyncio.Task[Any]] = set()  # calls of a fanout resumed without them, still going
 
 
 async def _fanout(call: Callable[[Call], Any], out: Fanout) -> list[Any]:
@@ -65,7 +65,7 @@ async def _fanout(call: Callable[[Call], Any], out: Fanout) -> list[Any]:
     return [t.result() if t.done() else NotWaited(c.peer) for t, c in zip(tasks, out.calls)]
 
 
-def _told_late(late: Callable[[int, Any], None], i: int, task: asyncio.Task) -> None:
+def _told_late(late: Callable[[int, Any], None], i: int, task: asyncio.Task[Any]) -> None:
     if not task.cancelled():  # (cancelled: the node is shutting down)
         late(i, task.result())
 
