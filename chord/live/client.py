@@ -5,6 +5,7 @@ may look up a key and check health)."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -17,9 +18,14 @@ from chord.protocol.messages import to_ref
 from chord.protocol.routing import NodeRef, RoutingTable
 
 
-def _call(address: str, method: str, request, timeout: float, credentials: Credentials | None):
+def _call(
+    address: str, method: str, request: Any, timeout: float, credentials: Credentials | None
+) -> Any:
+    """The reply of the node's Chord method to the request (each method its own message)."""
     with channel(address, credentials) as c:
-        return getattr(pb_grpc.ChordStub(c), method)(request, timeout=timeout)
+        # protoc's gRPC glue (chord_pb2_grpc) is untyped: it has no stubs
+        stub = pb_grpc.ChordStub(c)  # type: ignore[no-untyped-call]
+        return getattr(stub, method)(request, timeout=timeout)
 
 
 def fetch_state(
@@ -27,9 +33,10 @@ def fetch_state(
 ) -> pb.StateReply | None:
     """The node's whole view, or None when it does not answer."""
     try:
-        return _call(address, "GetState", pb.Empty(), timeout, credentials)
+        state: pb.StateReply = _call(address, "GetState", pb.Empty(), timeout, credentials)
     except grpc.RpcError:
         return None
+    return state
 
 
 def fetch_states(
@@ -44,7 +51,7 @@ def table_from_state(state: pb.StateReply, r: int) -> RoutingTable:
     t = RoutingTable(to_ref(state.node), r=r)
     t.predecessor = to_ref(state.predecessor) if state.HasField("predecessor") else None
     t.successors = [to_ref(s) for s in state.successors]
-    t.fingers = [to_ref(f) for f in state.fingers][:BITS]
+    t.fingers = [to_ref(f) for f in state.fingers[:BITS]]
     return t
 
 
@@ -61,6 +68,7 @@ def serving(address: str, timeout: float = 1.0, credentials: Credentials | None 
             reply = health_pb2_grpc.HealthStub(c).Check(
                 health_pb2.HealthCheckRequest(service=""), timeout=timeout
             )
-        return reply.status == health_pb2.HealthCheckResponse.SERVING
+        # grpc_health has no types: to mypy the comparison is Any, not a bool
+        return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
     except grpc.RpcError:
         return False

@@ -11,7 +11,7 @@ from inspect import isawaitable
 from typing import Any
 
 from chord.live.meter import Meter, charged
-from chord.protocol.driver import failed, resume
+from chord.protocol.driver import failed, name, resume
 from chord.protocol.node import Call, Fanout, NotWaited, Op, Pause, PeerUnreachable, StatusError
 
 
@@ -20,7 +20,7 @@ async def drive_async(op: Op, call: Callable[[Call], Any], meter: Meter | None =
     message on its way), taken as it is when not (a request to itself answered at once),
     so that a call costs no coroutine of its own. With a meter, each of the operation's
     steps is charged to the generator that runs it (chord.live.meter)."""
-    step = resume if meter is None else partial(charged, meter, "op " + op.__qualname__, resume)
+    step = resume if meter is None else partial(charged, meter, "op " + name(op), resume)
     done, out = step(op, None, None)
     while not done:
         reply, error = None, None
@@ -44,7 +44,7 @@ async def drive_async(op: Op, call: Callable[[Call], Any], meter: Meter | None =
     return out
 
 
-UNWAITED: set[asyncio.Task] = set()  # calls of a fanout resumed without them, still going
+UNWAITED: set[asyncio.Task[Any]] = set()  # calls of a fanout resumed without them, still going
 
 
 async def _fanout(call: Callable[[Call], Any], out: Fanout) -> list[Any]:
@@ -65,7 +65,7 @@ async def _fanout(call: Callable[[Call], Any], out: Fanout) -> list[Any]:
     return [t.result() if t.done() else NotWaited(c.peer) for t, c in zip(tasks, out.calls)]
 
 
-def _told_late(late: Callable[[int, Any], None], i: int, task: asyncio.Task) -> None:
+def _told_late(late: Callable[[int, Any], None], i: int, task: asyncio.Task[Any]) -> None:
     if not task.cancelled():  # (cancelled: the node is shutting down)
         late(i, task.result())
 

@@ -11,7 +11,8 @@ import logging
 import time
 import traceback
 from collections import Counter, OrderedDict
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
 
 import grpc
 
@@ -58,7 +59,13 @@ class ClientRate:
         return admitted
 
 
-class Gate(grpc.aio.ServerInterceptor):
+# what answers a call in its handler's place: given the request (its bytes, or the stream of
+# them) and the call's context, a coroutine, or an async generator of the replies
+Behaviour = Callable[[Any, grpc.aio.ServicerContext], object]
+
+
+# grpc has no types: its classes are Any, which mypy lets no class subclass
+class Gate(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """The one place that decides who may call what, and how a call that fails unexpectedly
     ends. It refuses every call but health checks while the node is not a member of the
     ring: a node joining believes itself alone until it knows its successor, so it would
@@ -98,7 +105,11 @@ class Gate(grpc.aio.ServerInterceptor):
         self.meter = meter
         self.refused: Counter[str] = Counter()  # calls refused, by why (REFUSALS)
 
-    async def intercept_service(self, continuation, details):
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler | None]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
         handler = await continuation(details)
         if handler is None:
             return handler
@@ -119,12 +130,12 @@ class Gate(grpc.aio.ServerInterceptor):
         rate = self.rate if details.method not in self.ring else None
         return _guarded(handler, details.method, roles, rate, self.meter, self.refused)
 
-    async def _refuse(self, request, context) -> None:
+    async def _refuse(self, request: object, context: grpc.aio.ServicerContext) -> None:
         self.refused["not_member"] += 1
         await context.abort(grpc.StatusCode.UNAVAILABLE, NOT_MEMBER)
 
-    def _another_ring(self, theirs: str):
-        async def refuse(request, context) -> None:
+    def _another_ring(self, theirs: str) -> Behaviour:
+        async def refuse(request: object, context: grpc.aio.ServicerContext) -> None:
             self.refused["another_ring"] += 1
             await context.abort(
                 grpc.StatusCode.FAILED_PRECONDITION,
@@ -133,8 +144,8 @@ class Gate(grpc.aio.ServerInterceptor):
 
         return refuse
 
-    def _another_version(self, theirs: Versions | None, raw: str):
-        async def refuse(request, context) -> None:
+    def _another_version(self, theirs: Versions | None, raw: str) -> Behaviour:
+        async def refuse(request: object, context: grpc.aio.ServicerContext) -> None:
             self.refused["version"] += 1
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, refusal(theirs, raw))
 
@@ -146,7 +157,7 @@ def _versions(raw: str) -> Versions | None:
     return Versions.parse(raw)  # a ring's nodes send a handful of values: parsed once each
 
 
-def _header(metadata, name: str) -> str:
+def _header(metadata: Sequence[tuple[str, str]] | None, name: str) -> str:
     """A call's metadata value of that name ("" if it has none)."""
     return next((value for key, value in metadata or () if key == name), "")
 
@@ -155,7 +166,9 @@ def _header(metadata, name: str) -> str:
 CLIENT_RING_METHODS = ("Lookup", "GetState")
 
 
-def _answering(handler, behaviour, meter: Meter | None):
+def _answering(
+    handler: grpc.RpcMethodHandler, behaviour: Behaviour, meter: Meter | None
+) -> grpc.RpcMethodHandler:
     """A handler of the same kind and replies whose behaviour is this one. It takes the
     request's bytes as they came: `behaviour` parses them (_parsed), so that a request that
     is no message of its kind is refused like any bad input, not answered UNKNOWN."""
@@ -187,7 +200,13 @@ def _let_go(refusal: BaseException) -> None:
         e = e.__context__
 
 
-async def _parsed(handler, data: bytes, context, meter: Meter | None, refused: Counter):
+async def _parsed(
+    handler: grpc.RpcMethodHandler,
+    data: bytes,
+    context: grpc.aio.ServicerContext,
+    meter: Meter | None,
+    refused: Counter[str],
+) -> Any:
     """The request, parsed as its method's message (INVALID_ARGUMENT if it is none)."""
     parse = handler.request_deserializer
     try:
@@ -203,20 +222,20 @@ INTERNAL = "internal error; the node's log has the details"
 
 
 def _guarded(
-    handler,
+    handler: grpc.RpcMethodHandler,
     path: str,
     roles: frozenset[str] | None,
     rate: ClientRate | None,
     meter: Meter | None,
-    refused: Counter,
-):
+    refused: Counter[str],
+) -> grpc.RpcMethodHandler:
     """The handler, for callers whose certificate names one of these roles (None: any
     caller) and within their `rate` (None: any rate), others refused PERMISSION_DENIED or
     RESOURCE_EXHAUSTED with the reason before it runs; and its unexpected exceptions
     logged and answered INTERNAL."""
     method = path.rsplit("/", 1)[-1]
 
-    async def admit(context) -> None:
+    async def admit(context: grpc.aio.ServicerContext) -> None:
         if (
             rate is not None
             and (roles is None or caller_role(context) != NODE)  # nodes are never limited
@@ -239,7 +258,7 @@ def _guarded(
                 f"{method} is for {may}; this certificate's role is {role}",
             )
 
-    async def failed(context) -> None:
+    async def failed(context: grpc.aio.ServicerContext) -> None:
         log.exception("%s failed", method)
         refused["internal"] += 1
         await context.abort(grpc.StatusCode.INTERNAL, INTERNAL)
@@ -247,7 +266,9 @@ def _guarded(
     if handler.request_streaming and inspect.isasyncgenfunction(handler.stream_stream):
         replies = handler.stream_stream  # reflection's: it yields its replies
 
-        async def checked_replies(requests, context):
+        async def checked_replies(
+            requests: AsyncIterator[Any], context: grpc.aio.ServicerContext
+        ) -> AsyncIterator[Any]:
             try:
                 await admit(context)
                 async for reply in replies(requests, context):
@@ -262,7 +283,9 @@ def _guarded(
     if handler.request_streaming:  # Exchange: the caller admitted once, as it opens
         exchange = handler.stream_stream
 
-        async def checked_exchange(requests, context):
+        async def checked_exchange(
+            requests: AsyncIterator[Any], context: grpc.aio.ServicerContext
+        ) -> None:
             try:
                 await admit(context)
                 await exchange(requests, context)
@@ -275,7 +298,9 @@ def _guarded(
     if handler.response_streaming:
         stream = handler.unary_stream
 
-        async def checked_stream(data, context):
+        async def checked_stream(
+            data: bytes, context: grpc.aio.ServicerContext
+        ) -> AsyncIterator[Any]:
             request = None
             try:
                 await admit(context)
@@ -288,7 +313,7 @@ def _guarded(
                         break
                     yield reply
             except grpc.aio.AbortError as e:
-                data = request = None  # (see _let_go)
+                del data, request  # (see _let_go)
                 _let_go(e)
                 raise
             except Exception:
@@ -297,7 +322,7 @@ def _guarded(
         return _answering(handler, checked_stream, meter)
     behaviour = handler.unary_unary
 
-    async def checked(data, context):
+    async def checked(data: bytes, context: grpc.aio.ServicerContext) -> Any:
         request = None
         try:
             await admit(context)
@@ -306,7 +331,7 @@ def _guarded(
             # an operation of the node's (whose steps charge their own accounts)
             return await stepped(meter, method, behaviour(request, context))
         except grpc.aio.AbortError as e:
-            data = request = None  # (see _let_go)
+            del data, request  # (see _let_go)
             _let_go(e)
             raise
         except Exception:

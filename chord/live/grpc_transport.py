@@ -10,18 +10,21 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from inspect import isgenerator
-from typing import Any
+from types import GeneratorType
+from typing import Any, Protocol
 
 import grpc
-from google.protobuf.descriptor import ServiceDescriptor
-from google.protobuf.message_factory import GetMessageClass
+
+# protobuf has no types of its own, and types-protobuf is not installed: these are Any
+from google.protobuf.descriptor import ServiceDescriptor  # type: ignore[import-untyped]
+from google.protobuf.message import Message  # type: ignore[import-untyped]
+from google.protobuf.message_factory import GetMessageClass  # type: ignore[import-untyped]
 
 from chord.live.driving import drive_async
 from chord.live.gate import OF_ANOTHER_RING, RING_HEADER
-from chord.live.links import Broken, Link
+from chord.live.links import Broken, Dispatch, Link, Method
 from chord.live.meter import Meter, charged, metered, stepped
 from chord.live.tls import Credentials, aio_channel
 from chord.proto import chord_pb2
@@ -55,6 +58,7 @@ CHANNEL_OPTIONS = SIZE_OPTIONS + [
     ("grpc.use_local_subchannel_pool", 1),
 ]
 
+
 CLOSE_AFTER = 60.0  # s a replaced channel lives on for the calls still on it
 CHORD_SERVICE = chord_pb2.DESCRIPTOR.services_by_name["Chord"]
 
@@ -64,7 +68,7 @@ class MethodTable:
 
     def __init__(self, services: Iterable[ServiceDescriptor]) -> None:
         self.services = list(services)
-        self.methods: dict[str, tuple[str, type, type]] = {}
+        self.methods: dict[str, Method] = {}
         for service in self.services:
             for m in service.methods:
                 if m.client_streaming or m.server_streaming:
@@ -77,11 +81,11 @@ class MethodTable:
                     GetMessageClass(m.output_type),
                 )
 
-    def generic_handlers(self, dispatch: Callable[[str, Any], Awaitable[Any]]) -> list:
+    def generic_handlers(self, dispatch: Dispatch) -> list[grpc.GenericRpcHandler]:
         """Server side: every unary method of every service goes through one dispatch."""
 
-        def rpc(name: str):
-            async def handler(request, context):
+        def rpc(name: str) -> Callable[[Message, grpc.aio.ServicerContext], Awaitable[Any]]:
+            async def handler(request: Message, context: grpc.aio.ServicerContext) -> Any:
                 try:
                     return await dispatch(name, request)
                 except StatusError as e:  # malformed (Refused: it changed nothing), say
@@ -91,7 +95,7 @@ class MethodTable:
 
         out = []
         for service in self.services:
-            handlers = {}
+            handlers: dict[str, grpc.RpcMethodHandler] = {}
             for m in service.methods:
                 if m.name in self.methods:
                     _, req, rep = self.methods[m.name]
@@ -132,6 +136,14 @@ class RoundTrip:
         return self.srtt + 4 * self.rttvar
 
 
+class UnaryCall(Protocol):
+    """A unary call of one method to one peer, as a channel (or a link) makes it."""
+
+    def __call__(
+        self, request: Message, *, timeout: float, metadata: Sequence[tuple[str, str]]
+    ) -> Awaitable[Any]: ...
+
+
 class GrpcTransport:
     def __init__(
         self,
@@ -170,7 +182,7 @@ class GrpcTransport:
         self.max_channels = max_channels
         self.credentials = credentials  # mutual TLS with these (None: plaintext)
         self._retired: set[grpc.aio.Channel] = set()  # replaced, closing once idle
-        self._calls: dict[str, dict[str, Any]] = {}  # by address, by method
+        self._calls: dict[str, dict[str, UnaryCall]] = {}  # by address, by method
         self.meter = meter
         self.linked = linked
         self._links: dict[str, Link] = {}  # by address
@@ -179,7 +191,7 @@ class GrpcTransport:
             ((RING_HEADER, identity),) if identity else ()
         )
 
-    def _callable(self, address: str, method: str):
+    def _callable(self, address: str, method: str) -> UnaryCall:
         calls = self._calls.get(address)
         if calls is None:
             while len(self._channels) >= self.max_channels:
@@ -204,7 +216,7 @@ class GrpcTransport:
             )
         return call
 
-    def _linked(self, address: str, method: str):
+    def _linked(self, address: str, method: str) -> UnaryCall:
         """A call of this method over my link to the address (a new one if it broke)."""
         link = self._links.get(address)
         if link is None or link.broken is not None:
@@ -261,7 +273,7 @@ class GrpcTransport:
         return min(2 * waited, left) if left > 0 else None
 
     async def call(self, peer: NodeRef, method: str, request: Any) -> Any:
-        wait: float | None = self.timeout_of(peer.address, method)
+        wait = self.timeout_of(peer.address, method)
         begun = time.monotonic()
         fresh = False
         while True:  # (the ledger counts each message as it is serialized and parsed)
@@ -278,8 +290,9 @@ class GrpcTransport:
                     log.warning("%s to %s refused: %s", method, peer.address, e.details())
                     raise PeerUnreachable(peer, ANOTHER_RING) from None
                 if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-                    wait = self.longer(peer.address, method, wait, begun)
-                    if wait is not None:
+                    longer = self.longer(peer.address, method, wait, begun)
+                    if longer is not None:
+                        wait = longer
                         continue  # busy, not dead: ask again, waiting longer
                 if code == grpc.StatusCode.UNAVAILABLE and not fresh and self._stale(peer.address):
                     fresh = True  # asked again on a new connection: not refused yet
@@ -318,11 +331,13 @@ def _not_of_my_ring(e: grpc.aio.AioRpcError) -> bool:
     return (e.details() or "").startswith((OF_ANOTHER_RING, OF_ANOTHER_VERSION))
 
 
-def sent_counted(ledger: Ledger, kind: str, serialize: Callable[[Any], bytes]):
+def sent_counted(
+    ledger: Ledger, kind: str, serialize: Callable[[Message], bytes]
+) -> Callable[[Message], bytes]:
     """`serialize`, each message it serializes counted in the ledger: its size read off
     the bytes that go on the wire, not computed again (ByteSize costs a serialization)."""
 
-    def counted(message: Any) -> bytes:
+    def counted(message: Message) -> bytes:
         data = serialize(message)
         ledger.record(kind, len(data))
         return data
@@ -330,10 +345,12 @@ def sent_counted(ledger: Ledger, kind: str, serialize: Callable[[Any], bytes]):
     return counted
 
 
-def parsed_counted(ledger: Ledger, kind: str, parse: Callable[[bytes], Any]):
+def parsed_counted(
+    ledger: Ledger, kind: str, parse: Callable[[bytes], Message]
+) -> Callable[[bytes], Message]:
     """`parse`, each message it parses counted in the ledger by the bytes that came."""
 
-    def counted(data: bytes) -> Any:
+    def counted(data: bytes) -> Message:
         ledger.record(kind, len(data))
         return parse(data)
 
@@ -352,6 +369,6 @@ async def run_async(node: Handler, op: Op, transport: GrpcTransport) -> Any:
         if c.peer != me:
             return transport.call(c.peer, c.method, c.request)  # a coroutine: the driver awaits
         reply = charged(meter, c.method, node.handle, c.method, c.request)
-        return run_async(node, reply, transport) if isgenerator(reply) else reply
+        return run_async(node, reply, transport) if isinstance(reply, GeneratorType) else reply
 
     return await drive_async(op, call, meter)

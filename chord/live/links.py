@@ -19,10 +19,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import grpc
+
+# protobuf has no types of its own, and types-protobuf is not installed: Message is Any
+from google.protobuf.message import Message  # type: ignore[import-untyped]
 
 from chord.live.gate import NOT_MEMBER
 from chord.live.meter import Meter, charged, metered, stepped
@@ -43,7 +46,8 @@ def failure(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
     return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
 
 
-class Broken(grpc.aio.AioRpcError):
+# grpc has no types: its classes are Any, which mypy lets no class subclass
+class Broken(grpc.aio.AioRpcError):  # type: ignore[misc]
     """A call failed because its stream broke under it (not because its peer answered
     so): the transport tries it once more, on a new stream, as it does a unary call whose
     connection broke. A peer that is gone refuses the new one."""
@@ -61,7 +65,7 @@ class Link:
         self,
         channel: grpc.aio.Channel,
         meter: Meter | None = None,
-        metadata=None,
+        metadata: Sequence[tuple[str, str]] | None = None,
         ledger: Ledger | None = None,
     ) -> None:
         """`metadata`: sent as the stream opens (the ring's identity, chord.live.gate);
@@ -73,12 +77,14 @@ class Link:
         )(metadata=metadata)
         self.meter, self.ledger = meter, ledger
         self.ids = itertools.count(1)
-        self.waiting: dict[int, asyncio.Future] = {}
+        self.waiting: dict[int, asyncio.Future[pb.Envelope]] = {}
         self.writing = asyncio.Lock()  # one write at a time on a stream
         self.broken: Broken | None = None
         self.reader = asyncio.get_running_loop().create_task(self._read())
 
-    async def call(self, method: str, request: Any, reply_class: type, timeout: float) -> Any:
+    async def call(
+        self, method: str, request: Message, reply_class: type[Message], timeout: float
+    ) -> Any:
         """The reply to the request, or the AioRpcError a unary call would have raised."""
         if self.broken is not None:
             raise self.broken
@@ -98,11 +104,9 @@ class Link:
         except Broken:
             raise
         except grpc.aio.AioRpcError as e:  # the stream ended under the write
-            self._break(e)
-            raise self.broken from None
+            raise self._break(e) from None
         except (grpc.aio.UsageError, asyncio.InvalidStateError):
-            self._break(failure(grpc.StatusCode.UNAVAILABLE, "the stream ended"))
-            raise self.broken from None
+            raise self._break(failure(grpc.StatusCode.UNAVAILABLE, "the stream ended")) from None
         finally:
             self.waiting.pop(call_id, None)
             if done.done() and not done.cancelled():
@@ -126,13 +130,14 @@ class Link:
             self._break(failure(grpc.StatusCode.CANCELLED, "the link was closed"))
             raise
 
-    def _break(self, error: grpc.aio.AioRpcError) -> None:
-        """The stream is over: every call still waiting fails (Broken)."""
+    def _break(self, error: grpc.aio.AioRpcError) -> Broken:
+        """The stream is over: every call still waiting fails (Broken, the first error)."""
         if self.broken is None:
             self.broken = Broken(error)
         for done in self.waiting.values():
             if not done.done():
                 done.set_exception(self.broken)
+        return self.broken
 
     def close(self) -> None:
         self.reader.cancel()
@@ -140,6 +145,7 @@ class Link:
 
 
 Dispatch = Callable[[str, Any], Awaitable[Any]]
+Method = tuple[str, type[Message], type[Message]]  # its wire path, request and reply classes
 
 
 class Exchanges:
@@ -151,7 +157,7 @@ class Exchanges:
     def __init__(
         self,
         dispatch: Dispatch,
-        methods: dict[str, tuple[str, type, type]],
+        methods: dict[str, Method],
         member: Callable[[], bool],
         meter: Meter | None = None,
     ) -> None:
@@ -169,9 +175,11 @@ class Exchanges:
     def close(self) -> None:
         self.closing.set()
 
-    async def _exchange(self, requests, context) -> None:
+    async def _exchange(
+        self, requests: AsyncIterator[pb.Envelope], context: grpc.aio.ServicerContext
+    ) -> None:
         writing = asyncio.Lock()
-        answering: set[asyncio.Task] = set()
+        answering: set[asyncio.Task[None]] = set()
         loop = asyncio.get_running_loop()
 
         async def reply(envelope: pb.Envelope) -> None:
@@ -198,10 +206,13 @@ class Exchanges:
             # a request's operation runs on without its reply (LiveNode._to_the_end)
             for task in (reading, closing, *answering):
                 task.cancel()
-        if reading.done() and not reading.cancelled() and reading.exception() is not None:
-            raise reading.exception()
+        error = reading.exception() if reading.done() and not reading.cancelled() else None
+        if error is not None:
+            raise error
 
-    async def _answer(self, envelope: pb.Envelope, reply: Callable[[pb.Envelope], Awaitable]):
+    async def _answer(
+        self, envelope: pb.Envelope, reply: Callable[[pb.Envelope], Awaitable[None]]
+    ) -> None:
         meter = self.meter
         out = pb.Envelope(id=envelope.id)
         try:

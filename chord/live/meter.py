@@ -23,10 +23,10 @@ import os
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 UNMETERED = "unmetered"  # the process's CPU time no account holds (on the loop's thread)
 UNMETERED_GRPC = "unmetered grpc threads"  # gRPC's own threads: sockets, TLS, timers
@@ -132,22 +132,24 @@ def stepped(meter: Meter | None, account: str, awaitable: Awaitable[T]) -> Await
     return _Stepped(meter, account, awaitable)
 
 
-class _Stepped:
+class _Stepped(Generic[T]):
     __slots__ = ("meter", "account", "awaitable")
 
-    def __init__(self, meter: Meter, account: str, awaitable: Awaitable) -> None:
+    def __init__(self, meter: Meter, account: str, awaitable: Awaitable[T]) -> None:
         self.meter, self.account, self.awaitable = meter, account, awaitable
 
-    def __await__(self):
+    def __await__(self) -> Generator[Any, Any, T]:
         steps = self.awaitable.__await__()
         meter, account = self.meter, self.account
-        value, error = None, None
+        value: Any = None  # what the event loop resumes the awaitable with
+        error: BaseException | None = None
         while True:
             paused = meter.enter(account)
             try:
                 waiting = steps.send(value) if error is None else steps.throw(error)
             except StopIteration as done:
-                return done.value
+                result: T = done.value  # the awaitable's, as it returned it
+                return result
             finally:
                 meter.leave(paused)
             try:
@@ -159,7 +161,9 @@ class _Stepped:
                 value, error = None, e
 
 
-def metered(meter: Meter | None, account: str, fn):
+def metered(
+    meter: Meter | None, account: str, fn: Callable[..., T] | None
+) -> Callable[..., T] | None:
     """fn, its calls charged to `account` (fn itself without a meter): for a callable handed
     to gRPC, a (de)serializer."""
     if meter is None or fn is None:

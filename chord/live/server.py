@@ -20,10 +20,13 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from inspect import isgenerator
+from types import GeneratorType
 from typing import Any, Protocol
 
 import grpc
+
+# protobuf has no types of its own, and types-protobuf is not installed: this is Any
+from google.protobuf.descriptor import ServiceDescriptor  # type: ignore[import-untyped]
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
@@ -105,7 +108,7 @@ def check_port_free(host: str, port: int) -> None:
 class App(Handler, Protocol):
     """What rides on a node besides Chord (the engine): it handles its services' requests."""
 
-    services: list  # protobuf ServiceDescriptors whose unary methods `handle` serves
+    services: list[ServiceDescriptor]  # the services whose unary methods `handle` serves
 
     def periodic(self) -> list[tuple[Callable[[], Op], float]]:
         """Operations to run on a timer beside the ring's maintenance, with their periods."""
@@ -157,7 +160,7 @@ class LiveNode:
         )
         self.lent = Host(  # what the app is lent of this node (chord.protocol.host)
             spawn=self.spawn,
-            later=lambda seconds, fn: asyncio.get_running_loop().call_later(seconds, fn),
+            later=self._later,
             now=time.monotonic,
             clock=time.time,
             new_id=lambda: secrets.randbits(64),  # unguessable, and never again at a restart
@@ -187,8 +190,8 @@ class LiveNode:
         self.credentials = credentials
         self.health = health.aio.HealthServicer()
         self.server: grpc.aio.Server | None = None
-        self._tasks: list[asyncio.Task] = []
-        self._background: set[asyncio.Task] = set()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._background: set[asyncio.Task[object]] = set()
         self._slots = asyncio.Semaphore(self.limits.background)  # for background operations
         self._stopping = asyncio.Event()
         self.joining = True  # until it has joined (or started a ring of its own)
@@ -222,6 +225,10 @@ class LiveNode:
     @property
     def me(self) -> NodeRef:
         return self.node.me
+
+    def _later(self, seconds: float, fn: Callable[[], None]) -> None:
+        """Call fn after this many seconds, on the event loop (what the app is lent)."""
+        asyncio.get_running_loop().call_later(seconds, fn)
 
     async def run_op(self, op: Op) -> Any:
         try:
@@ -262,7 +269,7 @@ class LiveNode:
         task.add_done_callback(self._finished)
         return await asyncio.shield(task)
 
-    def _finished(self, task: asyncio.Task) -> None:
+    def _finished(self, task: asyncio.Task[object]) -> None:
         self._background.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.debug("a request's operation failed: %r", task.exception())
@@ -272,7 +279,7 @@ class LiveNode:
             owner, hops = await self.run_op(self.node.lookup(request.key, verify=True))
             return pb.LookupReply(owner=to_info(owner), hops=hops)
         reply = charged(self.meter, method, self.handler.handle, method, request)
-        if isgenerator(reply):  # an answer that needs calls of its own
+        if isinstance(reply, GeneratorType):  # an answer that needs calls of its own
             reply = await self._to_the_end(reply)
         self._durable(method)  # before the reply: what it acknowledges is kept
         if method == "GetState":
@@ -341,7 +348,7 @@ class LiveNode:
         except JoinError as e:
             raise StartupError(str(e)) from None
 
-    async def _every(self, make_op, period: float) -> None:
+    async def _every(self, make_op: Callable[[], Op], period: float) -> None:
         rng = random.Random(self.me.id ^ hash(make_op.__name__))
         while not self._stopping.is_set():
             with contextlib.suppress(TimeoutError):
@@ -363,7 +370,7 @@ class LiveNode:
         if self.app is not None:
             self.app.flush()
             if graceful:
-                await self._leaving()
+                await self._leaving(self.app)
         if self._background:
             await asyncio.wait(list(self._background), timeout=2.0)
         self.stopped = True  # what it holds is handed on (or kept for a restart) as it is now
@@ -379,9 +386,9 @@ class LiveNode:
             await self.server.stop(grace=0.5)
         await self.transport.close()
 
-    async def _leaving(self) -> None:
+    async def _leaving(self, app: App) -> None:
         try:
-            await asyncio.wait_for(self.run_op(self.app.leaving()), LEAVING_WAIT)
+            await asyncio.wait_for(self.run_op(app.leaving()), LEAVING_WAIT)
         except TimeoutError:
             log.warning("leave: handing on took over %.0f s; leaving all the same", LEAVING_WAIT)
         except Exception:  # the node still leaves
@@ -390,10 +397,15 @@ class LiveNode:
     async def serve_until_signalled(self) -> bool:
         """Serve until signalled to stop; whether the node left (handing over) or just stopped."""
         loop = asyncio.get_running_loop()
-        keep = []
+        keep: list[bool] = []
+
+        def stop_keeping() -> None:
+            keep.append(True)
+            self._stopping.set()
+
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
-        loop.add_signal_handler(signal.SIGUSR1, lambda: (keep.append(True), self._stopping.set()))
+        loop.add_signal_handler(signal.SIGUSR1, stop_keeping)
         await self._stopping.wait()
         await self.stop(graceful=not keep)
         return not keep

@@ -22,6 +22,7 @@ ROLE_URI = "urn:cqengine:role:"
 NODE = "node"
 SUBSCRIBER, PUBLISHER, ADMIN = "subscriber", "publisher", "admin"
 EVERYONE = frozenset({NODE, SUBSCRIBER, PUBLISHER, ADMIN})
+ChannelOption = tuple[str, int | str]  # a gRPC channel argument: its name, its value
 
 
 class TlsError(Exception):
@@ -82,25 +83,26 @@ def role_in(pem: bytes) -> str | None:
         return None
 
 
-def caller_name(context) -> str:
+def caller_name(context: grpc.aio.ServicerContext) -> str:
     """Who is calling, to count its calls: its certificate's subject (mutual TLS), else
     the host it calls from."""
-    auth = context.auth_context()
+    auth: dict[str, list[bytes]] = context.auth_context()
     subject = auth.get("x509_subject")
     if subject:
         return subject[0].decode(errors="replace")
-    peer = context.peer()  # ipv4:HOST:PORT, ipv6:[HOST]:PORT
+    peer: str = context.peer()  # ipv4:HOST:PORT, ipv6:[HOST]:PORT
     return peer.rsplit(":", 1)[0]
 
 
-def caller_role(context) -> str | None:
+def caller_role(context: grpc.aio.ServicerContext) -> str | None:
     """The role of the certificate the caller presented (None: none, or plaintext)."""
-    pems = context.auth_context().get("x509_pem_cert")
+    auth: dict[str, list[bytes]] = context.auth_context()
+    pems = auth.get("x509_pem_cert")
     return role_in(pems[0]) if pems else None
 
 
 def channel(
-    address: str, credentials: Credentials | None = None, options: Sequence = ()
+    address: str, credentials: Credentials | None = None, options: Sequence[ChannelOption] = ()
 ) -> grpc.Channel:
     """A blocking channel to a node: mutual TLS with these credentials, or plaintext."""
     if credentials is None:
@@ -109,7 +111,7 @@ def channel(
 
 
 def aio_channel(
-    address: str, credentials: Credentials | None = None, options: Sequence = ()
+    address: str, credentials: Credentials | None = None, options: Sequence[ChannelOption] = ()
 ) -> grpc.aio.Channel:
     """An asyncio channel to a node: mutual TLS with these credentials, or plaintext."""
     if credentials is None:

@@ -19,6 +19,7 @@ PeerFailed, as a live node's answer with an error status is.
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import GeneratorType
 from typing import Any
 
 from chord.protocol.node import (
@@ -49,7 +50,7 @@ def drive(op: Op, call: Callable[[Call], Any], pause: Callable[[float], None] | 
         try:
             if isinstance(out, Pause):
                 if pause is None:
-                    raise RuntimeError(f"{op.__qualname__} pauses where no time passes")
+                    raise RuntimeError(f"{name(op)} pauses where no time passes")
                 pause(out.seconds)
             else:
                 reply = _each(call, out.calls) if isinstance(out, Fanout) else call(out)
@@ -62,6 +63,12 @@ def drive(op: Op, call: Callable[[Call], Any], pause: Callable[[float], None] | 
             raise
         done, out = resume(op, reply, error)
     return out
+
+
+def name(op: Op) -> str:
+    """The operation's name: its generator function's (typing's Generator declares none),
+    or, for an operation that is no generator object, its class's."""
+    return op.__qualname__ if isinstance(op, GeneratorType) else type(op).__qualname__
 
 
 def _each(call: Callable[[Call], Any], calls: tuple[Call, ...]) -> list[Any]:

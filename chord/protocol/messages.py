@@ -3,6 +3,8 @@ handed over (key, bytes) <-> KeyItem. Beside both the node and its checks, which
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from chord.proto import chord_pb2 as pb
 from chord.protocol.routing import NodeRef
 
@@ -19,5 +21,5 @@ def items_to_pb(items: list[tuple[int, bytes]]) -> list[pb.KeyItem]:
     return [pb.KeyItem(key=k, value=v) for k, v in items]
 
 
-def items_from_pb(items) -> list[tuple[int, bytes]]:
+def items_from_pb(items: Iterable[pb.KeyItem]) -> list[tuple[int, bytes]]:
     return [(i.key, i.value) for i in items]

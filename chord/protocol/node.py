@@ -229,6 +229,8 @@ class ChordNode:
 
     def _notified_past(self, n: NodeRef, settled: bool) -> Op:
         pred = self.table.predecessor
+        if pred is None:  # forgotten since the Notify came: n may simply take its place
+            return self._notified(n, settled)
         try:
             yield Call(pred, "Ping", pb.Empty())
         except PeerUnreachable:
@@ -423,7 +425,7 @@ class ChordNode:
         log.warning("%s reply of %s refused: %s", method, peer.address, why)
         raise PeerUnreachable(peer, f"a malformed {method} reply: {why}")
 
-    def _good(self, items: list[tuple[int, bytes]], sender: NodeRef) -> list:
+    def _good(self, items: list[tuple[int, bytes]], sender: NodeRef) -> list[tuple[int, bytes]]:
         """The items that pass alone; the others refused, counted and logged."""
         problems = [self.items_problem([item]) for item in items]
         bad = [why for why in problems if why is not None]
@@ -459,8 +461,8 @@ class ChordNode:
         for n in [n for n in self.lost if n in t.successors or n in t.fingers]:
             self._found(n)  # it is in my tables again: my ring knows it
         due = [n for n, (_, wait) in self.lost.items() if wait <= 0]
-        for state in self.lost.values():
-            state[1] -= 1  # a round passes
+        for counts in self.lost.values():
+            counts[1] -= 1  # a round passes
         if not due:
             return
         lost = due[0]

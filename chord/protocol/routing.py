@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -28,6 +28,9 @@ class NodeRef:
         return f"{short(self.id)}@{self.address}"
 
 
+# a table's successors and fingers as a key: what is worked out of them is kept until they change
+_Slots = tuple[tuple[NodeRef, ...], tuple[NodeRef | None, ...]]
+
 SUCCESSORS = 8  # a node's successor list's length, unless a ring says otherwise (--successors)
 
 
@@ -39,8 +42,15 @@ class RoutingTable:
     successors: list[NodeRef] = field(default_factory=list)
     fingers: list[NodeRef | None] = field(default_factory=lambda: [None] * BITS)
 
-    _cache: tuple = field(default=(), init=False, repr=False, compare=False)
-    _compiled: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    # the neighbours and their distances (_sorted_neighbors), with the slots they come from
+    _cache: tuple[_Slots, list[NodeRef], list[int]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+    # each rule precomputed (piecewise) by its name: the table it was made of, the rule, where
+    # its stretches start and their answers; the router's also its hops and their places
+    _compiled: dict[str, tuple[Any, ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if not self.successors:
@@ -67,7 +77,7 @@ class RoutingTable:
         """Neighbours and their clockwise distances, sorted; recomputed only when the table's
         contents change (tables are assigned to directly, so the contents are the key)."""
         key = (tuple(self.successors), tuple(self.fingers))
-        if self._cache and self._cache[0] == key:
+        if self._cache is not None and self._cache[0] == key:
             return self._cache[1], self._cache[2]
         seen = {n for n in self.successors if n != self.me}
         seen.update(f for f in self.fingers if f is not None and f != self.me)
@@ -155,7 +165,8 @@ class RoutingTable:
         key = (self.predecessor, tuple(self.successors), tuple(self.fingers))
         cached = self._compiled.get(name)
         if cached is not None and cached[0] == key:
-            return cached[1]
+            made: Callable[[int], T] = cached[1]  # what this rule made, kept under its name
+            return made
         me = self.me.id
         marks = {
             distance(me, n.id)
@@ -164,7 +175,7 @@ class RoutingTable:
         }
         probes = sorted({0, 1} | {q for b in marks for q in (b, b + 1) if q < SPACE})
         starts: list[int] = []
-        answers: list = []
+        answers: list[T] = []
         for q in probes:
             answer = rule((me + q) & MASK)
             if not answers or answer != answers[-1]:

@@ -9,7 +9,7 @@ handler never shares an object with its caller.
 from __future__ import annotations
 
 from collections.abc import Callable
-from inspect import isgenerator
+from types import GeneratorType
 from typing import Any, Protocol
 
 from chord.protocol.driver import drive
@@ -21,7 +21,9 @@ REPLY = ".reply"  # a reply is counted under its request's kind with this suffix
 
 
 class Handler(Protocol):
-    me: NodeRef
+    @property
+    def me(self) -> NodeRef:
+        """The node it answers for (read only: an attribute or a property will do)."""
 
     def handle(self, method: str, request: Any) -> Any:
         """The reply; or, for a request whose answer needs calls of its own (a write copied
@@ -69,7 +71,7 @@ def answer(node: Handler, method: str, request: Any, transport: MemoryTransport)
     """A node's reply to a request: its handler's, or the result of the operation it
     returned, run here to the end (the caller waits, as a live caller would)."""
     reply = node.handle(method, request)
-    return run_sync(node, reply, transport) if isgenerator(reply) else reply
+    return run_sync(node, reply, transport) if isinstance(reply, GeneratorType) else reply
 
 
 def run_sync(node: Handler, op: Op, transport: MemoryTransport) -> Any:

@@ -49,7 +49,7 @@ class RingOracle:
             r=r,
             predecessor=self.predecessor(node),
             successors=self.successors(node, r),
-            fingers=self.fingers(node),
+            fingers=list(self.fingers(node)),  # a list of the table's own, of NodeRef | None
         )
 
 

@@ -265,7 +265,8 @@ class Simulator:
 
     def lookup(self, address: str, key: int, verify: bool = False) -> tuple[NodeRef, int]:
         node = self.nodes[address]
-        return self.run(node, node.lookup(key, verify))
+        owner_hops: tuple[NodeRef, int] = self.run(node, node.lookup(key, verify))
+        return owner_hops
 
     def oracle(self) -> RingOracle:
         return RingOracle(n.me for n in self.nodes.values())
