@@ -38,7 +38,7 @@ from cqengine.core.frame.documents import Document, Documents, PublishedDoc, pre
 from cqengine.core.frame.handoffs import Announcing
 from cqengine.core.resolution import matches
 from cqengine.core.resolution.runs import Announced, Run
-from cqengine.core.state.records import in_range
+from cqengine.core.state.ranges import in_range
 from cqengine.core.terms import presence
 from cqengine.core.terms.synopsis import Synopsis
 from cqengine.proto import cqengine_pb2 as pb

@@ -26,7 +26,7 @@ from cqengine.core.frame.context import Context
 from cqengine.core.frame.documents import Documents
 from cqengine.core.frame.handoffs import OwnBatches
 from cqengine.core.state import summaries
-from cqengine.core.state.records import in_range
+from cqengine.core.state.ranges import in_range
 from cqengine.proto import cqengine_pb2 as pb
 
 log = logging.getLogger("cqengine.core.home.replication")

@@ -238,7 +238,7 @@ def test_summaries_kept_between_rounds_are_those_made_afresh(steps):
         elif what == "drop":
             s.drop_outside([(quarter * QUARTER, (quarter + 2) * QUARTER % (1 << 64))])
         kept = [s.digests(lo, hi) for lo, hi in ranges]
-        s._kept.clear()  # what the store keeps between rounds, forgotten
+        s.reconciliation._kept.clear()  # what the store keeps between rounds, forgotten
         assert kept == [s.digests(lo, hi) for lo, hi in ranges]
 
 

@@ -68,7 +68,7 @@ def merged_by_oracle(store: RecordStore, batch, serves) -> list[tuple[int, int]]
             if gap is not None:
                 behind.append((sub_id, gap))
                 break
-        store._journal_alerted(sub, before)
+        store.homes.journal_alerted(sub, before)
     return behind
 
 
