@@ -66,3 +66,13 @@ def spark():
         yield s
     finally:
         s.stop()
+
+
+@pytest.fixture(scope="session")
+def captured():
+    """Genuine requests of every kind from busy simulated rings, and those rings
+    (support.malformed), for the tests that break them: made once, since a broken message
+    is refused and changes nothing of what they hold."""
+    from support.malformed import capture
+
+    return capture()
