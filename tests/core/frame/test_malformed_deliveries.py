@@ -9,12 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
-from support.malformed import (
-    Breaks,
-    assert_refused_and_unchanged,
-    counts_for_one_or_none,
-    pick,
-)
+from support.malformed import Breaks, assert_refused_and_unchanged, counts_for_one_or_none, pick
 
 from cqengine.core.basis import limits
 

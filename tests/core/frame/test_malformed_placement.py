@@ -8,13 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
-from support.malformed import (
-    ENTRY_BREAKS,
-    Breaks,
-    assert_refused_and_unchanged,
-    break_entry,
-    pick,
-)
+from support.malformed import ENTRY_BREAKS, Breaks, assert_refused_and_unchanged, break_entry, pick
 
 from cqengine.core.basis import limits
 from cqengine.proto import cqengine_pb2 as pb

@@ -13,13 +13,7 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from support.busy_rings import replicated_ring
-from support.malformed import (
-    ENTRY_BREAKS,
-    Breaks,
-    assert_refused_and_unchanged,
-    break_entry,
-    pick,
-)
+from support.malformed import ENTRY_BREAKS, Breaks, assert_refused_and_unchanged, break_entry, pick
 
 from cqengine.core.basis import limits
 from cqengine.core.basis.limits import SEEN_KEPT
