@@ -66,3 +66,31 @@ def spark():
         yield s
     finally:
         s.stop()
+
+
+@pytest.fixture(scope="session")
+def captured():
+    """Genuine requests of every kind from busy simulated rings, and those rings
+    (support.malformed), for the tests that break them: made once, since a broken message
+    is refused and changes nothing of what they hold."""
+    from support.malformed import capture
+
+    return capture()
+
+
+@pytest.fixture(scope="module")
+def small_ring():
+    """Five nodes with a subscription and a document, to hand bad queries and documents to
+    (support.ring_contents.ring_state says what they must leave as it was); the ring and
+    its workload."""
+    from support.workloads import make_settings, workload
+
+    from cqengine.evaluation.measuring.sim import EngineSimulator
+
+    wl = workload(1)
+    sim = EngineSimulator(
+        5, make_settings(wl, strategy="mhi", max_document_bytes=200, seed=2), seed=2
+    )
+    sim.subscribe(wl.queries[0])
+    sim.publish("GOOD-1", "a perfectly good document", "")
+    return sim, wl

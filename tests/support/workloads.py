@@ -16,6 +16,10 @@ from cqengine.text.analysis import analyze
 from cqengine.text.corpus import generate_corpus
 from cqengine.text.trec import TrecDoc
 
+# the index strategies and the resolutions: a test over a ring runs each of them
+STRATEGIES = ("ri", "oi", "mhi", "sap-mhi")
+RESOLUTIONS = ("td", "bf")
+
 # (vocabulary size, mean distinct terms per document, documents, queries) per corpus seed
 SHAPES = {0: (60, 10, 24, 50), 1: (120, 25, 30, 60), 2: (300, 40, 24, 60), 3: (90, 18, 30, 70)}
 
