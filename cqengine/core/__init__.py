@@ -8,7 +8,8 @@ rooms before it in this list (tests/project/test_structure.py keeps it so):
 - `state`: inverted lists, merging, records and their summaries, the journal;
 - `resolution`: runs, knowledge, the resolver, conditions, a QN's report;
 - `frame`: the node's context, message checks, the DN's documents, the observer;
-- `dn`: the DN and delivery; `announcement`: announcer and filters; `qn`: the QN;
+- `dn`: the DN; `announcement`: announcer and filters; `qn`: the QN;
+- `delivery`: the DN's reports gathered and delivered to the homes;
 - `home`: the home, its logs, replication, stats; `placement`: placement and gossip;
 
 and `node`, the engine node holding the roles behind one handler table. A shell drives the

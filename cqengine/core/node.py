@@ -26,6 +26,7 @@ from cqengine.core.alerts.mailboxes import Subscription
 from cqengine.core.announcement.announcer import Announcer
 from cqengine.core.announcement.filters import Filters
 from cqengine.core.basis.errors import FULL, EngineError
+from cqengine.core.delivery.reports import Reports
 from cqengine.core.dn.dn import DN
 from cqengine.core.frame import checks
 from cqengine.core.frame.context import Context
@@ -61,7 +62,8 @@ class EngineNode:
     # every attribute a node has: setting another (a role's, say) fails instead of doing nothing
     __slots__ = (
         "ctx", "chord", "settings", "index", "subscriptions", "store", "counters", "synopsis",
-        "documents", "qn", "filters", "announcer", "dn", "replication", "home", "placement",
+        "documents", "qn", "filters", "announcer", "dn", "reports", "replication", "home",
+        "placement",
         "gossip", "statistics", "handlers", "ring",
     )  # fmt: skip
 
@@ -97,7 +99,9 @@ class EngineNode:
         self.filters = Filters(ctx)
         self.announcer = Announcer(ctx, self.qn, self.filters)
         self.dn = DN(ctx, self.documents, self.synopsis, self.announcer, hold)
-        self.dn.delivery.stamped = stamped
+        self.reports = Reports(ctx, self.documents, self.announcer, self.dn, hold)
+        self.dn.reports = self.reports  # (they release the DN's copies: made after it)
+        self.reports.delivery.stamped = stamped
         self.replication = Replication(ctx, self.documents, self.dn)
         self.home = Home(ctx, self.replication)
         self.placement = Placement(
@@ -108,7 +112,7 @@ class EngineNode:
             ctx,
             self.synopsis,
             self.replication.copies,
-            self.dn.in_flight,
+            self.reports.in_flight,
             self.home.latency,
             self.home.logs,
         )
@@ -120,7 +124,7 @@ class EngineNode:
             "Announce": self.announcer.on_announce,
             "GetBloom": self.documents.on_get_bloom,
             "TermDialogue": self.documents.on_term_dialogue,
-            "Matched": self.dn.on_matched,
+            "Matched": self.reports.on_matched,
             "Deliver": self.home.on_deliver,
             "Gossip": self.gossip.on_gossip,
             "Replicate": self.replication.on_replicate,
@@ -162,7 +166,7 @@ class EngineNode:
         """EngineError RESOURCE_EXHAUSTED if my journal can keep nothing now (my data
         directory's disk is full, say): a call that would change what I keep is refused
         before it changes anything, not taken into memory and lost. The caller tries again
-        (a DN holds its batch: cqengine.core.dn.delivery), or another node."""
+        (a DN holds its batch: cqengine.core.delivery.delivery), or another node."""
         why = self.ctx.storage_full()
         if why:
             self.ctx.count("refused:storage_full")
@@ -196,7 +200,7 @@ class EngineNode:
     def flush(self) -> None:
         """The node stops: it takes on no new work, and delivers at once what it holds."""
         self.ctx.stopping = True
-        self.dn.flush()
+        self.reports.flush()
         if self.home.logs is not None:
             self.ctx.host.spawn(self.home.logs.hand_over())
 

@@ -100,7 +100,7 @@ def test_streams_cut_again_and_again_mid_batch_lose_and_repeat_no_alert():
                     )
                 )
                 await eventually_async(
-                    lambda: sum(n.app.dn.in_flight() for n in nodes),
+                    lambda: sum(n.app.reports.in_flight() for n in nodes),
                     30,
                     "every batch through",
                     holds=lambda left: left == 0,

@@ -1,13 +1,16 @@
 """docs/architecture.md's path of a document through the code is the code's: every module
 a step names exists, and every class, method or function it names there is defined in that
 module (a bare name may be one the module imports), so the one description cannot drift
-from what it describes."""
+from what it describes. And the path never steps back in the core: its rooms come in the
+order the structure test keeps them (tests/project/test_structure.py), and no module is
+come back to."""
 
 import ast
 import re
 from pathlib import Path
 
 from support.repo import ROOT
+from support.rooms import CORE_ROOMS
 
 DOC = ROOT / "docs" / "architecture.md"
 PATH_SECTION = "## A document's path in the code"
@@ -95,3 +98,54 @@ def test_a_step_naming_code_that_is_gone_is_found(tmp_path):
         "step 2: no module core/qn.py",
         "step 3: missing is not in its module",
     ]
+
+
+def main_modules(text: str) -> list[str]:
+    """The modules the path's steps name outside parentheses (a call aside is in them), in
+    the steps' order."""
+    out = []
+    for step in steps(text):
+        depth = 0
+        for ticked, paren in TOKENS.findall(step):
+            depth += {"(": 1, ")": -1}.get(paren, 0)
+            if not paren and depth == 0 and ticked.endswith(".py"):
+                out.append(ticked)
+    return out
+
+
+def steps_back(modules: list[str], rooms: list[str]) -> list[str]:
+    """Where a path of core modules (core/<room>/<module>.py) goes back: to an earlier room,
+    or to a module it had left."""
+    found, left, last = [], set(), None
+    core = [m for m in modules if m.startswith("core/")]
+    for module in core:
+        if module == last:
+            continue
+        room = rooms.index(module.split("/")[1])
+        if last is not None and room < rooms.index(last.split("/")[1]):
+            found.append(f"{last} -> {module}: an earlier room")
+        if module in left:
+            found.append(f"{module} is come back to")
+        if last is not None:
+            left.add(last)
+        last = module
+    return found
+
+
+def test_the_path_never_steps_back_in_the_core():
+    modules = main_modules(DOC.read_text())
+    assert len([m for m in modules if m.startswith("core/")]) >= 5
+    assert steps_back(modules, CORE_ROOMS) == []
+
+
+def test_a_step_back_is_found():
+    rooms = ["a", "b", "c"]
+    assert steps_back(["core/a/x.py", "core/b/y.py", "core/b/y.py", "core/c/z.py"], rooms) == []
+    assert steps_back(["core/b/y.py", "core/a/x.py"], rooms) == [
+        "core/b/y.py -> core/a/x.py: an earlier room"
+    ]
+    assert steps_back(["core/b/y.py", "core/b/w.py", "core/b/y.py"], rooms) == [
+        "core/b/y.py is come back to"
+    ]
+    text = f"{PATH_SECTION}\n\n1. `core/b/y.py`: `f` (`core/a/x.py`: `g`)\n2. `core/c/z.py`: `h`\n"
+    assert main_modules(text) == ["core/b/y.py", "core/c/z.py"]

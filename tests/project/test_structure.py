@@ -10,6 +10,7 @@ import ast
 from pathlib import Path
 
 from support.repo import ROOT
+from support.rooms import ROOMS
 
 PACKAGES = ("chord", "cqengine")
 GENERATED = "proto"  # protoc's output (make protos; tests/project/test_protos keeps it fresh)
@@ -162,22 +163,6 @@ def test_the_core_reads_no_real_time_and_no_file():
     assert not found, f"the core asks its host for time, and shells read files: {found}"
 
 
-# cqengine/core's rooms along a document's path (cqengine/core/__init__.py): a room imports
-# only itself and the rooms before it; node.py, at the top, any
-CORE_ROOMS = [
-    "basis",
-    "terms",
-    "alerts",
-    "homelog",
-    "state",
-    "resolution",
-    "frame",
-    "dn",
-    "announcement",
-    "qn",
-    "home",
-    "placement",
-]
 MAX_MODULES = 15  # in one folder of a package, directly
 
 
@@ -201,16 +186,6 @@ def upward_imports(graph: dict[str, set[str]], rooms: list[str], top: str) -> li
             if theirs is not None and theirs > mine:
                 found.append(f"{name} imports {dep}")
     return found
-
-
-# the other crowded packages' rooms, in the same sense: chord's I/O-free protocol, then its
-# two shells (hypercorn's protocol/ beside its asyncio/ and trio/); the evaluation from its
-# inputs through measuring and passes to the reports
-ROOMS = {
-    "cqengine.core": CORE_ROOMS,
-    "chord": ["protocol", "simulation", "live"],
-    "cqengine.evaluation": ["setup", "measuring", "passes", "reports"],
-}
 
 
 def test_each_packages_rooms_import_only_the_rooms_before_them():

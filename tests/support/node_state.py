@@ -33,7 +33,7 @@ def plain(x: Any) -> Any:
 
 
 def work(d) -> tuple:
-    """A DN's deliveries in progress (cqengine.core.dn.delivery.Delivery)."""
+    """A DN's deliveries in progress (cqengine.core.delivery.delivery.Delivery)."""
     return d.retrying, d.unsent, d.homes_at
 
 
@@ -66,7 +66,7 @@ def state_digest(e: EngineNode) -> str:
         "held": store.held_documents,
         "docs": [(k, d.docno, d.title, d.snippet, d.ids) for k, d in e.documents.docs.items()],
         "synopsis": (syn.entries, syn.changed_at, syn.clock),
-        "work": (e.dn.gathering, e.dn.own, e.gossip.retiring) + work(e.dn.delivery),
+        "work": (e.reports.gathering, e.dn.own, e.gossip.retiring) + work(e.reports.delivery),
         "peers": peers(e.replication) + (e.gossip.gossiped_to, e.gossip.indexed_with),
         "counters": {k: v for k, v in e.counters.items() if k != "messages_refused"},
         "logs": logs_state(e),

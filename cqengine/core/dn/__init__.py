@@ -1,3 +1,2 @@
-"""The DN, the first and last stop of a document: a batch published through this node,
-held until every QN it reached has reported (`dn`), its alerts delivered to their
-homes (`delivery`)."""
+"""The DN, a document's first stop: a batch published through this node, stored, copied
+to its successors and announced (`dn`); after a partition, announced again."""

@@ -1,15 +1,12 @@
-"""The DN: a batch of documents published through this node, from storing them to their
-alerts (paper section 5; a batch of one is the paper's protocol).
+"""The DN: a batch of documents published through this node, stored and announced (paper
+section 5; a batch of one is the paper's protocol).
 
 The DN stores a batch's documents (replicated: and has its successors hold a copy, so that
 one of them finishes the batch if the DN fails) and announces them, each as one run of its
 ids (cqengine.core.announcement.announcer). Every QN the batch reaches reports its
-matches; the DN turns them into alerts, one alert batch per home node
-(cqengine.core.dn.delivery). A live DN holds
-a batch's alerts until every node the batch reached has reported: the batch's share,
-divided down its announcement tree, comes back whole. A report missing when the hold ends
-(a QN failed) makes the DN announce the batch again: the failed node's queries are on its
-replicas, and homes take each alert once.
+matches back to the DN's node, whose reports (cqengine.core.delivery.reports) turn them
+into alerts for their homes: the document's path goes on from the QN, not back here. Once
+a batch is through, its copies are released here.
 
 A network partition splits the ring in two, and each side serves on as a ring of its own:
 a batch announced on one side never reaches the queries the other side alone holds, and
@@ -25,18 +22,16 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from chord.protocol.ids import distance
 from chord.protocol.node import Call, Op, PeerUnreachable
 from chord.protocol.routing import NodeRef
 from cqengine.core.basis import limits
 from cqengine.core.basis.errors import LEAVING, EngineError
-from cqengine.core.dn.delivery import Alerts, Delivery
 from cqengine.core.frame.context import Context
 from cqengine.core.frame.documents import Document, Documents, PublishedDoc, prepare
-from cqengine.core.frame.handoffs import Announcing
-from cqengine.core.resolution import matches
+from cqengine.core.frame.handoffs import Announcing, Expecting
 from cqengine.core.resolution.runs import Announced, Run
 from cqengine.core.state.ranges import in_range
 from cqengine.core.terms import presence
@@ -44,18 +39,6 @@ from cqengine.core.terms.synopsis import Synopsis
 from cqengine.proto import cqengine_pb2 as pb
 
 log = logging.getLogger("cqengine.core.dn.dn")
-
-
-@dataclass
-class Gathering:
-    """A batch of mine whose reports are still coming: the share of the batch they brought
-    back (all of it: every node the batch reached has reported), and their alerts so far;
-    the batch as announced, and how many times it was announced again."""
-
-    batch: list[Announced]
-    again: int = 0
-    got: int = 0
-    alerts: Alerts = field(default_factory=dict)
 
 
 class Sent:
@@ -103,6 +86,10 @@ def tell(peer: NodeRef, method: str, request) -> Op:
 
 
 class DN:
+    # the reports of my batches, counted while I hold their alerts (set by the node, which
+    # makes them after me: they release my batches' copies, cqengine.core.node)
+    reports: Expecting
+
     def __init__(
         self,
         ctx: Context,
@@ -111,13 +98,10 @@ class DN:
         announcer: Announcing,
         hold: float,
     ) -> None:
-        """`hold`: seconds at most I hold the matches reported for a batch of mine while
-        reports are still to come, and try a home I cannot reach (0: each report's alerts
-        at once, the paper's protocol)."""
+        """`hold`: seconds at most my reports hold a batch's alerts (Reports), for which
+        my batches of the last minutes are kept, to announce again after a partition."""
         self.ctx, self.documents, self.synopsis = ctx, documents, synopsis
         self.announcer = announcer
-        self.delivery = Delivery(ctx, hold, self.release)
-        self.gathering: dict[int, Gathering] = {}  # my batches whose reports are still coming
         self.own: dict[int, list[NodeRef]] = {}  # my unresolved batches -> their copies
         # this life of mine: a batch of mine another life made is announced again, one of
         # this life is resolved already (no time tells them apart: a clock may be stepped)
@@ -132,17 +116,6 @@ class DN:
         ctx.chord.lost_listeners.append(self.on_lost)
         ctx.chord.found_listeners.append(self.on_found)
         ctx.chord.successor_listeners.append(self.successors_changed)
-
-    @property
-    def hold(self) -> float:
-        return self.delivery.hold
-
-    @hold.setter
-    def hold(self, seconds: float) -> None:
-        self.delivery.hold = seconds
-        self.sent.margin = limits.APART_MARGIN + 2 * seconds
-
-    # ---- publishing ----------------------------------------------------------------------
 
     def publish(self, docno: str, text: bytes, title: str = "") -> Op:
         """Analyze and publish one document, a batch of one; EngineError if refused."""
@@ -237,9 +210,9 @@ class DN:
             for doc in stored
         ]
         share = 0
-        if self.hold > 0:  # count the reports of the batch
+        if self.reports.hold > 0:  # count the reports of the batch
             share = limits.WHOLE
-            self._await_reports(name, batch)
+            self.reports.expect(name, batch)
         ctx.host.spawn(self.announcer.announce(ctx.me, batch, 0, name if share else 0, share))
         if not again:  # (those sent again are kept as first sent)
             forgotten = self.sent.add(ctx.host.now(), stored)
@@ -261,88 +234,6 @@ class DN:
             except PeerUnreachable:
                 ctx.chord.forget(peer)
         return took
-
-    # ---- reports -------------------------------------------------------------------------
-
-    def _await_reports(self, name: int, batch: list[Announced], again: int = 0) -> None:
-        self.gathering[name] = Gathering(batch, again)
-        self.ctx.host.later(self.hold, lambda: self._hold_over(name))
-
-    def _hold_over(self, name: int) -> None:
-        """The hold of my batch is over. If reports are missing (a node it reached failed
-        before it reported), replicated, I announce it again: the queries of the failed
-        node are on its replicas, and homes take each alert once. Else, or after
-        ANNOUNCE_AGAIN times (nodes failing one after another under it), I deliver what
-        came, and count its documents as delivered with reports missing."""
-        ctx = self.ctx
-        g = self.gathering.get(name)
-        if g is None:
-            return
-        if g.got >= limits.WHOLE or g.again >= limits.ANNOUNCE_AGAIN or not ctx.replicated:
-            if g.got < limits.WHOLE and ctx.replicated:
-                ctx.count("dropped:reports_missing", len(g.batch))
-            self._deliver_gathered(name)
-            return
-        del self.gathering[name]
-        if g.alerts:
-            ctx.host.spawn(self.delivery.deliver(g.alerts))
-        ctx.count("batches_announced_again")
-        log.warning(
-            "batch %016x: reports missing after %.0fs; announcing it again", name, self.hold
-        )
-        self._await_reports(name, g.batch, again=g.again + 1)
-        ctx.host.spawn(self.announcer.announce(ctx.me, g.batch, 0, name, limits.WHOLE))
-
-    def on_matched(self, req: pb.MatchedRequest) -> pb.Ack:
-        """Alerts for the matches a QN reports: at once, or, for a batch of mine whose
-        reports I count, when every node it reached has reported."""
-        ctx = self.ctx
-        docs = [self.documents.get(key) for key in req.doc_keys]
-        by_home: Alerts = {}
-        lost = 0
-        for d, home, subs in matches.runs(req):
-            doc = docs[d]
-            if doc is None:
-                lost += len(subs)  # no longer held here: nothing to alert with
-                continue
-            per_doc = by_home.setdefault(home, {})
-            per_doc.setdefault(doc.key, (doc, []))[1].extend(subs)
-        if lost:
-            ctx.count("dropped:document_gone", lost)
-        gathering = self.gathering.get(req.batch) if req.share else None
-        if gathering is None:  # not counted, or given up on: at once
-            if by_home:
-                ctx.host.spawn(self.delivery.deliver(by_home))
-            return pb.Ack()
-        for home, per_doc in by_home.items():
-            waiting = gathering.alerts.setdefault(home, {})
-            for key, (doc, subs) in per_doc.items():
-                waiting.setdefault(key, (doc, []))[1].extend(subs)
-        gathering.got += req.share
-        if gathering.got >= limits.WHOLE:
-            self._deliver_gathered(req.batch)
-        return pb.Ack()
-
-    def _deliver_gathered(self, batch: int, through: bool = True) -> None:
-        """Every report of a batch is in, or the hold is over (a QN failed or is slow):
-        deliver what was gathered; reports that come later are delivered as they come.
-        Not `through` (I am stopping): the copies stay, for my successor to finish it."""
-        gathering = self.gathering.pop(batch, None)
-        if gathering is not None:
-            mine = batch if through else None
-            self.ctx.host.spawn(self.delivery.deliver(gathering.alerts, mine))
-
-    def flush(self) -> None:
-        """Deliver at once what is held (the node stops): no report's matches stay behind,
-        and alerts waiting to be tried again get one last try."""
-        for batch in list(self.gathering):
-            self._deliver_gathered(batch, through=False)
-        self.delivery.flush()
-
-    def in_flight(self) -> int:
-        """My batches not through yet: their reports still coming, or their alerts still
-        going to homes (retries waiting included)."""
-        return len(self.gathering.keys() | self.delivery.unsent.keys()) + self.delivery.waiting()
 
     # ---- after a partition -----------------------------------------------------------------
 

@@ -41,6 +41,26 @@ class Announcing(Protocol):
         ...
 
 
+class Expecting(Protocol):
+    """The DN's reports (cqengine.core.delivery.reports.Reports), as the DN hands them a
+    batch it sends out."""
+
+    hold: float  # seconds a batch's alerts are held for its reports (0: none counted)
+
+    def expect(self, name: int, batch: list[Announced], again: int = 0) -> None:
+        """My batch `name` goes out now: its reports are counted, for the hold at most."""
+        ...
+
+
+class Releasing(Protocol):
+    """The DN (cqengine.core.dn.dn.DN), as its deliveries tell it that a batch of its own
+    is through."""
+
+    def release(self, batch: int) -> None:
+        """My batch is through: its copies are needed no more."""
+        ...
+
+
 class Copier(Protocol):
     """Replication (cqengine.core.home.replication.Replication): the one way a role's
     records reach my replicas (the home's alerts and acknowledgements, placement's entries

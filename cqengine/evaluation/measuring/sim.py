@@ -150,7 +150,7 @@ class EngineSimulator:
         returns, so a batch still held then lacks a report: its hold runs out there
         (counted in `held_out`)."""
         for e in self.engines.values():
-            e.dn.hold = SETTLE_HOLD if on else 0.0
+            e.reports.hold = SETTLE_HOLD if on else 0.0
 
     def settle(self) -> None:
         """Run everything queued, the QNs' resolutions included, to the end; then, if timers
@@ -162,7 +162,7 @@ class EngineSimulator:
             self.resolve(heard)
             self.ring.drain()
         if self.ring.clock.timers:  # every report is in: a batch still held lacks one
-            self.held_out += sum(len(e.dn.gathering) for e in self.engines.values())
+            self.held_out += sum(len(e.reports.gathering) for e in self.engines.values())
             self.ring.clock.fire()
             self.settle()
             return

@@ -138,7 +138,7 @@ def test_a_dn_restarted_with_its_clock_set_back_still_announces_its_earlier_batc
     sim.ring.run(sim.ring.nodes[address], sim.engines[address].dn.publish_batch(docs))
     node = sim.engines[address]
     sim.ring.queue.clear()  # stopped before announcing: what it had in memory is gone
-    node.dn.gathering.clear()
+    node.reports.gathering.clear()
     node.dn.own.clear()
     sim.ring.clock.timers.clear()
     sim.ring.step_clock(address, -STEP)  # the clock put right while it was down

@@ -304,7 +304,7 @@ def test_a_dn_failing_while_it_delivers_a_resolved_batch_loses_no_alert():
     sim.ring.drain()  # announced
     heard, sim.heard = sim.heard, []
     sim.resolve(heard)  # every report in: the DN's deliveries wait in its queue
-    assert not sim.engines[dn].dn.gathering
+    assert not sim.engines[dn].reports.gathering
     queued, sim.ring.queue = list(sim.ring.queue), deque()
     for address, op in queued:  # whatever else it sent got there (a release, say)
         if op.__name__ != "deliver":
@@ -553,7 +553,7 @@ def test_a_dn_back_from_a_restart_finishes_its_own_batches_handed_back_to_it():
     wl, sim, subs, address = published_held(2)
     node = sim.engines[address]
     sim.ring.queue.clear()  # restarted before announcing: what it had in memory is gone
-    node.dn.gathering.clear()
+    node.reports.gathering.clear()
     node.dn.own.clear()
     sim.ring.clock.timers.clear()
     node.dn.incarnation ^= 1 << 40  # a new life: the batch's copy names the one before
@@ -643,7 +643,7 @@ def test_a_batch_whose_home_was_tried_again_releases_its_copies_once_it_took_the
     sim.publish_batch(documents(wl), via=dn)
     assert refused and sim.engines[dn].counters["alerts_retried"] > 0
     assert sum(e.store.held_documents for e in sim.engines.values()) == 0
-    assert not sim.engines[dn].dn.own and not sim.engines[dn].dn.delivery.unsent
+    assert not sim.engines[dn].dn.own and not sim.engines[dn].reports.delivery.unsent
     assert_exact(sim.alerts(), wl.oracle(subs))
 
 

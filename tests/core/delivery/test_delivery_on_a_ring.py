@@ -23,7 +23,7 @@ def holding_ring(wl: Workload, hold: float, **kw) -> tuple[EngineSimulator, list
     shell's timers kept to be fired by hand."""
     sim = EngineSimulator(12, make_settings(wl, seed=2, **kw), seed=2)
     for e in sim.engines.values():
-        e.dn.hold = hold
+        e.reports.hold = hold
     return sim, hand_timers(sim)
 
 
@@ -62,7 +62,7 @@ def test_a_dn_delivers_one_alert_batch_per_home_once_every_report_is_in(strategy
         docnos = {d.docno for d in batch}
         alerted_homes = {homes[s] for s, docno in want if docno in docnos} - {f"node-{i}"}
         assert deliveries(sim) - before == len(alerted_homes)  # a DN's own: no message
-    assert all(not e.dn.gathering for e in sim.engines.values())  # none held: no timer needed
+    assert all(not e.reports.gathering for e in sim.engines.values())  # none held: no timer needed
     assert len(timers) == 3
     assert_exact(sim.alerts(), want)
 
@@ -85,11 +85,11 @@ def test_a_dn_whose_reports_do_not_all_come_delivers_when_its_hold_runs_out():
     held = [e for e in sim.engines.values() if e is not shirker]
     for i, batch in enumerate(batches(wl, 12)):
         sim.publish_batch(batch, via=held[i].me.address)
-    assert all(e.dn.gathering for e in held[:2])  # no batch has every report in
+    assert all(e.reports.gathering for e in held[:2])  # no batch has every report in
     timers[0][1]()  # one hold runs out
     held[1].flush()  # the other DN stops
     sim.settle()
-    assert not any(e.dn.gathering for e in sim.engines.values())
+    assert not any(e.reports.gathering for e in sim.engines.values())
     assert_exact(sim.alerts(), wl.oracle(subs, [d.docno for d in wl.docs[:24]]))
 
 
@@ -145,7 +145,7 @@ def test_a_dn_tries_an_unreachable_home_again_and_loses_nothing_if_it_comes_back
         gone = max(sim.engines, key=lambda a: sum(home[s] == a for s, _ in want))
         lost = sum(home[s] == gone for s, _ in want)
         for e in sim.engines.values():
-            e.dn.hold = 4.0
+            e.reports.hold = 4.0
         timers = hand_timers(sim)
         deliver = sim.engines[gone].handlers["Deliver"]
 

@@ -16,7 +16,6 @@ counted lost.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
 
 from chord.protocol.node import Call, Op, PeerFailed, PeerUnreachable
 from cqengine.core.alerts.mailboxes import alert_batch
@@ -24,6 +23,7 @@ from cqengine.core.basis import limits
 from cqengine.core.basis.errors import FULL as DIRECTORY_FULL
 from cqengine.core.frame.context import Context
 from cqengine.core.frame.documents import PublishedDoc
+from cqengine.core.frame.handoffs import Releasing
 from cqengine.proto import cqengine_pb2 as pb
 
 # a DN's alerts: (home address, home key) -> document key -> the document, its subscriptions
@@ -35,10 +35,10 @@ HELD, FULL = "home_in_minority", "home_full"  # why a home held a batch (counted
 
 
 class Delivery:
-    def __init__(self, ctx: Context, hold: float, through: Callable[[int], None]) -> None:
-        """`hold`: seconds a home that cannot be reached is tried for; `through(batch)`:
-        every delivery of my batch has ended."""
-        self.ctx, self.hold, self.through = ctx, hold, through
+    def __init__(self, ctx: Context, hold: float, dn: Releasing) -> None:
+        """`hold`: seconds a home that cannot be reached is tried for; `dn`: told when
+        every delivery of a batch of its own has ended."""
+        self.ctx, self.hold, self.dn = ctx, hold, dn
         self.retrying: list[Retry] = []  # alert batches waiting to be tried again
         self.unsent: dict[int, int] = {}  # a batch of mine -> its deliveries not yet ended
         self.homes_at: OrderedDict[int, str] = OrderedDict()  # home key -> where it was found
@@ -78,7 +78,7 @@ class Delivery:
         left = self.unsent[mine] = self.unsent.get(mine, 0) + n
         if left <= 0:
             del self.unsent[mine]
-            self.through(mine)
+            self.dn.release(mine)
 
     def _send(
         self, home: str, batch: pb.AlertBatch, waited: float, mine: int | None, held=""
