@@ -62,7 +62,7 @@ def member(xs: np.ndarray, sorted_ids: np.ndarray) -> np.ndarray:
     return found
 
 
-def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+def ranges(starts: np.ndarray, lengths: np.ndarray | Sequence[int]) -> NDArray[np.intp]:
     """The ranges [starts[i], starts[i] + lengths[i]) one after another, in one array."""
     lengths = np.asarray(lengths, dtype=np.intp)
     return np.repeat(
