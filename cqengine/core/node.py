@@ -20,6 +20,7 @@ from typing import Any
 
 from chord.protocol import versions
 from chord.protocol.host import Host
+from chord.protocol.ledger import Ledger
 from chord.protocol.node import ChordNode, Op, Refused, StatusError
 from chord.protocol.routing import NodeRef
 from cqengine.core.alerts.mailboxes import Subscription
@@ -146,7 +147,7 @@ class EngineNode:
     def me(self) -> NodeRef:
         return self.chord.me
 
-    def handle(self, method: str, request):
+    def handle(self, method: str, request: Any) -> Any:
         """A request's reply, or an operation whose result is the reply; one refused by
         the checks raises Refused, changes nothing, and is counted. One that would change
         what the node keeps, while its journal can keep nothing (`writable`), is refused
@@ -184,7 +185,7 @@ class EngineNode:
         config.software = versions.software()
         return config
 
-    def stats(self, ledger, digests: bool = True) -> pb.StatsReply:
+    def stats(self, ledger: Ledger, digests: bool = True) -> pb.StatsReply:
         return self.statistics.reply(ledger, digests)
 
     def periodic(self) -> list[tuple[Callable[[], Op], float]]:

@@ -26,7 +26,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from RAKE.stoplists.SmartStopList import wordlist as _smart_wordlist
+# python-rake ships no type stubs (nor a py.typed marker)
+from RAKE.stoplists.SmartStopList import wordlist as _smart_wordlist  # type: ignore[import-untyped]
 
 from chord.protocol.ids import hash_id
 
@@ -43,10 +44,12 @@ _stemmer = None  # Stemmer.Stemmer, created on first use (see module docstring)
 def _stem(word: str) -> str:
     global _stemmer
     if _stemmer is None:
-        import Stemmer
+        # PyStemmer is a C extension with no type stubs
+        import Stemmer  # type: ignore[import-not-found]
 
         _stemmer = Stemmer.Stemmer("english")
-    return _stemmer.stemWord(word)
+    stem: str = _stemmer.stemWord(word)
+    return stem
 
 
 @lru_cache(maxsize=1 << 18)  # ~50 MB at most; a news vocabulary fits

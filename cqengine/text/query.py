@@ -70,6 +70,7 @@ def _tokens(text: str) -> list[tuple[str, str, int]]:
         m = _TOKEN.match(text, at)
         if m is None or m.end() == at:  # only blanks were left
             break
+        assert m.lastindex is not None  # every alternative of a token is a group
         start = m.start(m.lastindex)
         if m.group(1):
             end = text.find('"', m.end())
@@ -154,7 +155,8 @@ class _Parser:
     def _nested(self, kind: str, value: str, at: int) -> Node:
         """A NOT and what it negates, or a group."""
         if kind == "not":
-            if self.peek() is None or self.peek()[0] in ("or", "close"):
+            after = self.peek()
+            if after is None or after[0] in ("or", "close"):
                 raise QueryError(f"{value} has nothing to negate", at)
             return Not(self.unary())
         node = self.disjunction()

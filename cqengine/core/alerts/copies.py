@@ -191,7 +191,16 @@ class Copies:
         ok[order] = whole[group]
         return ok
 
-    def _keep(self, titled, ids, rows, seqs, docs, counts, ok) -> Runs:
+    def _keep(
+        self,
+        titled: list[AlertDoc],
+        ids: np.ndarray,
+        rows: np.ndarray,
+        seqs: np.ndarray,
+        docs: np.ndarray,
+        counts: np.ndarray,
+        ok: np.ndarray,
+    ) -> Runs:
         """The alerts that join on, into the columns; the journal's runs of them."""
         base = len(self.docs)
         self.docs.extend(titled)
@@ -199,7 +208,7 @@ class Copies:
         self.columns.append((rows[ok], seqs[ok], docs[ok] + base))
         self.alerts += int(ok.sum())
         np.add.at(self.next, rows[ok], 1)
-        runs = []
+        runs: Runs = []
         ends = np.cumsum(counts).tolist()
         start = 0
         for d, end in enumerate(ends):
@@ -276,7 +285,8 @@ class Copies:
     def _columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The columns kept, as one chunk."""
         if len(self.columns) > 1:
-            self.columns = [tuple(np.concatenate(c) for c in zip(*self.columns))]
+            rows, seqs, docs = zip(*self.columns)
+            self.columns = [(np.concatenate(rows), np.concatenate(seqs), np.concatenate(docs))]
         return self.columns[0]
 
     def _apply(self, rows: np.ndarray, which: np.ndarray) -> None:
@@ -331,8 +341,9 @@ def numbers(
     firsts[rest] = [b.first for b in boxes]
     nexts[rest] = [b.first + len(b.queue) for b in boxes]
     for i in rest.tolist():  # a home's mailbox kept in its log's table
-        if subs[i].table is not None:
-            firsts[i], nexts[i] = subs[i].table.bounds(subs[i])
+        table = subs[i].table
+        if table is not None:
+            firsts[i], nexts[i] = table.bounds(subs[i])
     blind = np.zeros(n, dtype=bool)  # a tracked one has none unheld
     blind[rest] = [bool(b.unheld) for b in boxes]
     return firsts, nexts, blind

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import chain, islice
-from typing import Any, NamedTuple
+from typing import NamedTuple, NoReturn, Protocol, TypeVar, overload
 
 from cqengine.core.basis import limits
 from cqengine.proto import cqengine_pb2 as pb
@@ -261,6 +261,41 @@ class Mailbox:
             self._remember(docno)
 
 
+class CopyColumns(Protocol):
+    """A replica's copies kept as columns (cqengine.core.alerts.copies.Copies), as a
+    subscription whose copies are kept there reads its mailbox."""
+
+    def release(self, sub: Subscription) -> None:
+        """Its copies into its mailbox, and no more kept for it."""
+        ...
+
+
+class MailboxTable(Protocol):
+    """The table of columns a home on the log keeps its mailboxes in
+    (cqengine.core.homelog.table.AlertTable), as a subscription kept there, and a stream
+    sending its alerts, read it."""
+
+    def release(self, sub: Subscription) -> None:
+        """Its mailbox folded out of the table, and no longer kept there."""
+        ...
+
+    def bounds(self, sub: Subscription) -> tuple[int, int]:
+        """Its mailbox's first number and its next."""
+        ...
+
+    def waiting(self, sub: Subscription, start: int, end: int) -> list[AlertDoc]:
+        """Its alerts numbered start .. end - 1 still waiting."""
+        ...
+
+    def remembered(self, sub: Subscription) -> list[str]:
+        """The documents of its latest acknowledged alerts, oldest first."""
+        ...
+
+    def message(self, waiting: Sequence[tuple[Subscription, int, int]]) -> pb.AlertBatch:
+        """The alerts waiting (subscription, start, count) as a stream's message."""
+        ...
+
+
 @dataclass
 class Subscription:
     id: int
@@ -272,11 +307,11 @@ class Subscription:
     key: int = 0  # its home key (replicas > 1); 0: it stays at the node it subscribed through
     # a replica's copies of its alerts kept as columns, not yet in its mailbox
     # (cqengine.core.alerts.copies), and its place there
-    copies: Any = field(default=None, repr=False, compare=False)
+    copies: CopyColumns | None = field(default=None, repr=False, compare=False)
     at: int = field(default=-1, repr=False, compare=False)
     # at a home on the log: the table of columns its mailbox is kept in, while it is
     # (cqengine.core.homelog.table)
-    table: Any = field(default=None, repr=False, compare=False)
+    table: MailboxTable | None = field(default=None, repr=False, compare=False)
     # its query in the query language, and where each alternative is indexed; "" and ():
     # a conjunction of `terms`, indexed under `index_id` (cqengine.core.terms.queries)
     query: str = ""
@@ -319,6 +354,9 @@ class Subscription:
         return list(self.mailbox.acked)
 
 
+_Default = TypeVar("_Default")
+
+
 class Subscriptions(dict[int, Subscription]):
     """A node's subscriptions by id, counting their comings and goings: what is derived
     from which subscriptions are here (reconciliation's summaries by range) is kept while
@@ -337,7 +375,13 @@ class Subscriptions(dict[int, Subscription]):
         self._leaving(key)
         super().__delitem__(key)
 
-    def pop(self, key: int, *default):
+    @overload
+    def pop(self, key: int, /) -> Subscription: ...
+    @overload
+    def pop(self, key: int, default: Subscription, /) -> Subscription: ...
+    @overload
+    def pop(self, key: int, default: _Default, /) -> Subscription | _Default: ...
+    def pop(self, key: int, *default: object) -> object:
         self.generation += 1
         self._leaving(key)
         return super().pop(key, *default)
@@ -353,7 +397,7 @@ class Subscriptions(dict[int, Subscription]):
             if sub.table is not None:
                 sub.table.release(sub)
 
-    def _refused(self, *args, **kwargs):
+    def _refused(self, *args: object, **kwargs: object) -> NoReturn:
         raise TypeError("Subscriptions change one at a time: item assignment, del, pop")
 
     clear = update = setdefault = popitem = __ior__ = _refused
@@ -512,7 +556,7 @@ def numbered_alerts(batch: pb.AlertBatch) -> dict[int, list[tuple[int, AlertDoc]
     return out
 
 
-def alert_batch(docs: Sequence[tuple[AlertDoc, list[int]]]) -> pb.AlertBatch:
+def alert_batch(docs: Sequence[tuple[AlertDoc, Sequence[int]]]) -> pb.AlertBatch:
     """The alerts of these documents, each with its subscriptions: a DN's for one home node,
     or a home node's on a stream."""
     batch = pb.AlertBatch(docnos=[doc[0] for doc, _ in docs])

@@ -35,7 +35,7 @@ def _mine(ids: np.ndarray | list[int]) -> tuple[list[int], list[None]]:
 
 def _presence_bytes(msg: pb.Announcement) -> int:
     """What the term-presence header adds to a message: its field, tag and length."""
-    return pb.Announcement(presence=msg.presence).ByteSize()
+    return int(pb.Announcement(presence=msg.presence).ByteSize())
 
 
 class Announcer:
@@ -99,10 +99,14 @@ class Announcer:
                     router = _mine
         while todo:
             # each id's next hop by the table as it is now (a failed hop changes it); None: mine
-            by_hop = route_runs(todo, router, k)
+            by_hop: dict[NodeRef, dict[int, list[Run]]] = {}
+            for hop, parts in route_runs(todo, router, k).items():
+                if hop is None:  # mine
+                    for i, runs in parts.items():
+                        local.setdefault(i, []).extend(runs)
+                else:
+                    by_hop[hop] = parts
             router = table.routes if hops < limits.HOP_LIMIT else _mine
-            for i, runs in by_hop.pop(None, {}).items():
-                local.setdefault(i, []).extend(runs)
             self._filter(by_hop)
             todo = []
             part = kept // (len(by_hop) + 1)
@@ -153,7 +157,7 @@ class Announcer:
             kept = 0
         yield from self.qn.heard(Heard(dn, mine, batch, kept))
 
-    def _filter(self, by_hop: dict) -> None:
+    def _filter(self, by_hop: dict[NodeRef, dict[int, list[Run]]]) -> None:
         """Leave out of each hop's runs the documents its aggregate filter spares, and the
         hops left with none: nothing there could match (cqengine.core.announcement.filters)."""
         for hop, parts in list(by_hop.items()):
@@ -164,16 +168,21 @@ class Announcer:
                 self.ctx.count("announcements_filtered")
 
     def _message(
-        self, dn: NodeRef, docs: list[Announced], hops: int, hop: NodeRef, parts: dict
+        self,
+        dn: NodeRef,
+        docs: list[Announced],
+        hops: int,
+        hop: NodeRef,
+        parts: dict[int, list[Run]],
     ) -> pb.Announcement:
         """The announcement to a next hop of its runs of each document."""
         ctx = self.ctx
-        headers = [docs[i].presence for i in parts]
+        headers = [h for i in parts if (h := docs[i].presence) is not None]
         out = announcement(
             dn.address,
             hops + 1,
             ((docs[i].key, docs[i].max_id, runs) for i, runs in parts.items()),
-            headers if all(h is not None for h in headers) else None,
+            headers if len(headers) == len(parts) else None,  # every document's, or none
         )
         if out.presence:
             ctx.count("presence_bytes", _presence_bytes(out))

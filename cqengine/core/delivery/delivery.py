@@ -81,7 +81,7 @@ class Delivery:
             self.dn.release(mine)
 
     def _send(
-        self, home: str, batch: pb.AlertBatch, waited: float, mine: int | None, held=""
+        self, home: str, batch: pb.AlertBatch, waited: float, mine: int | None, held: str = ""
     ) -> Op:
         """Deliver an alert batch, to the node that serves its home key; if none takes it,
         try again later. The delivery of my batch `mine` has ended when the home took it
@@ -122,7 +122,7 @@ class Delivery:
         self._later(home, batch, waited, mine, held)
 
     def _later(
-        self, home: str, batch: pb.AlertBatch, waited: float, mine: int | None, held=""
+        self, home: str, batch: pb.AlertBatch, waited: float, mine: int | None, held: str = ""
     ) -> None:
         """No node took the batch: try it again after a wait, or, after the hold, count its
         alerts lost. A batch a home `held` (why: its log has no majority now, or its disk

@@ -77,7 +77,7 @@ class Sent:
         return list(docs.values())
 
 
-def tell(peer: NodeRef, method: str, request) -> Op:
+def tell(peer: NodeRef, method: str, request: object) -> Op:
     """A call whose failure changes nothing."""
     try:
         yield Call(peer, method, request)
@@ -156,8 +156,8 @@ class DN:
         if (yield from self.send_out([doc for doc in stored if doc.ids])):
             return out
         refused = EngineError("UNAVAILABLE", "no successor took a copy of the document; try again")
-        for doc in stored:
-            self.documents.drop(doc.key)
+        for kept in stored:
+            self.documents.drop(kept.key)
         return [refused if isinstance(r, pb.PublishReply) else r for r in out]
 
     def _store(self, doc: Document) -> PublishedDoc:
@@ -224,7 +224,7 @@ class DN:
         """Copies of my batch to my replicas (the successors after them, for those that do
         not answer): which took one."""
         ctx = self.ctx
-        took = []
+        took: list[NodeRef] = []
         for peer in list(ctx.chord.table.successors):
             if peer == ctx.me or len(took) == ctx.settings.replicas - 1:
                 break

@@ -16,7 +16,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from google.protobuf.message import DecodeError
+
+# protobuf ships no type stubs (types-protobuf would bring them: not a dependency)
+from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 
 from chord.protocol.checks import address_problem
 from chord.protocol.routing import SUCCESSORS
@@ -110,7 +112,9 @@ def texts_problem(settings: Settings, texts: Sequence[str]) -> str | None:
     return None
 
 
-def alerts_problem(settings: Settings, docnos, titles, snippets) -> str | None:
+def alerts_problem(
+    settings: Settings, docnos: Sequence[str], titles: Sequence[str], snippets: Sequence[str]
+) -> str | None:
     """Alerts' documents: titles and snippets none or one per docno."""
     n = len(docnos)
     if len(titles) not in (0, n) or len(snippets) not in (0, n):

@@ -20,7 +20,7 @@ from cqengine.core.basis import limits
 from cqengine.core.basis.errors import EngineError
 from cqengine.core.frame.checks import per_document
 from cqengine.core.resolution.conditions import questions_in
-from cqengine.core.resolution.resolution import pack_bits
+from cqengine.core.resolution.resolution import Flags, pack_bits
 from cqengine.core.state.postings import FEW, member
 from cqengine.core.terms.bloom import BloomFilter
 from cqengine.core.terms.settings import Settings
@@ -99,7 +99,7 @@ class PublishedDoc:
             self._bloom = BloomFilter.of(self.ids, bits, hashes).to_bytes()
         return self._bloom
 
-    def holds(self, ids) -> Sequence[bool]:
+    def holds(self, ids: Sequence[int]) -> Flags:
         """Which of these ids the document has (Term Dialogue's answer)."""
         if len(ids) <= FEW:
             return [y in self.ids for y in ids]
@@ -124,7 +124,8 @@ class PublishedDoc:
         """Its term sequence as places in its sorted ids (a held copy's)."""
         if self.sequence is None:
             return []
-        return self.sorted_ids().searchsorted(self.sequence).tolist()
+        places: list[int] = self.sorted_ids().searchsorted(self.sequence).tolist()
+        return places
 
 
 class Documents:

@@ -15,6 +15,7 @@ alert, and a home without a majority of its log's members numbers nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from inspect import isgenerator
 
 from chord.proto import chord_pb2 as chord_pb
@@ -115,9 +116,7 @@ class Home:
                 acked.firsts.append(first)
         for key, acked in sorted(by_key.items()):
             try:
-                yield from self.logs.append(
-                    key, lambda rows, acked=acked: [_acks_entry(acked, rows)], limits.ACK_LINGER
-                )
+                yield from self.logs.append(key, partial(_acks_entries, acked), limits.ACK_LINGER)
             except Held:
                 raise EngineError("UNAVAILABLE", MINORITY) from None
             except Moved:
@@ -257,9 +256,10 @@ def _deliver_entry(batch: pb.AlertBatch, rows: Rows | None) -> pb.LogEntry:
     return pb.LogEntry(kind=pb.LOG_DELIVER, data=batch.SerializeToString())
 
 
-def _acks_entry(acked: pb.Acknowledged, rows: Rows | None) -> pb.LogEntry:
-    """Acknowledgements as their log's entry, by row if `rows` names every one."""
+def _acks_entries(acked: pb.Acknowledged, rows: Rows | None) -> list[pb.LogEntry]:
+    """Acknowledgements as their log's entry (one, as the log composes entries), by row
+    if `rows` names every one."""
     named = rows.rows_of(acked.subscription_ids) if rows is not None else None
     if named is not None:
         acked = pb.Acknowledged(rows=named.tolist(), firsts=acked.firsts)
-    return pb.LogEntry(kind=pb.LOG_ACKS, data=acked.SerializeToString())
+    return [pb.LogEntry(kind=pb.LOG_ACKS, data=acked.SerializeToString())]

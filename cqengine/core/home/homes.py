@@ -340,8 +340,10 @@ class HomeLogs:
         if derived is None:
             derived = Derived(self.ctx.settings.mailbox_bytes, self.ctx.subscriptions)
             self.derived[key] = derived
-        if derived.position < log_.base:  # the entries to apply are folded: their checkpoint
-            derived = self.derived[key] = self._restored(key, log_.checkpoint)
+        checkpoint = log_.checkpoint  # the entries begin after it (log_.base)
+        if checkpoint is not None and derived.position < checkpoint.position:
+            # the entries to apply are folded: their checkpoint
+            derived = self.derived[key] = self._restored(key, checkpoint)
         fresh = self.fresh.get(key, log_.committed)
         while derived.position < log_.committed:
             position = derived.position + 1
@@ -484,7 +486,8 @@ class HomeLogs:
         if ctx.chord.table.alone():
             return
         self.leaving = True
-        me, by_leader = ctx.me.address, {}
+        me = ctx.me.address
+        by_leader: dict[str, list[int]] = {}
         for key, copy in self.logs.items():  # the logs another leads with me a member
             if self._leading(key) is not None or copy.promised_to in ("", me):
                 continue

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
+from typing import TypedDict
 
 import mmh3
 
+from chord.protocol.ledger import Ledger
 from cqengine.core.alerts.copies import numbers
 from cqengine.core.frame.context import Context
 from cqengine.core.home.homes import HomeLogs
@@ -50,6 +52,14 @@ class Histogram:
         return pb.Histogram(bounds=self.bounds, counts=self.counts, sum=self.sum)
 
 
+class LogStats(TypedDict, total=False):
+    """What the home keys' logs here come to: Stats' fields, none without logs."""
+
+    logs_led: int
+    logs_in_minority: int
+    log_entries: int
+
+
 class Stats:
     def __init__(
         self,
@@ -66,7 +76,7 @@ class Stats:
         self.ctx, self.synopsis, self.copies, self.in_flight = ctx, synopsis, copies, in_flight
         self.latency, self.logs = latency, logs
 
-    def reply(self, ledger, digests: bool = True) -> pb.StatsReply:
+    def reply(self, ledger: Ledger, digests: bool = True) -> pb.StatsReply:
         """The node's Stats; without `digests`, no state or synopsis digest (each reads
         everything the node holds)."""
         ctx = self.ctx
@@ -130,7 +140,7 @@ class Stats:
             **self._logs(),
         )
 
-    def _logs(self) -> dict[str, int]:
+    def _logs(self) -> LogStats:
         """What the home keys' logs here come to (Settings.home_log)."""
         logs = self.logs
         if logs is None:

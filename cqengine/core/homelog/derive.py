@@ -105,7 +105,7 @@ class Derived:
         checkpoint: pb.LogCheckpoint,
         limit_bytes: int = limits.MAILBOX_BYTES,
         subscriptions: MutableMapping[int, Subscription] | None = None,
-    ):
+    ) -> Derived:
         """The mailboxes a checkpoint holds, to apply the entries after it to (into
         `subscriptions`, where given)."""
         derived = cls(limit_bytes, subscriptions)

@@ -168,10 +168,10 @@ class Leader:
         if not any(Config.of(reply) for reply in replies.values()):
             raise NoMajority("no copy of the log answers: none to take over")
 
-    def _ask(self, addresses: list[str], method: str, request, spare: int = 0) -> Op:
+    def _ask(self, addresses: list[str], method: str, request: pb.LogPromise, spare: int = 0) -> Op:
         """The replies of these members (mine answered by my own copy), those that answered
         (all of them, but for `spare` not waited for)."""
-        replies = {}
+        replies: dict[str, pb.LogPromiseReply] = {}
         if self.me in addresses:
             replies[self.me] = self.log.on_promise(request)
             self.keep()  # my promise to myself outlives me, as any member's does
@@ -269,7 +269,9 @@ class Leader:
         self.sent.pop(address, None)
         return False
 
-    def _answered_late(self, epoch: int, behind: list[str], i: int, answer) -> None:
+    def _answered_late(
+        self, epoch: int, behind: list[str], i: int, answer: pb.LogAppendReply | PeerUnreachable
+    ) -> None:
         """The answer of an append a round did not wait for (Fanout.late), heard: without
         it a member that refused one would be sent only what follows, refused in turn,
         for as long as it stays the slowest."""

@@ -106,4 +106,5 @@ class Rows:
         at = arrays.places(known, np.array(ids, dtype=np.uint64))
         if (at < 0).any():
             return None
-        return rows[at]
+        found: np.ndarray = rows[at]
+        return found

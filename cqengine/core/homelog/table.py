@@ -284,7 +284,9 @@ class AlertTable:
         np.add.at(self.next, rows, 1)
         return seqs
 
-    def _keep(self, docs: list[AlertDoc], rows, seqs, doc_of) -> None:
+    def _keep(
+        self, docs: list[AlertDoc], rows: np.ndarray, seqs: np.ndarray, doc_of: np.ndarray
+    ) -> None:
         """Numbered alerts into the columns, and their documents' holders remembered."""
         base = len(self.docs)
         self.docs += docs
@@ -397,10 +399,17 @@ def _joined(columns: Sequence[Column]) -> Column:
         return empty, empty, empty
     if len(columns) == 1:
         return columns[0]
-    return tuple(np.concatenate([c[k] for c in columns]) for k in range(3))  # type: ignore
+    rows, seqs, docs = zip(*columns)
+    return np.concatenate(rows), np.concatenate(seqs), np.concatenate(docs)
 
 
-def _runs(docs, ids: np.ndarray, seqs: np.ndarray, counts: np.ndarray, doc_of) -> Runs:
+def _runs(
+    docs: list[AlertDoc],
+    ids: np.ndarray,
+    seqs: np.ndarray,
+    counts: np.ndarray,
+    doc_of: np.ndarray,
+) -> Runs:
     """The alerts numbered (seqs >= 0), a document at a time, in the batch's order."""
     taken = seqs >= 0
     took = np.bincount(doc_of[taken], minlength=len(docs))

@@ -11,6 +11,9 @@ key still finds them (the home takes a second alert of the same document once).
 
 from __future__ import annotations
 
+from functools import partial
+from operator import is_
+
 from chord.protocol.node import Call, Op, PeerUnreachable
 from chord.protocol.routing import NodeRef
 from cqengine.core.basis.errors import EngineError
@@ -108,7 +111,7 @@ class Gossip:
             if until > due:
                 keep.append((until, key, e))
             elif not ctx.replicated:
-                ctx.index.remove(key, lambda old, e=e: old is e)
+                ctx.index.remove(key, partial(is_, e))  # that very entry
             elif ctx.store.delete_entry(key, entry_slot(e), e.version):
                 tomb = pb.QueryEntry(subscription_id=entry_slot(e), version=e.version)
                 gone.entries.add(key=key, entry=tomb, deleted=ctx.host.clock())

@@ -21,6 +21,7 @@ import hmac
 import secrets
 from bisect import bisect_right
 from collections.abc import Sequence
+from functools import partial
 from inspect import isgenerator
 
 from chord.protocol.node import Call, Op, PeerUnreachable
@@ -227,7 +228,7 @@ class Placement:
         if subs:
             yield from self._logged(key, pb.LOG_SUBSCRIBE, [home_record(sub) for sub in subs])
 
-    def _logged(self, key: int, kind: int, records: list[pb.HomeRecord]) -> Op:
+    def _logged(self, key: int, kind: pb.LogKind, records: list[pb.HomeRecord]) -> Op:
         """Records appended to a key's log, and committed."""
         entries = [pb.LogEntry(kind=kind, data=r.SerializeToString()) for r in records]
         assert self.logs is not None
@@ -367,7 +368,7 @@ class Placement:
             )
         return sub
 
-    def at_owner(self, key: int, method: str, request) -> Op:
+    def at_owner(self, key: int, method: str, request: pb.IndexRequest | pb.UnindexRequest) -> Op:
         """Send an index change to the key's owner, looking again while ownership moves."""
         for _ in range(limits.PLACE_ATTEMPTS):
             owner, _ = yield from self.ctx.chord.lookup(key, verify=True)
@@ -480,7 +481,7 @@ class Placement:
             )
         for s in slots:
             if ctx.index.holds(req.index_id, s):
-                ctx.index.remove(req.index_id, lambda e, s=s: entry_slot(e) == s)
+                ctx.index.remove(req.index_id, partial(_in_slot, s))
         return pb.IndexReply(owner=True)
 
     def _placed(self, records: list[pb.EntryRecord], moved: Sequence[int] = ()) -> Op:
@@ -490,3 +491,8 @@ class Placement:
             self.ctx.store.put_entry(r.key, r.entry, self.ctx.store.ages.made(r))
         done = yield from self.replication.copy(pb.Records(entries=records))
         return pb.IndexReply(owner=not moved, replicas=done, moved=moved)
+
+
+def _in_slot(slot: int, entry: pb.QueryEntry) -> bool:
+    """Is the entry of this slot (the entries under a key an unindexing removes)?"""
+    return entry_slot(entry) == slot

@@ -13,7 +13,7 @@ whose DN fails loses those documents' alerts, counted.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 from typing import Any
@@ -28,6 +28,7 @@ from cqengine.core.resolution.conditions import request as request_of
 from cqengine.core.resolution.knowledge import Knowledge, knowledge
 from cqengine.core.resolution.resolution import Resolver, unpack_many
 from cqengine.core.resolution.runs import Announced, Heard
+from cqengine.core.state.postings import Block
 from cqengine.core.terms import presence
 from cqengine.core.terms.bloom import BloomFilter, received_filter
 from cqengine.proto import cqengine_pb2 as pb
@@ -74,7 +75,7 @@ class QN:
                     resolution.answer(ask, None, str(e))
         yield from self.resolved(h, resolution.matched()[0])
 
-    def ask(self, h: Heard, rpc: str, request) -> Op:
+    def ask(self, h: Heard, rpc: str, request: object) -> Op:
         """A resolution request to the DN of `h`; if the DN does not answer, to where its
         documents are now (replicated: the owner of its key, the successor that holds its
         copies). Its reply; PeerUnreachable if neither answered."""
@@ -107,7 +108,7 @@ class QN:
             ctx.count("dropped:dn_failed", n)
             log.warning("reporting matches to %s failed: %s", h.dn.address, e)
 
-    def _again(self, h: Heard, rpc: str, request) -> Op:
+    def _again(self, h: Heard, rpc: str, request: object) -> Op:
         """A call to a DN that did not answer, made again where its documents are now. Its
         reply, or None."""
         ctx = self.ctx
@@ -164,7 +165,7 @@ class Resolution:
     def __init__(self, heard: Sequence[tuple[QN, Heard]]) -> None:
         self.heard = list(heard)
         self.parts: list[tuple[int, int]] = []  # (which announcement, its document)
-        inputs = []
+        inputs: list[tuple[list[Block], Knowledge]] = []
         for g, (qn, h) in enumerate(self.heard):
             for d, doc in enumerate(h.docs):
                 lists = qn.ctx.index.lists(doc.local_ids())
@@ -174,15 +175,16 @@ class Resolution:
         self.knows = [know for _, know in inputs]
         self.filters: dict[int, BloomFilter | None] = {}  # per part, the DN's (by filter)
         self.conditions: Conditions | None = None  # once every part's terms are settled
-        self.settings = self.heard[0][0].ctx.settings if self.heard else None  # the ring's
-        self.step: Resolver | None = None
+        self.step: Resolver | None = None  # None: no part (no request is ever made)
+        self._filters = False  # asked first: the filters (the ring resolves by filter)
         if self.parts:
-            self.step = Resolver.knowing(inputs, self.settings.dialogue_batch)
+            settings = self.heard[0][0].ctx.settings  # the ring's
+            self.step = Resolver.knowing(inputs, settings.dialogue_batch)
             for (g, _), n in zip(self.parts, self.step.candidates.tolist()):
                 self.heard[g][0].ctx.count("candidates", n)
             self._counted = self.step.candidates.copy()  # per part, the candidates counted
+            self._filters = settings.resolution == "bf"
         self.failed = np.zeros(len(self.parts), dtype=bool)
-        self._filters = self.step is not None and self.settings.resolution == "bf"
         self._round: list[Ask] = []  # this round's requests, answered or not
         self._asked: list[tuple[int, np.ndarray, list[int]]] = []  # Resolver.questions
 
@@ -205,7 +207,7 @@ class Resolution:
             step.rule_out(step.passes([]))  # none to ask: none ruled out
         self._asked = asked = step.questions()  # (part, where its ids are among the terms, ids)
         if not asked:
-            return self._condition_asks()
+            return self._condition_asks(step)
         asks = []
         for run in self._by_announcement(range(len(asked)), lambda i: asked[i][0]):
             ps = [asked[i][0] for i in run]
@@ -245,15 +247,15 @@ class Resolution:
                     out[g][d] = found if self.conditions is None else self.conditions.kept(p, found)
         return out
 
-    def _condition_asks(self) -> list[Ask]:
+    def _condition_asks(self, step: Resolver) -> list[Ask]:
         """The last round, once: the negated terms and phrases of the entries matched that
         have any, asked where not known (cqengine.core.resolution.conditions)."""
         if self.conditions is not None:
             return []
-        found = [[] if failed else f for f, failed in zip(self.step.matched(), self.failed)]
+        found = [[] if failed else f for f, failed in zip(step.matched(), self.failed)]
         self.conditions = conditions = Conditions(found, self.knows, self.filters)
         asked = {p: (ids, phrases) for p, ids, phrases in conditions.questions()}
-        asks = []
+        asks: list[Ask] = []
         for run in self._by_announcement(sorted(asked)):
             ask = self._ask(
                 run,
@@ -275,7 +277,7 @@ class Resolution:
             return
         if not all(ask.answered for ask in round_):
             raise RuntimeError("a resolution went on with requests of its round unanswered")
-        step = self.step
+        step = self._resolver()
         if round_[0].conditions:
             for ask in round_:
                 if ask.reply is not None:
@@ -290,11 +292,18 @@ class Resolution:
         ]
         counts = [len(ask.request.ids) for ask in round_]
         step.learn(np.concatenate([at for _, at, _ in self._asked]), unpack_many(vectors, counts))
-        self._count_candidates()  # merged queries split: their members are candidates too
+        self._count_candidates(step)  # merged queries split: their members are candidates too
 
-    def _count_candidates(self) -> None:
+    def _resolver(self) -> Resolver:
+        """The resolver, for what answers to requests do: a request is of a part, and a
+        resolution with parts has one."""
+        if self.step is None:
+            raise RuntimeError("a resolution of no documents was answered")
+        return self.step
+
+    def _count_candidates(self, step: Resolver) -> None:
         """Count each part's candidates not counted yet."""
-        more = self.step.candidates - self._counted
+        more = step.candidates - self._counted
         for p in np.flatnonzero(more).tolist():
             self.heard[self.parts[p][0]][0].ctx.count("candidates", int(more[p]))
         self._counted += more
@@ -302,24 +311,26 @@ class Resolution:
     def _conditions_answered(self, ask: Ask) -> None:
         """A conditions round's reply: each part's share of its ids and phrases."""
         req, reply = ask.request, ask.reply
+        conditions = self.conditions
+        assert conditions is not None  # made before the round that asks of them
         n, phrases = questions_in(req)
         present = unpack_many([reply.present], [n]) if n else np.zeros(0, dtype=bool)
         found = unpack_many([reply.phrases], [phrases]) if phrases else np.zeros(0, dtype=bool)
         at = pat = 0
         for p in ask.parts:
-            a = self.conditions.asking[p]
+            a = conditions.asking[p]
             k, m = len(a.ids), len(a.phrases)
-            self.conditions.answer(p, present[at : at + k].tolist(), found[pat : pat + m].tolist())
+            conditions.answer(p, present[at : at + k].tolist(), found[pat : pat + m].tolist())
             at, pat = at + k, pat + m
 
     def _received(self, round_: list[Ask]) -> list[tuple[int, BloomFilter | None]]:
         """Each asking part's filter as its DN sent it; None where none came (its DN failed:
         every term it does not know present is absent)."""
-        s = self.settings
-        width = s.bloom_bits // 8
         filters: list[tuple[int, BloomFilter | None]] = []
         for ask in round_:
             reply, at = ask.reply, 0
+            s = ask.qn.ctx.settings  # the ring's: the filter's bits and hashes
+            width = s.bloom_bits // 8
             for i, p in enumerate(ask.parts):
                 got = reply is not None and reply.found[i] and len(reply.bits) >= at + width
                 bits = reply.bits[at : at + width] if got else b""
@@ -330,7 +341,7 @@ class Resolution:
                 at += width if got else 0
         return filters
 
-    def _ask(self, ps: list[int], rpc: str, request) -> Ask:
+    def _ask(self, ps: list[int], rpc: str, request: object) -> Ask:
         qn, h = self.heard[self.parts[ps[0]][0]]
         return Ask(qn, h, ps, rpc, request)
 
@@ -338,7 +349,9 @@ class Resolution:
         g, d = self.parts[p]
         return self.heard[g][1].docs[d].key
 
-    def _by_announcement(self, items, part: Callable[[int], int] = lambda p: p) -> list[list[int]]:
+    def _by_announcement(
+        self, items: Iterable[int], part: Callable[[int], int] = lambda p: p
+    ) -> list[list[int]]:
         """Items (parts, or what names a part: `part`), in order, in runs of one
         announcement each (a part's are consecutive)."""
         return [list(run) for _, run in groupby(items, key=lambda i: self.parts[part(i)][0])]
@@ -347,7 +360,8 @@ class Resolution:
         """These parts' DN failed them: their queries' alerts are lost, counted."""
         if not ps:
             return
-        pending, found = self.step.pending(), self.step.matched()
+        step = self._resolver()
+        pending, found = step.pending(), step.matched()
         for p in ps:
             if not self.failed[p]:
                 self.failed[p] = True

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import chain
+from typing import Literal
 
 import numpy as np
 
@@ -122,7 +123,7 @@ def known_in_parts(
     keys = tagged(np.repeat(parts, np.diff(term_start)), terms)
 
     def place(
-        ids: np.ndarray, counts: list[int], side: str = "left"
+        ids: np.ndarray, counts: list[int], side: Literal["left", "right"] = "left"
     ) -> tuple[np.ndarray, np.ndarray]:
         wanted = tagged(np.repeat(parts, counts), ids)
         return keys.searchsorted(wanted, side), wanted
@@ -185,4 +186,5 @@ def may_match(block: Block, absent: np.ndarray) -> np.ndarray:
     the block's terms)?"""
     if not len(block) or not absent.any():
         return np.ones(len(block), dtype=bool)
-    return ~any_per_query(absent[block.codes])
+    may: np.ndarray = ~any_per_query(absent[block.codes])
+    return may

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import NDArray
 
 from cqengine.core.resolution.knowledge import Knowledge, known_in_parts
 from cqengine.core.state.postings import (
@@ -40,8 +41,13 @@ from cqengine.core.state.postings import (
 from cqengine.core.terms.bloom import BloomFilter
 from cqengine.proto import cqengine_pb2 as pb
 
+Flags = list[bool] | NDArray[np.bool_]  # per term id, say: a list for a few, an array for more
+# per column of a resolution, where a merged one's members' columns begin and how many
+# (cqengine.core.state.merging)
+Members = tuple[np.ndarray, np.ndarray]
 
-def pack_bits(flags: Sequence[bool]) -> bytes:
+
+def pack_bits(flags: Flags) -> bytes:
     """Bit i (little-endian within bytes) = flags[i]."""
     if len(flags) > FEW:
         return np.packbits(np.asarray(flags, dtype=bool), bitorder="little").tobytes()
@@ -57,7 +63,7 @@ def _answers(data: bytes, n: int) -> None:
         raise ValueError(f"bit vector of {len(data) * 8} bits answers {n} ids")
 
 
-def unpack_bits(data: bytes, n: int) -> Sequence[bool]:
+def unpack_bits(data: bytes, n: int) -> Flags:
     """The first n flags of a bit vector: a list for a few, else an array."""
     _answers(data, n)
     if n > FEW:
@@ -68,13 +74,13 @@ def unpack_bits(data: bytes, n: int) -> Sequence[bool]:
     return [bool(value >> i & 1) for i in range(n)]
 
 
-def unpack_many(vectors: Sequence[bytes], counts: Sequence[int]) -> np.ndarray:
+def unpack_many(vectors: Sequence[bytes], counts: Sequence[int]) -> NDArray[np.bool_]:
     """unpack_bits of each bit vector, the first counts[i] flags of the i-th, one after
     another: a round's answers to many requests, unpacked at once."""
     for data, n in zip(vectors, counts):
         _answers(data, n)
     bits = np.unpackbits(np.frombuffer(b"".join(vectors), dtype=np.uint8), bitorder="little").view(
-        bool
+        np.bool_
     )
     sizes = np.array([len(data) for data in vectors], dtype=np.intp)
     return bits[ranges(8 * (np.cumsum(sizes) - sizes), counts)]
@@ -135,7 +141,7 @@ def alive(
     at: np.ndarray,
     offset: np.ndarray | int,
     fails: np.ndarray,
-    merged: tuple[np.ndarray, np.ndarray] | None = None,
+    merged: Members | None = None,
 ) -> np.ndarray:
     """Per query in these columns: does none of its terms fail? A merged column (`merged`:
     per column, where its members' columns begin and how many; cqengine.core.state.merging) is
@@ -157,11 +163,12 @@ def alive(
 
 def with_members(
     columns: np.ndarray, blocks: Sequence[Block], starts: np.ndarray, places: np.ndarray
-) -> tuple[np.ndarray, list[Block], tuple[np.ndarray, np.ndarray] | None]:
+) -> tuple[np.ndarray, list[Block], Members | None]:
     """The blocks' columns, then their merged queries' members' (cqengine.core.state.merging),
     codes among every part's terms; the members' blocks; and per column where a merged
     one's members begin and how many (None: the blocks merge none)."""
-    inner, at, first_col = [], [], 0
+    inner: list[tuple[Block, int, int]] = []  # a merged query's block, its part's start, column
+    first_col = 0
     for b, start in zip(blocks, starts.tolist()):
         if b.groups is not None:
             for i, g in enumerate(b.groups.tolist()):
@@ -281,6 +288,9 @@ class Resolver:
     _sources: (
         list[list[tuple[Block, np.ndarray]]] | None
     )  # per part: its blocks, their terms' places
+    # what `sources` is made from: the blocks, each one's part, where its terms begin among
+    # the blocks' side by side and how many, and their places among every part's
+    _occurrences: tuple[list[Block], np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
     def __init__(
         self,
@@ -300,7 +310,7 @@ class Resolver:
         self.columns, self.entries, self.term_start = columns, entries, term_start
         self.members: np.ndarray | None = None
         # per column, where a merged one's members' columns begin and how many (None: none)
-        self.merged: tuple[np.ndarray, np.ndarray] | None = None
+        self.merged: Members | None = None
         self.fails = np.zeros(len(present), dtype=bool)  # per term: known absent, ruled out
         self.part, self.col, self.offset, self.present = part, col, offset, present
         self.candidates = np.bincount(part, minlength=self.parts)  # per part
@@ -350,7 +360,7 @@ class Resolver:
         self.terms = merged
         if split is not None:
             self.merged, self.fails = split, absent
-            self._split_unasked()
+            self._split_unasked(split)
         self._occurrences = (blocks, owner, starts, sizes, places)
         self._sources = None  # made when a filter asks (sources())
         return self
@@ -367,7 +377,8 @@ class Resolver:
 
     def ids(self, at: np.ndarray) -> list[int]:
         """The term ids at these places among every part's terms."""
-        return self.terms[at].tolist()
+        ids: list[int] = self.terms[at].tolist()
+        return ids
 
     def _offset(self, queries: np.ndarray) -> np.ndarray | int:
         return self.offset if isinstance(self.offset, int) else self.offset[queries]
@@ -449,13 +460,13 @@ class Resolver:
             self.rounds = Rounds(rest, codes, self.present, self.batch)
         self.rounds.learn(at, present)
         if self.merged is not None:
-            self._split_rounds(before)
+            self._split_rounds(self.rounds, self.merged, before)
 
-    def _split(self, found: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _split(self, found: np.ndarray, merged: Members) -> tuple[np.ndarray, np.ndarray]:
         """Of candidates found matched, the queries; and the members of the merged ones,
         made candidates (their places), less those a term known absent or ruled out by a
         filter drops, as it would have dropped them unmerged."""
-        first, count = self.merged
+        first, count = merged
         k = count[self.col[found]]
         split = k > 0
         if not split.any():
@@ -474,10 +485,10 @@ class Resolver:
         self.candidates = self.candidates + np.bincount(part[keep], minlength=self.parts)
         return found[~split], new
 
-    def _split_unasked(self) -> None:
+    def _split_unasked(self, merged: Members) -> None:
         """Split the merged queries matched before any round (their common terms known
         present): their members ask in the first round, as they would unmerged."""
-        leaves, new = self._split(self.unasked)
+        leaves, new = self._split(self.unasked, merged)
         if not len(new):
             return
         unknown = ~self.present
@@ -488,11 +499,10 @@ class Resolver:
         self.open = np.concatenate([self.open, np.unique(new[q])])
         self.asker, self.code = np.concatenate([self.asker, new[q]]), np.concatenate([self.code, c])
 
-    def _split_rounds(self, before: int) -> None:
+    def _split_rounds(self, rounds: Rounds, merged: Members, before: int) -> None:
         """Split the merged queries matched in this round: their members go on asking."""
-        rounds = self.rounds
         found = np.array(rounds.matched[before:], dtype=np.intp)
-        leaves, new = self._split(found)
+        leaves, new = self._split(found, merged)
         if len(leaves) == len(found):
             return
         rounds.matched[before:] = leaves.tolist()

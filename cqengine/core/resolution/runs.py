@@ -119,21 +119,22 @@ def successors(ids: Sequence[int], j: int, tail: Sequence[int], k: int) -> list[
     return out + list(tail[: k - len(out)])
 
 
-# ids (a list, or an array) -> each one's place among the hops (a list, or an array), the hops
-Route = Callable[[np.ndarray | list[int]], tuple[Sequence[int], Sequence[Hashable]]]
 T = TypeVar("T")
+H = TypeVar("H", bound=Hashable)  # a next hop (a node, or None for mine; anything in tests)
+# ids (a list, or an array) -> each one's place among the hops (a list, or an array), the hops
+Route = Callable[[np.ndarray | list[int]], tuple[np.ndarray | Sequence[int], Sequence[H]]]
 
 
 def split(
-    run: Run, places: Sequence[int], hops: Sequence[Hashable], k: int
-) -> list[tuple[Hashable, Run]]:
+    run: Run, places: np.ndarray | Sequence[int], hops: Sequence[H], k: int
+) -> list[tuple[H, Run]]:
     """Cut a run where the next hop of consecutive ids changes (ids[i]'s is hops[places[i]])."""
     ids, n = run.ids, len(run.ids)
     if isinstance(places, np.ndarray):
         cuts = (np.flatnonzero(places[1:] != places[:-1]) + 1).tolist()
     else:
         cuts = [i for i in range(1, n) if places[i] != places[i - 1]]
-    out = []
+    out: list[tuple[H, Run]] = []
     for start, end in zip([0, *cuts], [*cuts, n]):
         prev = ids[start - 1] if start > 0 else run.prev
         nxt = ids[end] if end < n else run.next
@@ -143,8 +144,8 @@ def split(
 
 
 def route_runs(
-    runs: Sequence[tuple[T, Run]], route: Route, k: int
-) -> dict[Hashable, dict[T, list[Run]]]:
+    runs: Sequence[tuple[T, Run]], route: Route[H], k: int
+) -> dict[H, dict[T, list[Run]]]:
     """Algorithms 1 and 3 over the runs of a batch's documents (each with its document),
     every id routed at once: per next hop (None: mine), each document's sub-runs."""
     if not runs:
@@ -155,7 +156,7 @@ def route_runs(
     places, hops = route(
         list(ids) if total <= FEW else np.fromiter(ids, dtype=np.uint64, count=total)
     )
-    out: dict[Hashable, dict[T, list[Run]]] = {}
+    out: dict[H, dict[T, list[Run]]] = {}
     at = 0
     for (doc, run), n in zip(runs, lengths):
         for hop, sub in split(run, places[at : at + n], hops, k):
@@ -164,15 +165,15 @@ def route_runs(
     return out
 
 
-def group_runs(runs: Iterable[Run], route: Route, k: int) -> dict[Hashable, list[Run]]:
+def group_runs(runs: Iterable[Run], route: Route[H], k: int) -> dict[H, list[Run]]:
     """route_runs for one document's runs: its sub-runs per next hop (None: mine)."""
     return {hop: by_doc[0] for hop, by_doc in route_runs([(0, r) for r in runs], route, k).items()}
 
 
-def per_id(dest: Callable[[int], Hashable]) -> Route:
+def per_id(dest: Callable[[int], H]) -> Route[H]:
     """A route from a rule for one id at a time."""
 
-    def route(ids: np.ndarray | list[int]) -> tuple[list[int], list[Hashable]]:
+    def route(ids: np.ndarray | list[int]) -> tuple[list[int], list[H]]:
         dests = [dest(x) for x in (ids.tolist() if isinstance(ids, np.ndarray) else ids)]
         hops = list(dict.fromkeys(dests))
         place = {h: i for i, h in enumerate(hops)}

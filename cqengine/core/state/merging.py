@@ -76,7 +76,9 @@ def merged(block: Block, key: int) -> Block:
     if len(groups) == len(block):
         return block
     columns = block.codes.T.tolist()
-    firsts, cores, subs = [], [], []
+    firsts: list[int] = []
+    cores: list[list[int]] = []
+    subs: list[Block | None] = []  # per column, the block merged under it (None: alone)
     for g in groups:
         firsts.append(g[0])
         if len(g) == 1:

@@ -23,17 +23,20 @@ from dataclasses import dataclass, field
 from functools import partial
 
 import numpy as np
+from numpy.typing import NDArray
 
 from chord.protocol.store import SortedKeyStore
 from cqengine.core.state.journal import Journal
 from cqengine.core.terms.bloom import positions_array
-from cqengine.core.terms.queries import entry_slot, signature
+from cqengine.core.terms.queries import Signature, entry_slot, signature
 from cqengine.proto import cqengine_pb2 as pb
 
 Rarity = Callable[[int, str], float]  # (term id, term) -> document frequency
 MERGED = 2  # an index keeps merged blocks of up to this many times the queries it holds
 FEW = 32  # ids up to which plain Python beats numpy's per-call cost (most questions)
 FEW_KEYS = 16  # keys up to which InvertedIndex.lists looks each up (a QN of a large ring holds few)
+# ((bits, hashes), a block's terms' filter positions by hash); (): none worked out yet
+BloomPositions = tuple[tuple[int, int], NDArray[np.intp]] | tuple[()]
 
 
 def ask_order(entry: pb.QueryEntry, rarity: Rarity | None) -> list[int]:
@@ -55,10 +58,11 @@ def member(xs: np.ndarray, sorted_ids: np.ndarray) -> np.ndarray:
         return np.zeros(xs.shape, dtype=bool)
     at = sorted_ids.searchsorted(xs)
     np.minimum(at, len(sorted_ids) - 1, out=at)
-    return sorted_ids[at] == xs
+    found: np.ndarray = sorted_ids[at] == xs
+    return found
 
 
-def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+def ranges(starts: np.ndarray, lengths: np.ndarray | Sequence[int]) -> NDArray[np.intp]:
     """The ranges [starts[i], starts[i] + lengths[i]) one after another, in one array."""
     lengths = np.asarray(lengths, dtype=np.intp)
     return np.repeat(
@@ -66,16 +70,19 @@ def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     ) + np.arange(int(lengths.sum()))
 
 
-def objects(items: Sequence) -> np.ndarray:
+def objects(items: Sequence[object]) -> np.ndarray:
     out = np.empty(len(items), dtype=object)
     out[:] = list(items)
     return out
 
 
-def expand(entries: np.ndarray, members: np.ndarray | None, at: np.ndarray) -> list:
+def expand(
+    entries: np.ndarray, members: np.ndarray | None, at: np.ndarray | list[int]
+) -> list[pb.QueryEntry]:
     """The entries of the queries at these places: each merged query's members."""
     if members is None:
-        return entries[at].tolist()
+        found: list[pb.QueryEntry] = entries[at].tolist()
+        return found
     return [e for group in members[at].tolist() for e in group]
 
 
@@ -89,7 +96,7 @@ class Block:
     terms: np.ndarray  # uint64, sorted, distinct
     codes: np.ndarray  # (width, len(entries)) intp into terms: a column per query
     # ((bits, hashes), the terms' filter positions by hash): a key's terms stay put
-    _bloom: tuple = ()
+    _bloom: BloomPositions = ()
     _subscriptions: bytes | None = None
     members: np.ndarray | None = None  # per column, the tuple of its entries
     # per column, None or the Block of the queries merged under it (over these terms), its
@@ -136,12 +143,12 @@ class Block:
             return len(self.all_entries())
         return len(self.entries) if self.members is None else sum(map(len, self.members))
 
-    def bloom_positions(self, bits: int, hashes: int) -> np.ndarray:
+    def bloom_positions(self, bits: int, hashes: int) -> NDArray[np.intp]:
         if not self._bloom or self._bloom[0] != (bits, hashes):
             self._bloom = ((bits, hashes), positions_array(self.terms, bits, hashes))
         return self._bloom[1]
 
-    def set_bloom_positions(self, bits: int, hashes: int, positions: np.ndarray) -> None:
+    def set_bloom_positions(self, bits: int, hashes: int, positions: NDArray[np.intp]) -> None:
         """Its terms' filter positions for (bits, hashes), worked out for many blocks' terms
         at once (cqengine.evaluation.passes.rings), so that `bloom_positions` need not."""
         self._bloom = ((bits, hashes), positions)
@@ -158,7 +165,7 @@ class Block:
         alike merged, unless not to `merge`."""
         members = None
         if merge and len(entries) > 1:
-            groups: dict[tuple, list[int]] = {}
+            groups: dict[Signature, list[int]] = {}
             for i, e in enumerate(entries.tolist()):
                 groups.setdefault(signature(e), []).append(i)
             if len(groups) < len(entries):
@@ -181,21 +188,23 @@ class Block:
         width = max(b.codes.shape[0] for b in blocks)
         parts, start = [], 0
         bloom = blocks[0]._bloom
+        made = bloom[0] if bloom else None  # (bits, hashes) of the first block's positions
         positions = np.empty((bloom[1].shape[0], len(terms)), dtype=np.intp) if bloom else None
         for b in blocks:
             mine = inverse[start : start + len(b.terms)]
             parts.append(widen(mine[b.codes], width))
-            if positions is not None and b._bloom and b._bloom[0] == bloom[0]:
+            if positions is not None and b._bloom and b._bloom[0] == made:
                 positions[:, mine] = b._bloom[1]
             else:
                 positions = None
             start += len(b.terms)
         merged = cls(np.concatenate([b.entries for b in blocks]), terms, np.hstack(parts))
         merged.members = members_of(blocks)
-        if positions is not None:
-            merged._bloom = (bloom[0], positions)
-        if all(b._subscriptions is not None for b in blocks):
-            merged._subscriptions = b"".join(b._subscriptions for b in blocks)
+        if made is not None and positions is not None:
+            merged._bloom = (made, positions)
+        held = [b._subscriptions for b in blocks if b._subscriptions is not None]
+        if len(held) == len(blocks):
+            merged._subscriptions = b"".join(held)
         return merged
 
     def select(self, keep: np.ndarray) -> Block:
@@ -239,7 +248,7 @@ def widen(codes: np.ndarray, width: int) -> np.ndarray:
     return np.vstack([codes, np.repeat(codes[:1], width - codes.shape[0], axis=0)])
 
 
-class InvertedIndex(SortedKeyStore):
+class InvertedIndex(SortedKeyStore[pb.QueryEntry]):
     """The engine's inverted lists: key -> QueryEntry, plus each key's compiled block and
     the subscriptions it holds (a popular term's list is long: no scans to find one). Every
     change is told to the journal, if any: whichever way an entry comes or goes (indexed,
@@ -278,7 +287,7 @@ class InvertedIndex(SortedKeyStore):
         """The key's block as it is kept: its queries merged if the index merges them."""
         return block if self.merger is None else self.merger(block, key)
 
-    def lists(self, keys: np.ndarray) -> list[Block]:
+    def lists(self, keys: np.ndarray | Sequence[int]) -> list[Block]:
         """The blocks of the lists under these keys (uint64, ascending) that hold queries, in
         key order. A document's ids at a node mostly have no list there: they are found
         by one search among the keys held, not a lookup each."""
@@ -291,7 +300,7 @@ class InvertedIndex(SortedKeyStore):
         if not len(held):
             return []
         at = np.minimum(held.searchsorted(keys), len(held) - 1)
-        return [self.block(key) for key in keys[held[at] == keys].tolist()]
+        return [b for b in map(self.block, keys[held[at] == keys].tolist()) if b is not None]
 
     def blocks(self, keys: Sequence[int]) -> Block | None:
         """The lists under these keys as one block; None when nothing is indexed under any.
@@ -367,17 +376,19 @@ class InvertedIndex(SortedKeyStore):
         for key, data in items:
             self.replace(key, self.decode(data))
 
-    def remove(self, key: int, match) -> int:
+    def remove(self, key: int, match: Callable[[pb.QueryEntry], bool]) -> int:
+        journal = self.journal
+        # the slots going, for the journal (only where there is one: the matching costs)
         subs = (
             {entry_slot(e) for e in self._values.get(key, ()) if match(e)}
-            if self.journal is not None
-            else None
+            if journal is not None
+            else set()
         )
         gone = super().remove(key, match)
         if gone:
             self._changed(key)
-            if subs is not None:  # an entry of the same slot may stay (re-indexing)
-                self.journal.unindexed(key, subs - self._subs.get(key, {}).keys())
+            if journal is not None:  # an entry of the same slot may stay (re-indexing)
+                journal.unindexed(key, subs - self._subs.get(key, {}).keys())
         return gone
 
     def take_range(self, lo: int, hi: int) -> list[tuple[int, bytes]]:

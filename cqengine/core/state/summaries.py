@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 
 from cqengine.core.basis import limits
 from cqengine.proto import cqengine_pb2 as pb
@@ -28,7 +29,7 @@ U64 = np.uint64
 _M1, _M2 = U64(0xBF58476D1CE4E5B9), U64(0x94D049BB133111EB)
 
 
-def _mix(x: np.ndarray) -> np.ndarray:
+def _mix(x: NDArray[np.uint64]) -> NDArray[np.uint64]:
     """splitmix64's finalizer: every bit of x moves every bit of the result (uint64
     arithmetic wraps, as it must)."""
     x = (x ^ (x >> U64(30))) * _M1

@@ -13,6 +13,7 @@ from functools import lru_cache
 import mmh3
 import numpy as np
 from bitarray import bitarray
+from numpy.typing import NDArray
 
 
 def _positions(term_id: int, bits: int, hashes: int) -> list[int]:
@@ -20,7 +21,7 @@ def _positions(term_id: int, bits: int, hashes: int) -> list[int]:
     return [(h1 + i * h2) % bits for i in range(hashes)]
 
 
-def _fmix(k: np.ndarray) -> np.ndarray:
+def _fmix(k: NDArray[np.uint64]) -> NDArray[np.uint64]:
     k = k ^ (k >> np.uint64(33))
     k = k * np.uint64(0xFF51AFD7ED558CCD)
     k = k ^ (k >> np.uint64(33))
@@ -28,7 +29,7 @@ def _fmix(k: np.ndarray) -> np.ndarray:
     return k ^ (k >> np.uint64(33))
 
 
-def positions_array(term_ids: np.ndarray, bits: int, hashes: int) -> np.ndarray:
+def positions_array(term_ids: np.ndarray, bits: int, hashes: int) -> NDArray[np.intp]:
     """`_positions` for a uint64 array at once, by hash: (hashes, len), column i the
     positions of term_ids[i]. MurmurHash3 x64-128 of the 8-byte little-endian id (what
     mmh3.hash64 computes), written out in numpy, so a QN tests thousands of candidate
@@ -53,7 +54,7 @@ class BloomFilter:
     def __init__(self, bits: int = 1024, hashes: int = 5, data: bytes | None = None) -> None:
         self._check(bits, hashes)
         self.bits, self.hashes = bits, hashes
-        self._unpacked: np.ndarray | None = (
+        self._unpacked: NDArray[np.bool_] | None = (
             None  # the bits as bools, for holds_positions; None after add
         )
         if data is None:
@@ -90,20 +91,21 @@ class BloomFilter:
         return all(self.array[p] for p in _positions(term_id, self.bits, self.hashes))
 
     def contains_array(
-        self, term_ids: np.ndarray, positions: np.ndarray | None = None
-    ) -> np.ndarray:
+        self, term_ids: np.ndarray, positions: NDArray[np.intp] | None = None
+    ) -> NDArray[np.bool_]:
         """Elementwise `in`, for a uint64 array (whose positions_array may be known already)."""
         if positions is None:
             positions = positions_array(term_ids, self.bits, self.hashes)
         return self.holds_positions(positions)
 
-    def holds_positions(self, positions: np.ndarray) -> np.ndarray:
+    def holds_positions(self, positions: NDArray[np.intp]) -> NDArray[np.bool_]:
         """Per column of positions (a positions_array's): are all its bits set?"""
         if self._unpacked is None:
             self._unpacked = np.unpackbits(
                 np.frombuffer(self.array.tobytes(), dtype=np.uint8), bitorder="little"
-            ).view(bool)
-        return np.logical_and.reduce(self._unpacked[positions], axis=0)
+            ).view(np.bool_)
+        held: NDArray[np.bool_] = np.logical_and.reduce(self._unpacked[positions], axis=0)
+        return held
 
     def to_bytes(self) -> bytes:
         return self.array.tobytes()

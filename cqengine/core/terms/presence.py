@@ -46,7 +46,8 @@ def places(hot: np.ndarray, sorted_ids: np.ndarray) -> list[int]:
     at = hot.searchsorted(sorted_ids)
     inside = at < len(hot)
     at = at[inside]
-    return at[hot[at] == sorted_ids[inside]].tolist()
+    found: list[int] = at[hot[at] == sorted_ids[inside]].tolist()
+    return found
 
 
 def encode_one(places: Sequence[int]) -> list[int]:
@@ -61,7 +62,8 @@ def encode_one(places: Sequence[int]) -> list[int]:
 def split_docs(values: Sequence[int], docs: int) -> list[list[int]]:
     """A message's headers, one per document, each as encode_one made it; ValueError if
     the values do not hold exactly `docs` of them."""
-    out, at, n = [], 0, len(values)
+    out: list[list[int]] = []
+    at, n = 0, len(values)
     for _ in range(docs):
         if at >= n:
             raise ValueError(f"a term-presence header of {len(out)} documents of {docs}")
@@ -99,8 +101,10 @@ def problem(values: Sequence[int], docs: int, k: int) -> str | None:
         headers = split_docs(values, docs)
     except ValueError as e:
         return str(e)
+    if not docs:
+        return None
     starts = np.cumsum([0] + [len(h) for h in headers[:-1]])
-    last = np.add.reduceat(np.asarray(values, dtype=np.int64), starts) - 1 if docs else []
-    if len(last) and last.max() >= k:
+    last = np.add.reduceat(np.asarray(values, dtype=np.int64), starts) - 1
+    if last.max() >= k:
         return f"a term-presence header's place {int(last.max())} among {k} hot terms"
     return None

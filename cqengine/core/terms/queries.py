@@ -16,6 +16,7 @@ another subscription's id).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeAlias
 
 from chord.protocol.ids import hash_id
 from cqengine.core.basis import limits
@@ -121,7 +122,15 @@ def entry_of(alt: Alternative, number: int) -> pb.QueryEntry:
     return entry
 
 
-def signature(entry: pb.QueryEntry) -> tuple:
+# what signature gives: an entry's term ids alone, or with its not-ids and its phrases
+# (ids, negated)
+Signature: TypeAlias = (
+    tuple[int, ...]
+    | tuple[tuple[int, ...], tuple[int, ...], tuple[tuple[tuple[int, ...], bool], ...]]
+)
+
+
+def signature(entry: pb.QueryEntry) -> Signature:
     """What an entry asks of a document: entries alike in it are one query to match
     (merged: cqengine.core.state.postings.Block)."""
     if not entry.not_ids and not entry.phrases:
