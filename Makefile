@@ -21,10 +21,12 @@ test: java browser lint
 	echo "make test: $$(( $$(date +%s) - $(START) )) s in all (venv, lint and pytest)"; \
 	exit $$status
 
-# ruff: lint and format check (line length 100, pyproject.toml); `make format` rewrites
+# ruff: lint and format check (line length 100, pyproject.toml); `make format` rewrites.
+# mypy: the core and the ring type-checked strictly ([tool.mypy] in pyproject.toml)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check --no-cache .
 	$(VENV)/bin/ruff format --no-cache --check .
+	$(VENV)/bin/mypy
 
 format: $(STAMP)
 	$(VENV)/bin/ruff format --no-cache .

@@ -16,11 +16,9 @@ from types import GeneratorType
 from typing import Any, Protocol
 
 import grpc
-
-# protobuf has no types of its own, and types-protobuf is not installed: these are Any
-from google.protobuf.descriptor import ServiceDescriptor  # type: ignore[import-untyped]
-from google.protobuf.message import Message  # type: ignore[import-untyped]
-from google.protobuf.message_factory import GetMessageClass  # type: ignore[import-untyped]
+from google.protobuf.descriptor import ServiceDescriptor
+from google.protobuf.message import Message
+from google.protobuf.message_factory import GetMessageClass
 
 from chord.live.driving import drive_async
 from chord.live.gate import OF_ANOTHER_RING, RING_HEADER

@@ -23,9 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import grpc
-
-# protobuf has no types of its own, and types-protobuf is not installed: Message is Any
-from google.protobuf.message import Message  # type: ignore[import-untyped]
+from google.protobuf.message import Message
 
 from chord.live.gate import NOT_MEMBER
 from chord.live.meter import Meter, charged, metered, stepped

@@ -24,9 +24,7 @@ from types import GeneratorType
 from typing import Any, Protocol
 
 import grpc
-
-# protobuf has no types of its own, and types-protobuf is not installed: this is Any
-from google.protobuf.descriptor import ServiceDescriptor  # type: ignore[import-untyped]
+from google.protobuf.descriptor import ServiceDescriptor
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 

@@ -155,7 +155,7 @@ class ChordNode:
         # reached its side
         self.lost_listeners: list[Callable[[NodeRef], None]] = []
         self.found_listeners: list[Callable[[NodeRef], None]] = []
-        self.handlers = {
+        self.handlers: dict[str, Callable[[Any], Any]] = {
             "FindSuccessor": self._on_find_successor,
             "GetNeighbors": self._on_get_neighbors,
             "Notify": self._on_notify,

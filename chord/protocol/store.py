@@ -18,9 +18,11 @@ V = TypeVar("V")
 
 
 class KeyStore(Protocol):
-    # take_range copies (the giver keeps a replica) rather than moves: a node handed its
-    # region once need not be handed it again on every Notify
-    copies: bool
+    @property
+    def copies(self) -> bool:
+        """Does take_range copy (the giver keeps a replica) rather than move? A node
+        handed its region once need not be handed it again on every Notify."""
+        ...
 
     def take_range(self, lo: int, hi: int) -> list[tuple[int, bytes]]:
         """Remove and return every item whose key lies in (lo, hi] clockwise."""

@@ -16,9 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-
-# protobuf ships no type stubs (types-protobuf would bring them: not a dependency)
-from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+from google.protobuf.message import DecodeError
 
 from chord.protocol.checks import address_problem
 from chord.protocol.routing import SUCCESSORS

@@ -85,14 +85,14 @@ class Replication:
         reply = pb.ReplicateReply()
         for r in records.entries:
             ctx.store.put_entry(r.key, r.entry, ctx.store.ages.made(r))
-        for r in records.homes:
-            got = ctx.store.put_home(r, ctx.serves(r.key))
-            lacks_record = not r.deleted and r.subscription_id not in ctx.subscriptions
-            if lacks_record and r.subscription_id not in ctx.store.gone:
-                reply.behind.append(r.subscription_id)
+        for h in records.homes:
+            got = ctx.store.put_home(h, ctx.serves(h.key))
+            lacks_record = not h.deleted and h.subscription_id not in ctx.subscriptions
+            if lacks_record and h.subscription_id not in ctx.store.gone:
+                reply.behind.append(h.subscription_id)
                 reply.since.append(0)
             elif got is not True and got is not False:
-                reply.behind.append(r.subscription_id)
+                reply.behind.append(h.subscription_id)
                 reply.since.append(got)
         for batch in records.alerts:
             for sub_id, since in ctx.store.put_alerts(batch, ctx.serves):
@@ -184,7 +184,7 @@ class Replication:
                 if entry is not None:
                     ask.want_entry_keys.append(entry[0])
                     ask.want_entry_subs.append(entry[1])
-                else:
+                elif home is not None:  # (one of the two is named)
                     ask.want_homes.append(home)
             got = yield Call(peer, "Reconcile", ask)
             if not self._sound(peer, got):

@@ -322,6 +322,7 @@ class Leader:
         prev = min(max(prev, self.sent.get(address, prev)), log.last)
         request = pb.LogAppend(key=log.key, epoch=self.epoch, commit=log.committed)
         if prev < log.base:  # it lacks entries I folded: it takes my checkpoint
+            assert log.checkpoint is not None  # (a base above 0 is a checkpoint's)
             request.checkpoint.CopyFrom(log.checkpoint)
             prev = log.base
         request.prev, request.prev_epoch = prev, log.epoch_at(prev)

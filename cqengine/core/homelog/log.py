@@ -257,6 +257,7 @@ class Log:
             promised=self.promised,
         )
         if after > request.after:  # those asked for are folded: the checkpoint instead
+            assert self.checkpoint is not None  # (a base above 0 is a checkpoint's)
             reply.checkpoint.CopyFrom(self.checkpoint)
         return reply
 

@@ -117,8 +117,8 @@ class RecordStore:
         changed = 0
         for r in records.entries:
             changed += self.entries.put_entry(r.key, r.entry, self.ages.made(r))
-        for r in records.homes:
-            changed += self.homes.put_home(r, serves(r.key)) is True
+        for h in records.homes:
+            changed += self.homes.put_home(h, serves(h.key)) is True
         for batch in records.batches:
             changed += self.batches.hold(batch)
         return changed
