@@ -14,7 +14,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from chord.proto import chord_pb2 as chord_pb
@@ -164,7 +164,6 @@ class FakeNode:
     ctx: Context
     host: FakeHost
     peers: Peers
-    ring: list[NodeRef] = field(default_factory=list)
 
     @property
     def me(self) -> NodeRef:
@@ -204,7 +203,7 @@ def node_at(
         chord.floor.heard(versions.PROTOCOL, 0, floor.limit(me, t.successors))
     host = FakeHost(seed=seed ^ me.id)
     ctx = Context(chord, settings if settings is not None else ring_settings(), host.host)
-    return FakeNode(ctx, host, peers if peers is not None else Peers(ring), list(ring))
+    return FakeNode(ctx, host, peers if peers is not None else Peers(ring))
 
 
 # ---- recording stand-ins for the hand-offs ------------------------------------------------
