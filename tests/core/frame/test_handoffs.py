@@ -4,6 +4,7 @@ Protocol cannot drift from the method go-to-definition is meant to lead to."""
 
 import inspect
 
+from support.fakes import RecordingAnnouncer, RecordingCopier, RecordingHearer
 from support.workloads import make_settings, workload
 
 from cqengine.core.frame import handoffs
@@ -52,6 +53,18 @@ def test_each_role_meets_the_hand_off_it_is_given_as():
     # and each role holds the others it is handed, by name
     assert node.announcer.qn is node.qn and node.dn.announcer is node.announcer
     assert node.replication.dn is node.dn and node.home.replication is node.replication
+
+
+def test_the_stand_ins_a_role_is_tested_alone_with_meet_the_hand_offs_too():
+    """A role tested alone (tests/support/fakes.py) is handed recordings in place of the
+    roles it calls: they must be what it is handed on a node, or its tests would pass over
+    calls a node's roles do not answer."""
+    stand_ins = {
+        handoffs.Hearer: RecordingHearer(),
+        handoffs.Announcing: RecordingAnnouncer(),
+        handoffs.Copier: RecordingCopier(),
+    }
+    assert {p: unmet(p, fake) for p, fake in stand_ins.items()} == {p: [] for p in stand_ins}
 
 
 def test_a_role_that_drifts_from_its_hand_off_is_found():
