@@ -1,9 +1,9 @@
-"""The DN alone (cqengine.core.dn.dn, cqengine.core.dn.delivery), at a node of a fake ring
-whose other nodes the test plays: it holds a batch's alerts, and its copies on its
-replicas, until every report is in, then delivers each alert it was reported once and
-releases the copies; it announces a batch once, and again only while reports are missing;
-while a home cannot be reached it keeps trying it, and keeps the batch's copies, for its
-hold."""
+"""The DN and its reports alone (cqengine.core.dn.dn publishing a batch,
+cqengine.core.delivery.reports and .delivery after the QNs), at a node of a fake ring whose
+other nodes the test plays: it holds a batch's alerts, and its copies on its replicas, until
+every report is in, then delivers each alert it was reported once and releases the copies;
+it announces a batch once, and again only while reports are missing; while a home cannot be
+reached it keeps trying it, and keeps the batch's copies, for its hold."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from support.fakes import FakeNode, RecordingAnnouncer, node_at, ring_of, ring_s
 
 from chord.protocol.node import Call
 from cqengine.core.basis import limits
+from cqengine.core.delivery.reports import Reports
 from cqengine.core.dn.dn import DN
 from cqengine.core.frame.documents import Document, Documents
 from cqengine.core.resolution import matches
@@ -41,7 +42,10 @@ class DnAlone:
         ctx, s = self.node.ctx, self.node.ctx.settings
         self.announcer = RecordingAnnouncer()
         synopsis = Synopsis(s.synopsis_k, s.synopsis_y, s.synopsis_hashes)
-        self.dn = DN(ctx, Documents(ctx.host.new_id, s), synopsis, self.announcer, HOLD)
+        documents = Documents(ctx.host.new_id, s)
+        self.dn = DN(ctx, documents, synopsis, self.announcer, HOLD)
+        self.reports = Reports(ctx, documents, self.announcer, self.dn, HOLD)
+        self.dn.reports = self.reports  # (as the node makes them: cqengine.core.node)
         # the homes: spread round the ring, past the DN's successor list
         self.homes = [ring[5], ring[9], ring[13]][:HOMES]
         self.taken: list[tuple[str, pb.AlertBatch]] = []
@@ -81,12 +85,12 @@ class DnAlone:
         keys = self.keys(batch)
         request = pb.MatchedRequest(doc_keys=[keys[d] for d in per_doc], batch=batch, share=share)
         matches.report(request, list(per_doc.values()), columns=True)
-        assert self.dn.on_matched(request) == pb.Ack()
+        assert self.reports.on_matched(request) == pb.Ack()
 
     def holds(self, batch: int) -> bool:
         """Does the DN still hold the batch: its copy, and it counted in flight?"""
         held = batch in self.node.ctx.store.held
-        assert held == (self.dn.in_flight() > 0)
+        assert held == (self.reports.in_flight() > 0)
         return held
 
     def delivered(self) -> Counter[tuple[str, int, str]]:
@@ -193,7 +197,7 @@ def test_without_replicas_a_batch_is_announced_once_whatever_reports_are_missing
     t.node.run_spawned()
     assert len(t.announcer.batches) == 1
     assert t.delivered() == t.wanted([(2, 2, 9)])
-    assert t.dn.in_flight() == 0 and "dropped:reports_missing" not in t.node.ctx.counters
+    assert t.reports.in_flight() == 0 and "dropped:reports_missing" not in t.node.ctx.counters
 
 
 def until_no_timer_is_left(t: DnAlone, most: int = 12) -> None:
@@ -226,12 +230,12 @@ def test_a_home_that_cannot_be_reached_is_tried_again_and_the_batch_kept_meanwhi
     assert t.delivered() == t.wanted([(1, 0, 5)])
     assert t.holds(batch) and not t.node.peers.sent("Release")
     assert t.node.ctx.counters["alerts_retried"] == 2
-    assert len(t.dn.delivery.retrying) == 1
+    assert len(t.reports.delivery.retrying) == 1
     t.node.peers.down.clear()  # back
     until_no_timer_is_left(t)
     assert len(t.node.peers.sent("Deliver", to=home)) == 2  # once more, taken
     assert t.delivered() == t.wanted(found)
-    assert not t.holds(batch) and not t.dn.delivery.retrying
+    assert not t.holds(batch) and not t.reports.delivery.retrying
     assert "dropped:home_unreachable" not in t.node.ctx.counters
 
 
@@ -270,8 +274,8 @@ def test_a_home_found_at_the_node_that_serves_its_key_now_is_delivered_there():
     peers.on("Deliver", served_by_the_replica)
     batch = gathered(t, [(0, 0, 11)])
     assert t.delivered() == t.wanted([(0, 0, 11)])
-    assert not t.holds(batch) and not t.dn.delivery.retrying
-    assert t.dn.delivery.homes_at[home.id] == replica
+    assert not t.holds(batch) and not t.reports.delivery.retrying
+    assert t.reports.delivery.homes_at[home.id] == replica
     before = len(peers.sent("Deliver"))
     gathered(t, [(1, 0, 12)])
     assert [c.peer.address for c in peers.sent("Deliver")[before:]] == [replica]
