@@ -26,7 +26,7 @@ from support.oracle import assert_exact
 
 from chord.protocol import versions
 from cqengine.core.alerts.mailboxes import alert_batch
-from cqengine.core.home.home import _acks_entry, _deliver_entry
+from cqengine.core.home.home import _acks_entries, _deliver_entry
 from cqengine.core.home.homes import _rows_change
 from cqengine.core.homelog.derive import Derived
 from cqengine.core.homelog.log import Log
@@ -55,7 +55,7 @@ operation = st.one_of(
 def logs_of(operations) -> tuple[list[pb.LogEntry], list[pb.LogEntry]]:
     """The log a leader appends for these operations naming ids only, and the one it
     appends naming rows wherever its rows name every subscription of an entry (through
-    the home's own `_deliver_entry` and `_acks_entry`); each leader applies its entries
+    the home's own `_deliver_entry` and `_acks_entries`); each leader applies its entries
     as it appends them."""
     by_id, by_row = Derived(LIMIT_BYTES), Derived(LIMIT_BYTES)
     ids_log: list[pb.LogEntry] = []
@@ -76,8 +76,8 @@ def logs_of(operations) -> tuple[list[pb.LogEntry], list[pb.LogEntry]]:
             if first is None:
                 continue
             acked = pb.Acknowledged(subscription_ids=[op[1]], firsts=[first])
-            made = _acks_entry(acked, None)
-            rowed = _acks_entry(acked, by_row.rows if by_row.rows.taken else None)
+            [made] = _acks_entries(acked, None)
+            [rowed] = _acks_entries(acked, by_row.rows if by_row.rows.taken else None)
         ids_log.append(made)
         rows_log.append(rowed)
         by_id.apply(len(ids_log), made)
