@@ -1,6 +1,6 @@
 """What a replica pays per alert to keep its copies of mailboxes: taking a home's copy of
-numbered alerts (RecordStore.put_alerts) and its copy of their acknowledgements
-(RecordStore.put_acknowledged), in process, without I/O.
+numbered alerts (ReplicaIntake.put_alerts) and its copy of their acknowledgements
+(ReplicaIntake.put_acknowledged), in process, without I/O.
 
 A store holds --subscriptions subscriptions (replicated here, served elsewhere), each
 alerted and acknowledged once before the clock starts, as in a ring that has run a while
@@ -66,21 +66,25 @@ def one_pass(args, rounds) -> tuple[float, float, float]:
         subs[s] = Subscription(s, b"h" * 32, ["a"], 1, "a", key=s)
     store = RecordStore(InvertedIndex(), subs, 3, time.monotonic)
     everyone = list(subs)
-    store.put_alerts(numbered_runs([(("warm-up", "", ""), everyone, [0] * len(everyone))]), no)
-    store.put_acknowledged(pb.Acknowledged(subscription_ids=everyone, firsts=[1] * len(everyone)))
+    store.intake.put_alerts(
+        numbered_runs([(("warm-up", "", ""), everyone, [0] * len(everyone))]), no
+    )
+    store.intake.put_acknowledged(
+        pb.Acknowledged(subscription_ids=everyone, firsts=[1] * len(everyone))
+    )
     _fold(store)
     took = acked = 0.0
     acks = [ack for _, ack in rounds]
     for r, (batch, _) in enumerate(rounds):
         t = time.perf_counter()
-        if store.put_alerts(batch, no):
+        if store.intake.put_alerts(batch, no):
             raise SystemExit("a copy was taken with a gap: the workload is wrong")
         took += time.perf_counter() - t
         # a round's acknowledgements come after the next round's alerts (the last's at once):
         # some alerts are always waiting for theirs, as in a ring
         for ack in acks[max(0, r - 1) : r] + (acks[r:] if r == len(rounds) - 1 else []):
             t = time.perf_counter()
-            if store.put_acknowledged(ack):
+            if store.intake.put_acknowledged(ack):
                 raise SystemExit("an acknowledgement of an unknown subscription")
             acked += time.perf_counter() - t
     t = time.perf_counter()
@@ -99,7 +103,7 @@ def no(key: int) -> bool:
 def _fold(store: RecordStore) -> None:
     """The copies a store keeps as columns (if it does) into their mailboxes."""
     if getattr(store, "copied", None) is not None:
-        store.copied.fold()
+        store.intake.copied.fold()
 
 
 def commit() -> str:

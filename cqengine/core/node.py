@@ -247,8 +247,8 @@ class EngineNode:
             for key, entry in entries:
                 self.index.replace(key, entry)
             for key, sub_id, version, when in tombstones:
-                store.tombstones[(key, sub_id)] = (version, store.ages.unstamp(when))
+                store.entries.tombstones[(key, sub_id)] = (version, store.ages.unstamp(when))
             for sub_id, key, when in gone:
-                store.gone[sub_id] = (key, store.ages.unstamp(when))
+                store.homes.gone[sub_id] = (key, store.ages.unstamp(when))
         finally:
             ctx.journal = journal

@@ -113,7 +113,7 @@ def test_of_a_notify_reply_the_good_keys_are_kept_and_the_bad_refused():
     node = sim.engines[sorted(sim.engines)[0]]
     successor = sim.engines[node.chord.table.successor.address]
     region = successor.ctx.region()
-    record = next(iter(successor.store.entry_records(*region)))
+    record = next(iter(successor.store.entries.entry_records(*region)))
     good = chord_pb.KeyItem(key=record.key, value=pb.Records(entries=[record]).SerializeToString())
     successor.chord.handlers["Notify"] = lambda req: chord_pb.NotifyReply(
         items=[chord_pb.KeyItem(key=node.me.id, value=b"\xff\xff"), good]

@@ -121,8 +121,8 @@ def test_a_replicated_ring_restarted_from_storage_keeps_every_copy_and_tombstone
         for a, e in sim.engines.items()
         for sid, s in e.subscriptions.items()
     }
-    tombstones = {a: dict(e.store.tombstones) for a, e in sim.engines.items()}
-    assert any(tombstones.values()) and sum(len(e.store.gone) for e in sim.engines.values())
+    tombstones = {a: dict(e.store.entries.tombstones) for a, e in sim.engines.items()}
+    assert any(tombstones.values()) and sum(len(e.store.homes.gone) for e in sim.engines.values())
     close(storages)
 
     again, storages = stored_ring(wl, tmp_path, replicas=3)
@@ -132,7 +132,7 @@ def test_a_replicated_ring_restarted_from_storage_keeps_every_copy_and_tombstone
             for a, e in again.engines.items()
             for sid, s in e.subscriptions.items()
         } == copies
-        assert {a: dict(e.store.tombstones) for a, e in again.engines.items()} == tombstones
+        assert {a: dict(e.store.entries.tombstones) for a, e in again.engines.items()} == tombstones
         for d in first:  # announced again (a DN's batch, after a failure): known seen
             again.publish(d.docno, d.text, d.title)
         assert again.alerts() == []
@@ -353,7 +353,9 @@ def test_restored_mailboxes_are_the_journalled_ones_whatever_was_swept(
             key = sid << 60
             sub = store.subscriptions.get(sid)
             if op == "subscribe" and sub is None:
-                store.put_home(home_record(Subscription(sid, b"h" * 32, ["a"], 1, "a", key=key)))
+                store.homes.put_home(
+                    home_record(Subscription(sid, b"h" * 32, ["a"], 1, "a", key=key))
+                )
             elif op.startswith("alert") and sub is not None:
                 docs = [(f"D{n}-{i}", f"title {n}", "") for i in range(k)]
                 alerted = store.subscriptions if op == "alert all" else {sid: sub}
@@ -362,10 +364,10 @@ def test_restored_mailboxes_are_the_journalled_ones_whatever_was_swept(
                     for s, a in alerted.items()
                     for i, d in enumerate(docs)
                 ]
-                store.put_alerts(numbered_batch(numbered), lambda key: True)
+                store.intake.put_alerts(numbered_batch(numbered), lambda key: True)
             elif op == "ack" and sub is not None:
                 first = min(sub.mailbox.first + k, sub.mailbox.next)
-                store.put_home(pb.HomeRecord(key=key, subscription_id=sid, first=first))
+                store.homes.put_home(pb.HomeRecord(key=key, subscription_id=sid, first=first))
             elif op == "leave" and sub is not None:  # no owner counts on it here any more
                 store.drop_outside([(key, key - 1)])
             elif op == "sweep":
@@ -392,9 +394,11 @@ def test_a_sweep_collects_alerts_acknowledged_long_ago_and_those_of_subscription
     storage = Storage.open(tmp_path, "n", SETTINGS)
     store = RecordStore(InvertedIndex(), Subscriptions(), 3, now=lambda: 100.0)
     store.journal = storage
-    store.put_home(home_record(Subscription(1, b"h" * 32, ["a"], 1, "a", key=1 << 60)))
-    store.put_alerts(numbered_batch([(1, i, (f"D{i}", "", "")) for i in range(5)]), lambda k: True)
-    store.put_home(pb.HomeRecord(key=1 << 60, subscription_id=1, first=5))
+    store.homes.put_home(home_record(Subscription(1, b"h" * 32, ["a"], 1, "a", key=1 << 60)))
+    store.intake.put_alerts(
+        numbered_batch([(1, i, (f"D{i}", "", "")) for i in range(5)]), lambda k: True
+    )
+    store.homes.put_home(pb.HomeRecord(key=1 << 60, subscription_id=1, first=5))
     storage.commit()
 
     def on_disk() -> list[str]:
@@ -463,12 +467,16 @@ def test_acknowledgements_are_a_row_a_commit_until_a_sweep_makes_them_one(tmp_pa
     store = RecordStore(InvertedIndex(), Subscriptions(), 3, now=lambda: 100.0)
     store.journal = storage
     for sid in (1, 2, 3):
-        store.put_home(home_record(Subscription(sid, b"h" * 32, ["a"], 1, "a", key=sid << 60)))
+        store.homes.put_home(
+            home_record(Subscription(sid, b"h" * 32, ["a"], 1, "a", key=sid << 60))
+        )
     alerts = [(s, i, (f"D{i}", "", "")) for s in (1, 2, 3) for i in range(6)]
-    store.put_alerts(numbered_batch(alerts), lambda key: True)
+    store.intake.put_alerts(numbered_batch(alerts), lambda key: True)
     storage.commit()
     for first in range(1, 6):
-        store.put_acknowledged(pb.Acknowledged(subscription_ids=[1, 2], firsts=[first, first]))
+        store.intake.put_acknowledged(
+            pb.Acknowledged(subscription_ids=[1, 2], firsts=[first, first])
+        )
         storage.commit()
 
     def rows(sql: str) -> list:
@@ -478,7 +486,7 @@ def test_acknowledgements_are_a_row_a_commit_until_a_sweep_makes_them_one(tmp_pa
     assert rows("SELECT DISTINCT first FROM subscriptions") == [(0,)]
     storage.sweep()
     assert rows("SELECT COUNT(*) FROM ack_runs") == [(1,)]
-    store.put_acknowledged(pb.Acknowledged(subscription_ids=[3], firsts=[2]))
+    store.intake.put_acknowledged(pb.Acknowledged(subscription_ids=[3], firsts=[2]))
     storage.close()
     back = restored(Storage.open(tmp_path, "n", SETTINGS))
     assert {s: b.mailbox.first for s, b in back.items()} == {1: 5, 2: 5, 3: 2}
@@ -580,9 +588,9 @@ def journalled(path: Path, alerts: int, title: str = "") -> tuple[Storage, Recor
     storage = Storage.open(path, "n", SETTINGS)
     store = RecordStore(InvertedIndex(), Subscriptions(), 3, now=lambda: 100.0)
     store.journal = storage
-    store.put_home(home_record(Subscription(1, b"h" * 32, ["a"], 1, "a", key=1 << 60)))
+    store.homes.put_home(home_record(Subscription(1, b"h" * 32, ["a"], 1, "a", key=1 << 60)))
     docs = [(1, i, (f"D{i}", title, "")) for i in range(alerts)]
-    store.put_alerts(numbered_batch(docs), lambda k: True)
+    store.intake.put_alerts(numbered_batch(docs), lambda k: True)
     return storage, store
 
 
@@ -651,7 +659,7 @@ def test_a_bit_flipped_in_a_row_of_numbers_is_found_at_load(tmp_path, table, col
     carries a CRC32 of its blobs, and one that fails it stops the load, naming the row (a
     node's start, serve_engine, ends on it with the one-line error and the remedy)."""
     storage, store = journalled(tmp_path, 5)
-    store.put_home(pb.HomeRecord(key=1 << 60, subscription_id=1, first=2))
+    store.homes.put_home(pb.HomeRecord(key=1 << 60, subscription_id=1, first=2))
     storage.indexed(7, pb.QueryEntry(subscription_id=1, terms=["a"], home="n"))
     storage.close()
     assert Storage.open(tmp_path, "n", SETTINGS).load()  # whole, it loads

@@ -33,7 +33,7 @@ def alerts(store: RecordStore, sub: Subscription, start: int, n: int) -> None:
     """n alerts more for the subscription (titles long enough to need new pages)."""
     docs = [(f"D{i}", f"title {i} " + "x" * 400, "") for i in range(start, start + n)]
     numbered = [(sub.id, sub.mailbox.next + i, d) for i, d in enumerate(docs)]
-    store.put_alerts(numbered_batch(numbered), lambda key: True)
+    store.intake.put_alerts(numbered_batch(numbered), lambda key: True)
 
 
 def test_a_commit_the_full_disk_fails_loses_nothing_and_is_made_once_space_returns(
@@ -44,7 +44,7 @@ def test_a_commit_the_full_disk_fails_loses_nothing_and_is_made_once_space_retur
     storage.room.reserve = 0  # (this test's disk has room: SQLite is what fails)
     store = RecordStore(InvertedIndex(), Subscriptions(), 3, now=lambda: 100.0)
     store.journal = storage
-    store.put_home(home_record(Subscription(1, b"h" * 32, ["a"], 1, "a", key=KEY)))
+    store.homes.put_home(home_record(Subscription(1, b"h" * 32, ["a"], 1, "a", key=KEY)))
     alerts(store, store.subscriptions[1], 0, 5)
     storage.commit()
     assert storage.full() is None
@@ -52,7 +52,7 @@ def test_a_commit_the_full_disk_fails_loses_nothing_and_is_made_once_space_retur
     storage.db.execute(f"PRAGMA max_page_count = {pages}")  # the disk is full now
     sub = store.subscriptions[1]
     alerts(store, sub, 5, 40)
-    store.put_home(pb.HomeRecord(key=KEY, subscription_id=1, first=3))
+    store.homes.put_home(pb.HomeRecord(key=KEY, subscription_id=1, first=3))
     log = Log(KEY, promised=2, promised_to="127.0.0.1:1")  # and a home key's log
     log.extend([log_entry(n) for n in range(20)])
     storage.log_changed(KEY, log)

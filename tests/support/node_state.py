@@ -62,7 +62,12 @@ def state_digest(e: EngineNode) -> str:
         "table": (t.predecessor, t.successors, t.fingers, e.chord.settled, e.chord.leaver_keys),
         "index": [(k, e.index.get(k)) for k in e.index.keys()],
         "subscriptions": e.subscriptions,
-        "store": (store.tombstones, store.gone, store.held, store.held_since),
+        "store": (
+            store.entries.tombstones,
+            store.homes.gone,
+            store.batches.held,
+            store.batches.held_since,
+        ),
         "held": store.held_documents,
         "docs": [(k, d.docno, d.title, d.snippet, d.ids) for k, d in e.documents.docs.items()],
         "synopsis": (syn.entries, syn.changed_at, syn.clock),

@@ -82,7 +82,7 @@ def tell(peer: NodeRef, method: str, request: object) -> Op:
     try:
         yield Call(peer, method, request)
     except PeerUnreachable:
-        pass  # a copy left behind goes with the oldest (RecordStore.hold)
+        pass  # a copy left behind goes with the oldest (HeldBatches.hold)
 
 
 class DN:
@@ -197,7 +197,7 @@ class DN:
             took = yield from self._copied(held)
             if not took and not ctx.chord.table.alone():
                 return False
-            ctx.store.hold(held)  # a leave hands it over with the rest
+            ctx.store.batches.hold(held)  # a leave hands it over with the rest
             self.own[name] = took
         hot = ctx.settings.hot_ids
         batch = [
@@ -305,7 +305,7 @@ class DN:
     def release(self, batch: int) -> None:
         """My batch is through: its copies are needed no more."""
         ctx = self.ctx
-        ctx.store.release(batch)
+        ctx.store.batches.release(batch)
         # and my replicas now: a node that joined before them since was handed a copy
         for peer in dict.fromkeys([*self.own.pop(batch, ()), *ctx.replica_set()]):
             ctx.host.spawn(tell(peer, "Release", pb.ReleaseRequest(batch=batch)))
@@ -319,7 +319,7 @@ class DN:
         region = ctx.region()
         if region is None:
             return
-        for held in list(ctx.store.held.values()):
+        for held in list(ctx.store.batches.held.values()):
             if not in_range(held.key, *region) or held.batch in self.own:
                 continue
             if held.key == ctx.me.id and held.incarnation == self.incarnation:

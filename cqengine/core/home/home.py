@@ -100,7 +100,7 @@ class Home:
                     ctx.journal.acknowledged(sub.id, box.first)
         if subs and ctx.replicated:
             acked = pb.Acknowledged(subscription_ids=subs, firsts=firsts)
-            ctx.store.count_copies(subs)
+            ctx.store.homes.count_copies(subs)
             ctx.host.spawn(self._acknowledgements_copied(boxes, acked))
         return None
 
@@ -130,7 +130,7 @@ class Home:
         try:
             yield from self.replication.copy(pb.Records(acknowledged=acked))
         finally:  # on their way no more: a replica that missed them is repaired
-            self.ctx.store.count_copies(acked.subscription_ids, -1)
+            self.ctx.store.homes.count_copies(acked.subscription_ids, -1)
             for box, first in zip(boxes, acked.firsts):
                 if box.told is not None:
                     box.told = None if max(box.told, first) >= box.first else max(box.told, first)
@@ -173,7 +173,7 @@ class Home:
         )
         # a subscription missing was unsubscribed meanwhile, or its record has not reached
         # me yet (unknown)
-        gone = ctx.store.gone
+        gone = ctx.store.homes.gone
         unknown = bool(batch.home_id) and any(s not in gone for s in missing)
         if repeated:
             ctx.count("alerts_repeated", repeated)
@@ -204,14 +204,14 @@ class Home:
             for sub_id, seq in zip(took, numbers):
                 sub = subs[sub_id] = subscriptions[sub_id]
                 sub.mailbox.pending.add(seq)
-        store.count_copies(subs)
+        store.homes.count_copies(subs)
         try:
             yield from self.replication.copy(pb.Records(alerts=[numbered_runs(runs)]))
         finally:  # however it ends: alerts held back for good would block their streams
             for _, took, numbers in runs:
                 for sub_id, seq in zip(took, numbers):
                     subs[sub_id].mailbox.pending.discard(seq)
-            store.count_copies(subs, -1)
+            store.homes.count_copies(subs, -1)
             # not those unsubscribed or handed over meanwhile
             gone = {s for s, sub in subs.items() if subscriptions.get(s) is not sub}
             self._alerted(runs if not gone else _without(runs, gone))

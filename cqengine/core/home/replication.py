@@ -84,26 +84,26 @@ class Replication:
         ctx = self.ctx
         reply = pb.ReplicateReply()
         for r in records.entries:
-            ctx.store.put_entry(r.key, r.entry, ctx.store.ages.made(r))
+            ctx.store.entries.put_entry(r.key, r.entry, ctx.store.ages.made(r))
         for h in records.homes:
-            got = ctx.store.put_home(h, ctx.serves(h.key))
+            got = ctx.store.homes.put_home(h, ctx.serves(h.key))
             lacks_record = not h.deleted and h.subscription_id not in ctx.subscriptions
-            if lacks_record and h.subscription_id not in ctx.store.gone:
+            if lacks_record and h.subscription_id not in ctx.store.homes.gone:
                 reply.behind.append(h.subscription_id)
                 reply.since.append(0)
             elif got is not True and got is not False:
                 reply.behind.append(h.subscription_id)
                 reply.since.append(got)
         for batch in records.alerts:
-            for sub_id, since in ctx.store.put_alerts(batch, ctx.serves):
+            for sub_id, since in ctx.store.intake.put_alerts(batch, ctx.serves):
                 reply.behind.append(sub_id)
                 reply.since.append(since)
-        for sub_id in ctx.store.put_acknowledged(records.acknowledged):
+        for sub_id in ctx.store.intake.put_acknowledged(records.acknowledged):
             reply.behind.append(sub_id)
             reply.since.append(0)
         region = ctx.region()
         for b in records.batches:
-            if ctx.store.hold(b):
+            if ctx.store.batches.hold(b):
                 for d in b.documents:
                     self.documents.keep(d)
                 if b.key != ctx.me.id and region is not None and in_range(b.key, *region):
@@ -113,21 +113,21 @@ class Replication:
     def on_reconcile(self, req: pb.ReconcileRequest) -> pb.ReconcileReply:
         ctx = self.ctx
         if req.want_homes or req.want_entry_keys:  # the second round: the records it lacks
-            return pb.ReconcileReply(records=ctx.store.wanted(req))
+            return pb.ReconcileReply(records=ctx.store.reconciliation.wanted(req))
         self.confirmed[(req.lo, req.hi)] = ctx.host.now()  # its owner counts on me for it
         # copies that came after the owner's request was made may be of batches it has not
         # counted yet: only those older than a few periods go
         before = ctx.store.now() - limits.STALE_AFTER * ctx.settings.reconcile_period
-        stale = ctx.store.release_stale(req.lo, req.hi, set(req.batches), before)
+        stale = ctx.store.batches.release_stale(req.lo, req.hi, set(req.batches), before)
         ctx.count("stale_copies_released", stale)
-        return ctx.store.differing(req)
+        return ctx.store.reconciliation.differing(req)
 
     def on_repair(self, records: pb.Records) -> pb.Ack:
         self.ctx.count("repairs", self.ctx.store.merge(records, self.ctx.serves))
         return pb.Ack()
 
     def on_release(self, req: pb.ReleaseRequest) -> pb.Ack:
-        self.ctx.store.release(req.batch)
+        self.ctx.store.batches.release(req.batch)
         return pb.Ack()
 
     # ---- at the owner --------------------------------------------------------------------
@@ -163,9 +163,9 @@ class Replication:
         since (alerts numbered, acknowledged) is on its way to it, not missing there, and
         under load that is most of what differs by the time it answers."""
         ctx = self.ctx
-        summarized = ctx.store.summaries(lo, hi)
-        settled = ctx.store.settled()
-        entries, homes = ctx.store.digests(lo, hi, summarized)
+        summarized = ctx.store.reconciliation.summaries(lo, hi)
+        settled = ctx.store.homes.settled()
+        entries, homes = ctx.store.reconciliation.digests(lo, hi, summarized)
         request = pb.ReconcileRequest(
             lo=lo, hi=hi, entries=entries, homes=homes, batches=list(self.dn.own)
         )
@@ -176,7 +176,7 @@ class Replication:
             return True
         # a replica of an earlier version sends its records in the buckets that differ
         changed = ctx.store.merge(reply.records, ctx.serves)
-        plan = ctx.store.plan(request, reply, summarized, settled)
+        plan = ctx.store.reconciliation.plan(request, reply, summarized, settled)
         wants = list(zip(plan.want_entries, repeat(None))) + [(None, h) for h in plan.want_homes]
         for at in range(0, len(wants), limits.MAX_BATCH_QUERIES):
             ask = pb.ReconcileRequest(lo=lo, hi=hi)
@@ -191,8 +191,8 @@ class Replication:
                 return False
             changed += ctx.store.merge(got.records, ctx.serves)
         if wants:  # what it lacks of mine of those, now that I hold what it had
-            plan = plan.with_wanted(ctx.store.plan(request, reply))
-        lacked = ctx.store.repairs(plan)
+            plan = plan.with_wanted(ctx.store.reconciliation.plan(request, reply))
+        lacked = ctx.store.reconciliation.repairs(plan)
         if lacked.entries or lacked.homes:
             yield Call(peer, "Repair", lacked)
         ctx.count("repairs", changed + len(lacked.entries) + len(lacked.homes))

@@ -123,7 +123,7 @@ class Stats:
             replica_homes=replica_homes,
             alerts_waiting=waiting,
             held_documents=ctx.store.held_documents,
-            held_batches=len(ctx.store.held),
+            held_batches=len(ctx.store.batches.held),
             messages_refused=ctx.chord.refused + c["messages_refused"],
             state_digest=self.state_digest() if digests else 0,
             batches_in_flight=self.in_flight(),
@@ -174,10 +174,10 @@ class Stats:
         and its neighbours. A call that changes nothing leaves it as it was."""
         ctx = self.ctx
         t = ctx.chord.table
-        whole = ctx.store.digests(ctx.me.id, ctx.me.id)  # lo == hi: the whole circle
+        whole = ctx.store.reconciliation.digests(ctx.me.id, ctx.me.id)  # lo == hi: the whole circle
         subs = list(ctx.subscriptions.values())
-        firsts, nexts, _ = numbers(subs, ctx.store.copied)  # not folding a replica's copies
+        firsts, nexts, _ = numbers(subs, ctx.store.intake.copied)  # not folding a replica's copies
         boxes = sorted(zip((s.id for s in subs), firsts.tolist(), nexts.tolist()))
-        held = sorted(ctx.store.held)
+        held = sorted(ctx.store.batches.held)
         parts = (whole, boxes, held, len(ctx.index), t.predecessor, t.successors)
         return mmh3.hash64(repr(parts).encode(), signed=False)[0]

@@ -112,7 +112,7 @@ class Gossip:
                 keep.append((until, key, e))
             elif not ctx.replicated:
                 ctx.index.remove(key, partial(is_, e))  # that very entry
-            elif ctx.store.delete_entry(key, entry_slot(e), e.version):
+            elif ctx.store.entries.delete_entry(key, entry_slot(e), e.version):
                 tomb = pb.QueryEntry(subscription_id=entry_slot(e), version=e.version)
                 gone.entries.add(key=key, entry=tomb, deleted=ctx.host.clock())
         self.retiring = keep

@@ -304,8 +304,10 @@ class Placement:
             gone = pb.HomeRecord(key=sub.key, subscription_id=sub_id, deleted=ctx.host.clock())
             yield from self._logged(sub.key, pb.LOG_UNSUBSCRIBE, [gone])
         elif ctx.replicated:  # a tombstone, for the replicas too
-            ctx.store.unsubscribe(sub_id, sub.key)
-            yield from self.replication.copy(pb.Records(homes=[ctx.store.gone_record(sub_id)]))
+            ctx.store.homes.unsubscribe(sub_id, sub.key)
+            yield from self.replication.copy(
+                pb.Records(homes=[ctx.store.homes.gone_record(sub_id)])
+            )
         else:
             del ctx.subscriptions[sub_id]  # no alert reaches it from now on
             if ctx.journal is not None:
@@ -488,7 +490,7 @@ class Placement:
         """An owner's changes to its entries, copied to its replicas before they are
         acknowledged (`moved`: of a batch, the subscriptions of entries not mine)."""
         for r in records:
-            self.ctx.store.put_entry(r.key, r.entry, self.ctx.store.ages.made(r))
+            self.ctx.store.entries.put_entry(r.key, r.entry, self.ctx.store.ages.made(r))
         done = yield from self.replication.copy(pb.Records(entries=records))
         return pb.IndexReply(owner=not moved, replicas=done, moved=moved)
 

@@ -70,33 +70,6 @@ class RecordStore:
         self.intake = ReplicaIntake(self.homes, replicas)
         self.batches = HeldBatches(now)
         self.reconciliation = Reconciliation(self.entries, self.homes, self.intake)
-        # what the node and its tests read of the parts, under the store's names
-        self.tombstones = self.entries.tombstones
-        self.gone = self.homes.gone
-        self.copying = self.homes.copying
-        self.copied = self.intake.copied
-        self.held = self.batches.held
-        self.held_since = self.batches.held_since
-        # the parts' calls, under the names the rest of the node knows them by
-        self.put_entry = self.entries.put_entry
-        self.delete_entry = self.entries.delete_entry
-        self.entry_records = self.entries.entry_records
-        self.put_home = self.homes.put_home
-        self.unsubscribe = self.homes.unsubscribe
-        self.gone_record = self.homes.gone_record
-        self.settled = self.homes.settled
-        self.count_copies = self.homes.count_copies
-        self.put_alerts = self.intake.put_alerts
-        self.put_acknowledged = self.intake.put_acknowledged
-        self.hold = self.batches.hold
-        self.release = self.batches.release
-        self.release_stale = self.batches.release_stale
-        self.summaries = self.reconciliation.summaries
-        self.digests = self.reconciliation.digests
-        self.differing = self.reconciliation.differing
-        self.plan = self.reconciliation.plan
-        self.wanted = self.reconciliation.wanted
-        self.repairs = self.reconciliation.repairs
 
     @property
     def journal(self) -> Journal | None:

@@ -49,8 +49,8 @@ def store(columns: bool) -> RecordStore:
         subs[s] = Subscription(s, b"h" * 32, ["a"], 1, "a", key=s)
     out = RecordStore(InvertedIndex(), subs, 3, lambda: 1000.0)
     if not columns:
-        out.copied = None
-    out.gone[GONE] = (0, 1000.0)
+        out.intake.copied = None
+    out.homes.gone[GONE] = (0, 1000.0)
     out.journal = Recorded()
     return out
 
@@ -69,7 +69,7 @@ def state(store: RecordStore) -> dict:
 
 
 def numbers(store: RecordStore) -> list:
-    homes = store.summaries(0, 0)[1]
+    homes = store.reconciliation.summaries(0, 0)[1]
     return [c.tolist() for c in homes.columns()]
 
 
@@ -100,13 +100,18 @@ def test_copies_kept_as_columns_end_where_taking_each_at_once_ends(steps, kept):
             if kind == "copy":
                 alerts = {(sub, seq): (f"D{doc}", f"t{doc}", "") for sub, seq, doc in what}
                 batch = numbered_batch([(sub, seq, doc) for (sub, seq), doc in alerts.items()])
-                got, want = columns.put_alerts(batch, serves), oracle.put_alerts(batch, serves)
+                got, want = (
+                    columns.intake.put_alerts(batch, serves),
+                    oracle.intake.put_alerts(batch, serves),
+                )
                 assert sorted(got) == sorted(want)
             elif kind == "ack":
                 acked = pb.Acknowledged(
                     subscription_ids=[s for s, _ in what], firsts=[f for _, f in what]
                 )
-                assert columns.put_acknowledged(acked) == oracle.put_acknowledged(acked)
+                assert columns.intake.put_acknowledged(acked) == oracle.intake.put_acknowledged(
+                    acked
+                )
             elif kind == "read":  # a mailbox read: everything kept is folded
                 assert (
                     columns.subscriptions[what].mailbox.next
@@ -118,7 +123,7 @@ def test_copies_kept_as_columns_end_where_taking_each_at_once_ends(steps, kept):
         assert state(columns) == state(oracle)
         assert sorted(columns.journal.alerts) == sorted(oracle.journal.alerts)
         assert columns.journal.firsts == oracle.journal.firsts
-        kept = columns.copied  # every mailbox was read: nothing left kept or tracked
+        kept = columns.intake.copied  # every mailbox was read: nothing left kept or tracked
         assert kept.alerts == 0 and not kept.columns and not kept.tracked.any()
     finally:
         limits.COPIES_KEPT, limits.SEEN_KEPT = before
@@ -128,10 +133,13 @@ def test_a_replica_keeps_plain_copies_as_columns_until_a_mailbox_is_read():
     s = store(True)
     runs = [((f"D{i}", "", ""), [12, 13], [i, i]) for i in range(5)]
     for doc, subs, seqs in runs:
-        assert s.put_alerts(numbered_batch([(x, q, doc) for x, q in zip(subs, seqs)]), serves) == []
+        assert (
+            s.intake.put_alerts(numbered_batch([(x, q, doc) for x, q in zip(subs, seqs)]), serves)
+            == []
+        )
     ack = pb.Acknowledged(subscription_ids=[12, 13], firsts=[4, 5])
-    assert s.put_acknowledged(ack) == []
-    kept = s.copied
+    assert s.intake.put_acknowledged(ack) == []
+    kept = s.intake.copied
     assert kept.alerts == 10 and kept.tracked.sum() == 2 and kept.folds == 0
     assert s.subscriptions[12].box.next == 0  # nothing in the mailbox itself yet
     assert numbers(s)[3] == [0, 4, 5, 0, 0]  # firsts: 11, 12, 13, 14, and GONE's tombstone
@@ -141,7 +149,9 @@ def test_a_replica_keeps_plain_copies_as_columns_until_a_mailbox_is_read():
     assert box.seen == {f"D{i}" for i in range(5)} and list(box.acked) == ["D0", "D1", "D2", "D3"]
     assert s.subscriptions[13].box.first == 0  # 13's still kept
     for _ in range(FOLD_AFTER):  # read again and again: a release at last folds everyone's
-        s.put_alerts(numbered_batch([(14, s.subscriptions[14].box.next, ("E", "", ""))]), serves)
+        s.intake.put_alerts(
+            numbered_batch([(14, s.subscriptions[14].box.next, ("E", "", ""))]), serves
+        )
         assert s.subscriptions[14].mailbox
     assert kept.folds == 1 and kept.alerts == 0
     assert s.subscriptions[13].box.first == 5 and not s.subscriptions[13].box.queue
@@ -150,8 +160,8 @@ def test_a_replica_keeps_plain_copies_as_columns_until_a_mailbox_is_read():
 def test_a_served_subscription_and_a_gap_are_never_kept():
     s = store(True)
     doc = ("D", "", "")
-    assert s.put_alerts(numbered_batch([(SERVED, 0, doc), (12, 3, doc)]), serves) == []
-    assert not s.copied.tracked.any()  # served here: merged; 12: early, kept by its mailbox
+    assert s.intake.put_alerts(numbered_batch([(SERVED, 0, doc), (12, 3, doc)]), serves) == []
+    assert not s.intake.copied.tracked.any()  # served here: merged; 12: early, kept by its mailbox
     assert s.subscriptions[12].box.early == {3: doc}
     assert s.subscriptions[SERVED].box.next == 1
 
@@ -190,13 +200,21 @@ def test_a_replica_keeping_a_rings_usual_copies_ends_where_the_oracle_does(steps
                     alerts.append((sub, numbered[sub], (f"D{docs}", "", "")))
                     numbered[sub] += 1
                 batch = numbered_batch(alerts)
-                assert columns.put_alerts(batch, serves) == oracle.put_alerts(batch, serves) == []
+                assert (
+                    columns.intake.put_alerts(batch, serves)
+                    == oracle.intake.put_alerts(batch, serves)
+                    == []
+                )
             elif kind == "ack":
                 for sub, back in what:
                     acked[sub] = max(acked[sub], numbered[sub] - back)
                 subs = [s for s, _ in what]
                 ack = pb.Acknowledged(subscription_ids=subs, firsts=[acked[s] for s in subs])
-                assert columns.put_acknowledged(ack) == oracle.put_acknowledged(ack) == []
+                assert (
+                    columns.intake.put_acknowledged(ack)
+                    == oracle.intake.put_acknowledged(ack)
+                    == []
+                )
             else:
                 assert state(columns)[what] == state(oracle)[what]
             assert numbers(columns) == numbers(oracle)
@@ -209,8 +227,8 @@ def test_a_replica_keeping_a_rings_usual_copies_ends_where_the_oracle_does(steps
 
 def test_a_copy_numbering_a_subscriptions_alerts_out_of_document_order_is_kept_in_order():
     s = store(True)
-    assert s.put_alerts(numbered_batch([(12, 0, ("W", "", ""))]), serves) == []  # tracked
+    assert s.intake.put_alerts(numbered_batch([(12, 0, ("W", "", ""))]), serves) == []  # tracked
     out_of_order = numbered_batch([(12, 2, ("A", "", "")), (12, 1, ("B", "", ""))])
-    assert s.put_alerts(out_of_order, serves) == []
-    assert s.copied.alerts == 3
+    assert s.intake.put_alerts(out_of_order, serves) == []
+    assert s.intake.copied.alerts == 3
     assert [d[0] for d in s.subscriptions[12].mailbox.queue] == ["W", "B", "A"]

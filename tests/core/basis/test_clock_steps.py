@@ -37,11 +37,11 @@ def entry(sub: int = 7) -> pb.QueryEntry:
 
 
 def tombstoned(store: RecordStore) -> bool:
-    return (KEY, 7) in store.tombstones and not store.index.holds(KEY, 7)
+    return (KEY, 7) in store.entries.tombstones and not store.index.holds(KEY, 7)
 
 
 def sent(store: RecordStore) -> pb.Records:
-    return pb.Records(entries=list(store.entry_records(0, 0)))
+    return pb.Records(entries=list(store.entries.entry_records(0, 0)))
 
 
 def test_a_tombstone_sent_to_a_node_whose_clock_is_ahead_is_kept_and_beats_a_stale_copy():
@@ -50,8 +50,8 @@ def test_a_tombstone_sent_to_a_node_whose_clock_is_ahead_is_kept_and_beats_a_sta
     a, b, stale = Clocks(50.0, 1e9), Clocks(7000.0, 1e9 + STEP), Clocks(3.0, 1e9)
     sa, sb, ss = a.store(), b.store(), stale.store()
     for s in (sa, sb, ss):
-        s.put_entry(KEY, entry())
-    assert sa.delete_entry(KEY, 7, 0)
+        s.entries.put_entry(KEY, entry())
+    assert sa.entries.delete_entry(KEY, 7, 0)
     sb.merge(sent(sa))
     assert tombstoned(sb)
     sb.merge(sent(ss))  # the deleted entry, from the copy that missed the deletion
@@ -63,8 +63,8 @@ def test_a_tombstone_is_collected_by_its_age_whatever_the_wall_clock_does():
     monotonic clock, the time it spent at the nodes before counted."""
     a, b = Clocks(50.0, 1e9), Clocks(7000.0, 1e9)
     sa, sb = a.store(), b.store()
-    sa.put_entry(KEY, entry())
-    sa.delete_entry(KEY, 7, 0)
+    sa.entries.put_entry(KEY, entry())
+    sa.entries.delete_entry(KEY, 7, 0)
     a.tick(100.0)  # 100 s at its maker before it is sent
     sb.merge(sent(sa))
     b.wall -= 3600.0
@@ -76,7 +76,7 @@ def test_a_tombstone_is_collected_by_its_age_whatever_the_wall_clock_does():
     assert tombstoned(sb)
     b.tick(2.0)
     sb.expire()
-    assert not sb.tombstones
+    assert not sb.entries.tombstones
 
 
 def test_a_tombstone_from_a_node_that_predates_ages_is_kept_its_whole_life():
@@ -90,7 +90,7 @@ def test_a_tombstone_from_a_node_that_predates_ages_is_kept_its_whole_life():
     assert tombstoned(sb)
     b.tick(2.0)
     sb.expire()
-    assert not sb.tombstones
+    assert not sb.entries.tombstones
 
 
 def test_a_ring_with_one_clock_a_quarter_hour_ahead_keeps_every_tombstone_on_every_copy():
@@ -108,9 +108,9 @@ def test_a_ring_with_one_clock_a_quarter_hour_ahead_keeps_every_tombstone_on_eve
     for sub_id in gone:
         sim.unsubscribe(replies[sub_id])
     sim.settle()
-    tombs = set().union(*(e.store.tombstones for e in sim.engines.values()))
+    tombs = set().union(*(e.store.entries.tombstones for e in sim.engines.values()))
     on_ahead = {t for t in tombs if ahead in owners(sim, t[0])}
-    assert on_ahead and on_ahead <= set(sim.engines[ahead].store.tombstones)
+    assert on_ahead and on_ahead <= set(sim.engines[ahead].store.entries.tombstones)
     assert {s for _, s in tombs} >= set(gone)  # single-alternative queries: slot = id
     subs = {i: analyze(r.query) for i, r in replies.items() if i not in gone}
     for d in wl.docs:
@@ -143,7 +143,7 @@ def test_a_dn_restarted_with_its_clock_set_back_still_announces_its_earlier_batc
     sim.ring.clock.timers.clear()
     sim.ring.step_clock(address, -STEP)  # the clock put right while it was down
     node.dn.incarnation ^= 1 << 40  # and a new life
-    assert [h.key for h in node.store.held.values()] == [node.me.id]
+    assert [h.key for h in node.store.batches.held.values()] == [node.me.id]
     sim.ring.run(sim.ring.nodes[address], node.dn.take_over())
     sim.settle()
     assert node.counters["documents_taken_over"] == len(docs)

@@ -89,7 +89,7 @@ class DnAlone:
 
     def holds(self, batch: int) -> bool:
         """Does the DN still hold the batch: its copy, and it counted in flight?"""
-        held = batch in self.node.ctx.store.held
+        held = batch in self.node.ctx.store.batches.held
         assert held == (self.reports.in_flight() > 0)
         return held
 

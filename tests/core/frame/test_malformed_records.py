@@ -250,7 +250,7 @@ def test_a_malformed_reconcile_reply_is_refused_and_changes_nothing(lie):
     wl, s, sim, _ = replicated_ring("mhi", "td", 3)
     owner = sim.engines[sorted(sim.engines)[0]]
     replica = sim.engines[owner.ctx.replica_set()[0].address]
-    genuine = replica.store.differing
+    genuine = replica.store.reconciliation.differing
 
     def lying(req):
         ones = dict(entries=[1] * len(req.entries), homes=[1] * len(req.homes))
@@ -258,12 +258,12 @@ def test_a_malformed_reconcile_reply_is_refused_and_changes_nothing(lie):
         if lie == "summaries":
             del reply.summaries.home_nexts[-1]
             return reply
-        bad = next(r for r in replica.store.entry_records(req.lo, req.hi) if r.deleted == 0)
+        bad = next(r for r in replica.store.entries.entry_records(req.lo, req.hi) if r.deleted == 0)
         bad.entry.term_ids[0] ^= 1
         reply.records.entries.append(bad)
         return reply
 
-    replica.store.differing = lying
+    replica.store.reconciliation.differing = lying
     before, count = owner.statistics.state_digest(), owner.counters["messages_refused"]
     lo, hi = owner.ctx.region()
     sim.ring.run(sim.ring.nodes[owner.me.address], owner.replication._reconcile(lo, hi))

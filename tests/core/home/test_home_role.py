@@ -199,6 +199,6 @@ def test_a_subscription_not_known_here_is_left_for_the_dn_to_try_again():
     reply = t.deliver([("d5", [11, 99])])
     assert reply == pb.DeliverReply(moved=True)
     assert t.mailbox(11) == ["d5"]
-    t.node.ctx.store.gone[98] = (t.key, 0.0)  # unsubscribed meanwhile (a tombstone)
+    t.node.ctx.store.homes.gone[98] = (t.key, 0.0)  # unsubscribed meanwhile (a tombstone)
     assert t.deliver([("d6", [12, 98])]) == pb.DeliverReply()
     assert t.mailbox(12) == ["d6"]

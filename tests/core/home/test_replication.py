@@ -140,7 +140,7 @@ def test_r_minus_1_consecutive_nodes_failing_lose_no_alert_nor_repeat_one(resolu
     waiting = [s for s in sim.engines[vias[1]].subscriptions.values() if s.mailbox.queue]
     assert owned and waiting  # the failures take both entries and alerts with them
     survivors = [e for a, e in sim.engines.items() if a not in failed]
-    assert any(e.store.copied.alerts for e in survivors)  # kept as columns, then taken over
+    assert any(e.store.intake.copied.alerts for e in survivors)  # kept as columns, then taken over
     sim.fail(failed)
     assert sim.ring.problems() == []
     for d in wl.docs[half:]:
@@ -403,10 +403,10 @@ def test_acknowledgements_of_many_subscriptions_reach_each_replica_in_one_messag
     before = sim.ring.ledger.snapshot()["Replicate"].messages
     e.home.acknowledge(acks)
     assert all(s.mailbox.told is not None for s, _ in acks)  # on their way to the replicas
-    assert set(e.store.settled()) >= {s.id for s, _ in acks}
+    assert set(e.store.homes.settled()) >= {s.id for s, _ in acks}
     sim.settle()
     assert all(s.mailbox.told is None for s, _ in acks)  # through
-    assert not e.store.copying
+    assert not e.store.homes.copying
     assert sim.ring.ledger.snapshot()["Replicate"].messages - before == R - 1
     for sub_id in subs:
         boxes = [
@@ -452,24 +452,26 @@ def test_a_copy_of_a_mailbox_takes_numbered_alerts_or_says_what_it_lacks():
 
     start = box().next
     doc = ("X1", "", "")
-    assert store.put_alerts(numbered_batch([(sub_id, start, doc)]), lambda key: False) == []
+    assert store.intake.put_alerts(numbered_batch([(sub_id, start, doc)]), lambda key: False) == []
     assert box().next == start + 1 and box().alerts(start, start + 1) == [doc]
     # a copy that passed the one before it: kept, and joined on when that one comes
     later = numbered_batch([(sub_id, start + 2, ("X3", "", ""))])
-    assert store.put_alerts(later, lambda key: False) == []
+    assert store.intake.put_alerts(later, lambda key: False) == []
     assert box().next == start + 1
     between = numbered_batch([(sub_id, start + 1, ("X2", "", ""))])
-    assert store.put_alerts(between, lambda key: False) == []
+    assert store.intake.put_alerts(between, lambda key: False) == []
     assert box().alerts(start, start + 3) == [doc, ("X2", "", ""), ("X3", "", "")]
     assert not box().early
     # a gap more alerts wait for than a copy keeps: it says what it lacks
     first_missing = box().next
     far = [(sub_id, first_missing + 1 + i, (f"F{i}", "", "")) for i in range(EARLY_ALERTS + 1)]
-    assert store.put_alerts(numbered_batch(far), lambda key: False) == [(sub_id, first_missing)]
+    assert store.intake.put_alerts(numbered_batch(far), lambda key: False) == [
+        (sub_id, first_missing)
+    ]
     assert box().next == first_missing and not box().early
     # a subscription whose record has not come yet: the whole record is asked for
     unknown = numbered_batch([(12345, 0, doc)])
-    assert store.put_alerts(unknown, lambda key: False) == [(12345, 0)]
+    assert store.intake.put_alerts(unknown, lambda key: False) == [(12345, 0)]
 
 
 def test_an_acknowledgement_overtaking_alerts_on_their_way_is_no_gap():
@@ -489,12 +491,15 @@ def test_an_acknowledgement_overtaking_alerts_on_their_way_is_no_gap():
         box.offer(doc)
     box.pop(1)  # and the subscriber acknowledged the first
     ack = home_record(home.subscriptions[sub_id], start=box.next)
-    assert replica.store.put_home(ack) is True  # no gap: nothing asked for
+    assert replica.store.homes.put_home(ack) is True  # no gap: nothing asked for
     copy = replica.subscriptions[sub_id].mailbox
     assert copy.first == box.first
-    assert replica.store.put_alerts(numbered_batch([(sub_id, 0, new[0])]), lambda k: False) == []
+    assert (
+        replica.store.intake.put_alerts(numbered_batch([(sub_id, 0, new[0])]), lambda k: False)
+        == []
+    )
     late = numbered_batch([(sub_id, i, doc) for i, doc in enumerate(new)][1:])
-    assert replica.store.put_alerts(late, lambda k: False) == []
+    assert replica.store.intake.put_alerts(late, lambda k: False) == []
     copy = replica.subscriptions[sub_id].mailbox  # read again: what was kept is folded in
     assert list(copy.queue) == new[1:] and copy.next == box.next
 
@@ -557,7 +562,7 @@ def test_a_dn_back_from_a_restart_finishes_its_own_batches_handed_back_to_it():
     node.dn.own.clear()
     sim.ring.clock.timers.clear()
     node.dn.incarnation ^= 1 << 40  # a new life: the batch's copy names the one before
-    assert [h.key for h in node.store.held.values()] == [node.me.id]  # its copy, back
+    assert [h.key for h in node.store.batches.held.values()] == [node.me.id]  # its copy, back
     sim.ring.run(sim.ring.nodes[address], node.dn.take_over())
     sim.settle()
     assert node.counters["documents_taken_over"] == len(wl.docs)
@@ -583,7 +588,7 @@ def test_a_stale_copy_of_a_dns_own_batch_coming_back_to_it_is_released_not_annou
     dn.store.merge(pb.Records(batches=[stale]))
     sim.ring.run(sim.ring.nodes[dn.me.address], dn.dn.take_over())
     sim.settle()
-    assert not dn.store.held and dn.counters["stale_copies_released"] == 1
+    assert not dn.store.batches.held and dn.counters["stale_copies_released"] == 1
     assert dn.counters["documents_taken_over"] == 0
     assert_exact(before + sim.alerts(), wl.oracle(subs))
 
@@ -617,7 +622,7 @@ def test_a_node_joining_before_a_dns_replicas_is_handed_a_copy_and_released_with
     sim.fail([])  # maintenance until the ring is correct
     assert sim.engines["node-new"].me in dn.ctx.replica_set()
     sim.settle()
-    assert {a: e.store.held_documents for a, e in sim.engines.items() if e.store.held} == {}
+    assert {a: e.store.held_documents for a, e in sim.engines.items() if e.store.batches.held} == {}
     assert_exact(sim.alerts(), wl.oracle(subs))
 
 
@@ -661,12 +666,12 @@ def test_a_copy_whose_release_missed_its_replica_goes_at_reconciliation():
     sim.publish_batch(docs[:4], via=dn.me.address)
     missed = pb.HeldBatch(key=dn.me.id, batch=12345, dn=dn.me.address)
     missed.documents.add(key=1, docno="D1", ids=[1, 2])
-    replica.store.hold(missed)  # the release of this copy never reached the replica
+    replica.store.batches.hold(missed)  # the release of this copy never reached the replica
     fresh = pb.HeldBatch(key=dn.me.id, batch=67890, dn=dn.me.address)
-    replica.store.hold(fresh)  # a copy the DN has not counted yet, for all we know
-    replica.store.held_since[12345] -= 3600
+    replica.store.batches.hold(fresh)  # a copy the DN has not counted yet, for all we know
+    replica.store.batches.held_since[12345] -= 3600
     sim.reconcile_round()
-    assert list(replica.store.held) == [67890]
+    assert list(replica.store.batches.held) == [67890]
     assert replica.counters["stale_copies_released"] == 1
 
 
@@ -682,7 +687,7 @@ def test_a_stale_replica_is_repaired_by_reconciliation_and_then_agrees():
     lost = [(k, x.subscription_id) for k in e.index.keys() for x in e.index.get(k)][::2]
     for key, sub in lost:  # a replica (or owner) that lost entries and a subscription
         e.index.remove(key, lambda x, sub=sub: x.subscription_id == sub)
-    e.store.tombstones.clear()
+    e.store.entries.tombstones.clear()
     homes = home_holders(sim)
     dropped = next(sid for sid, held in homes.items() if victim in held)
     del e.subscriptions[dropped]
@@ -716,7 +721,7 @@ def stores(n: int) -> list[RecordStore]:
 
 
 def held(store: RecordStore) -> dict[tuple[int, int], tuple[int, bool]]:
-    out = {(k, s): (v, True) for (k, s), (v, _) in store.tombstones.items()}
+    out = {(k, s): (v, True) for (k, s), (v, _) in store.entries.tombstones.items()}
     for key in store.index.keys():
         for e in store.index.get(key):
             out[(key, e.subscription_id)] = (e.version, False)
@@ -732,14 +737,14 @@ def test_any_interleaving_of_puts_tombstones_and_partitions_converges(ops):
         rank = (version, op == "delete")
         for i in sorted(where):
             entry = pb.QueryEntry(subscription_id=sub, version=version, index_id=key, home="h")
-            copies[i].put_entry(key, entry, 1.0 if op == "delete" else None)
+            copies[i].entries.put_entry(key, entry, 1.0 if op == "delete" else None)
         want[(key, sub)] = max(want.get((key, sub), rank), rank)
     for _ in range(2):  # the owner with each replica in turn, twice
         for replica in copies[1:]:
             reconcile(copies[0], replica)
     for c in copies:
         assert held(c) == want
-        assert c.digests(0, 0) == copies[0].digests(0, 0)
+        assert c.reconciliation.digests(0, 0) == copies[0].reconciliation.digests(0, 0)
 
 
 @hsettings(max_examples=60, deadline=None)
@@ -750,8 +755,8 @@ def test_merging_is_order_free(ops, order):
     for op, where, key, sub, version in ops:
         for i in where:
             entry = pb.QueryEntry(subscription_id=sub, version=version, index_id=key, home="h")
-            copies[i].put_entry(key, entry, 1.0 if op == "delete" else None)
-    records = [pb.Records(entries=list(c.entry_records(0, 0))) for c in copies]
+            copies[i].entries.put_entry(key, entry, 1.0 if op == "delete" else None)
+    records = [pb.Records(entries=list(c.entries.entry_records(0, 0))) for c in copies]
     a, b = stores(2)
     for r in records:
         a.merge(r)
@@ -765,14 +770,16 @@ def test_tombstones_are_collected_after_their_time_and_an_old_one_deletes_but_is
     now = [100.0]
     store = RecordStore(InvertedIndex(), {}, R, now=lambda: now[0])
     entry = pb.QueryEntry(subscription_id=7, version=0, index_id=1 << 60, home="h")
-    store.put_entry(1 << 60, entry)
-    assert store.delete_entry(1 << 60, 7, 0)
+    store.entries.put_entry(1 << 60, entry)
+    assert store.entries.delete_entry(1 << 60, 7, 0)
     assert held(store) == {(1 << 60, 7): (0, True)}
     now[0] += TOMBSTONE_TTL + 1
     store.expire()
     assert held(store) == {}
-    store.put_entry(1 << 61, pb.QueryEntry(subscription_id=8, index_id=1 << 61, home="h"))
-    assert store.put_entry(1 << 61, pb.QueryEntry(subscription_id=8), now[0] - TOMBSTONE_TTL)
+    store.entries.put_entry(1 << 61, pb.QueryEntry(subscription_id=8, index_id=1 << 61, home="h"))
+    assert store.entries.put_entry(
+        1 << 61, pb.QueryEntry(subscription_id=8), now[0] - TOMBSTONE_TTL
+    )
     assert held(store) == {}  # the entry went; a tombstone that old is not kept
 
 
@@ -781,9 +788,9 @@ def test_copies_of_batches_no_owner_counts_on_me_for_are_collected_with_the_rest
     for name, key in ((1, 50), (2, 500)):
         batch = pb.HeldBatch(key=key, batch=name, dn="dn")
         batch.documents.add(key=name, docno=f"D{name}")
-        store.hold(batch)
+        store.batches.hold(batch)
     assert store.drop_outside([(0, 100)]) == 1
-    assert list(store.held) == [1] and store.held_documents == 1
+    assert list(store.batches.held) == [1] and store.held_documents == 1
 
 
 def test_a_copy_handed_over_keeps_its_age_so_a_stale_one_still_goes():
@@ -794,12 +801,12 @@ def test_a_copy_handed_over_keeps_its_age_so_a_stale_one_still_goes():
     old, new = (RecordStore(InvertedIndex(), {}, R, now=lambda: now[0]) for _ in range(2))
     batch = pb.HeldBatch(key=50, batch=1, dn="dn")
     batch.documents.add(key=1, docno="D1")
-    old.hold(batch)
+    old.batches.hold(batch)
     now[0] += 8.0
     new.put_items(old.take_range(0, 100))
-    assert new.held_since[1] == 100.0
+    assert new.batches.held_since[1] == 100.0
     now[0] += 4.0  # 12 s since it was made, 4 s at its new holder
-    assert new.release_stale(0, 100, live=set(), before=now[0] - 10.0) == 1
+    assert new.batches.release_stale(0, 100, live=set(), before=now[0] - 10.0) == 1
 
 
 def home_and_successor():

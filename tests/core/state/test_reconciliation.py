@@ -35,13 +35,13 @@ def subscribed(owner: RecordStore, replica: RecordStore) -> None:
         owner.subscriptions[sid] = Subscription(
             sid, token_hash(f"t{sid}"), ["a", "b"], 7, "a", key=KEY + sid
         )
-        replica.put_home(home_record(owner.subscriptions[sid]))
+        replica.homes.put_home(home_record(owner.subscriptions[sid]))
 
 
 def state(s: RecordStore, sid: int) -> tuple | str | None:
     sub = s.subscriptions.get(sid)
     if sub is None:
-        return "gone" if sid in s.gone else None
+        return "gone" if sid in s.homes.gone else None
     return sub.mailbox.first, sub.mailbox.next, list(sub.mailbox.queue)
 
 
@@ -69,15 +69,19 @@ def run(owner: RecordStore, replica: RecordStore, steps: list[Op]) -> None:
             doc = (f"D{n}", f"title {n}", "")
             box.offer(doc)
             if copied:
-                replica.put_alerts(numbered_batch([(sid, box.next - 1, doc)]), lambda key: False)
+                replica.intake.put_alerts(
+                    numbered_batch([(sid, box.next - 1, doc)]), lambda key: False
+                )
         elif what == "ack":
             box.pop(min(k, len(box.queue)))
             if copied:
-                replica.put_home(home_record(sub, start=box.next))
+                replica.homes.put_home(home_record(sub, start=box.next))
         elif what == "unsubscribe":
-            owner.unsubscribe(sid, sub.key)
+            owner.homes.unsubscribe(sid, sub.key)
             if copied:
-                replica.put_home(pb.HomeRecord(key=sub.key, subscription_id=sid, deleted=100.0))
+                replica.homes.put_home(
+                    pb.HomeRecord(key=sub.key, subscription_id=sid, deleted=100.0)
+                )
         elif what == "lose record":  # the replica never had it (a copy of it lost)
             replica.subscriptions.pop(sid, None)
 
@@ -101,7 +105,7 @@ def test_copies_of_mailboxes_end_equal_and_a_replica_gets_only_what_it_lacks(ste
         if mine is not None:  # every document acknowledged lately is known seen there
             assert set(mine.mailbox.acked) <= theirs.mailbox.seen
             assert not theirs.mailbox.unheld
-    assert owner.digests(0, 0) == replica.digests(0, 0)
+    assert owner.reconciliation.digests(0, 0) == replica.reconciliation.digests(0, 0)
     for r in repair.homes:
         if r.deleted:
             continue
@@ -146,16 +150,16 @@ def test_what_is_on_its_way_to_a_replica_is_repaired_only_if_it_never_gets_there
     docs = [(f"D{i}", "", "") for i in range(4)]
     for doc in docs[:3]:
         box.offer(doc)
-        replica.put_alerts(numbered_batch([(sid, box.next - 1, doc)]), lambda key: False)
+        replica.intake.put_alerts(numbered_batch([(sid, box.next - 1, doc)]), lambda key: False)
     box.told = box.first  # its subscriber acknowledged two (Home.acknowledge)
     box.pop(2)
     box.offer(docs[3])  # and a fourth is numbered: both copies on their way
     box.pending.add(3)
-    owner.count_copies([sid], 2)
+    owner.homes.count_copies([sid], 2)
     assert reconcile(owner, replica) == pb.Records()
     box.told = None  # both copies through, and both lost on the way to this replica
     box.pending.discard(3)
-    owner.count_copies([sid], -2)
+    owner.homes.count_copies([sid], -2)
     repair = reconcile(owner, replica)
     assert [
         (r.subscription_id, bool(r.token_hash), r.first, list(r.docnos)) for r in repair.homes
@@ -190,11 +194,11 @@ def test_an_acknowledgement_overtaking_alerts_leaves_them_known_seen_when_they_c
     for doc in docs:
         sub.mailbox.offer(doc)
     sub.mailbox.pop(2)
-    replica.put_home(home_record(sub, start=sub.mailbox.next))  # the ack, before the alerts
+    replica.homes.put_home(home_record(sub, start=sub.mailbox.next))  # the ack, before the alerts
     copy = replica.subscriptions[sid].mailbox
     assert copy.unheld == {0, 1} and "N0" not in copy.seen
     late = numbered_batch([(sid, i, doc) for i, doc in enumerate(docs)][:1])
-    assert replica.put_alerts(late, lambda key: False) == []
+    assert replica.intake.put_alerts(late, lambda key: False) == []
     assert copy.unheld == {1} and "N0" in copy.seen
     repair = reconcile(owner, replica)
     assert [bool(r.token_hash) for r in repair.homes] == [True]  # with its memory of N1
@@ -224,22 +228,22 @@ def test_summaries_kept_between_rounds_are_those_made_afresh(steps):
         key = quarter * QUARTER + sid
         sub = s.subscriptions.get(sid)
         if what == "subscribe" and sub is None:
-            s.put_home(home_record(Subscription(sid, b"h" * 32, ["a"], key, "a", key=key)))
+            s.homes.put_home(home_record(Subscription(sid, b"h" * 32, ["a"], key, "a", key=key)))
         elif what == "unsubscribe" and sub is not None:
-            s.unsubscribe(sid, sub.key)
+            s.homes.unsubscribe(sid, sub.key)
         elif what == "alert" and sub is not None:
             sub.mailbox.offer((f"D{n}", "", ""))
         elif what == "ack" and sub is not None:
             sub.mailbox.pop(min(1, len(sub.mailbox.queue)))
         elif what == "index":
-            s.put_entry(key, pb.QueryEntry(subscription_id=sid, version=n, index_id=key))
+            s.entries.put_entry(key, pb.QueryEntry(subscription_id=sid, version=n, index_id=key))
         elif what == "unindex":
-            s.delete_entry(key, sid, n)
+            s.entries.delete_entry(key, sid, n)
         elif what == "drop":
             s.drop_outside([(quarter * QUARTER, (quarter + 2) * QUARTER % (1 << 64))])
-        kept = [s.digests(lo, hi) for lo, hi in ranges]
+        kept = [s.reconciliation.digests(lo, hi) for lo, hi in ranges]
         s.reconciliation._kept.clear()  # what the store keeps between rounds, forgotten
-        assert kept == [s.digests(lo, hi) for lo, hi in ranges]
+        assert kept == [s.reconciliation.digests(lo, hi) for lo, hi in ranges]
 
 
 def test_subscriptions_change_one_at_a_time_so_none_goes_unnoticed():

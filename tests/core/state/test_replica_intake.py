@@ -1,4 +1,4 @@
-"""A replica taking a home's copy of numbered alerts (RecordStore.put_alerts) in one pass
+"""A replica taking a home's copy of numbered alerts (ReplicaIntake.put_alerts) in one pass
 over the copy's columns ends exactly where merging each subscription's alerts in order of
 number (Mailbox.put, the oracle) ends: the same mailboxes, the same journal, the same
 subscriptions said to be behind, whatever the copies' order, gaps and repeats."""
@@ -48,7 +48,7 @@ def store() -> RecordStore:
     for s in SUBS:
         subs[s] = Subscription(s, b"h" * 32, ["a"], 1, "a", key=s % 2)
     out = RecordStore(InvertedIndex(), subs, 3, lambda: 1000.0)
-    out.gone[GONE] = (0, 1000.0)
+    out.homes.gone[GONE] = (0, 1000.0)
     out.journal = Recorded()
     return out
 
@@ -59,7 +59,7 @@ def merged_by_oracle(store: RecordStore, batch, serves) -> list[tuple[int, int]]
     for sub_id, alerts in numbered_alerts(batch).items():
         sub = store.subscriptions.get(sub_id)
         if sub is None:
-            if sub_id not in store.gone:
+            if sub_id not in store.homes.gone:
                 behind.append((sub_id, 0))
             continue
         before = sub.mailbox.next
@@ -105,7 +105,7 @@ def test_taking_a_copy_in_one_pass_ends_where_merging_by_number_does(steps, serv
             continue
         kept = {(sub, seq): (f"D{doc}", f"t{doc}", "") for sub, seq, doc in what}
         batch = numbered_batch([(sub, seq, doc) for (sub, seq), doc in kept.items()])
-        got = fast.put_alerts(batch, serves)
+        got = fast.intake.put_alerts(batch, serves)
         want = merged_by_oracle(slow, batch, serves)
         assert sorted(got) == sorted(want)
         assert state(fast) == state(slow)
@@ -115,10 +115,10 @@ def test_taking_a_copy_in_one_pass_ends_where_merging_by_number_does(steps, serv
 def test_a_copy_with_more_early_alerts_than_kept_says_what_it_lacks():
     s = store()
     far = [(11, 2 + i, (f"F{i}", "", "")) for i in range(EARLY_ALERTS + 1)]
-    assert s.put_alerts(numbered_batch(far), lambda key: False) == [(11, 0)]
+    assert s.intake.put_alerts(numbered_batch(far), lambda key: False) == [(11, 0)]
     box = s.subscriptions[11].mailbox
     assert box.next == 0 and not box.early and not s.journal.alerts
     joined = numbered_batch([(11, 0, ("A", "", "")), (12, 0, ("A", "", ""))])
-    assert s.put_alerts(joined, lambda key: False) == []
+    assert s.intake.put_alerts(joined, lambda key: False) == []
     assert sorted(s.journal.alerts) == [(11, 0, ("A", "", "")), (12, 0, ("A", "", ""))]
     assert copy.copy(s.subscriptions[11].mailbox.seen) == {"A"}
