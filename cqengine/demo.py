@@ -34,7 +34,8 @@ from cqengine.evaluation.setup.matcher import (
     matches,
 )
 from cqengine.live.client import Client
-from cqengine.live.ring import observe, ring_down, ring_up
+from cqengine.live.ring.commands import ring_down, ring_up
+from cqengine.live.ring.convergence import observe
 from cqengine.text.trec import TrecDoc, iter_trec
 from cqengine.text.workload import boolean_workload, generate_queries
 

@@ -53,14 +53,9 @@ from cqengine.core.terms.settings import Settings
 from cqengine.evaluation.setup.matcher import document_frequencies, document_terms, matches
 from cqengine.live.client import Client, ClientError
 from cqengine.live.ports import free_ports
-from cqengine.live.ring import (
-    _wait_serving,
-    observe,
-    ring_up,
-    spawn,
-    stop_processes,
-    under_replicated,
-)
+from cqengine.live.ring.commands import ring_up
+from cqengine.live.ring.convergence import observe, under_replicated
+from cqengine.live.ring.processes import spawn, stop_processes, wait_serving
 from cqengine.live.ringfile import NodeEntry
 from cqengine.text.corpus import generate_corpus
 from cqengine.text.trec import TrecDoc
@@ -106,7 +101,7 @@ class Live:
             tls=Path(self.ring.tls) if self.ring.tls else None,
         )
         self.every.append(entry)
-        _wait_serving(entry, 30, self.credentials)
+        wait_serving(entry, 30, self.credentials)
         with self.lock:
             self.nodes[entry.address] = entry
         return entry

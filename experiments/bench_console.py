@@ -43,7 +43,7 @@ from cqengine.demo import sample_corpus
 from cqengine.evaluation.setup.matcher import document_terms, matches
 from cqengine.live.client import Client
 from cqengine.live.ports import free_ports
-from cqengine.live.ring import ring_down, ring_up
+from cqengine.live.ring.commands import ring_down, ring_up
 from cqengine.text.analysis import analyze
 
 RESULTS = Path(__file__).resolve().parent / "results"

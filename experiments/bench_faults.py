@@ -65,14 +65,9 @@ from cqengine.core.terms.settings import REPLICAS
 from cqengine.evaluation.setup.matcher import document_terms, matches
 from cqengine.live.client import Client, ClientError
 from cqengine.live.datadir import FILE
-from cqengine.live.ring import (
-    _wait_serving,
-    pid_alive,
-    ring_up,
-    spawn,
-    stop_processes,
-    wait_converged,
-)
+from cqengine.live.ring.commands import ring_up
+from cqengine.live.ring.convergence import wait_converged
+from cqengine.live.ring.processes import pid_alive, spawn, stop_processes, wait_serving
 from cqengine.live.ringfile import RingFile
 from cqengine.text.corpus import generate_corpus
 
@@ -267,7 +262,7 @@ def _damaged(args, docs, queries, root: Path, nodes: list) -> dict:
         victim.port, others[0], ring.r, Timing(), logs, node_args=rejoin, data=path.parent, tls=tls
     )
     nodes.append(back)
-    _wait_serving(back, 30, credentials)
+    wait_serving(back, 30, credentials)
     wait_converged(addresses, ring.r, timeout=60, credentials=credentials)
     say("  rejoined empty")
     publish(addresses, docs[2 * quarter :], credentials, accepted)
@@ -455,7 +450,7 @@ def restart(ring, entry, nodes: list, root: Path, env: dict[str, str] | None = N
     )
     nodes.append(back)
     credentials = ring.credentials()
-    _wait_serving(back, 30, credentials)
+    wait_serving(back, 30, credentials)
     wait_converged(ring.addresses(), ring.r, timeout=60, credentials=credentials)
 
 

@@ -56,7 +56,9 @@ from cqengine.demo import collect_alerts
 from cqengine.evaluation.setup.matcher import document_terms, matches
 from cqengine.live.certs import issue
 from cqengine.live.client import Client
-from cqengine.live.ring import observe, pid_alive, ring_up, stop_processes
+from cqengine.live.ring.commands import ring_up
+from cqengine.live.ring.convergence import observe
+from cqengine.live.ring.processes import pid_alive, stop_processes
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.analysis import term_id
 

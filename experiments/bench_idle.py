@@ -29,7 +29,8 @@ from subscribers import subscribe_all
 from chord.live.meter import TICKS
 from cqengine.live.client import Client
 from cqengine.live.costs import cost_by_stage
-from cqengine.live.ring import ring_up, stop_processes
+from cqengine.live.ring.commands import ring_up
+from cqengine.live.ring.processes import stop_processes
 from cqengine.text.corpus import generate_corpus
 
 

@@ -75,7 +75,7 @@ from cqengine.evaluation.setup.matcher import (
     match_queries,
 )
 from cqengine.live.costs import cost_by_stage
-from cqengine.live.ring import ring_down, ring_up
+from cqengine.live.ring.commands import ring_down, ring_up
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.analysis import analyze
 from cqengine.text.corpus import generate_corpus

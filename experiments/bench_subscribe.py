@@ -38,7 +38,7 @@ from live_ring import Ring, cpu_seconds, say
 from cqengine.core.basis.limits import MAX_BATCH_QUERIES
 from cqengine.core.terms.settings import Settings
 from cqengine.evaluation.setup.matcher import document_frequencies
-from cqengine.live.ring import ring_down, ring_up
+from cqengine.live.ring.commands import ring_down, ring_up
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.corpus import generate_corpus
 

@@ -60,7 +60,7 @@ def agent_serving(address: str, tls: str) -> bool:
 def agent_view(addresses: list[str], tls: str) -> dict:
     """The ring as these nodes, and every node they point at, see it: whether it is one
     correct ring, who answers, who is down, and the rings their successors make."""
-    from cqengine.live.ring import observe
+    from cqengine.live.ring.convergence import observe
 
     view = observe(addresses, R, timeout=0.5, credentials=_credentials(tls, ADMIN))
     succ = {a: s.successors[0].address for a, s in view.states.items() if s.successors}
@@ -82,7 +82,7 @@ def agent_view(addresses: list[str], tls: str) -> dict:
 
 
 def agent_under_replicated(addresses: list[str], tls: str) -> list[str]:
-    from cqengine.live.ring import observe, under_replicated
+    from cqengine.live.ring.convergence import observe, under_replicated
 
     view = observe(addresses, R, timeout=0.5, credentials=_credentials(tls, ADMIN))
     return under_replicated(view)

@@ -36,7 +36,7 @@ from live_ring import Ring, say
 
 from cqengine.evaluation.setup.matcher import document_frequencies
 from cqengine.live.costs import cost_by_stage
-from cqengine.live.ring import ring_down, ring_up
+from cqengine.live.ring.commands import ring_down, ring_up
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.corpus import generate_corpus
 from cqengine.text.trec import TrecDoc

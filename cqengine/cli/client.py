@@ -17,7 +17,7 @@ from chord.protocol.ids import hash_id
 from cqengine.cli.options import CliError, count, defaults_of, node_option, positive
 from cqengine.live.client import Client, ClientError, find_credentials
 from cqengine.live.costs import cost_by_stage
-from cqengine.live.ring import any_node
+from cqengine.live.ring.commands import any_node
 from cqengine.live.ringfile import RingFile
 
 PUBLISH_CALL = 256  # documents `publish` sends per PublishBatch call

@@ -33,7 +33,7 @@ from cqengine.cli.options import (
 )
 from cqengine.core.announcement.filters import lease_problem
 from cqengine.live.datadir import RESERVE
-from cqengine.live.ring import DATA, ring_down, ring_metrics, ring_status, ring_up
+from cqengine.live.ring.commands import DATA, ring_down, ring_metrics, ring_status, ring_up
 
 
 def add_parsers(sub) -> None:

@@ -32,6 +32,7 @@ from chord.protocol.versions import Versions
 from cqengine.core.alerts.mailboxes import Subscription
 from cqengine.core.announcement.filters import lease_problem
 from cqengine.core.basis.errors import EngineError
+from cqengine.core.home.streams import Streams
 from cqengine.core.node import EngineNode
 from cqengine.core.placement.placement import analyze_all, check_batch
 from cqengine.core.terms.settings import Settings, SettingsError
@@ -46,7 +47,6 @@ from cqengine.live.datadir import (
 )
 from cqengine.live.publishing import Batcher, Publishing
 from cqengine.live.storage import Storage
-from cqengine.live.streams import Stream
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.proto import cqengine_pb2_grpc as pb_grpc
 
@@ -78,27 +78,9 @@ class ClientAPI(pb_grpc.CQEngineServicer):
     def __init__(self, live: LiveNode, engine: EngineNode, publishing: Publishing) -> None:
         self.live, self.engine = live, engine
         self.batcher = Batcher(engine, publishing, live.run_op, live.meter)
-        self.streams: dict[int, Stream] = {}  # subscription -> its one live stream
-        self.by_id: dict[bytes, Stream] = {}  # streams acknowledged by watermark, by id
-        engine.home.alert_listeners.append(self._wake)
-        engine.replication.region_listeners.append(self._moved)
-
-    def _moved(self) -> None:
-        """My region changed: streams of subscriptions I no longer serve end, so that their
-        clients find the node that serves them now."""
-        engine = self.engine
-        for sub_id, stream in list(self.streams.items()):
-            sub = engine.subscriptions.get(sub_id)
-            if sub is None or (sub.key and not engine.serves(sub.key)):
-                stream.moved = True
-                stream.event.set()
-
-    def _wake(self, sub_ids: list[int]) -> None:
-        streams = self.streams
-        for sub_id in sub_ids:
-            stream = streams.get(sub_id)
-            if stream is not None:
-                stream.wake(sub_id)
+        self.streams = Streams(engine.ctx, engine.placement.served)
+        engine.home.alert_listeners.append(self.streams.alerted)
+        engine.replication.region_listeners.append(self.streams.region_changed)
 
     async def _run(self, context, op):
         try:
@@ -142,9 +124,7 @@ class ClientAPI(pb_grpc.CQEngineServicer):
         reply = await self._run(
             context, self.engine.placement.unsubscribe(request.subscription_id, request.token)
         )
-        stream = self.streams.pop(request.subscription_id, None)
-        if stream is not None:
-            stream.drop(request.subscription_id)  # a stream left with none ends
+        self.streams.unsubscribed(request.subscription_id)
         return reply
 
     async def Publish(self, request, context):
@@ -224,31 +204,12 @@ class ClientAPI(pb_grpc.CQEngineServicer):
         return pb.AckReply(unknown=unknown)
 
     async def _watermark(self, stream_id: bytes, through: int, context) -> None:
-        """A stream's client handed out its first `through` messages: their alerts go (the
-        stream's tokens were checked as it opened: no hash per subscription)."""
-        stream = self.by_id.get(stream_id)
-        if stream is None:
-            await context.abort(
-                grpc.StatusCode.NOT_FOUND,
-                f"no open stream of that id at {self.engine.me.address}: acknowledge with tokens",
-            )
+        """A stream's client handed out its first `through` messages: their alerts go
+        (cqengine.core.home.streams: what those messages carried)."""
         try:
-            nexts = stream.acknowledged(through)
-        except ValueError as e:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        subscriptions, served = self.engine.subscriptions, self.engine.placement.served
-        acks, keys = [], set()  # home keys found served (a node serves a few)
-        for sub_id, next_seq in nexts.items():
-            sub = subscriptions.get(sub_id)
-            if sub is None:
-                continue  # ended meanwhile: nothing of it to acknowledge
-            if sub.key not in keys:
-                try:
-                    served(sub)
-                except EngineError as e:  # moved, in minority: the client follows
-                    await abort_with(context, e)
-                keys.add(sub.key)
-            acks.append((sub, next_seq))
+            acks = self.streams.watermark(stream_id, through)
+        except EngineError as e:  # no such stream, past what it sent, moved: as it says
+            await abort_with(context, e)
         await self._acknowledge(acks, context)
 
     async def StreamAlerts(self, request, context):
@@ -259,14 +220,10 @@ class ClientAPI(pb_grpc.CQEngineServicer):
             )
             keys.insert(0, first)
         subs, _ = await self._acknowledged(keys, context, request.home_id, stream=True)
-        stream = Stream(subs, {k.subscription_id: k.next for k in keys}, request.watermark)
-        if stream.id:
-            self.by_id[stream.id] = stream
-        for sub in subs:
-            old = self.streams.get(sub.id)
-            if old is not None:
-                old.drop(sub.id)  # a newer stream takes the subscription over
-            self.streams[sub.id] = stream
+        woken = asyncio.Event()  # set whenever the stream has something to look at
+        nexts = {k.subscription_id: k.next for k in keys}
+        # a newer stream takes its subscriptions over
+        stream = self.streams.open(subs, nexts, request.watermark, woken.set)
         try:
             while stream.subs:
                 while message := charged(self.live.meter, "stream", stream.next_message):
@@ -275,8 +232,8 @@ class ClientAPI(pb_grpc.CQEngineServicer):
                     yield message
                 if not stream.subs:
                     return
-                await stream.event.wait()
-                stream.event.clear()
+                await woken.wait()
+                woken.clear()
                 if stream.moved:
                     await context.abort(
                         grpc.StatusCode.UNAVAILABLE,
@@ -284,10 +241,7 @@ class ClientAPI(pb_grpc.CQEngineServicer):
                         "look up its home key",
                     )
         finally:
-            self.by_id.pop(stream.id, None)
-            for sub_id in stream.subs:
-                if self.streams.get(sub_id) is stream:
-                    del self.streams[sub_id]
+            self.streams.close(stream)
 
     async def Stats(self, request, context):
         return node_stats(self.live, digests=not request.no_digests)

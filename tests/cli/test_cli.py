@@ -28,7 +28,7 @@ from cqengine.core.terms.presence import DEFAULT_HEADER_TERMS
 from cqengine.core.terms.settings import LOG_MEMBERS, REPLICAS, Settings
 from cqengine.live.ports import free_ports
 from cqengine.live.publishing import Publishing
-from cqengine.live.ring import pid_alive
+from cqengine.live.ring.processes import pid_alive
 
 
 @pytest.fixture

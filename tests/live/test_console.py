@@ -20,7 +20,7 @@ from support.repo import load_script
 
 from cqengine.live.console import COOKIE
 from cqengine.live.ports import free_ports
-from cqengine.live.ring import ring_down, ring_up
+from cqengine.live.ring.commands import ring_down, ring_up
 
 bench = load_script("experiments/bench_console.py")
 

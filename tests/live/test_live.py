@@ -17,7 +17,9 @@ from chord.live.client import fetch_state, lookup, serving
 from chord.protocol.ids import SPACE
 from chord.protocol.messages import to_ref
 from chord.simulation.oracle import RingOracle
-from cqengine.live.ring import observe, pid_alive, ring_up, stop_processes, wait_converged
+from cqengine.live.ring.commands import ring_up
+from cqengine.live.ring.convergence import observe, wait_converged
+from cqengine.live.ring.processes import pid_alive, stop_processes
 from cqengine.live.ringfile import RingFile
 
 
@@ -59,7 +61,7 @@ def test_a_node_that_exited_is_dead_at_once(monkeypatch):
     """An exited node not yet reaped (a zombie) has no command line either, like one caught
     inside exec, but it is dead: no wait for arguments that will never come (stopping a
     ring of 16 took 15 s of such waits)."""
-    from cqengine.live import ring
+    from cqengine.live.ring import processes
 
     proc = subprocess.Popen([sys.executable, "-c", "pass", "cqengine", "node", "--port", "7"])
     try:
@@ -70,7 +72,7 @@ def test_a_node_that_exited_is_dead_at_once(monkeypatch):
             holds=lambda state: state == "Z",
         )
         waits = []
-        monkeypatch.setattr(ring.time, "sleep", waits.append)
+        monkeypatch.setattr(processes.time, "sleep", waits.append)
         assert not pid_alive(proc.pid, 7)
         assert waits == []
     finally:

@@ -18,7 +18,8 @@ from support.workloads import boolean_expected, boolean_queries_of
 from cqengine.demo import collect_alerts, write_inputs
 from cqengine.evaluation.setup.matcher import document_frequencies
 from cqengine.live.client import Client
-from cqengine.live.ring import ring_up, stop_processes
+from cqengine.live.ring.commands import ring_up
+from cqengine.live.ring.processes import stop_processes
 from cqengine.text.corpus import generate_corpus
 from cqengine.text.workload import generate_queries
 

@@ -21,7 +21,8 @@ from support.workloads import live_corpus
 
 from chord.live.tls import channel
 from cqengine.live.client import Client, ClientError
-from cqengine.live.ring import ring_up, stop_processes
+from cqengine.live.ring.commands import ring_up
+from cqengine.live.ring.processes import stop_processes
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
 

@@ -22,13 +22,10 @@ from cqengine.demo import collect_alerts, wait_quiet
 from cqengine.evaluation.setup.matcher import document_frequencies
 from cqengine.live.client import Client, ClientError
 from cqengine.live.ports import free_ports
-from cqengine.live.ring import (
-    make_certificates,
-    node_certificate,
-    ring_up,
-    stop_processes,
-    wait_converged,
-)
+from cqengine.live.ring.certificates import make_certificates, node_certificate
+from cqengine.live.ring.commands import ring_up
+from cqengine.live.ring.convergence import wait_converged
+from cqengine.live.ring.processes import stop_processes
 from cqengine.live.service import MAX_REQUEST_DOCS
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.corpus import generate_corpus

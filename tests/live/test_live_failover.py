@@ -21,7 +21,9 @@ from support.workloads import live_corpus
 from cqengine.demo import write_inputs
 from cqengine.evaluation.setup.matcher import document_frequencies
 from cqengine.live.client import Client
-from cqengine.live.ring import observe, ring_up, stop_processes, wait_converged
+from cqengine.live.ring.commands import ring_up
+from cqengine.live.ring.convergence import observe, wait_converged
+from cqengine.live.ring.processes import stop_processes
 
 ENGINE = ["--reconcile", "0.5"]
 

@@ -22,7 +22,9 @@ from support.oracle import assert_exact, assert_numbered, expected
 from support.workloads import live_corpus
 
 from cqengine.live.client import Client
-from cqengine.live.ring import ring_up, stop_processes, wait_converged
+from cqengine.live.ring.commands import ring_up
+from cqengine.live.ring.convergence import wait_converged
+from cqengine.live.ring.processes import stop_processes
 
 ENGINE = ["--reconcile", "0.5", "--home-log", "on"]
 

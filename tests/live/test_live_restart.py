@@ -20,7 +20,9 @@ from chord.protocol.messages import to_ref
 from chord.simulation.oracle import RingOracle
 from cqengine.demo import collect_alerts
 from cqengine.live.client import Client
-from cqengine.live.ring import observe, ring_down, ring_up, stop_processes, wait_converged
+from cqengine.live.ring.commands import ring_down, ring_up
+from cqengine.live.ring.convergence import observe, wait_converged
+from cqengine.live.ring.processes import stop_processes
 from cqengine.live.ringfile import RingError
 from cqengine.text.analysis import analyze, term_id
 
@@ -82,7 +84,7 @@ def test_a_damaged_directory_is_refused_and_rejoin_empty_refills_the_node(corpus
     from support.live import wait_gone
 
     from cqengine.live.datadir import FILE
-    from cqengine.live.ring import _wait_serving, spawn
+    from cqengine.live.ring.processes import spawn, wait_serving
 
     docs, queries = corpus
     data = tmp_path / "data"
@@ -120,7 +122,7 @@ def test_a_damaged_directory_is_refused_and_rejoin_empty_refills_the_node(corpus
             tls=tls,
         )
         nodes.append(back)
-        _wait_serving(back, 20, credentials)
+        wait_serving(back, 20, credentials)
         wait_converged(addresses, ring.r, timeout=30, credentials=credentials)
         assert list(data.glob(f"{victim.port}.damaged-*/{FILE}"))  # kept aside
         got += publish_and_collect(addresses, subs, docs[30:], credentials)
@@ -219,7 +221,7 @@ def test_a_node_holding_another_rings_data_is_refused(tmp_path):
     from support.command_line import assert_one_line_error, cqengine
 
     from cqengine.live.datadir import stored_ring_id
-    from cqengine.live.ring import node_certificate
+    from cqengine.live.ring.certificates import node_certificate
 
     a = ring_up(1, tmp_path / "a.json", timing=FAST, out=io.StringIO(), data_root=tmp_path / "a")
     (node,) = a.nodes

@@ -13,7 +13,8 @@ from support.live import FAST, kill_hard, restart
 from support.waiting import eventually
 
 from cqengine.live.client import Client, stream_request
-from cqengine.live.ring import ring_up, stop_processes
+from cqengine.live.ring.commands import ring_up
+from cqengine.live.ring.processes import stop_processes
 from cqengine.proto import cqengine_pb2 as pb
 
 WORDS = "levee hurricane"

@@ -16,7 +16,8 @@ from cqengine.core.basis.limits import MAX_BATCH_QUERIES
 from cqengine.demo import collect_alerts
 from cqengine.evaluation.setup.matcher import document_frequencies
 from cqengine.live.client import Client, ClientError
-from cqengine.live.ring import ring_up, stop_processes
+from cqengine.live.ring.commands import ring_up
+from cqengine.live.ring.processes import stop_processes
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.analysis import analyze
 from cqengine.text.corpus import generate_corpus

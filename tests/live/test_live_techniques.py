@@ -19,7 +19,9 @@ from cqengine.core.terms.presence import DEFAULT_HEADER_TERMS
 from cqengine.demo import write_inputs
 from cqengine.evaluation.setup.matcher import document_frequencies
 from cqengine.live.client import Client
-from cqengine.live.ring import ring_up, stop_processes, wait_converged
+from cqengine.live.ring.commands import ring_up
+from cqengine.live.ring.convergence import wait_converged
+from cqengine.live.ring.processes import stop_processes
 
 LEASE = "1.0"
 

@@ -196,7 +196,8 @@ def test_certificates_of_the_command_line_secure_a_ring_of_node_processes(tmp_pa
     from support.command_line import assert_one_line_error, cqengine
 
     from chord.live.client import serving
-    from cqengine.live.ring import stop_processes, wait_converged
+    from cqengine.live.ring.convergence import wait_converged
+    from cqengine.live.ring.processes import stop_processes
     from cqengine.live.ringfile import NodeEntry
 
     d, other = tmp_path / "tls", tmp_path / "other"

@@ -25,7 +25,7 @@ from cqengine.evaluation.setup.matcher import document_terms, matches
 from cqengine.live.certs import issue
 from cqengine.live.client import Client
 from cqengine.live.metrics import _Collected
-from cqengine.live.ring import ring_down, ring_metrics, ring_up
+from cqengine.live.ring.commands import ring_down, ring_metrics, ring_up
 from cqengine.live.ringfile import NodeEntry, RingError, RingFile
 from cqengine.proto import cqengine_pb2 as pb
 

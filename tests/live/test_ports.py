@@ -9,7 +9,8 @@ from support.command_line import assert_one_line_error, cqengine
 
 from cqengine.live import ports
 from cqengine.live.ports import PORT_RANGE, free_ports
-from cqengine.live.ring import ring_up, stop_processes
+from cqengine.live.ring.commands import ring_up
+from cqengine.live.ring.processes import stop_processes
 from cqengine.live.ringfile import RingError
 
 

@@ -19,7 +19,7 @@ FAST = Timing(stabilize=0.15, fix_fingers=0.3, check_predecessor=0.3, rpc_timeou
 
 def wait_gone(entries, timeout=10.0):
     """Until these node processes (ring file entries) have exited, reaped (bounded)."""
-    from cqengine.live.ring import pid_alive
+    from cqengine.live.ring.processes import pid_alive
 
     def alive() -> list[str]:
         left = [e.address for e in entries if pid_alive(e.pid, e.port)]
@@ -40,10 +40,10 @@ def kill_hard(entry) -> None:
 def restart(entry, join: str, ring, log_dir: Path, data: Path):
     """Start a node of `ring` again at its port from its data directory, joining through
     `join`, with its certificate of the ring; its new ring file entry, once it serves."""
-    from cqengine.live.ring import _wait_serving, spawn
+    from cqengine.live.ring.processes import spawn, wait_serving
 
     back = spawn(entry.port, join, ring.r, FAST, log_dir, data=data, tls=Path(ring.tls))
-    _wait_serving(back, 20, ring.credentials())
+    wait_serving(back, 20, ring.credentials())
     return back
 
 

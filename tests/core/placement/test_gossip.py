@@ -16,7 +16,8 @@ from cqengine.demo import collect_alerts
 from cqengine.evaluation.measuring.sim import EngineSimulator
 from cqengine.evaluation.setup.matcher import document_frequencies, document_terms
 from cqengine.live.client import Client
-from cqengine.live.ring import ring_up, stop_processes
+from cqengine.live.ring.commands import ring_up
+from cqengine.live.ring.processes import stop_processes
 from cqengine.text.analysis import term_id
 from cqengine.text.corpus import generate_corpus
 from cqengine.text.workload import generate_queries
