@@ -31,7 +31,8 @@ import sys
 import time
 from pathlib import Path
 
-from cqengine.core.alerts.mailboxes import Subscription, Subscriptions, numbered_runs
+from cqengine.core.alerts.batches import numbered_runs
+from cqengine.core.alerts.mailboxes import Subscription, Subscriptions
 from cqengine.core.state import records
 from cqengine.core.state.postings import InvertedIndex
 from cqengine.core.state.records import RecordStore

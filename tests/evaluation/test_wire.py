@@ -4,7 +4,7 @@ messages the engine sends, for a batch of one document."""
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cqengine.core.alerts.mailboxes import alert_batch
+from cqengine.core.alerts.batches import alert_batch
 from cqengine.core.resolution.matches import report
 from cqengine.core.resolution.resolution import pack_bits
 from cqengine.core.terms.bloom import BloomFilter

@@ -21,7 +21,8 @@ from support.workloads import (
 )
 
 from chord.live.server import StartupError
-from cqengine.core.alerts.mailboxes import Subscription, Subscriptions, home_record, numbered_batch
+from cqengine.core.alerts.batches import numbered_batch
+from cqengine.core.alerts.mailboxes import Subscription, Subscriptions, home_record
 from cqengine.core.basis import limits
 from cqengine.core.state.postings import InvertedIndex
 from cqengine.core.state.records import RecordStore

@@ -15,7 +15,8 @@ import pytest
 from support.oracle import assert_exact
 from support.workloads import make_settings, subscribe_through_every_node, workload
 
-from cqengine.core.alerts.mailboxes import Subscription, Subscriptions, home_record, numbered_batch
+from cqengine.core.alerts.batches import numbered_batch
+from cqengine.core.alerts.mailboxes import Subscription, Subscriptions, home_record
 from cqengine.core.basis.errors import EngineError
 from cqengine.core.homelog.log import Log
 from cqengine.core.state.postings import InvertedIndex

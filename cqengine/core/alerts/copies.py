@@ -27,7 +27,8 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from cqengine.core.alerts.mailboxes import AlertDoc, Runs, Subscription, batch_documents, cost
+from cqengine.core.alerts.batches import batch_documents
+from cqengine.core.alerts.mailboxes import AlertDoc, Runs, Subscription, cost
 from cqengine.core.basis import arrays, limits
 from cqengine.proto import cqengine_pb2 as pb
 

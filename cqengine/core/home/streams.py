@@ -21,7 +21,8 @@ import secrets
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from cqengine.core.alerts.mailboxes import Subscription, numbered_batch, numbered_documents
+from cqengine.core.alerts.batches import numbered_batch, numbered_documents
+from cqengine.core.alerts.mailboxes import Subscription
 from cqengine.core.basis.errors import EngineError
 from cqengine.core.frame.context import Context
 from cqengine.proto import cqengine_pb2 as pb

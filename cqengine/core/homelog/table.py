@@ -30,14 +30,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from cqengine.core.alerts.mailboxes import (
-    AlertDoc,
-    Offered,
-    Runs,
-    Subscription,
-    batch_documents,
-    cost,
-)
+from cqengine.core.alerts.batches import Offered, batch_documents
+from cqengine.core.alerts.mailboxes import AlertDoc, Runs, Subscription, cost
 from cqengine.core.basis import arrays, limits
 from cqengine.proto import cqengine_pb2 as pb
 

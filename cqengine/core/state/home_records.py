@@ -20,13 +20,8 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from cqengine.core.alerts.mailboxes import (
-    Subscription,
-    alerts_taken,
-    home_record,
-    record_alerts,
-    subscription_of,
-)
+from cqengine.core.alerts.batches import alerts_taken
+from cqengine.core.alerts.mailboxes import Subscription, home_record, record_alerts, subscription_of
 from cqengine.core.basis.ages import Ages
 from cqengine.core.state import summaries
 from cqengine.core.state.journal import Journal

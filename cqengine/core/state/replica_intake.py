@@ -17,17 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from cqengine.core.alerts.batches import numbered_batch, numbered_documents, runs_of
 from cqengine.core.alerts.copies import Copies
-from cqengine.core.alerts.mailboxes import (
-    AlertDoc,
-    Runs,
-    Subscription,
-    Subscriptions,
-    cost,
-    numbered_batch,
-    numbered_documents,
-    runs_of,
-)
+from cqengine.core.alerts.mailboxes import AlertDoc, Runs, Subscription, Subscriptions, cost
 from cqengine.core.state.home_records import HomeRecords
 from cqengine.proto import cqengine_pb2 as pb
 
@@ -46,7 +38,7 @@ class ReplicaIntake:
     def put_alerts(
         self, batch: pb.AlertBatch, serves: Callable[[int], bool]
     ) -> list[tuple[int, int]]:
-        """Merge alerts a home numbered (mailboxes.numbered_batch) into the copies of their
+        """Merge alerts a home numbered (batches.numbered_batch) into the copies of their
         mailboxes (`serves(key)`: this node serves that home key, so its own numbering
         wins). Returns the subscriptions of which this copy lacks alerts before those,
         each with the number it lacks from (0: the record itself): send from there."""

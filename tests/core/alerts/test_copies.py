@@ -10,8 +10,9 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
+from cqengine.core.alerts.batches import numbered_batch
 from cqengine.core.alerts.copies import FOLD_AFTER
-from cqengine.core.alerts.mailboxes import Subscription, Subscriptions, numbered_batch
+from cqengine.core.alerts.mailboxes import Subscription, Subscriptions
 from cqengine.core.basis import limits
 from cqengine.core.state.postings import InvertedIndex
 from cqengine.core.state.records import RecordStore

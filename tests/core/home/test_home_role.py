@@ -11,12 +11,8 @@ from hypothesis import strategies as st
 from support.fakes import FakeNode, RecordingCopier, node_at, ring_of, ring_settings
 
 from chord.protocol.node import Call
-from cqengine.core.alerts.mailboxes import (
-    Subscription,
-    alert_batch,
-    numbered_alerts,
-    token_hash,
-)
+from cqengine.core.alerts.batches import alert_batch, numbered_alerts
+from cqengine.core.alerts.mailboxes import Subscription, token_hash
 from cqengine.core.home.home import Home
 from cqengine.proto import cqengine_pb2 as pb
 from cqengine.text.analysis import term_id

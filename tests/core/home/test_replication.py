@@ -19,14 +19,8 @@ from support.workloads import make_settings, subscribe_all, workload
 
 from chord.protocol.node import PeerUnreachable
 from chord.protocol.transport import REPLY
-from cqengine.core.alerts.mailboxes import (
-    Mailbox,
-    alert_batch,
-    cost,
-    home_record,
-    numbered_alerts,
-    numbered_batch,
-)
+from cqengine.core.alerts.batches import alert_batch, numbered_alerts, numbered_batch
+from cqengine.core.alerts.mailboxes import Mailbox, cost, home_record
 from cqengine.core.basis import limits
 from cqengine.core.basis.limits import EARLY_ALERTS, SEEN_KEPT, TOMBSTONE_TTL
 from cqengine.core.frame.documents import Document

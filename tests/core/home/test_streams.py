@@ -17,7 +17,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from cqengine.core.alerts.mailboxes import Subscription, numbered_alerts, numbered_documents
+from cqengine.core.alerts.batches import numbered_alerts, numbered_documents
+from cqengine.core.alerts.mailboxes import Subscription
 from cqengine.core.basis.errors import EngineError
 from cqengine.core.home import streams
 from cqengine.core.home.streams import Stream, Streams
@@ -148,7 +149,8 @@ def test_a_stream_over_two_logs_tables_and_a_mailbox_sends_every_alert_once(aler
     """A node leading two keys' logs streams subscriptions of both (each key's mailboxes
     kept as a table of columns) and one of a plain mailbox: its messages carry every alert
     once, each subscription's in order of number, as the mailboxes one by one hold them."""
-    from cqengine.core.alerts.mailboxes import Subscriptions, alert_batch
+    from cqengine.core.alerts.batches import alert_batch
+    from cqengine.core.alerts.mailboxes import Subscriptions
     from cqengine.core.homelog.table import AlertTable
 
     subs = Subscriptions()

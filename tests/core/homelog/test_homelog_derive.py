@@ -11,7 +11,8 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from support.homelog import DOCNOS, LIMIT_BYTES, SUBS, acknowledging, entry, state
 
-from cqengine.core.alerts.mailboxes import Mailbox, Subscription, alert_batch, offer_batch
+from cqengine.core.alerts.batches import alert_batch, offer_batch
+from cqengine.core.alerts.mailboxes import Mailbox, Subscription
 from cqengine.core.basis import limits
 from cqengine.core.homelog.derive import Derived
 from cqengine.proto import cqengine_pb2 as pb

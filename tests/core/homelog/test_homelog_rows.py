@@ -25,7 +25,7 @@ from support.homelog import (
 from support.oracle import assert_exact
 
 from chord.protocol import versions
-from cqengine.core.alerts.mailboxes import alert_batch
+from cqengine.core.alerts.batches import alert_batch
 from cqengine.core.home.home import _acks_entries, _deliver_entry
 from cqengine.core.home.homes import _rows_change
 from cqengine.core.homelog.derive import Derived

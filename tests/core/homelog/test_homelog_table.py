@@ -11,15 +11,8 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from cqengine.core.alerts.mailboxes import (
-    Mailbox,
-    Subscription,
-    Subscriptions,
-    alert_batch,
-    numbered_alerts,
-    numbered_batch,
-    offer_batch,
-)
+from cqengine.core.alerts.batches import alert_batch, numbered_alerts, numbered_batch, offer_batch
+from cqengine.core.alerts.mailboxes import Mailbox, Subscription, Subscriptions
 from cqengine.core.basis import limits
 from cqengine.core.homelog import table as table_module
 from cqengine.core.homelog.derive import Derived

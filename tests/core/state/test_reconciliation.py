@@ -10,13 +10,8 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from support.records import ask, finish, reconcile
 
-from cqengine.core.alerts.mailboxes import (
-    Subscription,
-    Subscriptions,
-    home_record,
-    numbered_batch,
-    token_hash,
-)
+from cqengine.core.alerts.batches import numbered_batch
+from cqengine.core.alerts.mailboxes import Subscription, Subscriptions, home_record, token_hash
 from cqengine.core.basis import limits
 from cqengine.core.state.postings import InvertedIndex
 from cqengine.core.state.records import RecordStore

@@ -11,13 +11,8 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from cqengine.core.alerts.mailboxes import (
-    Subscription,
-    Subscriptions,
-    numbered_alerts,
-    numbered_batch,
-    runs_of,
-)
+from cqengine.core.alerts.batches import numbered_alerts, numbered_batch, runs_of
+from cqengine.core.alerts.mailboxes import Subscription, Subscriptions
 from cqengine.core.basis.limits import EARLY_ALERTS
 from cqengine.core.state.postings import InvertedIndex
 from cqengine.core.state.records import RecordStore
