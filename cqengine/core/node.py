@@ -134,13 +134,13 @@ class EngineNode:
             "Release": self.replication.on_release,
             "Uptime": self.dn.on_uptime,
         }
-        logs = self.home.logs
-        if logs is not None:
+        logs, departures = self.home.logs, self.home.departures
+        if logs is not None and departures is not None:
             self.handlers.update(
                 LogPromise=logs.on_promise,
                 LogAppend=logs.on_append,
                 LogFetch=logs.on_fetch,
-                LogLeave=logs.on_leave,
+                LogLeave=departures.on_leave,
             )
 
     @property
@@ -208,9 +208,9 @@ class EngineNode:
     def leaving(self) -> Op:
         """The node leaves the ring for good: first no log keeps it as a member (those it
         leads go to its successors, the others' leaders drop it), while it still answers
-        (HomeLogs.step_down)."""
-        if self.home.logs is not None:
-            yield from self.home.logs.step_down()
+        (Departures.step_down)."""
+        if self.home.departures is not None:
+            yield from self.home.departures.step_down()
 
     def durable(self, method: str = "") -> None:
         """Commit what the journal was told (a shell calls this once per batch of changes:

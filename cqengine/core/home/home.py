@@ -26,6 +26,7 @@ from cqengine.core.basis import limits
 from cqengine.core.basis.errors import MINORITY, EngineError
 from cqengine.core.frame.context import Context
 from cqengine.core.frame.handoffs import Copier
+from cqengine.core.home.departures import Departures
 from cqengine.core.home.homes import Held, HomeLogs, Moved
 from cqengine.core.home.stats import Histogram
 from cqengine.core.homelog.rows import Rows
@@ -38,8 +39,10 @@ class Home:
         self.latency = Histogram()  # s from each alert's document accepted to its mailbox
         self.alert_listeners: list[Callable[[list[int]], None]] = []  # told who was alerted
         self.logs: HomeLogs | None = None  # the home keys' logs (Settings.home_log)
+        self.departures: Departures | None = None  # members leaving them
         if ctx.settings.home_log:
             self.logs = HomeLogs(ctx, self._applied)
+            self.departures = Departures(self.logs)
 
     def on_deliver(self, batch: pb.AlertBatch) -> pb.DeliverReply | Op:
         ctx = self.ctx

@@ -16,8 +16,7 @@ import logging
 from collections.abc import Callable
 
 from chord.protocol.ids import MASK
-from chord.protocol.node import Call, Fanout, Op, Pause
-from chord.protocol.routing import NodeRef
+from chord.protocol.node import Op, Pause
 from cqengine.core.alerts.mailboxes import Runs
 from cqengine.core.basis import limits
 from cqengine.core.frame.context import Context
@@ -104,7 +103,7 @@ class HomeLogs:
         my next successors alone: those that serve the key after me."""
         ctx = self.ctx
         count = ctx.settings.members
-        out = self._left() | {ctx.me.address}  # (a node alone is its own successor)
+        out = self.departed() | {ctx.me.address}  # (a node alone is its own successor)
         others = [s.address for s in ctx.chord.table.successors if s.address not in out]
         members = others[:count] if self.leaving else [ctx.me.address, *others[: count - 1]]
         if len(members) >= count:
@@ -119,7 +118,7 @@ class HomeLogs:
                 members.append(address)
         return members
 
-    def _left(self) -> set[str]:
+    def departed(self) -> set[str]:
         """The members that told me lately (limits.LEFT_KEPT) they leave for good: my
         successor list may list them until the ring's maintenance sees them gone, and the
         latest epoch's set, which tops a short list up, does until the next epoch. (A node
@@ -129,7 +128,7 @@ class HomeLogs:
             self.left = {a: at for a, at in self.left.items() if at >= since}
         return set(self.left)
 
-    def _leading(self, key: int) -> Leader | None:
+    def leader_of(self, key: int) -> Leader | None:
         """The leader of a key's log, if I lead it now (not fenced)."""
         leader = self.leaders.get(key)
         return leader if leader is not None and leader.leading else None
@@ -157,34 +156,6 @@ class HomeLogs:
 
     def on_fetch(self, request: pb.LogFetch) -> pb.LogFetchReply:
         return self.logs.get(request.key, Log(request.key)).on_fetch(request)
-
-    def on_leave(self, request: pb.LogLeaveRequest) -> Op:
-        """A member leaves the ring for good: the logs it names that I lead, or serve and
-        do not lead yet (their leader left or stopped serving them: HomeLogs.step_down
-        asks me then), start an epoch of a member set without it, while it still answers
-        (its vote may be one of the majority of the set it leaves)."""
-        self.left[request.member] = self.ctx.host.now()
-        reply = pb.LogLeaveReply()
-        why = f"keeps {request.member}, which leaves"
-        for key in request.keys:
-            if self._leading(key) is not None:
-                leader = yield from self._lead_again(key, why)
-            else:
-                leader = yield from self._lead_served(key, why)
-            if leader is not None and request.member not in leader.members:
-                reply.moved.append(key)
-        return reply
-
-    def _lead_served(self, key: int, why: str) -> Op:
-        """A key I serve but do not lead, led now (as a client's claim would); the leader,
-        or None if I do not serve it or cannot lead it now (logged: `why`)."""
-        if not key or not self.ctx.serves(key):
-            return None
-        try:
-            return (yield from self.lead(key))
-        except (Held, Moved) as e:
-            log.warning("key %016x %s: %s", key, why, e)
-            return None
 
     def keep(self, key: int, now: bool = False) -> None:
         """Tell the journal the key's log changed (`now`: and commit: my own copy counts
@@ -368,7 +339,7 @@ class HomeLogs:
         """A copy I do not lead, many of its entries committed: they are folded into a
         checkpoint kept in their place (derived apart from my subscriptions)."""
         log_ = self.logs[key]
-        if log_.committed - log_.base <= limits.LOG_KEPT or self._leading(key):
+        if log_.committed - log_.base <= limits.LOG_KEPT or self.leader_of(key):
             return
         folded = self.folded.get(key)
         if folded is None or folded.position < log_.base:
@@ -391,7 +362,7 @@ class HomeLogs:
         """Do I lead the key's log without a majority of its members answering lately (a
         partition's smaller side, as etcd's CheckQuorum tells)? Its streams hold: they
         may show nothing more, and another node may be numbering the key's alerts."""
-        if self._leading(key) is None:
+        if self.leader_of(key) is None:
             return False
         lately = self.ctx.host.now() - QUORUM_WINDOW * self.ctx.settings.reconcile_period
         return self.quorate_at.get(key, -1.0) < lately
@@ -406,7 +377,7 @@ class HomeLogs:
             return True
         serves = self.ctx.serving()
         return any(
-            log_.holds and serves(key) and self._leading(key) is None
+            log_.holds and serves(key) and self.leader_of(key) is None
             for key, log_ in self.logs.items()
         )
 
@@ -414,7 +385,7 @@ class HomeLogs:
         """A home key a client names: if I serve it and do not lead its log (a node that
         joined before the key, not told of it yet), I begin to lead it, in the background.
         Whether I do (its subscriptions are not derived here yet)."""
-        if not key or not self.ctx.serves(key) or self._leading(key) is not None:
+        if not key or not self.ctx.serves(key) or self.leader_of(key) is not None:
             return False
         if key not in self.starting:
             self.ctx.host.spawn(self._claimed(key))
@@ -437,7 +408,7 @@ class HomeLogs:
         for key in sorted(self.logs):
             if not self.logs[key].holds:  # (a key a client named that no log is of)
                 continue
-            if self.ctx.serves(key) and self._leading(key) is None:
+            if self.ctx.serves(key) and self.leader_of(key) is None:
                 try:
                     yield from self.lead(key)
                 except (Held, Moved) as e:
@@ -465,110 +436,6 @@ class HomeLogs:
             yield from leader.send_copy(owner.address)
         except Superseded:
             self.leaders.pop(key, None)
-
-    def step_down(self) -> Op:
-        """I leave the ring for good, and no log keeps me as a member (as Raft removes a
-        server before it goes), while I still answer: the leader of each log I am a
-        member of is asked to start an epoch of a set without me (LogLeave), and each log
-        I lead and serve starts one of my next successors. The successor that serves my
-        key once I have left is a member of it and holds a copy, and members that leave
-        after me take away no vote of a set I was in: a log keeps its majority however
-        many of its members leave one after the other, as long as each leaves this way.
-
-        A log I lead but no longer serve (a node joined before me, no member) goes to the
-        set that node will have once I am gone, that node among them; a log whose leader
-        did not move it (it does not lead it now: it left, or lost the key to a node that
-        joined) is asked of the node serving its key and of its other members, and the
-        one serving it leads it in a set without me (HomeLogs.on_leave). Else a majority
-        of its members could leave while no node leads it, and none ever could again
-        (bench_churn saw a key's subscriptions served nowhere for good)."""
-        ctx = self.ctx
-        if ctx.chord.table.alone():
-            return
-        self.leaving = True
-        me = ctx.me.address
-        by_leader: dict[str, list[int]] = {}
-        for key, copy in self.logs.items():  # the logs another leads with me a member
-            if self._leading(key) is not None or copy.promised_to in ("", me):
-                continue
-            config = copy.config()
-            if config is not None and me in config.members:
-                by_leader.setdefault(copy.promised_to, []).append(key)
-        left_in = {k for keys in by_leader.values() for k in keys}
-        left_in -= yield from self._leave(by_leader)
-        moving = []  # led here, served by a node that joined before me, no member
-        for key in sorted(self.leaders):
-            if self._leading(key) is not None and not ctx.serves(key):
-                moving.append(key)
-            else:
-                yield from self._lead_again(key, "keeps me in its log as I leave")
-        for key in moving:
-            owner = yield from self._server(key)
-            if owner is not None:
-                yield from self._move(key, owner)
-        # the logs no leader moved: to the node that serves each, and to its other members
-        # (the node serving it is one, though the ring's lookups may not find it yet)
-        by_node: dict[str, list[int]] = {}
-        for key in sorted(left_in):
-            owner = yield from self._server(key)
-            config = self.logs[key].config()
-            others = set(config.members if config is not None else ()) - {me}
-            for address in sorted(others | ({owner.address} if owner is not None else set())):
-                by_node.setdefault(address, []).append(key)
-        yield from self._leave(by_node)
-
-    def _server(self, key: int) -> Op:
-        """The node that serves a key as I leave (None: I do, as far as the ring knows)."""
-        ctx = self.ctx
-        owner, _ = yield from ctx.chord.lookup(key, verify=True)
-        if owner == ctx.me:  # (tables routing to me do not know yet of the node that
-            owner = ctx.chord.table.predecessor  # joined before me: my predecessor)
-        return owner if owner != ctx.me else None
-
-    def _move(self, key: int, owner: NodeRef) -> Op:
-        """A key I lead but no longer serve, as I leave: its log goes to the set the node
-        serving it will have once I am gone (that node and my next successors), so that
-        it holds a copy and takes the key over as a member of its log."""
-        count, leader = self.ctx.settings.members, self.leaders[key]
-        out = self._left() | {self.ctx.me.address, owner.address}
-        others = [s.address for s in self.ctx.chord.table.successors if s.address not in out]
-        members = [owner.address, *others[: count - 1]]
-        try:
-            for _ in range(STARTS):  # (a change not yet through is carried through first)
-                yield from leader.start(members)
-                if set(leader.members) == set(members):
-                    break
-        except (Superseded, NoMajority) as e:
-            log.warning("key %016x not moved to %s as I leave: %s", key, owner.address, e)
-        finally:
-            self.apply(key)
-
-    def _leave(self, by_node: dict[str, list[int]]) -> Op:
-        """LogLeave to each of these nodes, naming its keys: the keys moved to a set
-        without me."""
-        me, step = self.ctx.me.address, limits.LOG_LEAVE_KEYS
-        calls = tuple(
-            Call(
-                self.ctx.peer(a), "LogLeave", pb.LogLeaveRequest(member=me, keys=keys[i : i + step])
-            )
-            for a, keys in sorted(by_node.items())
-            for i in range(0, len(keys), step)
-        )
-        if not calls:
-            return set()
-        replies = yield Fanout(calls)
-        return {k for r in replies if isinstance(r, pb.LogLeaveReply) for k in r.moved}
-
-    def _lead_again(self, key: int, why: str) -> Op:
-        """A key I lead and serve, led in an epoch of the member set it has now (a member
-        leaves); the leader, or None if I do not lead it or cannot now (logged: `why`)."""
-        if self._leading(key) is None or not self.ctx.serves(key):
-            return None
-        try:
-            return (yield from self.lead(key))
-        except (Held, Moved) as e:
-            log.warning("key %016x %s: %s", key, why, e)
-            return None
 
     def maintain(self) -> Op:
         """Keep the logs I lead: those I serve no more go to their owners; a member set

@@ -178,7 +178,7 @@ def test_a_node_that_joins_before_a_home_key_leads_its_log(asked):
 def test_a_home_and_two_of_its_members_leaving_in_a_row_leave_its_log_a_majority():
     """The node leading a log of five leaves the ring for good, and two more of the log's
     members right after it, before the successor serving the key next has taken it over.
-    Leaving, the leader first moved its log to a member set without it (HomeLogs.step_down):
+    Leaving, the leader first moved its log to a member set without it (Departures.step_down):
     the successor still finds a majority of that set, takes the key over, and every alert
     is shown once (without the step-down, 2 of the 5 were left: the log stood still, its
     subscriptions served nowhere, as bench_churn once saw)."""
@@ -208,7 +208,7 @@ def test_a_node_joining_before_a_home_that_leaves_takes_its_log_over(offset, rou
     running `rounds` times between them but the logs' not (nobody leads the log while they
     leave: the member set's leader has gone). The leaver moves the log to a set with the new
     node in it, and each member leaving asks the node serving the key (and the other
-    members) to lead it without them (HomeLogs.step_down): the new node leads the key, and
+    members) to lead it without them (Departures.step_down): the new node leads the key, and
     every alert is shown once. Before, the log kept the leader and two more members that had
     gone, a majority of five: no node could ever lead it again, and its subscriptions were
     served nowhere (bench_churn, now and then)."""
