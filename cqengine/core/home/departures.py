@@ -32,17 +32,15 @@ class Departures:
         reply = pb.LogLeaveReply()
         why = f"keeps {request.member}, which leaves"
         for key in request.keys:
-            if self.logs.leader_of(key) is not None:
-                leader = yield from self.lead_again(key, why)
-            else:
-                leader = yield from self._lead_served(key, why)
+            leader = yield from self._lead(key, why)
             if leader is not None and request.member not in leader.members:
                 reply.moved.append(key)
         return reply
 
-    def _lead_served(self, key: int, why: str) -> Op:
-        """A key I serve but do not lead, led now (as a client's claim would); the leader,
-        or None if I do not serve it or cannot lead it now (logged: `why`)."""
+    def _lead(self, key: int, why: str) -> Op:
+        """A key I serve, led now in an epoch of the member set it has now (whether I led
+        it or not yet: as a client's claim would); the leader, or None if I do not serve it
+        or cannot lead it now (logged: `why`)."""
         if not key or not self.ctx.serves(key):
             return None
         try:
@@ -83,10 +81,12 @@ class Departures:
         left_in -= yield from self._leave(by_leader)
         moving = []  # led here, served by a node that joined before me, no member
         for key in sorted(self.logs.leaders):
-            if self.logs.leader_of(key) is not None and not ctx.serves(key):
+            if self.logs.leader_of(key) is None:
+                continue
+            if not ctx.serves(key):
                 moving.append(key)
             else:
-                yield from self.lead_again(key, "keeps me in its log as I leave")
+                yield from self._lead(key, "keeps me in its log as I leave")
         for key in moving:
             owner = yield from self._server(key)
             if owner is not None:
@@ -143,14 +143,3 @@ class Departures:
             return set()
         replies = yield Fanout(calls)
         return {k for r in replies if isinstance(r, pb.LogLeaveReply) for k in r.moved}
-
-    def lead_again(self, key: int, why: str) -> Op:
-        """A key I lead and serve, led in an epoch of the member set it has now (a member
-        leaves); the leader, or None if I do not lead it or cannot now (logged: `why`)."""
-        if self.logs.leader_of(key) is None or not self.ctx.serves(key):
-            return None
-        try:
-            return (yield from self.logs.lead(key))
-        except (Held, Moved) as e:
-            log.warning("key %016x %s: %s", key, why, e)
-            return None
