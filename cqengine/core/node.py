@@ -33,7 +33,9 @@ from cqengine.core.frame import checks
 from cqengine.core.frame.context import Context
 from cqengine.core.frame.documents import Documents
 from cqengine.core.frame.observer import Observer
+from cqengine.core.home.departures import Departures
 from cqengine.core.home.home import Home
+from cqengine.core.home.homes import HomeLogs
 from cqengine.core.home.replication import Replication
 from cqengine.core.home.stats import Stats
 from cqengine.core.placement.gossip import Gossip
@@ -63,8 +65,8 @@ class EngineNode:
     # every attribute a node has: setting another (a role's, say) fails instead of doing nothing
     __slots__ = (
         "ctx", "chord", "settings", "index", "subscriptions", "store", "counters", "synopsis",
-        "documents", "qn", "filters", "announcer", "dn", "reports", "replication", "home",
-        "placement",
+        "documents", "qn", "filters", "announcer", "dn", "reports", "replication", "logs",
+        "departures", "home", "placement",
         "gossip", "statistics", "handlers", "ring",
     )  # fmt: skip
 
@@ -104,10 +106,16 @@ class EngineNode:
         self.dn.reports = self.reports  # (they release the DN's copies: made after it)
         self.reports.delivery.stamped = stamped
         self.replication = Replication(ctx, self.documents, self.dn)
-        self.home = Home(ctx, self.replication)
-        self.placement = Placement(
-            ctx, self.synopsis, self.replication, self.filters, self.home.logs
+        # the home keys' logs (Settings.home_log), and the members leaving them: what their
+        # committed entries number is the home's (made next: it appends to them)
+        self.logs = (
+            HomeLogs(ctx, lambda runs, fresh, accepted: self.home.applied(runs, fresh, accepted))
+            if settings.home_log
+            else None
         )
+        self.departures = None if self.logs is None else Departures(self.logs)
+        self.home = Home(ctx, self.replication, self.logs)
+        self.placement = Placement(ctx, self.synopsis, self.replication, self.filters, self.logs)
         self.gossip = Gossip(ctx, self.synopsis, self.placement, self.replication)
         self.statistics = Stats(
             ctx,
@@ -115,7 +123,7 @@ class EngineNode:
             self.replication.copies,
             self.reports.in_flight,
             self.home.latency,
-            self.home.logs,
+            self.logs,
         )
         ctx.journal = journal
         self.handlers: dict[str, Callable[[Any], Any]] = {
@@ -134,7 +142,7 @@ class EngineNode:
             "Release": self.replication.on_release,
             "Uptime": self.dn.on_uptime,
         }
-        logs, departures = self.home.logs, self.home.departures
+        logs, departures = self.logs, self.departures
         if logs is not None and departures is not None:
             self.handlers.update(
                 LogPromise=logs.on_promise,
@@ -190,8 +198,7 @@ class EngineNode:
 
     def periodic(self) -> list[tuple[Callable[[], Op], float]]:
         """Operations a live node runs on a timer, with their periods."""
-        s = self.settings
-        logs = self.home.logs
+        s, logs = self.settings, self.logs
         return (
             [(self.gossip.gossip, s.gossip_period)] * s.gossiped
             + [(self.replication.reconcile, s.reconcile_period)] * self.ctx.replicated
@@ -202,15 +209,15 @@ class EngineNode:
         """The node stops: it takes on no new work, and delivers at once what it holds."""
         self.ctx.stopping = True
         self.reports.flush()
-        if self.home.logs is not None:
-            self.ctx.host.spawn(self.home.logs.hand_over())
+        if self.logs is not None:
+            self.ctx.host.spawn(self.logs.hand_over())
 
     def leaving(self) -> Op:
         """The node leaves the ring for good: first no log keeps it as a member (those it
         leads go to its successors, the others' leaders drop it), while it still answers
         (Departures.step_down)."""
-        if self.home.departures is not None:
-            yield from self.home.departures.step_down()
+        if self.departures is not None:
+            yield from self.departures.step_down()
 
     def durable(self, method: str = "") -> None:
         """Commit what the journal was told (a shell calls this once per batch of changes:

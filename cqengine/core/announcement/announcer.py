@@ -18,10 +18,9 @@ import numpy as np
 from chord.protocol.ids import in_open_closed
 from chord.protocol.node import Call, Op, PeerUnreachable
 from chord.protocol.routing import NodeRef
-from cqengine.core.announcement.filters import Filters
 from cqengine.core.basis import limits
 from cqengine.core.frame.context import Context
-from cqengine.core.frame.handoffs import Hearer
+from cqengine.core.frame.handoffs import Hearer, HopFilters
 from cqengine.core.resolution.runs import Announced, Heard, Run, announced, announcement, route_runs
 from cqengine.proto import cqengine_pb2 as pb
 
@@ -39,7 +38,7 @@ def _presence_bytes(msg: pb.Announcement) -> int:
 
 
 class Announcer:
-    def __init__(self, ctx: Context, qn: Hearer, filters: Filters) -> None:
+    def __init__(self, ctx: Context, qn: Hearer, filters: HopFilters) -> None:
         """`heard(h)`: what the QN here does with the runs of a batch that stopped here;
         `filters`: the aggregate filters I hold of my hops and grant of my region."""
         self.ctx, self.qn, self.filters = ctx, qn, filters

@@ -11,7 +11,7 @@ from typing import Protocol
 
 from chord.protocol.node import Op
 from chord.protocol.routing import NodeRef
-from cqengine.core.resolution.runs import Announced, Heard
+from cqengine.core.resolution.runs import Announced, Heard, Run
 from cqengine.proto import cqengine_pb2 as pb
 
 
@@ -38,6 +38,31 @@ class Announcing(Protocol):
         owner: bool = False,
     ) -> Op:
         """A batch's documents down the ring's embedded trees from here."""
+        ...
+
+
+class HopFilters(Protocol):
+    """The aggregate filters (cqengine.core.announcement.filters.Filters), as the announcer
+    asks its hops for theirs, keeps them, leaves out what they spare, and grants its own."""
+
+    def wanted(self, hop: NodeRef) -> bool:
+        """Should my announcement ask the hop for its filter (I hold none current)?"""
+        ...
+
+    def keep(self, hop: NodeRef, reply: pb.AnnounceReply, asked_at: float) -> None:
+        """The filter a hop granted in its reply to a message sent at `asked_at`."""
+        ...
+
+    def forget(self, hop: NodeRef) -> None:
+        """The hop did not answer: its filter goes."""
+        ...
+
+    def spared(self, hop: NodeRef, parts: dict[int, list[Run]]) -> list[int]:
+        """The documents (places in the batch) the hop's filter says to leave out."""
+        ...
+
+    def grant(self, reply: pb.AnnounceReply) -> None:
+        """My filter into my reply, if I can state my region and it is small enough."""
         ...
 
 

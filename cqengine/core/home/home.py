@@ -26,7 +26,6 @@ from cqengine.core.basis import limits
 from cqengine.core.basis.errors import MINORITY, EngineError
 from cqengine.core.frame.context import Context
 from cqengine.core.frame.handoffs import Copier
-from cqengine.core.home.departures import Departures
 from cqengine.core.home.homes import Held, HomeLogs, Moved
 from cqengine.core.home.stats import Histogram
 from cqengine.core.homelog.rows import Rows
@@ -34,15 +33,13 @@ from cqengine.proto import cqengine_pb2 as pb
 
 
 class Home:
-    def __init__(self, ctx: Context, replication: Copier) -> None:
-        self.ctx, self.replication = ctx, replication
+    def __init__(self, ctx: Context, replication: Copier, logs: HomeLogs | None = None) -> None:
+        """`replication`: alerts and acknowledgements changed here, to my replicas; `logs`:
+        the home keys' logs, on the home log (Settings.home_log; None: alerts numbered
+        here and copied), which tell me what their committed entries number (`applied`)."""
+        self.ctx, self.replication, self.logs = ctx, replication, logs
         self.latency = Histogram()  # s from each alert's document accepted to its mailbox
         self.alert_listeners: list[Callable[[list[int]], None]] = []  # told who was alerted
-        self.logs: HomeLogs | None = None  # the home keys' logs (Settings.home_log)
-        self.departures: Departures | None = None  # members leaving them
-        if ctx.settings.home_log:
-            self.logs = HomeLogs(ctx, self._applied)
-            self.departures = Departures(self.logs)
 
     def on_deliver(self, batch: pb.AlertBatch) -> pb.DeliverReply | Op:
         ctx = self.ctx
@@ -57,7 +54,7 @@ class Home:
     def _logged(self, batch: pb.AlertBatch) -> Op:
         """The batch appended to its home key's log as it came (DN hints aside; its
         subscriptions named by row where the log may: homelog.rows); its alerts numbered
-        once it is committed (`_applied`)."""
+        once it is committed (`applied`)."""
         assert self.logs is not None
         alerts = len(batch.subscription_ids)
         try:
@@ -69,7 +66,7 @@ class Home:
             return pb.DeliverReply(held=True)
         return pb.DeliverReply()
 
-    def _applied(self, runs: Runs, fresh: bool, accepted: float) -> None:
+    def applied(self, runs: Runs, fresh: bool, accepted: float) -> None:
         """A committed entry of a log numbered these alerts here (`fresh`: first here, not
         another leader's applied as I take its key over; `accepted`: when their DN
         accepted them, for the latency, which counts the wait for a majority too). The

@@ -14,6 +14,7 @@ from cqengine.evaluation.measuring.sim import EngineSimulator
 HANDED = {
     handoffs.Hearer: "qn",
     handoffs.Announcing: "announcer",
+    handoffs.HopFilters: "filters",
     handoffs.Copier: "replication",
     handoffs.OwnBatches: "dn",
 }
@@ -51,7 +52,8 @@ def test_each_role_meets_the_hand_off_it_is_given_as():
         p: [] for p in HANDED
     }
     # and each role holds the others it is handed, by name
-    assert node.announcer.qn is node.qn and node.dn.announcer is node.announcer
+    assert node.announcer.qn is node.qn and node.announcer.filters is node.filters
+    assert node.dn.announcer is node.announcer
     assert node.replication.dn is node.dn and node.home.replication is node.replication
 
 
