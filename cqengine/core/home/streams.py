@@ -61,7 +61,9 @@ class Stream:
         self.notify = notify
         self.moved = False  # this node no longer serves one of its subscriptions
         # acknowledged by watermark: the stream's id, and per message sent and not yet
-        # acknowledged, each subscription it carried and the number after its last alert
+        # acknowledged, each subscription it carried and the number after its last alert.
+        # The id stands for the stream's tokens (an acknowledgement names no other), so it
+        # is a secret's randomness, never the host's seeded ids
         self.id = secrets.token_bytes(16) if watermark else b""
         self.unacked: deque[list[tuple[int, int]]] = deque()
         self.acked = 0  # messages acknowledged so far
