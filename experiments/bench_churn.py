@@ -295,7 +295,8 @@ def churn(name: str, args, live: Live, docs, queries, rng: random.Random) -> dic
     for s in streamers:
         s.join(timeout=publishing + args.settle + 60)
     survivors = live.addresses()
-    got = [a for s in streamers for a in s.got] + drain(subs, survivors, credentials)
+    streamed = [a for s in streamers for a in s.got]
+    drained = drain(subs, survivors, credentials)  # each pass a new session, from number 0
     after = {
         "repair": ledger_bytes(survivors, REPAIR, credentials),
         "replicate": ledger_bytes(survivors, REPLICATE, credentials),
@@ -306,8 +307,9 @@ def churn(name: str, args, live: Live, docs, queries, rng: random.Random) -> dic
         # a key no node leads (the node that serves it now holds no copy of its log: it
         # joined just before the log's leader left) is taken over once a subscriber or a
         # DN names it: every subscriber opens its stream once more
-        got += drain(subs, survivors, credentials, seconds=10, once=True)
+        drained += drain(subs, survivors, credentials, seconds=10, once=True)
         served, dropped = homed(survivors, credentials)
+    got = streamed + drained
     home_of = {s.subscription_id: s.home for s in subs}
     want = matches(
         {s.subscription_id: s.terms for s in subs},
@@ -355,8 +357,12 @@ def churn(name: str, args, live: Live, docs, queries, rng: random.Random) -> dic
         - waiting(survivors, credentials, held=False),
         "examples": {  # a few of what went wrong, to look into
             "lost": sorted(f"{sub:016x} {docno}" for sub, docno in want - set(pairs))[:5],
+            # and who read each copy: the streams open during the run, or the drain after it
+            # (an alert read twice under one number was shown again, not numbered again)
             "duplicated": sorted(
                 f"{sub:016x} {docno} seqs {sorted(q for s, d, q in got if (s, d) == (sub, docno))}"
+                f" streamed {sum((s, d) == (sub, docno) for s, d, _ in streamed)}"
+                f" drained {sum((s, d) == (sub, docno) for s, d, _ in drained)}"
                 for (sub, docno), n in pairs.items()
                 if n > 1
             )[:5],
