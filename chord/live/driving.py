@@ -11,8 +11,8 @@ from inspect import isawaitable
 from typing import Any
 
 from chord.live.meter import Meter, charged
+from chord.protocol.calls import Call, Fanout, NotWaited, Op, Pause, PeerUnreachable, StatusError
 from chord.protocol.driver import failed, name, resume
-from chord.protocol.node import Call, Fanout, NotWaited, Op, Pause, PeerUnreachable, StatusError
 
 
 async def drive_async(op: Op, call: Callable[[Call], Any], meter: Meter | None = None) -> Any:

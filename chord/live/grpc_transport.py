@@ -26,8 +26,8 @@ from chord.live.links import Broken, Dispatch, Link, Method
 from chord.live.meter import Meter, charged, metered, stepped
 from chord.live.tls import Credentials, aio_channel
 from chord.proto import chord_pb2
+from chord.protocol.calls import ANOTHER_RING, Call, Op, PeerFailed, PeerUnreachable, StatusError
 from chord.protocol.ledger import Ledger
-from chord.protocol.node import ANOTHER_RING, Call, Op, PeerFailed, PeerUnreachable, StatusError
 from chord.protocol.routing import NodeRef
 from chord.protocol.transport import REPLY, Handler
 from chord.protocol.versions import HEADER, MINE, OF_ANOTHER_VERSION

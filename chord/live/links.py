@@ -28,8 +28,8 @@ from google.protobuf.message import Message
 from chord.live.gate import NOT_MEMBER
 from chord.live.meter import Meter, charged, metered, stepped
 from chord.proto import chord_pb2 as pb
+from chord.protocol.calls import StatusError
 from chord.protocol.ledger import Ledger
-from chord.protocol.node import StatusError
 from chord.protocol.transport import REPLY
 
 log = logging.getLogger("chord.live.links")

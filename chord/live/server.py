@@ -40,11 +40,12 @@ from chord.live.links import EXCHANGE, Exchanges
 from chord.live.meter import Meter, charged
 from chord.live.tls import ADMIN, EVERYONE, NODE, Credentials
 from chord.proto import chord_pb2 as pb
+from chord.protocol.calls import Op, PeerFailed, PeerUnreachable, StatusError
 from chord.protocol.host import Host
 from chord.protocol.ids import hash_id
 from chord.protocol.ledger import Ledger
 from chord.protocol.messages import to_info, to_ref
-from chord.protocol.node import ChordNode, JoinError, Op, PeerFailed, PeerUnreachable, StatusError
+from chord.protocol.node import ChordNode, JoinError
 from chord.protocol.routing import SUCCESSORS, NodeRef
 from chord.protocol.transport import Handler
 

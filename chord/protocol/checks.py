@@ -1,7 +1,7 @@
 """What a node checks of every Chord message before it acts on it: requests, and the
 replies it routes by (a lookup's next hop, a successor's neighbours).
 
-A message that fails a check is refused (chord.protocol.node.Refused) and changes nothing: a peer
+A message that fails a check is refused (chord.protocol.calls.Refused) and changes nothing: a peer
 with a bug, or a hostile one holding a node certificate, must not make a node adopt an
 impossible neighbour, route around itself or take keys by a malformed claim. The checks
 are of shape and range only, never of timing: a message a correct node sends while the

@@ -1,4 +1,4 @@
-"""The one place that drives an operation: a generator of Calls (chord.protocol.node.Op).
+"""The one place that drives an operation: a generator of Calls (chord.protocol.calls.Op).
 
 An operation yields a Call and is resumed with its reply, or has PeerUnreachable thrown into
 it when the peer does not answer; its return value is the operation's result. It may yield a
@@ -22,15 +22,7 @@ from collections.abc import Callable
 from types import GeneratorType
 from typing import Any
 
-from chord.protocol.node import (
-    Call,
-    Fanout,
-    Op,
-    Pause,
-    PeerFailed,
-    PeerUnreachable,
-    StatusError,
-)
+from chord.protocol.calls import Call, Fanout, Op, Pause, PeerFailed, PeerUnreachable, StatusError
 
 
 def resume(op: Op, reply: Any, error: PeerUnreachable | None) -> tuple[bool, Any]:

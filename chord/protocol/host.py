@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from chord.protocol.node import Op
+from chord.protocol.calls import Op
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from types import GeneratorType
 from typing import Any, Protocol
 
+from chord.protocol.calls import Call, Op, PeerUnreachable
 from chord.protocol.driver import drive
 from chord.protocol.ledger import Ledger, LocalLedger
-from chord.protocol.node import Call, Op, PeerUnreachable
 from chord.protocol.routing import NodeRef
 
 REPLY = ".reply"  # a reply is counted under its request's kind with this suffix

@@ -16,10 +16,11 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from chord.protocol.calls import Op
 from chord.protocol.host import Host
 from chord.protocol.ids import hash_id
 from chord.protocol.ledger import Ledger
-from chord.protocol.node import ChordNode, Op
+from chord.protocol.node import ChordNode
 from chord.protocol.routing import SUCCESSORS, NodeRef
 from chord.protocol.transport import Handler, MemoryTransport, run_sync
 from chord.simulation.oracle import RingOracle, ring_problems

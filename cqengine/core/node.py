@@ -19,9 +19,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from chord.protocol import versions
+from chord.protocol.calls import Op, Refused, StatusError
 from chord.protocol.host import Host
 from chord.protocol.ledger import Ledger
-from chord.protocol.node import ChordNode, Op, Refused, StatusError
+from chord.protocol.node import ChordNode
 from chord.protocol.routing import NodeRef
 from cqengine.core.alerts.mailboxes import Subscription
 from cqengine.core.announcement.announcer import Announcer

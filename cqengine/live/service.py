@@ -26,8 +26,8 @@ from chord.live.meter import charged
 from chord.live.server import Limits, LiveNode, StartupError, Timing, serve
 from chord.live.tls import ADMIN, PUBLISHER, SUBSCRIBER, Credentials, aio_channel, tls_failure
 from chord.protocol import versions
+from chord.protocol.calls import StatusError
 from chord.protocol.ids import hash_id
-from chord.protocol.node import StatusError
 from chord.protocol.versions import Versions
 from cqengine.core.alerts.mailboxes import Subscription
 from cqengine.core.announcement.filters import lease_problem

@@ -44,7 +44,7 @@ import mmh3
 import numpy as np
 
 from chord.live.server import StartupError
-from chord.protocol.node import StatusError
+from chord.protocol.calls import StatusError
 from cqengine.core.alerts.mailboxes import AlertDoc, Mailbox, Subscription
 from cqengine.core.basis.errors import FULL
 from cqengine.core.basis.limits import MAILBOX, SEEN_KEPT

@@ -9,8 +9,8 @@ import asyncio
 import pytest
 
 from chord.live.driving import UNWAITED, drive_async
+from chord.protocol.calls import Call, Fanout, PeerFailed, PeerUnreachable, Refused
 from chord.protocol.driver import drive
-from chord.protocol.node import Call, Fanout, PeerFailed, PeerUnreachable, Refused
 from chord.protocol.routing import NodeRef
 
 PEERS = [NodeRef(i, f"127.0.0.1:{9000 + i}") for i in range(1, 5)]

@@ -8,7 +8,7 @@ from support.live import engine_node
 
 from chord.live.grpc_transport import CHORD_SERVICE, GrpcTransport, MethodTable, RoundTrip
 from chord.proto import chord_pb2 as pb
-from chord.protocol.node import PeerFailed, PeerUnreachable, Refused, StatusError
+from chord.protocol.calls import PeerFailed, PeerUnreachable, Refused, StatusError
 from chord.protocol.routing import NodeRef
 from chord.protocol.transport import REPLY
 from cqengine.proto import cqengine_pb2

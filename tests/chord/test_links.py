@@ -13,7 +13,8 @@ from chord.live.grpc_transport import CHORD_SERVICE, GrpcTransport, MethodTable
 from chord.live.links import Exchanges
 from chord.live.server import SERVER_OPTIONS
 from chord.proto import chord_pb2 as pb
-from chord.protocol.node import NodeRef, PeerFailed, PeerUnreachable, Refused
+from chord.protocol.calls import PeerFailed, PeerUnreachable, Refused
+from chord.protocol.node import NodeRef
 from cqengine.live.ports import free_ports
 
 LINKED = frozenset({"FindSuccessor", "Ping"})

@@ -19,7 +19,8 @@ from chord.live.gate import ClientRate
 from chord.live.grpc_transport import SIZE_OPTIONS, GrpcTransport
 from chord.live.server import Limits, LiveNode, Timing
 from chord.proto import chord_pb2 as pb
-from chord.protocol.node import Call, NodeRef
+from chord.protocol.calls import Call
+from chord.protocol.node import NodeRef
 from cqengine.live.ports import free_ports
 
 FAST = Timing(stabilize=0.05, fix_fingers=0.1, check_predecessor=0.1)

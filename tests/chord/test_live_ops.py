@@ -9,7 +9,8 @@ from support.waiting import eventually_async
 
 from chord.live.server import LiveNode
 from chord.proto import chord_pb2 as pb
-from chord.protocol.node import Call, NodeRef, PeerFailed
+from chord.protocol.calls import Call, PeerFailed
+from chord.protocol.node import NodeRef
 
 PEER = NodeRef(1, "127.0.0.1:1")
 
@@ -80,7 +81,7 @@ def test_a_node_refuses_calls_until_it_knows_its_successor_and_once_it_stops():
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     from chord.live.grpc_transport import GrpcTransport
-    from chord.protocol.node import PeerUnreachable
+    from chord.protocol.calls import PeerUnreachable
     from cqengine.live.ports import free_ports
 
     async def main():
@@ -230,7 +231,8 @@ def test_bytes_that_are_no_message_are_refused_as_bad_input_never_unknown():
 def test_a_leave_refused_by_the_successor_keeps_the_keys():
     """A graceful leave hands its keys on in one Leave; refused (INVALID_ARGUMENT, or any
     failure but a peer unreachable), the keys taken for it go back to the store."""
-    from chord.protocol.node import ChordNode, Refused
+    from chord.protocol.calls import Refused
+    from chord.protocol.node import ChordNode
 
     me = ChordNode(NodeRef(100, "127.0.0.1:100"))
     me.table.set_successors([NodeRef(200, "127.0.0.1:200")])

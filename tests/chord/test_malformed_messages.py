@@ -22,7 +22,8 @@ from support.node_state import digest_of
 
 from chord.proto import chord_pb2 as chord_pb
 from chord.protocol import checks as chord_checks
-from chord.protocol.node import ChordNode, Refused
+from chord.protocol.calls import Refused
+from chord.protocol.node import ChordNode
 from cqengine.proto import cqengine_pb2 as pb
 
 # ---- 1. malformed requests are refused and change nothing -------------------------------

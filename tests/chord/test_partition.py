@@ -5,8 +5,9 @@ A node asking the nodes it forgot as unreachable (ChordNode.recontact) merges th
 
 from inspect import isgenerator
 
+from chord.protocol.calls import PeerUnreachable
 from chord.protocol.driver import drive
-from chord.protocol.node import LOST_KEPT, LOST_TRIES, LOST_WAIT, ChordNode, PeerUnreachable
+from chord.protocol.node import LOST_KEPT, LOST_TRIES, LOST_WAIT, ChordNode
 from chord.simulation.oracle import ring_problems
 from chord.simulation.simulator import Simulator
 

@@ -12,7 +12,7 @@ from support.waiting import eventually_async
 from chord.live.grpc_transport import GrpcTransport
 from chord.live.server import LiveNode, Timing
 from chord.proto import chord_pb2 as pb
-from chord.protocol.node import PeerUnreachable
+from chord.protocol.calls import PeerUnreachable
 from cqengine.live.ports import free_ports
 from cqengine.proto import cqengine_pb2
 

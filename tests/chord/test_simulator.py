@@ -7,8 +7,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from chord.proto import chord_pb2 as pb
+from chord.protocol.calls import PeerUnreachable
 from chord.protocol.ids import hash_id, spread_ids
-from chord.protocol.node import JoinError, PeerUnreachable
+from chord.protocol.node import JoinError
 from chord.protocol.routing import NodeRef
 from chord.protocol.store import SortedKeyStore
 from chord.simulation.oracle import RingOracle, ring_problems, zave_problems

@@ -14,7 +14,7 @@ from chord.live.grpc_transport import GrpcTransport
 from chord.live.server import StartupError
 from chord.proto import chord_pb2 as pb
 from chord.protocol import versions
-from chord.protocol.node import PeerUnreachable
+from chord.protocol.calls import PeerUnreachable
 from chord.protocol.versions import HEADER, OF_ANOTHER_VERSION, Versions
 from cqengine.live.service import fetch_config
 from cqengine.proto import cqengine_pb2

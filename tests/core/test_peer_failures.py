@@ -1,6 +1,6 @@
 """One peer's failure is one peer's: a peer that answers a call with an error (its disk
 full, say) fails that call, as one that does not answer does. It is retried and then
-counted; the calls to every other peer go on (chord.protocol.node.PeerFailed)."""
+counted; the calls to every other peer go on (chord.protocol.calls.PeerFailed)."""
 
 from __future__ import annotations
 

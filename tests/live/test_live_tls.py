@@ -15,7 +15,7 @@ from chord.live.grpc_transport import GrpcTransport
 from chord.live.server import LiveNode, Timing
 from chord.live.tls import Credentials, TlsError
 from chord.proto import chord_pb2 as pb
-from chord.protocol.node import PeerFailed, PeerUnreachable
+from chord.protocol.calls import PeerFailed, PeerUnreachable
 from cqengine.live.certs import init_ca, issue
 from cqengine.live.ports import free_ports
 

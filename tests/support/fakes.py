@@ -19,10 +19,11 @@ from typing import Any
 
 from chord.proto import chord_pb2 as chord_pb
 from chord.protocol import floor, versions
+from chord.protocol.calls import Call, Fanout, Op, PeerUnreachable
 from chord.protocol.driver import drive
 from chord.protocol.host import Host
 from chord.protocol.messages import to_info
-from chord.protocol.node import Call, ChordNode, Fanout, Op, PeerUnreachable
+from chord.protocol.node import ChordNode
 from chord.protocol.routing import SUCCESSORS, NodeRef
 from chord.simulation.oracle import RingOracle
 from cqengine.core.frame.context import Context

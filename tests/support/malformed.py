@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from chord.proto import chord_pb2 as chord_pb
 from chord.protocol import checks as chord_checks
-from chord.protocol.node import ChordNode, Refused
+from chord.protocol.calls import Refused
+from chord.protocol.node import ChordNode
 from cqengine.core.basis import limits
 from cqengine.core.frame import checks
 from cqengine.core.node import ENGINE_SERVICE, EngineNode

@@ -15,8 +15,8 @@ import logging
 
 import numpy as np
 
+from chord.protocol.calls import Call, Op, PeerUnreachable
 from chord.protocol.ids import in_open_closed
-from chord.protocol.node import Call, Op, PeerUnreachable
 from chord.protocol.routing import NodeRef
 from cqengine.core.basis import limits
 from cqengine.core.frame.context import Context

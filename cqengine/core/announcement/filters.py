@@ -34,7 +34,7 @@ from itertools import chain
 
 import numpy as np
 
-from chord.protocol.node import Op, Pause
+from chord.protocol.calls import Op, Pause
 from chord.protocol.routing import NodeRef
 from cqengine.core.frame.context import Context
 from cqengine.core.resolution.runs import Run

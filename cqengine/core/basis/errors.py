@@ -1,10 +1,10 @@
 """Why the engine refuses a client's request: EngineError, whose code names the gRPC status
 a live node answers with (cqengine.live.service). A malformed message from another node is
-refused differently: chord.protocol.node.Refused, by the checks (cqengine.core.frame.checks)."""
+refused differently: chord.protocol.calls.Refused, by the checks (cqengine.core.frame.checks)."""
 
 from __future__ import annotations
 
-from chord.protocol.node import StatusError
+from chord.protocol.calls import StatusError
 
 LEAVING = "this node is stopping; send it to another node of the ring"
 FULL = "data directory full"  # the node can keep nothing more now (its disk, say)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from chord.protocol.node import Call, Op, PeerFailed, PeerUnreachable
+from chord.protocol.calls import Call, Op, PeerFailed, PeerUnreachable
 from cqengine.core.alerts.batches import alert_batch
 from cqengine.core.basis import limits
 from cqengine.core.basis.errors import FULL as DIRECTORY_FULL

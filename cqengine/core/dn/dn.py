@@ -24,8 +24,8 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import replace
 
+from chord.protocol.calls import Call, Op, PeerUnreachable
 from chord.protocol.ids import distance
-from chord.protocol.node import Call, Op, PeerUnreachable
 from chord.protocol.routing import NodeRef
 from cqengine.core.basis import limits
 from cqengine.core.basis.errors import LEAVING, EngineError

@@ -1,7 +1,7 @@
 """What a node checks of every Engine message before it acts on it.
 
 Like chord.protocol.checks for the ring's own messages: a message that fails a check is refused
-(chord.protocol.node.Refused), counted (`messages_refused` in Stats) and changes nothing. The
+(chord.protocol.calls.Refused), counted (`messages_refused` in Stats) and changes nothing. The
 checks are of shape and range only: every message a correct node sends, whatever the
 ring is doing, passes them (tests/core/frame/test_checks.py runs whole simulated rings, replicated
 and churning, with every message checked). They read the message and the ring-wide

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from chord.protocol.node import Op
+from chord.protocol.calls import Op
 from chord.protocol.routing import NodeRef
 from cqengine.core.resolution.runs import Announced, Heard, Run
 from cqengine.proto import cqengine_pb2 as pb

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 
-from chord.protocol.node import Call, Fanout, Op
+from chord.protocol.calls import Call, Fanout, Op
 from chord.protocol.routing import NodeRef
 from cqengine.core.basis import limits
 from cqengine.core.home.homes import STARTS, Held, HomeLogs, Moved

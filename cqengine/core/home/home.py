@@ -19,7 +19,7 @@ from functools import partial
 from inspect import isgenerator
 
 from chord.proto import chord_pb2 as chord_pb
-from chord.protocol.node import Call, Op, PeerUnreachable
+from chord.protocol.calls import Call, Op, PeerUnreachable
 from cqengine.core.alerts.batches import numbered_runs, offer_batch
 from cqengine.core.alerts.mailboxes import Mailbox, Runs, Subscription
 from cqengine.core.basis import limits

@@ -15,8 +15,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from chord.protocol.calls import Op, Pause
 from chord.protocol.ids import MASK
-from chord.protocol.node import Op, Pause
 from cqengine.core.alerts.mailboxes import Runs
 from cqengine.core.basis import limits
 from cqengine.core.frame.context import Context

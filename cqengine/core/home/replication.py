@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable
 from itertools import repeat
 
-from chord.protocol.node import Call, Fanout, Op, PeerUnreachable
+from chord.protocol.calls import Call, Fanout, Op, PeerUnreachable
 from chord.protocol.routing import NodeRef
 from cqengine.core.alerts.mailboxes import home_record
 from cqengine.core.basis import limits

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from functools import partial
 
-from chord.protocol.node import Call, Fanout, NotWaited, Op, PeerUnreachable
+from chord.protocol.calls import Call, Fanout, NotWaited, Op, PeerUnreachable
 from chord.protocol.routing import NodeRef
 from cqengine.core.homelog.log import EPOCH, Config, Log
 from cqengine.proto import cqengine_pb2 as pb

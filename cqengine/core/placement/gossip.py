@@ -14,7 +14,7 @@ from __future__ import annotations
 from functools import partial
 from operator import is_
 
-from chord.protocol.node import Call, Op, PeerUnreachable
+from chord.protocol.calls import Call, Op, PeerUnreachable
 from chord.protocol.routing import NodeRef
 from cqengine.core.basis.errors import EngineError
 from cqengine.core.frame.context import Context

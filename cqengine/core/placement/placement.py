@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from functools import partial
 from inspect import isgenerator
 
-from chord.protocol.node import Call, Op, PeerUnreachable
+from chord.protocol.calls import Call, Op, PeerUnreachable
 from chord.protocol.routing import NodeRef
 from cqengine.core.alerts.mailboxes import Subscription, home_record, token_hash
 from cqengine.core.announcement.filters import Filters

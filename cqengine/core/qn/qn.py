@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from chord.protocol.node import Call, Op, PeerUnreachable
+from chord.protocol.calls import Call, Op, PeerUnreachable
 from cqengine.core.frame.context import Context
 from cqengine.core.resolution import matches
 from cqengine.core.resolution.conditions import Conditions, questions_in

@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from functools import partial
 
+from chord.protocol.calls import PeerUnreachable
 from chord.protocol.ids import spread_ids
 from chord.protocol.ledger import Count, Ledger
-from chord.protocol.node import PeerUnreachable
 from chord.protocol.routing import SUCCESSORS
 from chord.simulation.oracle import ring_problems
 from chord.simulation.simulator import Simulator

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.fakes import FakeNode, Peers, RecordingHearer, node_at, ring_at, ring_settings
 
+from chord.protocol.calls import Call
 from chord.protocol.ids import MASK, distance
-from chord.protocol.node import Call
 from chord.protocol.routing import NodeRef
 from chord.simulation.oracle import RingOracle
 from cqengine.core.announcement.announcer import Announcer

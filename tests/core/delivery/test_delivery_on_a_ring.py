@@ -11,7 +11,7 @@ import pytest
 from support.oracle import assert_exact
 from support.workloads import Workload, make_settings, subscribe_all, workload
 
-from chord.protocol.node import PeerUnreachable
+from chord.protocol.calls import PeerUnreachable
 from chord.protocol.routing import NodeRef
 from cqengine.core.basis import limits
 from cqengine.core.frame.documents import prepare

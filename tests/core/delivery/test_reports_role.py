@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.fakes import FakeNode, RecordingAnnouncer, node_at, ring_of, ring_settings
 
-from chord.protocol.node import Call
+from chord.protocol.calls import Call
 from cqengine.core.basis import limits
 from cqengine.core.delivery.reports import Reports
 from cqengine.core.dn.dn import DN

@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.fakes import FakeNode, RecordingCopier, node_at, ring_of, ring_settings
 
+from chord.protocol.calls import Call, Op
 from chord.protocol.driver import drive
-from chord.protocol.node import Call, Op
 from cqengine.core.alerts.batches import alert_batch
 from cqengine.core.alerts.mailboxes import Subscription, home_record, token_hash
 from cqengine.core.basis.errors import MINORITY, EngineError

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.fakes import FakeNode, RecordingCopier, node_at, ring_of, ring_settings
 
-from chord.protocol.node import Call
+from chord.protocol.calls import Call
 from cqengine.core.alerts.batches import alert_batch, numbered_alerts
 from cqengine.core.alerts.mailboxes import Subscription, token_hash
 from cqengine.core.home.home import Home

@@ -17,7 +17,7 @@ from support.oracle import assert_exact, consecutive
 from support.records import reconcile
 from support.workloads import make_settings, subscribe_all, workload
 
-from chord.protocol.node import PeerUnreachable
+from chord.protocol.calls import PeerUnreachable
 from chord.protocol.transport import REPLY
 from cqengine.core.alerts.batches import alert_batch, numbered_alerts, numbered_batch
 from cqengine.core.alerts.mailboxes import Mailbox, cost, home_record

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, example, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from chord.protocol.node import Call, Fanout, NotWaited, PeerUnreachable
+from chord.protocol.calls import Call, Fanout, NotWaited, PeerUnreachable
 from chord.protocol.routing import NodeRef
 from cqengine.core.homelog.leader import Leader, NoMajority, Superseded, majority
 from cqengine.core.homelog.log import EPOCH, Log

@@ -10,7 +10,7 @@ import pytest
 from support.oracle import assert_exact
 from support.workloads import make_settings, workload
 
-from chord.protocol.node import Refused
+from chord.protocol.calls import Refused
 from cqengine.core.basis import limits
 from cqengine.core.basis.errors import EngineError
 from cqengine.core.terms.settings import Settings

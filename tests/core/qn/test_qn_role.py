@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from support.fakes import FakeNode, node_at, ring_at, ring_settings
 
+from chord.protocol.calls import Call
 from chord.protocol.ids import MASK
-from chord.protocol.node import Call
 from chord.protocol.routing import NodeRef
 from cqengine.core.frame.documents import Document, Documents
 from cqengine.core.qn.qn import QN
